@@ -1,0 +1,50 @@
+//! One module per command: each turns parsed arguments into output and an
+//! exit status.
+
+pub mod completions;
+pub mod detect;
+pub mod doctor;
+pub mod man;
+
+use std::io::IsTerminal;
+use std::process::ExitCode;
+
+use crate::cli::{Cli, ColorChoice, Command, SourceArgs};
+use crate::host::{HostRoot, RootError};
+
+/// Exit status for a usage error (bad flag, missing sysroot).
+pub const EXIT_USAGE: u8 = 2;
+
+/// Runs the parsed command line.
+pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
+    let color = match cli.color {
+        ColorChoice::Always => true,
+        ColorChoice::Never => false,
+        ColorChoice::Auto => {
+            std::io::stdout().is_terminal() && std::env::var_os("NO_COLOR").is_none()
+        }
+    };
+    match cli.command {
+        Command::Detect(args) => detect::run(&args),
+        Command::Doctor(args) => doctor::run(&args, color),
+        Command::Completions { shell } => completions::run(shell),
+        Command::Man { out_dir } => man::run(out_dir.as_deref()),
+    }
+}
+
+/// The host root named by `--sysroot`, or the live host.
+pub fn root(source: &SourceArgs) -> Result<HostRoot, RootError> {
+    match &source.sysroot {
+        Some(dir) => HostRoot::sysroot(dir),
+        None => Ok(HostRoot::live()),
+    }
+}
+
+/// Maps an error to halobox's exit status: 2 for usage errors, else 1.
+pub fn exit_code_for(err: &anyhow::Error) -> ExitCode {
+    if err.downcast_ref::<RootError>().is_some() {
+        ExitCode::from(EXIT_USAGE)
+    } else {
+        ExitCode::FAILURE
+    }
+}

@@ -1,0 +1,174 @@
+//! Kernel parameter checks: IOMMU pass-through, ASPM off, and a GTT large
+//! enough for the iGPU to use this machine's unified memory.
+
+use super::{Check, has_gpu, has_rdma};
+use crate::host::HostFacts;
+
+const KIB_PER_GIB: u64 = 1 << 20;
+/// RAM is sold in multiples of this; MemTotal is rounded up to it.
+const RAM_STEP_GIB: u64 = 8;
+/// RAM left to the OS when the GPU may map the rest.
+const OS_RESERVE_GIB: u64 = 4;
+/// 4 KiB pages per MiB.
+const PAGES_PER_MIB: u64 = 256;
+
+/// The GTT size (MiB) and TTM page limit recommended for `mem_total_kib` of RAM:
+/// the nominal RAM (MemTotal rounded up to 8 GiB) less 4 GiB for the OS.
+/// 128 GB board → (126976, 32505856), as the guides use.
+pub fn recommended_gtt(mem_total_kib: u64) -> (u64, u64) {
+    let step = RAM_STEP_GIB * KIB_PER_GIB;
+    let nominal_gib = mem_total_kib.div_ceil(step) * RAM_STEP_GIB;
+    let gib = nominal_gib.saturating_sub(OS_RESERVE_GIB).max(1);
+    let mib = gib * 1024;
+    (mib, mib * PAGES_PER_MIB)
+}
+
+fn boot_fix(args: &str) -> String {
+    format!(
+        "Fedora: sudo grubby --update-kernel=ALL --args=\"{args}\"\n\
+         Debian/Ubuntu: add `{args}` to GRUB_CMDLINE_LINUX in /etc/default/grub, then sudo update-grub\n\
+         then reboot"
+    )
+}
+
+pub(super) fn checks(facts: &HostFacts) -> Vec<Check> {
+    let k = &facts.kernel;
+    if k.cmdline.is_none() {
+        let why = "/proc/cmdline could not be read";
+        return ["kernel.iommu", "kernel.pcie_aspm", "kernel.gtt"]
+            .iter()
+            .map(|id| Check::skip(id, why))
+            .collect();
+    }
+    if !has_gpu(facts) && !has_rdma(facts) {
+        let why = "tuning for the iGPU and RDMA NIC; this host has neither";
+        return ["kernel.iommu", "kernel.pcie_aspm", "kernel.gtt"]
+            .iter()
+            .map(|id| Check::skip(id, why))
+            .collect();
+    }
+    vec![iommu(facts), aspm(facts), gtt(facts)]
+}
+
+fn iommu(facts: &HostFacts) -> Check {
+    let id = "kernel.iommu";
+    let k = &facts.kernel;
+    match (k.param("iommu"), k.param("amd_iommu")) {
+        (Some(Some("pt")), _) => Check::pass(id, "iommu=pt (pass-through)"),
+        (_, Some(Some("off"))) => Check::pass(id, "amd_iommu=off"),
+        (other, amd) => Check::warn(
+            id,
+            format!(
+                "IOMMU is translating DMA ({}): pass-through removes that cost for the NIC and the iGPU",
+                match (other, amd) {
+                    (Some(Some(v)), _) => format!("iommu={v}"),
+                    (_, Some(Some(v))) => format!("amd_iommu={v}"),
+                    _ => "neither iommu=pt nor amd_iommu=off is set".into(),
+                }
+            ),
+            boot_fix("iommu=pt"),
+        ),
+    }
+}
+
+fn aspm(facts: &HostFacts) -> Check {
+    let id = "kernel.pcie_aspm";
+    let k = &facts.kernel;
+    match k.param("pcie_aspm") {
+        Some(Some("off")) => Check::pass(id, "pcie_aspm=off"),
+        value => {
+            let typo = k.param("pcie_asm").is_some();
+            Check::warn(
+                id,
+                format!(
+                    "{}: PCIe power saving adds latency spikes and link renegotiation on the 100GbE NIC{}",
+                    match value {
+                        Some(Some(v)) => format!("pcie_aspm={v}"),
+                        _ => "pcie_aspm=off is not set".into(),
+                    },
+                    if typo { " (`pcie_asm=off` is set: a typo the kernel ignores)" } else { "" }
+                ),
+                boot_fix("pcie_aspm=off"),
+            )
+        }
+    }
+}
+
+fn gtt(facts: &HostFacts) -> Check {
+    let id = "kernel.gtt";
+    if !has_gpu(facts) {
+        return Check::skip(id, "no GPU: GTT size does not matter");
+    }
+    let k = &facts.kernel;
+    let Some(total) = k.mem_total_kib else {
+        return Check::skip(id, "MemTotal unknown: cannot size the GTT");
+    };
+    let (rec_mib, rec_pages) = recommended_gtt(total);
+    let fix = boot_fix(&format!(
+        "amdgpu.gttsize={rec_mib} ttm.pages_limit={rec_pages}"
+    ));
+    let total_mib = total / 1024;
+    let num = |key: &str| match k.param(key) {
+        Some(Some(v)) => Some(v.parse::<u64>().ok()),
+        _ => None,
+    };
+    let gttsize = num("amdgpu.gttsize");
+    let pages = num("ttm.pages_limit");
+    if gttsize == Some(None) || pages == Some(None) {
+        return Check::warn(id, "amdgpu.gttsize or ttm.pages_limit is not a number", fix);
+    }
+    let gtt_mib = gttsize.flatten();
+    let pages_mib = pages.flatten().map(|p| p / PAGES_PER_MIB);
+    let effective = match (gtt_mib, pages_mib) {
+        (None, None) => {
+            return Check::warn(
+                id,
+                format!(
+                    "no GTT size set: the iGPU gets the kernel default (about half of {} MiB RAM); for this machine use {rec_mib} MiB",
+                    total_mib
+                ),
+                fix,
+            );
+        }
+        (Some(g), Some(p)) if g != p => {
+            return Check::warn(
+                id,
+                format!("amdgpu.gttsize={g} MiB but ttm.pages_limit allows {p} MiB: they must agree"),
+                fix,
+            );
+        }
+        (_, Some(p)) => p,
+        (Some(g), None) => g,
+    };
+    if effective > total_mib {
+        Check::warn(
+            id,
+            format!("GTT {effective} MiB is more than the {total_mib} MiB of RAM: the GPU can starve the OS"),
+            fix,
+        )
+    } else if effective * 2 < rec_mib {
+        Check::warn(
+            id,
+            format!("GTT {effective} MiB lets the iGPU use under half of what this machine can give it ({rec_mib} MiB)"),
+            fix,
+        )
+    } else {
+        Check::pass(
+            id,
+            format!("GTT {effective} MiB of {total_mib} MiB RAM (recommended here: {rec_mib} MiB)"),
+        )
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn gtt_for_128_gb_matches_the_guides() {
+        // A 128 GB board with a 512 MiB carve-out reports ~127 GiB MemTotal.
+        assert_eq!(recommended_gtt(132_000_000), (126_976, 32_505_856));
+        // 64 GB board: 60 GiB.
+        assert_eq!(recommended_gtt(65_000_000), (61_440, 15_728_640));
+    }
+}

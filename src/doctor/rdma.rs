@@ -1,0 +1,261 @@
+//! RDMA checks for the data-plane port: present, up, RoCE, GID, PCIe, firmware.
+
+use super::{Check, has_rdma};
+use crate::dataplane::{DataPlane, RdmaEndpoint};
+use crate::host::HostFacts;
+use crate::host::rdma::{RdmaDevice, RdmaTransport};
+use crate::units::{pcie_generation, pcie_link_gbps};
+
+/// E810 firmware (NVM) version the guides verified.
+pub const E810_VERIFIED_FW: (u32, u32) = (4, 91);
+
+pub(super) fn checks(facts: &HostFacts, plane: Option<&DataPlane>) -> Vec<Check> {
+    let ids = ["rdma.port", "rdma.mode", "rdma.gid", "rdma.pcie", "rdma.firmware"];
+    let skip_rest = |why: &str| ids.iter().map(|id| Check::skip(id, why)).collect::<Vec<_>>();
+    if !has_rdma(facts) {
+        let mut out = vec![Check::warn(
+            "rdma.device",
+            "no RDMA device: NCCL/RCCL will fall back to TCP sockets (the ethernet transport, ~70 µs instead of ~5 µs)",
+            "install an RDMA NIC (Intel E810 or ConnectX) and its drivers (irdma / mlx5_ib, rdma-core); `rdma link` must list it",
+        )];
+        out.extend(skip_rest("no RDMA device"));
+        return out;
+    }
+    let Some(p) = plane else {
+        let mut out = vec![Check::pass(
+            "rdma.device",
+            format!("RDMA devices: {}", device_list(facts)),
+        )];
+        out.extend(skip_rest("no data-plane interface resolved (pass --ip)"));
+        return out;
+    };
+    let Some(ep) = &p.rdma else {
+        let mut out = vec![Check::warn(
+            "rdma.device",
+            format!(
+                "{} has no RDMA device (RDMA devices here: {}): traffic over it uses TCP",
+                p.interface,
+                device_list(facts)
+            ),
+            "pass --ip with the address of the RDMA NIC's interface",
+        )];
+        out.extend(skip_rest("the data-plane interface has no RDMA device"));
+        return out;
+    };
+    let dev = facts
+        .rdma
+        .devices
+        .iter()
+        .find(|d| d.name == ep.device)
+        .expect("endpoint names a device from the facts");
+    vec![
+        Check::pass(
+            "rdma.device",
+            format!(
+                "{} ({}) serves {}",
+                dev.name,
+                dev.driver.as_deref().unwrap_or("driver unknown"),
+                p.interface
+            ),
+        ),
+        port(dev, ep, p),
+        mode(dev, p),
+        gid(ep, p),
+        pcie(dev, ep),
+        firmware(facts, dev, p),
+    ]
+}
+
+fn device_list(facts: &HostFacts) -> String {
+    facts
+        .rdma
+        .devices
+        .iter()
+        .map(|d| match d.netdevs.as_slice() {
+            [] => d.name.clone(),
+            n => format!("{} ({})", d.name, n.join(", ")),
+        })
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+fn port(dev: &RdmaDevice, ep: &RdmaEndpoint, p: &DataPlane) -> Check {
+    let id = "rdma.port";
+    let port = dev.ports.iter().find(|x| x.number == ep.port);
+    let state = port.and_then(|x| x.state.as_deref()).unwrap_or("unknown");
+    let phys = port.and_then(|x| x.phys_state.as_deref()).unwrap_or("unknown");
+    let rate = port.and_then(|x| x.rate.as_deref()).unwrap_or("rate unknown");
+    if ep.port_up {
+        Check::pass(id, format!("{} port {} {state}/{phys}, {rate}", dev.name, ep.port))
+    } else {
+        Check::fail(
+            id,
+            format!("{} port {} is {state}/{phys}", dev.name, ep.port),
+            format!(
+                "sudo ip link set {} up; check the cable and that the peer is up; `rdma link` must show state ACTIVE physical_state LINK_UP",
+                p.interface
+            ),
+        )
+    }
+}
+
+fn mode(dev: &RdmaDevice, p: &DataPlane) -> Check {
+    let id = "rdma.mode";
+    match dev.transport {
+        Some(RdmaTransport::Roce) => Check::pass(id, format!("{} runs RoCE", dev.name)),
+        Some(RdmaTransport::Iwarp) => Check::fail(
+            id,
+            format!(
+                "{} runs iWARP (node type {}), not RoCE v2: RCCL's RoCE path and perftest's GID-based setup need RoCE",
+                dev.name,
+                dev.node_type.as_deref().unwrap_or("RNIC")
+            ),
+            "echo 'options irdma roce_ena=1' | sudo tee /etc/modprobe.d/irdma.conf\nsudo modprobe -r irdma && sudo modprobe irdma   # or reboot; the device is renamed roce*",
+        ),
+        Some(RdmaTransport::Infiniband) => Check::warn(
+            id,
+            format!("{} is native InfiniBand, not RoCE", dev.name),
+            format!("use the `ib` transport for the cluster on {}", p.interface),
+        ),
+        None => Check::warn(
+            id,
+            format!("{}: transport unknown (node type or link layer unreadable)", dev.name),
+            format!("rdma link show {}", dev.name),
+        ),
+    }
+}
+
+fn gid(ep: &RdmaEndpoint, p: &DataPlane) -> Check {
+    let id = "rdma.gid";
+    match ep.gid_index {
+        Some(i) => Check::pass(
+            id,
+            format!(
+                "RoCE v2 GID index {i} carries {} on {} port {} (NCCL_IB_GID_INDEX={i})",
+                p.ip, ep.device, ep.port
+            ),
+        ),
+        None if ep.transport == Some(RdmaTransport::Iwarp) => {
+            Check::skip(id, "iWARP has no RoCE v2 GIDs (see rdma.mode)")
+        }
+        None => Check::fail(
+            id,
+            format!(
+                "no RoCE v2 GID for {} on {} port {}: RoCE traffic to this address cannot be set up",
+                p.ip, ep.device, ep.port
+            ),
+            format!(
+                "the GID table follows the netdev's addresses: check `ip -4 addr show {0}` lists {1}, that the port is up, then `grep . /sys/class/infiniband/{2}/ports/{3}/gid_attrs/types/*`",
+                p.interface, p.ip, ep.device, ep.port
+            ),
+        ),
+    }
+}
+
+fn pcie(dev: &RdmaDevice, ep: &RdmaEndpoint) -> Check {
+    let id = "rdma.pcie";
+    let Some(link) = &dev.pcie else {
+        return Check::skip(id, format!("{}: no PCIe link information", dev.name));
+    };
+    let (Some(speed), Some(width)) = (link.current_speed_gts, link.current_width) else {
+        return Check::skip(id, format!("{}: PCIe link speed or width unreadable", dev.name));
+    };
+    let ceiling = pcie_link_gbps(speed, width);
+    let here = format!("{} x{width}", gen_name(speed));
+    let port_rate = dev
+        .ports
+        .iter()
+        .find(|x| x.number == ep.port)
+        .and_then(|x| x.rate_gbps);
+    let narrowed = link.max_width.is_some_and(|m| width < m);
+    let slowed = link.max_speed_gts.is_some_and(|m| speed < m);
+    let below_port = port_rate.is_some_and(|r| ceiling < r);
+    let limit = format!(
+        "ceiling {ceiling:.1} Gb/s raw (about {:.0} Gb/s achievable){}",
+        ceiling * 0.87,
+        port_rate
+            .map(|r| format!(" vs the port's {r:.0} Gb/s"))
+            .unwrap_or_default()
+    );
+    if !(narrowed || slowed || below_port) {
+        return Check::pass(id, format!("{}: PCIe {here}, {limit}", dev.name));
+    }
+    let capable = match (link.max_speed_gts, link.max_width) {
+        (Some(s), Some(w)) => format!(" (the NIC supports {} x{w})", gen_name(s)),
+        _ => String::new(),
+    };
+    Check::warn(
+        id,
+        format!("{}: PCIe {here}{capable}: {limit}", dev.name),
+        "bandwidth is capped by the slot, not the network: use a slot with more lanes or a newer PCIe generation; on boards with only an x4 slot (Framework Desktop) this is expected and RoCE still gives ~5 µs latency",
+    )
+}
+
+fn gen_name(speed: f64) -> String {
+    match pcie_generation(speed) {
+        Some(g) => format!("{g}.0"),
+        None => format!("{speed} GT/s"),
+    }
+}
+
+fn firmware(facts: &HostFacts, dev: &RdmaDevice, p: &DataPlane) -> Check {
+    let id = "rdma.firmware";
+    let info = facts.nic_drivers.iter().find(|d| d.netdev == p.interface);
+    let Some(info) = info else {
+        return match facts.tool("ethtool") {
+            None if facts.sysroot.is_none() => Check::skip(
+                id,
+                format!("ethtool is not installed, so the firmware of {} is unknown (sysfs fw_ver: {})", p.interface, dev.fw_ver.as_deref().unwrap_or("none")),
+            ),
+            _ => Check::skip(id, format!("no `ethtool -i {}` output", p.interface)),
+        };
+    };
+    let fw = info.firmware_version.as_deref().unwrap_or("unknown");
+    let driver = info.driver.as_deref().unwrap_or("unknown");
+    if driver != "ice" {
+        return Check::skip(
+            id,
+            format!("{driver} firmware {fw}: the guides verified no version for this driver"),
+        );
+    }
+    match parse_major_minor(fw) {
+        Some(v) if v >= E810_VERIFIED_FW => Check::pass(
+            id,
+            format!("E810 firmware {fw} (verified: {}.{} or newer)", E810_VERIFIED_FW.0, E810_VERIFIED_FW.1),
+        ),
+        Some(_) => Check::warn(
+            id,
+            format!(
+                "E810 firmware {fw} is older than the verified {}.{}: link and RDMA issues were fixed in newer NVM",
+                E810_VERIFIED_FW.0, E810_VERIFIED_FW.1
+            ),
+            "update the NVM with Intel's Ethernet NVM Update Tool for E810 (nvmupdate64e), then power-cycle",
+        ),
+        None => Check::warn(
+            id,
+            format!("E810 firmware version {fw:?} not understood"),
+            format!("ethtool -i {}", p.interface),
+        ),
+    }
+}
+
+/// `4.91 0x800214b5 1.3909.0` → (4, 91).
+pub fn parse_major_minor(fw: &str) -> Option<(u32, u32)> {
+    let first = fw.split_whitespace().next()?;
+    let (major, minor) = first.split_once('.')?;
+    Some((major.parse().ok()?, minor.parse().ok()?))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn firmware_versions() {
+        assert_eq!(parse_major_minor("4.91 0x800214b5 1.3909.0"), Some((4, 91)));
+        assert_eq!(parse_major_minor("4.40 0x8001c967 1.3534.0"), Some((4, 40)));
+        assert!(parse_major_minor("4.40").unwrap() < E810_VERIFIED_FW);
+        assert!(parse_major_minor("5.1").unwrap() > E810_VERIFIED_FW);
+        assert_eq!(parse_major_minor("junk"), None);
+    }
+}

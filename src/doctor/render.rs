@@ -1,0 +1,70 @@
+//! Human-readable doctor report.
+
+use std::fmt::Write;
+
+use super::{Report, Status};
+
+/// Colours for a terminal, or none.
+#[derive(Debug, Clone, Copy)]
+pub struct Style {
+    /// Use ANSI colours.
+    pub color: bool,
+}
+
+impl Style {
+    fn status(self, s: Status) -> String {
+        let label = s.label();
+        if !self.color {
+            return label.to_string();
+        }
+        let code = match s {
+            Status::Pass => "32",
+            Status::Warn => "33",
+            Status::Fail => "31;1",
+            Status::Skip => "2",
+        };
+        format!("\x1b[{code}m{label}\x1b[0m")
+    }
+}
+
+/// Renders the report as aligned lines with indented fixes.
+pub fn human(report: &Report, style: Style) -> String {
+    let mut out = String::new();
+    let source = report
+        .sysroot
+        .as_deref()
+        .map(|s| format!("snapshot {s}"))
+        .unwrap_or_else(|| "this host".into());
+    let _ = writeln!(out, "halobox doctor: {source}\n");
+    let width = report.checks.iter().map(|c| c.id.len()).max().unwrap_or(0);
+    for c in &report.checks {
+        let _ = writeln!(
+            out,
+            "{}  {:width$}  {}",
+            style.status(c.status),
+            c.id,
+            c.summary
+        );
+        if let Some(fix) = &c.fix {
+            let pad = " ".repeat(width + 8);
+            for (i, line) in fix.lines().enumerate() {
+                let lead = if i == 0 { "fix: " } else { "     " };
+                let _ = writeln!(out, "{pad}{lead}{line}");
+            }
+        }
+    }
+    let s = report.summary;
+    let verdict = if s.fail > 0 {
+        "not ready: fix every FAIL above"
+    } else if s.warn > 0 {
+        "usable; the WARNs cost performance or need confirming"
+    } else {
+        "ready"
+    };
+    let _ = writeln!(
+        out,
+        "\n{} passed, {} warned, {} failed, {} skipped: {verdict}",
+        s.pass, s.warn, s.fail, s.skip
+    );
+    out
+}

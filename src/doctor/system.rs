@@ -1,0 +1,81 @@
+//! Host-wide checks: leaking environment variables, container tooling, and
+//! host files that could not be read.
+
+use super::Check;
+use crate::host::HostFacts;
+
+pub(super) fn checks(facts: &HostFacts) -> Vec<Check> {
+    let mut out = vec![env(facts), tools(facts)];
+    if !facts.read_issues.is_empty() {
+        out.push(read_issues(facts));
+    }
+    out
+}
+
+fn env(facts: &HostFacts) -> Check {
+    let id = "env.hazards";
+    if facts.env_hazards.is_empty() {
+        return Check::pass(id, "no GPU or NCCL override variables set");
+    }
+    let list = facts
+        .env_hazards
+        .iter()
+        .map(|v| format!("{}={}", v.name, v.value))
+        .collect::<Vec<_>>()
+        .join(", ");
+    let hsa = facts
+        .env_hazards
+        .iter()
+        .any(|v| v.name == "HSA_OVERRIDE_GFX_VERSION");
+    let why = if hsa {
+        "HSA_OVERRIDE_GFX_VERSION makes ROCm treat gfx1151 as another GPU and crashes it; the rest override what halobox sets per node"
+    } else {
+        "they leak into containers and override what halobox computes per node"
+    };
+    let names = facts
+        .env_hazards
+        .iter()
+        .map(|v| v.name.as_str())
+        .collect::<Vec<_>>()
+        .join(" ");
+    Check::warn(
+        id,
+        format!("{list} set: {why}"),
+        format!("unset {names}\n# and remove them from ~/.bashrc, ~/.profile or /etc/environment"),
+    )
+}
+
+fn tools(facts: &HostFacts) -> Check {
+    let id = "tools.containers";
+    let found: Vec<&str> = ["podman", "docker", "toolbox", "distrobox"]
+        .into_iter()
+        .filter(|t| facts.tool(t).is_some())
+        .collect();
+    if facts.tool("podman").is_some() || facts.tool("docker").is_some() {
+        Check::pass(id, format!("found {}", found.join(", ")))
+    } else {
+        Check::fail(
+            id,
+            if found.is_empty() {
+                "no container engine: halobox needs podman or docker".to_string()
+            } else {
+                format!("found {} but no podman or docker engine", found.join(", "))
+            },
+            "Fedora: sudo dnf install podman toolbox\nDebian/Ubuntu: sudo apt-get install podman podman-toolbox",
+        )
+    }
+}
+
+fn read_issues(facts: &HostFacts) -> Check {
+    let list = facts
+        .read_issues
+        .iter()
+        .map(|i| format!("{}: {}", i.path, i.error))
+        .collect::<Vec<_>>()
+        .join("; ");
+    Check::warn(
+        "host.readable",
+        format!("some host files could not be read, so checks above may be incomplete: {list}"),
+        "run halobox doctor as the user who runs the containers; in a snapshot, re-copy the files named",
+    )
+}

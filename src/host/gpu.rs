@@ -1,0 +1,167 @@
+//! GPU facts from the KFD topology (`/sys/class/kfd/kfd/topology/nodes/*`)
+//! and the device nodes ROCm opens (`/dev/kfd`, `/dev/dri/renderD*`).
+
+use std::collections::BTreeMap;
+
+use schemars::JsonSchema;
+use serde::Serialize;
+
+use super::devnodes::{self, DeviceNode, StatTable};
+use super::reader::Reader;
+
+const TOPOLOGY: &str = "/sys/class/kfd/kfd/topology/nodes";
+
+/// One KFD topology node: a CPU (gfx_target_version 0) or a GPU agent.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, JsonSchema)]
+pub struct KfdNode {
+    /// The node number (folder name under `topology/nodes`).
+    pub id: u32,
+    /// The node's `name` file (e.g. `gfx1151`; empty for CPU nodes).
+    pub name: Option<String>,
+    /// `gfx_target_version` as the kernel prints it (110501 for gfx1151).
+    pub gfx_target_version: Option<u32>,
+    /// The LLVM target decoded from `gfx_target_version` (`gfx1151`); `None` for CPU nodes.
+    pub gfx_target: Option<String>,
+    /// PCI vendor id (4098 = 0x1002, AMD).
+    pub vendor_id: Option<u32>,
+    /// PCI device id.
+    pub device_id: Option<u32>,
+    /// Number of SIMDs (0 on CPU nodes).
+    pub simd_count: Option<u32>,
+    /// Render minor; with it the node's `/dev/dri/renderD<minor>`.
+    pub drm_render_minor: Option<u32>,
+    /// `/dev/dri/renderD<drm_render_minor>` for GPU nodes.
+    pub render_node: Option<String>,
+}
+
+impl KfdNode {
+    /// True for a GPU agent (a CPU node has gfx_target_version 0).
+    pub fn is_gpu(&self) -> bool {
+        self.gfx_target_version.is_some_and(|v| v != 0)
+    }
+}
+
+/// Everything halobox knows about the GPU side of the host.
+#[derive(Debug, Clone, Default, Serialize, JsonSchema)]
+pub struct GpuFacts {
+    /// True when `/sys/class/kfd/kfd/topology` exists (the amdgpu KFD is loaded).
+    pub kfd_topology: bool,
+    /// Every topology node, CPU and GPU.
+    pub nodes: Vec<KfdNode>,
+    /// `/dev/kfd`, when it exists.
+    pub kfd: Option<DeviceNode>,
+    /// Every `/dev/dri/card*` and `/dev/dri/renderD*`.
+    pub dri: Vec<DeviceNode>,
+}
+
+/// Reads the KFD topology and GPU device nodes.
+pub fn read(r: &Reader, stats: &StatTable) -> GpuFacts {
+    let kfd_topology = r.exists(TOPOLOGY);
+    let nodes = if kfd_topology {
+        r.dir(TOPOLOGY)
+            .unwrap_or_default()
+            .into_iter()
+            .filter_map(|n| n.parse::<u32>().ok())
+            .filter_map(|id| read_node(r, id))
+            .collect()
+    } else {
+        Vec::new()
+    };
+    GpuFacts {
+        kfd_topology,
+        nodes,
+        kfd: devnodes::read(r, stats, "/dev/kfd"),
+        dri: devnodes::read_dir(r, stats, "/dev/dri", |n| {
+            n.starts_with("card") || n.starts_with("renderD")
+        }),
+    }
+}
+
+fn read_node(r: &Reader, id: u32) -> Option<KfdNode> {
+    let path = format!("{TOPOLOGY}/{id}/properties");
+    let text = r.text(&path)?;
+    let props = parse_properties(&text);
+    if props.is_empty() {
+        r.note(&path, "no 'key value' lines");
+    }
+    let num = |key: &str| -> Option<u32> {
+        let raw = props.get(key)?;
+        let v = u32::try_from(*raw).ok();
+        if v.is_none() {
+            r.note(&path, format!("{key} {raw} is out of range"));
+        }
+        v
+    };
+    let gfx_target_version = num("gfx_target_version");
+    let drm_render_minor = num("drm_render_minor");
+    let is_gpu = gfx_target_version.is_some_and(|v| v != 0);
+    let name = r
+        .text_quiet(&format!("{TOPOLOGY}/{id}/name"))
+        .map(|s| s.trim().to_string());
+    Some(KfdNode {
+        id,
+        name,
+        gfx_target_version,
+        gfx_target: gfx_target_version.and_then(gfx_target_name),
+        vendor_id: num("vendor_id"),
+        device_id: num("device_id"),
+        simd_count: num("simd_count"),
+        drm_render_minor,
+        render_node: drm_render_minor
+            .filter(|_| is_gpu)
+            .map(|m| format!("/dev/dri/renderD{m}")),
+    })
+}
+
+/// Parses a KFD `properties` file: one `key value` pair per line, values are
+/// unsigned integers. Lines that do not fit are skipped.
+pub fn parse_properties(text: &str) -> BTreeMap<String, u64> {
+    text.lines()
+        .filter_map(|line| {
+            let mut parts = line.split_whitespace();
+            let key = parts.next()?;
+            let value = parts.next()?.parse::<u64>().ok()?;
+            parts.next().is_none().then(|| (key.to_string(), value))
+        })
+        .collect()
+}
+
+/// Decodes `gfx_target_version` (major·10000 + minor·100 + stepping) into the
+/// LLVM target name: 110501 → `gfx1151`, 90010 → `gfx90a`. 0 (CPU) → `None`.
+pub fn gfx_target_name(version: u32) -> Option<String> {
+    if version == 0 {
+        return None;
+    }
+    let major = version / 10000;
+    let minor = (version / 100) % 100;
+    let stepping = version % 100;
+    if minor > 15 || stepping > 15 {
+        return None;
+    }
+    Some(format!("gfx{major}{minor:x}{stepping:x}"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn gfx_names() {
+        assert_eq!(gfx_target_name(110501).as_deref(), Some("gfx1151"));
+        assert_eq!(gfx_target_name(110000).as_deref(), Some("gfx1100"));
+        assert_eq!(gfx_target_name(90010).as_deref(), Some("gfx90a"));
+        assert_eq!(gfx_target_name(90402).as_deref(), Some("gfx942"));
+        assert_eq!(gfx_target_name(0), None);
+        assert_eq!(gfx_target_name(119999), None);
+    }
+
+    #[test]
+    fn properties_skip_garbage() {
+        let p = parse_properties(
+            "cpu_cores_count 0\nsimd_count 80\ngarbage\ngfx_target_version 110501\nbad x\nlocation_id 49920 7\n",
+        );
+        assert_eq!(p.get("gfx_target_version"), Some(&110501));
+        assert_eq!(p.get("simd_count"), Some(&80));
+        assert_eq!(p.len(), 3);
+    }
+}

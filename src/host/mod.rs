@@ -1,0 +1,110 @@
+//! Host facts: everything halobox reads about a machine, as plain data.
+//!
+//! Readers only read and decode; decisions live in [`crate::doctor`] and the
+//! commands. [`gather`] reads the live host or a snapshot tree alike.
+//!
+//! The JSON form of [`HostFacts`] is halobox's stable `detect --json` schema
+//! (`schema_version` 1); `docs/host-facts.schema.json` is generated from these
+//! types and checked by the test suite.
+
+pub mod devnodes;
+pub mod env;
+pub mod ethtool;
+pub mod firewall;
+pub mod gpu;
+pub mod kernel;
+pub mod limits;
+pub mod net;
+pub mod procs;
+pub mod rdma;
+pub mod reader;
+pub mod tools;
+pub mod users;
+
+use schemars::JsonSchema;
+use serde::Serialize;
+
+pub use reader::{HostRoot, ReadIssue, Reader, RootError};
+
+/// The version of the JSON schema of [`HostFacts`].
+pub const SCHEMA_VERSION: u32 = 1;
+
+/// Everything halobox knows about one host.
+#[derive(Debug, Clone, Serialize, JsonSchema)]
+pub struct HostFacts {
+    /// Schema version of this document (1).
+    pub schema_version: u32,
+    /// The snapshot directory read, or `null` for the live host.
+    pub sysroot: Option<String>,
+    /// KFD topology and GPU device nodes.
+    pub gpu: gpu::GpuFacts,
+    /// RDMA devices, ports, GIDs and `/dev/infiniband`.
+    pub rdma: rdma::RdmaFacts,
+    /// Network interfaces.
+    pub network: net::NetworkFacts,
+    /// Memlock of this process and of podman API services.
+    pub limits: limits::LimitsFacts,
+    /// The invoking user and device groups.
+    pub user: users::UserFacts,
+    /// Kernel boot parameters and memory.
+    pub kernel: kernel::KernelFacts,
+    /// Hazardous environment variables that are set.
+    pub env_hazards: Vec<env::EnvVar>,
+    /// Container, SSH and benchmark tools.
+    pub tools: Vec<tools::Tool>,
+    /// `ethtool -i` for each RDMA netdev.
+    pub nic_drivers: Vec<ethtool::DriverInfo>,
+    /// firewalld state.
+    pub firewall: firewall::FirewallFacts,
+    /// Files that exist but could not be read or understood.
+    pub read_issues: Vec<ReadIssue>,
+}
+
+impl HostFacts {
+    /// The tool called `name`, when installed.
+    pub fn tool(&self, name: &str) -> Option<&tools::Tool> {
+        self.tools
+            .iter()
+            .find(|t| t.name == name && t.path.is_some())
+    }
+}
+
+/// What to read beyond files.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct GatherOptions {
+    /// Run each found tool for its version (slower: one process per tool).
+    pub tool_versions: bool,
+}
+
+/// Reads every fact of the host behind `root`.
+pub fn gather(root: HostRoot, opts: GatherOptions) -> HostFacts {
+    let r = Reader::new(root);
+    let stats = devnodes::StatTable::load(&r);
+    let processes = procs::find(&r, &["podman", "firewalld"]);
+    let rdma = rdma::read(&r, &stats);
+    let tools = tools::read(&r, opts.tool_versions);
+    let rdma_netdevs: Vec<String> = rdma
+        .devices
+        .iter()
+        .flat_map(|d| d.netdevs.iter().cloned())
+        .collect();
+    let ethtool_path = tools
+        .iter()
+        .find(|t| t.name == "ethtool")
+        .and_then(|t| t.path.clone());
+    HostFacts {
+        schema_version: SCHEMA_VERSION,
+        sysroot: r.root().sysroot_dir().map(|p| p.display().to_string()),
+        gpu: gpu::read(&r, &stats),
+        nic_drivers: ethtool::read(&r, &rdma_netdevs, ethtool_path.as_deref()),
+        rdma,
+        network: net::read(&r),
+        limits: limits::read(&r, &processes),
+        user: users::read(&r),
+        kernel: kernel::read(&r),
+        env_hazards: env::read(&r),
+        tools,
+        firewall: firewall::read(&r, &processes),
+        read_issues: r.take_issues(),
+    }
+}

@@ -1,0 +1,206 @@
+//! Network interfaces: MTU and state from `/sys/class/net`, IPv4 addresses
+//! from the kernel (getifaddrs) or, in a snapshot, from
+//! `captured/ip-addr.json` (the output of `ip -json addr show`).
+
+use std::collections::BTreeMap;
+use std::net::Ipv4Addr;
+
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+
+use super::reader::Reader;
+
+/// Where a snapshot keeps `ip -json addr show`.
+pub const IP_ADDR_JSON: &str = "/captured/ip-addr.json";
+
+/// An IPv4 address with its prefix length, exactly as configured.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, JsonSchema)]
+pub struct Ipv4Net {
+    /// The address.
+    pub address: Ipv4Addr,
+    /// The prefix length (`/30`).
+    pub prefix_len: u8,
+}
+
+/// One network interface.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, JsonSchema)]
+pub struct Interface {
+    /// Interface name (`enp194s0np0`).
+    pub name: String,
+    /// MTU in bytes.
+    pub mtu: Option<u32>,
+    /// `operstate` (`up`, `down`, `unknown` for loopback).
+    pub operstate: Option<String>,
+    /// IPv4 addresses.
+    pub ipv4: Vec<Ipv4Net>,
+}
+
+/// Every interface of the host.
+#[derive(Debug, Clone, Default, Serialize, JsonSchema)]
+pub struct NetworkFacts {
+    /// Interfaces in name order.
+    pub interfaces: Vec<Interface>,
+}
+
+impl NetworkFacts {
+    /// The interface that holds exactly `ip` (no subnet guessing).
+    pub fn interface_with_ip(&self, ip: Ipv4Addr) -> Option<&Interface> {
+        self.interfaces
+            .iter()
+            .find(|i| i.ipv4.iter().any(|a| a.address == ip))
+    }
+
+    /// The interface called `name`.
+    pub fn interface(&self, name: &str) -> Option<&Interface> {
+        self.interfaces.iter().find(|i| i.name == name)
+    }
+}
+
+/// Reads every interface.
+pub fn read(r: &Reader) -> NetworkFacts {
+    let addrs = if r.root().is_live() {
+        live_ipv4()
+    } else {
+        snapshot_ipv4(r)
+    };
+    let names = if r.exists("/sys/class/net") {
+        r.dir("/sys/class/net").unwrap_or_default()
+    } else {
+        addrs.keys().cloned().collect()
+    };
+    let interfaces = names
+        .into_iter()
+        .map(|name| {
+            let base = format!("/sys/class/net/{name}");
+            Interface {
+                mtu: r.line(&format!("{base}/mtu")).and_then(|s| s.parse().ok()),
+                operstate: r.line(&format!("{base}/operstate")),
+                ipv4: addrs.get(&name).cloned().unwrap_or_default(),
+                name,
+            }
+        })
+        .collect();
+    NetworkFacts { interfaces }
+}
+
+fn live_ipv4() -> BTreeMap<String, Vec<Ipv4Net>> {
+    let mut map: BTreeMap<String, Vec<Ipv4Net>> = BTreeMap::new();
+    let Ok(addrs) = nix::ifaddrs::getifaddrs() else {
+        return map;
+    };
+    for ifa in addrs {
+        let Some(sin) = ifa.address.as_ref().and_then(|a| a.as_sockaddr_in()) else {
+            continue;
+        };
+        let prefix_len = ifa
+            .netmask
+            .as_ref()
+            .and_then(|m| m.as_sockaddr_in())
+            .map(|m| u32::from(m.ip()).count_ones() as u8)
+            .unwrap_or(32);
+        map.entry(ifa.interface_name).or_default().push(Ipv4Net {
+            address: sin.ip(),
+            prefix_len,
+        });
+    }
+    map
+}
+
+#[derive(Deserialize)]
+struct IpLink {
+    ifname: String,
+    #[serde(default)]
+    addr_info: Vec<IpAddrInfo>,
+}
+
+#[derive(Deserialize)]
+struct IpAddrInfo {
+    family: String,
+    local: Option<String>,
+    prefixlen: Option<u8>,
+}
+
+fn snapshot_ipv4(r: &Reader) -> BTreeMap<String, Vec<Ipv4Net>> {
+    let Some(text) = r.text(IP_ADDR_JSON) else {
+        return BTreeMap::new();
+    };
+    match parse_ip_json(&text) {
+        Ok(map) => map,
+        Err(e) => {
+            r.note(IP_ADDR_JSON, format!("not `ip -json addr show` output: {e}"));
+            BTreeMap::new()
+        }
+    }
+}
+
+/// Parses `ip -json addr show` into IPv4 addresses per interface.
+pub fn parse_ip_json(text: &str) -> Result<BTreeMap<String, Vec<Ipv4Net>>, String> {
+    let links: Vec<IpLink> = serde_json::from_str(text).map_err(|e| e.to_string())?;
+    let mut map = BTreeMap::new();
+    for link in links {
+        let v4 = link
+            .addr_info
+            .iter()
+            .filter(|a| a.family == "inet")
+            .filter_map(|a| {
+                Some(Ipv4Net {
+                    address: a.local.as_deref()?.parse().ok()?,
+                    prefix_len: a.prefixlen.filter(|p| *p <= 32)?,
+                })
+            })
+            .collect();
+        map.insert(link.ifname, v4);
+    }
+    Ok(map)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ip_json() {
+        let m = parse_ip_json(
+            r#"[{"ifindex":1,"ifname":"lo","addr_info":[{"family":"inet","local":"127.0.0.1","prefixlen":8},{"family":"inet6","local":"::1","prefixlen":128}]},
+                {"ifindex":3,"ifname":"enp194s0np0","addr_info":[{"family":"inet","local":"192.168.100.1","prefixlen":30}]},
+                {"ifindex":4,"ifname":"down0"}]"#,
+        )
+        .unwrap();
+        assert_eq!(m["enp194s0np0"][0].address, Ipv4Addr::new(192, 168, 100, 1));
+        assert_eq!(m["enp194s0np0"][0].prefix_len, 30);
+        assert_eq!(m["lo"].len(), 1);
+        assert!(m["down0"].is_empty());
+        assert!(parse_ip_json("not json").is_err());
+    }
+
+    #[test]
+    fn exact_ip_match_only() {
+        let net = NetworkFacts {
+            interfaces: vec![
+                Interface {
+                    name: "lan".into(),
+                    mtu: Some(1500),
+                    operstate: Some("up".into()),
+                    ipv4: vec![Ipv4Net {
+                        address: Ipv4Addr::new(192, 168, 1, 5),
+                        prefix_len: 24,
+                    }],
+                },
+                Interface {
+                    name: "rdma".into(),
+                    mtu: Some(9000),
+                    operstate: Some("up".into()),
+                    ipv4: vec![Ipv4Net {
+                        address: Ipv4Addr::new(192, 168, 100, 1),
+                        prefix_len: 30,
+                    }],
+                },
+            ],
+        };
+        assert_eq!(
+            net.interface_with_ip(Ipv4Addr::new(192, 168, 100, 1)).unwrap().name,
+            "rdma"
+        );
+        assert!(net.interface_with_ip(Ipv4Addr::new(192, 168, 1, 1)).is_none());
+    }
+}

@@ -1,0 +1,199 @@
+//! File access rooted at the live `/` or at a snapshot tree (`--sysroot`).
+//!
+//! Every host file halobox reads goes through [`Reader`], so a snapshot of
+//! another machine is inspected exactly like the machine itself. Read failures
+//! other than "not found" are recorded, not fatal: a host with an unreadable
+//! file still gets a report, and the report says what could not be read.
+
+use std::cell::RefCell;
+use std::io;
+use std::path::{Path, PathBuf};
+
+use schemars::JsonSchema;
+use serde::Serialize;
+
+/// Why a sysroot cannot be used at all.
+#[derive(Debug, thiserror::Error)]
+pub enum RootError {
+    /// The directory does not exist.
+    #[error(
+        "sysroot {0} does not exist\n  hint: pass a directory that holds a snapshot of a host (sys/, proc/, dev/, etc/), e.g. tests/fixtures/hosts/strix-e810"
+    )]
+    Missing(PathBuf),
+    /// The path exists but is not a directory.
+    #[error("sysroot {0} is not a directory\n  hint: --sysroot takes the top folder of a host snapshot")]
+    NotADirectory(PathBuf),
+}
+
+/// A host file that exists but could not be read or understood.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, JsonSchema)]
+pub struct ReadIssue {
+    /// Host path (as on the inspected host, e.g. `/proc/self/limits`).
+    pub path: String,
+    /// What went wrong.
+    pub error: String,
+}
+
+/// Where host files come from.
+#[derive(Debug, Clone)]
+pub struct HostRoot {
+    base: Option<PathBuf>,
+}
+
+impl HostRoot {
+    /// The running machine: paths are read as they are.
+    pub fn live() -> Self {
+        Self { base: None }
+    }
+
+    /// A snapshot tree: `/x/y` is read from `DIR/x/y`.
+    pub fn sysroot(dir: &Path) -> Result<Self, RootError> {
+        match std::fs::metadata(dir) {
+            Err(_) => Err(RootError::Missing(dir.to_path_buf())),
+            Ok(m) if !m.is_dir() => Err(RootError::NotADirectory(dir.to_path_buf())),
+            Ok(_) => Ok(Self {
+                base: Some(dir.to_path_buf()),
+            }),
+        }
+    }
+
+    /// The snapshot directory, or `None` for the live host.
+    pub fn sysroot_dir(&self) -> Option<&Path> {
+        self.base.as_deref()
+    }
+
+    /// True when reading the running machine.
+    pub fn is_live(&self) -> bool {
+        self.base.is_none()
+    }
+
+    /// The real filesystem path behind a host path.
+    pub fn path(&self, host_path: &str) -> PathBuf {
+        match &self.base {
+            None => PathBuf::from(host_path),
+            Some(base) => base.join(host_path.trim_start_matches('/')),
+        }
+    }
+}
+
+/// Reads host files through a [`HostRoot`] and collects what could not be read.
+#[derive(Debug)]
+pub struct Reader {
+    root: HostRoot,
+    issues: RefCell<Vec<ReadIssue>>,
+}
+
+impl Reader {
+    /// A reader over `root`.
+    pub fn new(root: HostRoot) -> Self {
+        Self {
+            root,
+            issues: RefCell::new(Vec::new()),
+        }
+    }
+
+    /// The root this reader reads from.
+    pub fn root(&self) -> &HostRoot {
+        &self.root
+    }
+
+    /// Records a problem with a host file that was found but not usable.
+    pub fn note(&self, host_path: &str, error: impl Into<String>) {
+        self.issues.borrow_mut().push(ReadIssue {
+            path: host_path.to_string(),
+            error: error.into(),
+        });
+    }
+
+    /// Everything recorded so far.
+    pub fn take_issues(&self) -> Vec<ReadIssue> {
+        std::mem::take(&mut self.issues.borrow_mut())
+    }
+
+    /// The whole file, or `None` when it does not exist or cannot be read
+    /// (the latter is recorded).
+    pub fn text(&self, host_path: &str) -> Option<String> {
+        match std::fs::read(self.root.path(host_path)) {
+            Ok(bytes) => match String::from_utf8(bytes) {
+                Ok(s) => Some(s),
+                Err(_) => {
+                    self.note(host_path, "not valid UTF-8 text");
+                    None
+                }
+            },
+            Err(e) => {
+                self.record_io(host_path, &e);
+                None
+            }
+        }
+    }
+
+    /// Like [`Reader::text`] but for files whose absence or refusal is normal
+    /// (sysfs returns EINVAL for unused GID attributes): nothing is recorded.
+    pub fn text_quiet(&self, host_path: &str) -> Option<String> {
+        std::fs::read_to_string(self.root.path(host_path)).ok()
+    }
+
+    /// Raw bytes (for NUL-separated procfs files); absence is not recorded.
+    pub fn bytes(&self, host_path: &str) -> Option<Vec<u8>> {
+        match std::fs::read(self.root.path(host_path)) {
+            Ok(b) => Some(b),
+            Err(e) => {
+                self.record_io(host_path, &e);
+                None
+            }
+        }
+    }
+
+    /// The file's content with surrounding whitespace removed.
+    pub fn line(&self, host_path: &str) -> Option<String> {
+        self.text(host_path).map(|s| s.trim().to_string())
+    }
+
+    /// The sorted names in a directory; `None` when it does not exist.
+    pub fn dir(&self, host_path: &str) -> Option<Vec<String>> {
+        match std::fs::read_dir(self.root.path(host_path)) {
+            Ok(entries) => {
+                let mut names: Vec<String> = entries
+                    .filter_map(|e| e.ok())
+                    .filter_map(|e| e.file_name().into_string().ok())
+                    .collect();
+                names.sort_by(|a, b| natural_cmp(a, b));
+                Some(names)
+            }
+            Err(e) => {
+                self.record_io(host_path, &e);
+                None
+            }
+        }
+    }
+
+    /// True when the host path exists (a file, directory or device node).
+    pub fn exists(&self, host_path: &str) -> bool {
+        std::fs::symlink_metadata(self.root.path(host_path)).is_ok()
+    }
+
+    /// The last path component a symlink points at (e.g. a driver name).
+    pub fn link_name(&self, host_path: &str) -> Option<String> {
+        let target = std::fs::read_link(self.root.path(host_path)).ok()?;
+        target.file_name()?.to_str().map(str::to_string)
+    }
+
+    fn record_io(&self, host_path: &str, e: &io::Error) {
+        if e.kind() != io::ErrorKind::NotFound {
+            self.note(host_path, e.to_string());
+        }
+    }
+}
+
+/// Orders names so that `node10` comes after `node9`.
+pub fn natural_cmp(a: &str, b: &str) -> std::cmp::Ordering {
+    let split = |s: &str| {
+        let digits = s.len() - s.trim_end_matches(|c: char| c.is_ascii_digit()).len();
+        let (head, tail) = s.split_at(s.len() - digits);
+        (head.to_string(), tail.parse::<u64>().ok())
+    };
+    let (ha, na) = split(a);
+    let (hb, nb) = split(b);
+    ha.cmp(&hb).then(na.cmp(&nb)).then(a.cmp(b))
+}

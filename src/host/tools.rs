@@ -1,0 +1,130 @@
+//! Command-line tools halobox drives, found on PATH with their versions.
+
+use std::path::PathBuf;
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use schemars::JsonSchema;
+use serde::Serialize;
+
+use super::reader::Reader;
+
+/// Tools halobox looks for, with the argument that prints their version.
+pub const TOOLS: [(&str, &str); 8] = [
+    ("podman", "--version"),
+    ("docker", "--version"),
+    ("toolbox", "--version"),
+    ("distrobox", "--version"),
+    ("ssh", "-V"),
+    ("ib_write_bw", "--version"),
+    ("iperf3", "--version"),
+    ("ethtool", "--version"),
+];
+
+/// Directories searched inside a snapshot (its PATH is not known).
+const SNAPSHOT_PATH: [&str; 6] = [
+    "/usr/local/sbin",
+    "/usr/local/bin",
+    "/usr/sbin",
+    "/usr/bin",
+    "/sbin",
+    "/bin",
+];
+
+/// How long a `--version` call may take.
+const VERSION_TIMEOUT: Duration = Duration::from_secs(3);
+
+/// One tool.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, JsonSchema)]
+pub struct Tool {
+    /// Command name.
+    pub name: String,
+    /// Where it was found (host path); `None` when not installed.
+    pub path: Option<String>,
+    /// First line the tool printed for its version flag, when asked for.
+    pub version: Option<String>,
+}
+
+/// Finds every tool; with `versions`, runs each found one for its version
+/// (live host only, in parallel, each bounded by a timeout).
+pub fn read(r: &Reader, versions: bool) -> Vec<Tool> {
+    let run = versions && r.root().is_live();
+    let found: Vec<(&str, &str, Option<PathBuf>, Option<String>)> = TOOLS
+        .iter()
+        .map(|&(name, flag)| {
+            let path = locate(r, name);
+            let shown = path.as_ref().map(|p| host_path(r, p));
+            (name, flag, path, shown)
+        })
+        .collect();
+    std::thread::scope(|s| {
+        let handles: Vec<_> = found
+            .iter()
+            .map(|(name, flag, path, shown)| {
+                s.spawn(move || Tool {
+                    name: name.to_string(),
+                    version: path.as_ref().filter(|_| run).and_then(|p| version(p, flag)),
+                    path: shown.clone(),
+                })
+            })
+            .collect();
+        handles
+            .into_iter()
+            .map(|h| h.join().expect("version probe thread panicked"))
+            .collect()
+    })
+}
+
+fn locate(r: &Reader, name: &str) -> Option<PathBuf> {
+    match r.root().sysroot_dir() {
+        None => which::which(name).ok(),
+        Some(_) => {
+            let dirs = std::env::join_paths(SNAPSHOT_PATH.iter().map(|d| r.root().path(d))).ok()?;
+            which::which_in(name, Some(dirs), "/").ok()
+        }
+    }
+}
+
+fn host_path(r: &Reader, p: &std::path::Path) -> String {
+    match r.root().sysroot_dir() {
+        Some(base) => match p.strip_prefix(base) {
+            Ok(rel) => format!("/{}", rel.display()),
+            Err(_) => p.display().to_string(),
+        },
+        None => p.display().to_string(),
+    }
+}
+
+fn version(path: &std::path::Path, flag: &str) -> Option<String> {
+    let mut child = Command::new(path)
+        .arg(flag)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .ok()?;
+    let start = Instant::now();
+    loop {
+        match child.try_wait() {
+            Ok(Some(_)) => break,
+            Ok(None) if start.elapsed() < VERSION_TIMEOUT => {
+                std::thread::sleep(Duration::from_millis(2))
+            }
+            _ => {
+                let _ = child.kill();
+                let _ = child.wait();
+                return None;
+            }
+        }
+    }
+    let out = child.wait_with_output().ok()?;
+    let text = format!(
+        "{}\n{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    text.lines()
+        .map(str::trim)
+        .find(|l| !l.is_empty())
+        .map(str::to_string)
+}

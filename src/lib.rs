@@ -1,0 +1,12 @@
+//! halobox: inspect, containerise and cluster AMD Strix Halo (gfx1151) nodes
+//! for vLLM over RoCE v2.
+//!
+//! Layout: [`host`] reads facts into plain data, [`dataplane`] and
+//! [`doctor`] turn facts into decisions, [`cmd`] wires commands to output.
+
+pub mod cli;
+pub mod cmd;
+pub mod dataplane;
+pub mod doctor;
+pub mod host;
+pub mod units;
