@@ -84,7 +84,10 @@ pub fn candidates(facts: &HostFacts) -> Vec<Ipv4Addr> {
     let mut with_state: Vec<(bool, Ipv4Addr)> = Vec::new();
     for iface in &facts.network.interfaces {
         if let Some((dev, port)) = rdma_port_for_netdev(facts, &iface.name) {
-            let up = dev.ports.iter().any(|p| p.number == port.number && p.is_up());
+            let up = dev
+                .ports
+                .iter()
+                .any(|p| p.number == port.number && p.is_up());
             with_state.extend(iface.ipv4.iter().map(|a| (up, a.address)));
         }
     }
@@ -136,9 +139,7 @@ pub fn roce_v2_gid_index(port: &RdmaPort, ip: Ipv4Addr, netdev: &str) -> Option<
     port.gids
         .iter()
         .find(|g| {
-            g.is_roce_v2()
-                && g.ipv4 == Some(ip)
-                && g.netdev.as_deref().is_none_or(|n| n == netdev)
+            g.is_roce_v2() && g.ipv4 == Some(ip) && g.netdev.as_deref().is_none_or(|n| n == netdev)
         })
         .map(|g| g.index)
 }

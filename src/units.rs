@@ -34,10 +34,17 @@ pub fn pcie_link_gbps(speed_gts: f64, width: u32) -> f64 {
 
 /// The PCIe generation of a lane speed (16 GT/s → 4).
 pub fn pcie_generation(speed_gts: f64) -> Option<u32> {
-    [(2.5, 1), (5.0, 2), (8.0, 3), (16.0, 4), (32.0, 5), (64.0, 6)]
-        .iter()
-        .find(|(s, _)| (speed_gts - s).abs() < 0.01)
-        .map(|&(_, g)| g)
+    [
+        (2.5, 1),
+        (5.0, 2),
+        (8.0, 3),
+        (16.0, 4),
+        (32.0, 5),
+        (64.0, 6),
+    ]
+    .iter()
+    .find(|(s, _)| (speed_gts - s).abs() < 0.01)
+    .map(|&(_, g)| g)
 }
 
 #[cfg(test)]
@@ -75,7 +82,9 @@ pub const ROCE_HEADER_BYTES: u32 = 96;
 /// (1500 → 1024, 9000 → 4096).
 pub fn roce_path_mtu(netdev_mtu: u32) -> Option<u32> {
     let room = netdev_mtu.checked_sub(ROCE_HEADER_BYTES)?;
-    [4096, 2048, 1024, 512, 256].into_iter().find(|m| *m <= room)
+    [4096, 2048, 1024, 512, 256]
+        .into_iter()
+        .find(|m| *m <= room)
 }
 
 #[cfg(test)]

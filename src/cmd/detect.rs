@@ -70,7 +70,10 @@ pub fn human(f: &HostFacts) -> String {
 
     let _ = writeln!(o, "\nRDMA");
     if f.rdma.devices.is_empty() {
-        let _ = writeln!(o, "  no RDMA devices (/sys/class/infiniband empty or absent)");
+        let _ = writeln!(
+            o,
+            "  no RDMA devices (/sys/class/infiniband empty or absent)"
+        );
     }
     for d in &f.rdma.devices {
         let _ = writeln!(
@@ -85,7 +88,11 @@ pub fn human(f: &HostFacts) -> String {
             or_dash(d.device_id.as_deref()),
             or_dash(d.driver.as_deref()),
             or_dash(d.fw_ver.as_deref()),
-            if d.netdevs.is_empty() { "-".into() } else { d.netdevs.join(",") }
+            if d.netdevs.is_empty() {
+                "-".into()
+            } else {
+                d.netdevs.join(",")
+            }
         );
         if let Some(p) = &d.pcie {
             let _ = writeln!(
@@ -137,14 +144,22 @@ pub fn human(f: &HostFacts) -> String {
             i.name,
             or_dash(i.mtu),
             or_dash(i.operstate.as_deref()),
-            if addrs.is_empty() { "no IPv4".into() } else { addrs.join(" ") }
+            if addrs.is_empty() {
+                "no IPv4".into()
+            } else {
+                addrs.join(" ")
+            }
         );
     }
 
     let _ = writeln!(o, "\nLimits");
     match &f.limits.memlock {
         Some(l) => {
-            let _ = writeln!(o, "  memlock (this process): soft {}, hard {}", l.soft, l.hard);
+            let _ = writeln!(
+                o,
+                "  memlock (this process): soft {}, hard {}",
+                l.soft, l.hard
+            );
         }
         None => {
             let _ = writeln!(o, "  memlock (this process): unknown");
@@ -179,7 +194,9 @@ pub fn human(f: &HostFacts) -> String {
             "  group {}: gid {}, member {}",
             g.name,
             or_dash(g.gid),
-            g.member.map(|m| if m { "yes" } else { "no" }).unwrap_or("unknown")
+            g.member
+                .map(|m| if m { "yes" } else { "no" })
+                .unwrap_or("unknown")
         );
     }
 
@@ -203,7 +220,10 @@ pub fn human(f: &HostFacts) -> String {
             "  {:<12} {}{}",
             t.name,
             or_dash(t.path.as_deref()),
-            t.version.as_deref().map(|v| format!("  ({v})")).unwrap_or_default()
+            t.version
+                .as_deref()
+                .map(|v| format!("  ({v})"))
+                .unwrap_or_default()
         );
     }
     for d in &f.nic_drivers {
@@ -220,7 +240,11 @@ pub fn human(f: &HostFacts) -> String {
     let _ = writeln!(
         o,
         "  firewalld {}, default zone {}, trusted {}",
-        if f.firewall.firewalld_running { "running" } else { "not running" },
+        if f.firewall.firewalld_running {
+            "running"
+        } else {
+            "not running"
+        },
         or_dash(f.firewall.default_zone.as_deref()),
         if f.firewall.trusted_interfaces.is_empty() {
             "-".into()

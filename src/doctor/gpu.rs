@@ -48,8 +48,14 @@ pub(super) fn checks(facts: &HostFacts) -> Vec<Check> {
     };
     let mut out = vec![present];
     if !has_gpu(facts) {
-        out.push(Check::skip("gpu.kfd_access", "no GPU: /dev/kfd is not needed"));
-        out.push(Check::skip("gpu.render_access", "no GPU: no render node to open"));
+        out.push(Check::skip(
+            "gpu.kfd_access",
+            "no GPU: /dev/kfd is not needed",
+        ));
+        out.push(Check::skip(
+            "gpu.render_access",
+            "no GPU: no render node to open",
+        ));
         return out;
     }
     out.push(match &facts.gpu.kfd {
@@ -93,7 +99,9 @@ pub(super) fn access_check(id: &str, facts: &HostFacts, node: &DeviceNode) -> Ch
     let desc = format!(
         "{} (mode {mode}, group {})",
         node.path,
-        group.clone().unwrap_or_else(|| node.gid.map_or("?".into(), |g| g.to_string()))
+        group
+            .clone()
+            .unwrap_or_else(|| node.gid.map_or("?".into(), |g| g.to_string()))
     );
     if user.is_root() {
         return Check::pass(id, format!("{desc}: running as root"));

@@ -86,7 +86,11 @@ fn aspm(facts: &HostFacts) -> Check {
                         Some(Some(v)) => format!("pcie_aspm={v}"),
                         _ => "pcie_aspm=off is not set".into(),
                     },
-                    if typo { " (`pcie_asm=off` is set: a typo the kernel ignores)" } else { "" }
+                    if typo {
+                        " (`pcie_asm=off` is set: a typo the kernel ignores)"
+                    } else {
+                        ""
+                    }
                 ),
                 boot_fix("pcie_aspm=off"),
             )
@@ -133,7 +137,9 @@ fn gtt(facts: &HostFacts) -> Check {
         (Some(g), Some(p)) if g != p => {
             return Check::warn(
                 id,
-                format!("amdgpu.gttsize={g} MiB but ttm.pages_limit allows {p} MiB: they must agree"),
+                format!(
+                    "amdgpu.gttsize={g} MiB but ttm.pages_limit allows {p} MiB: they must agree"
+                ),
                 fix,
             );
         }
@@ -143,13 +149,17 @@ fn gtt(facts: &HostFacts) -> Check {
     if effective > total_mib {
         Check::warn(
             id,
-            format!("GTT {effective} MiB is more than the {total_mib} MiB of RAM: the GPU can starve the OS"),
+            format!(
+                "GTT {effective} MiB is more than the {total_mib} MiB of RAM: the GPU can starve the OS"
+            ),
             fix,
         )
     } else if effective * 2 < rec_mib {
         Check::warn(
             id,
-            format!("GTT {effective} MiB lets the iGPU use under half of what this machine can give it ({rec_mib} MiB)"),
+            format!(
+                "GTT {effective} MiB lets the iGPU use under half of what this machine can give it ({rec_mib} MiB)"
+            ),
             fix,
         )
     } else {

@@ -43,7 +43,10 @@ fn service(facts: &HostFacts) -> Check {
         return match services.first() {
             Some(p) => Check::warn(
                 id,
-                format!("podman API service (pid {}) runs but its limits could not be read", p.pid),
+                format!(
+                    "podman API service (pid {}) runs but its limits could not be read",
+                    p.pid
+                ),
                 "run halobox doctor as the same user as the service (or as root)",
             ),
             None => Check::skip(

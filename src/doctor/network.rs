@@ -28,24 +28,41 @@ pub(super) fn data_plane(facts: &HostFacts, selection: &Selection) -> Check {
                 .network
                 .interfaces
                 .iter()
-                .flat_map(|i| i.ipv4.iter().map(move |a| format!("{}/{} on {}", a.address, a.prefix_len, i.name)))
+                .flat_map(|i| {
+                    i.ipv4
+                        .iter()
+                        .map(move |a| format!("{}/{} on {}", a.address, a.prefix_len, i.name))
+                })
                 .collect();
             Check::fail(
                 id,
                 format!(
                     "no interface holds {ip} (addresses here: {})",
-                    if have.is_empty() { "none".into() } else { have.join(", ") }
+                    if have.is_empty() {
+                        "none".into()
+                    } else {
+                        have.join(", ")
+                    }
                 ),
-                format!("pass --ip with one of this node's own addresses, or add it: sudo ip addr add {ip}/<prefix> dev <interface>"),
+                format!(
+                    "pass --ip with one of this node's own addresses, or add it: sudo ip addr add {ip}/<prefix> dev <interface>"
+                ),
             )
         }
         Selection::Ambiguous { candidates } => Check::warn(
             id,
             format!(
                 "several RDMA interfaces have addresses: {}",
-                candidates.iter().map(|c| c.to_string()).collect::<Vec<_>>().join(", ")
+                candidates
+                    .iter()
+                    .map(|c| c.to_string())
+                    .collect::<Vec<_>>()
+                    .join(", ")
             ),
-            format!("pass --ip to say which carries the cluster traffic, e.g. halobox doctor --ip {}", candidates[0]),
+            format!(
+                "pass --ip to say which carries the cluster traffic, e.g. halobox doctor --ip {}",
+                candidates[0]
+            ),
         ),
         Selection::NoCandidate if has_rdma(facts) => Check::warn(
             id,
@@ -79,7 +96,10 @@ fn mtu(plane: Option<&DataPlane>) -> Check {
         .map(|m| format!("RoCE path MTU {m}"))
         .unwrap_or_else(|| "too small for RoCE".into());
     if mtu >= JUMBO_MTU {
-        Check::pass(id, format!("{} MTU {mtu} ({path}, the RoCE maximum)", p.interface))
+        Check::pass(
+            id,
+            format!("{} MTU {mtu} ({path}, the RoCE maximum)", p.interface),
+        )
     } else {
         Check::warn(
             id,
@@ -111,7 +131,10 @@ fn firewall(facts: &HostFacts, plane: Option<&DataPlane>) -> Check {
         );
     };
     if fw.trusted_interfaces.iter().any(|i| i == &p.interface) {
-        Check::pass(id, format!("{} is in firewalld's trusted zone", p.interface))
+        Check::pass(
+            id,
+            format!("{} is in firewalld's trusted zone", p.interface),
+        )
     } else {
         Check::warn(
             id,

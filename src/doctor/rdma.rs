@@ -10,8 +10,18 @@ use crate::units::{pcie_generation, pcie_link_gbps};
 pub const E810_VERIFIED_FW: (u32, u32) = (4, 91);
 
 pub(super) fn checks(facts: &HostFacts, plane: Option<&DataPlane>) -> Vec<Check> {
-    let ids = ["rdma.port", "rdma.mode", "rdma.gid", "rdma.pcie", "rdma.firmware"];
-    let skip_rest = |why: &str| ids.iter().map(|id| Check::skip(id, why)).collect::<Vec<_>>();
+    let ids = [
+        "rdma.port",
+        "rdma.mode",
+        "rdma.gid",
+        "rdma.pcie",
+        "rdma.firmware",
+    ];
+    let skip_rest = |why: &str| {
+        ids.iter()
+            .map(|id| Check::skip(id, why))
+            .collect::<Vec<_>>()
+    };
     if !has_rdma(facts) {
         let mut out = vec![Check::warn(
             "rdma.device",
@@ -83,10 +93,17 @@ fn port(dev: &RdmaDevice, ep: &RdmaEndpoint, p: &DataPlane) -> Check {
     let id = "rdma.port";
     let port = dev.ports.iter().find(|x| x.number == ep.port);
     let state = port.and_then(|x| x.state.as_deref()).unwrap_or("unknown");
-    let phys = port.and_then(|x| x.phys_state.as_deref()).unwrap_or("unknown");
-    let rate = port.and_then(|x| x.rate.as_deref()).unwrap_or("rate unknown");
+    let phys = port
+        .and_then(|x| x.phys_state.as_deref())
+        .unwrap_or("unknown");
+    let rate = port
+        .and_then(|x| x.rate.as_deref())
+        .unwrap_or("rate unknown");
     if ep.port_up {
-        Check::pass(id, format!("{} port {} {state}/{phys}, {rate}", dev.name, ep.port))
+        Check::pass(
+            id,
+            format!("{} port {} {state}/{phys}, {rate}", dev.name, ep.port),
+        )
     } else {
         Check::fail(
             id,
@@ -119,7 +136,10 @@ fn mode(dev: &RdmaDevice, p: &DataPlane) -> Check {
         ),
         None => Check::warn(
             id,
-            format!("{}: transport unknown (node type or link layer unreadable)", dev.name),
+            format!(
+                "{}: transport unknown (node type or link layer unreadable)",
+                dev.name
+            ),
             format!("rdma link show {}", dev.name),
         ),
     }
@@ -158,7 +178,10 @@ fn pcie(dev: &RdmaDevice, ep: &RdmaEndpoint) -> Check {
         return Check::skip(id, format!("{}: no PCIe link information", dev.name));
     };
     let (Some(speed), Some(width)) = (link.current_speed_gts, link.current_width) else {
-        return Check::skip(id, format!("{}: PCIe link speed or width unreadable", dev.name));
+        return Check::skip(
+            id,
+            format!("{}: PCIe link speed or width unreadable", dev.name),
+        );
     };
     let ceiling = pcie_link_gbps(speed, width);
     let here = format!("{} x{width}", gen_name(speed));
@@ -205,7 +228,11 @@ fn firmware(facts: &HostFacts, dev: &RdmaDevice, p: &DataPlane) -> Check {
         return match facts.tool("ethtool") {
             None if facts.sysroot.is_none() => Check::skip(
                 id,
-                format!("ethtool is not installed, so the firmware of {} is unknown (sysfs fw_ver: {})", p.interface, dev.fw_ver.as_deref().unwrap_or("none")),
+                format!(
+                    "ethtool is not installed, so the firmware of {} is unknown (sysfs fw_ver: {})",
+                    p.interface,
+                    dev.fw_ver.as_deref().unwrap_or("none")
+                ),
             ),
             _ => Check::skip(id, format!("no `ethtool -i {}` output", p.interface)),
         };
@@ -221,7 +248,10 @@ fn firmware(facts: &HostFacts, dev: &RdmaDevice, p: &DataPlane) -> Check {
     match parse_major_minor(fw) {
         Some(v) if v >= E810_VERIFIED_FW => Check::pass(
             id,
-            format!("E810 firmware {fw} (verified: {}.{} or newer)", E810_VERIFIED_FW.0, E810_VERIFIED_FW.1),
+            format!(
+                "E810 firmware {fw} (verified: {}.{} or newer)",
+                E810_VERIFIED_FW.0, E810_VERIFIED_FW.1
+            ),
         ),
         Some(_) => Check::warn(
             id,

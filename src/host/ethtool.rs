@@ -69,7 +69,10 @@ mod tests {
             "driver: ice\nversion: 6.18.5-200.fc43.x86_64\nfirmware-version: 4.91 0x800214b5 1.3909.0\nexpansion-rom-version: \nbus-info: 0000:c2:00.0\n",
         );
         assert_eq!(i.driver.as_deref(), Some("ice"));
-        assert_eq!(i.firmware_version.as_deref(), Some("4.91 0x800214b5 1.3909.0"));
+        assert_eq!(
+            i.firmware_version.as_deref(),
+            Some("4.91 0x800214b5 1.3909.0")
+        );
         assert_eq!(i.bus_info.as_deref(), Some("0000:c2:00.0"));
     }
 }

@@ -81,8 +81,15 @@ fn read_node(r: &Reader, id: u32) -> Option<KfdNode> {
     let path = format!("{TOPOLOGY}/{id}/properties");
     let text = r.text(&path)?;
     let props = parse_properties(&text);
-    if props.is_empty() {
-        r.note(&path, "no 'key value' lines");
+    let lines = text.lines().filter(|l| !l.trim().is_empty()).count();
+    if props.len() < lines {
+        r.note(
+            &path,
+            format!(
+                "{} of {lines} lines are not 'key number'",
+                lines - props.len()
+            ),
+        );
     }
     let num = |key: &str| -> Option<u32> {
         let raw = props.get(key)?;

@@ -64,7 +64,10 @@ pub fn read(r: &Reader) -> KernelFacts {
 /// and everything after a lone `--` belongs to init, not the kernel.
 pub fn parse_cmdline(cmdline: &str) -> Vec<KernelParam> {
     let mut params = parse_tokens(cmdline);
-    if let Some(end) = params.iter().position(|p| p.key == "--" && p.value.is_none()) {
+    if let Some(end) = params
+        .iter()
+        .position(|p| p.key == "--" && p.value.is_none())
+    {
         params.truncate(end);
     }
     params
@@ -138,7 +141,14 @@ mod tests {
         let keys: Vec<_> = p.iter().map(|p| p.key.as_str()).collect();
         assert_eq!(
             keys,
-            ["BOOT_IMAGE", "ro", "quiet", "iommu", "dyndbg", "amdgpu.gttsize"]
+            [
+                "BOOT_IMAGE",
+                "ro",
+                "quiet",
+                "iommu",
+                "dyndbg",
+                "amdgpu.gttsize"
+            ]
         );
         assert_eq!(p[4].value.as_deref(), Some("file x.c +p"));
         assert_eq!(p[1].value, None);

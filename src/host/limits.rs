@@ -118,8 +118,14 @@ mod tests {
             })
         );
         let unl = "Max locked memory         unlimited            unlimited            bytes\n";
-        assert_eq!(parse_limits_memlock(unl).unwrap().soft, LimitValue::Unlimited);
-        assert_eq!(parse_limits_memlock("Max locked memory  lots  8 bytes"), None);
+        assert_eq!(
+            parse_limits_memlock(unl).unwrap().soft,
+            LimitValue::Unlimited
+        );
+        assert_eq!(
+            parse_limits_memlock("Max locked memory  lots  8 bytes"),
+            None
+        );
         assert!(LimitValue::Bytes(u64::MAX) < LimitValue::Unlimited);
     }
 }

@@ -127,7 +127,10 @@ fn snapshot_ipv4(r: &Reader) -> BTreeMap<String, Vec<Ipv4Net>> {
     match parse_ip_json(&text) {
         Ok(map) => map,
         Err(e) => {
-            r.note(IP_ADDR_JSON, format!("not `ip -json addr show` output: {e}"));
+            r.note(
+                IP_ADDR_JSON,
+                format!("not `ip -json addr show` output: {e}"),
+            );
             BTreeMap::new()
         }
     }
@@ -198,9 +201,14 @@ mod tests {
             ],
         };
         assert_eq!(
-            net.interface_with_ip(Ipv4Addr::new(192, 168, 100, 1)).unwrap().name,
+            net.interface_with_ip(Ipv4Addr::new(192, 168, 100, 1))
+                .unwrap()
+                .name,
             "rdma"
         );
-        assert!(net.interface_with_ip(Ipv4Addr::new(192, 168, 1, 1)).is_none());
+        assert!(
+            net.interface_with_ip(Ipv4Addr::new(192, 168, 1, 1))
+                .is_none()
+        );
     }
 }

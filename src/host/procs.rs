@@ -23,7 +23,9 @@ pub struct Process {
 pub fn find(r: &Reader, names: &[&str]) -> Vec<Process> {
     let mut found = Vec::new();
     for entry in r.dir("/proc").unwrap_or_default() {
-        let Ok(pid) = entry.parse::<u32>() else { continue };
+        let Ok(pid) = entry.parse::<u32>() else {
+            continue;
+        };
         let Some(comm) = r.text_quiet(&format!("/proc/{pid}/comm")) else {
             continue;
         };

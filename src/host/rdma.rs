@@ -150,20 +150,22 @@ fn read_device(r: &Reader, name: &str) -> RdmaDevice {
         .collect();
     let link_layer = ports.first().and_then(|p| p.link_layer.as_deref());
     let dev = format!("{base}/device");
-    let pcie = r.exists(&format!("{dev}/current_link_speed")).then(|| PcieLink {
-        current_speed_gts: r
-            .line(&format!("{dev}/current_link_speed"))
-            .and_then(|s| parse_link_speed(&s)),
-        current_width: r
-            .line(&format!("{dev}/current_link_width"))
-            .and_then(|s| s.parse().ok()),
-        max_speed_gts: r
-            .line(&format!("{dev}/max_link_speed"))
-            .and_then(|s| parse_link_speed(&s)),
-        max_width: r
-            .line(&format!("{dev}/max_link_width"))
-            .and_then(|s| s.parse().ok()),
-    });
+    let pcie = r
+        .exists(&format!("{dev}/current_link_speed"))
+        .then(|| PcieLink {
+            current_speed_gts: r
+                .line(&format!("{dev}/current_link_speed"))
+                .and_then(|s| parse_link_speed(&s)),
+            current_width: r
+                .line(&format!("{dev}/current_link_width"))
+                .and_then(|s| s.parse().ok()),
+            max_speed_gts: r
+                .line(&format!("{dev}/max_link_speed"))
+                .and_then(|s| parse_link_speed(&s)),
+            max_width: r
+                .line(&format!("{dev}/max_link_width"))
+                .and_then(|s| s.parse().ok()),
+        });
     let netdevs = if r.exists(&format!("{dev}/net")) {
         r.dir(&format!("{dev}/net")).unwrap_or_default()
     } else {
@@ -175,7 +177,9 @@ fn read_device(r: &Reader, name: &str) -> RdmaDevice {
         node_type,
         fw_ver: r.line(&format!("{base}/fw_ver")),
         node_guid: r.line(&format!("{base}/node_guid")),
-        hca_type: r.text_quiet(&format!("{base}/hca_type")).map(|s| s.trim().to_string()),
+        hca_type: r
+            .text_quiet(&format!("{base}/hca_type"))
+            .map(|s| s.trim().to_string()),
         vendor_id: r.line(&format!("{dev}/vendor")),
         device_id: r.line(&format!("{dev}/device")),
         driver: r.link_name(&format!("{dev}/driver")),
@@ -190,7 +194,9 @@ fn read_port(r: &Reader, base: &str, number: u32) -> RdmaPort {
     let gid_dir = format!("{base}/gids");
     let mut gids = Vec::new();
     for idx in r.dir(&gid_dir).unwrap_or_default() {
-        let Ok(index) = idx.parse::<u32>() else { continue };
+        let Ok(index) = idx.parse::<u32>() else {
+            continue;
+        };
         let path = format!("{gid_dir}/{idx}");
         let Some(raw) = r.line(&path) else { continue };
         let Some(addr) = parse_gid(&raw) else {
@@ -216,7 +222,9 @@ fn read_port(r: &Reader, base: &str, number: u32) -> RdmaPort {
     RdmaPort {
         number,
         state: r.line(&format!("{base}/state")).map(|s| state_name(&s)),
-        phys_state: r.line(&format!("{base}/phys_state")).map(|s| state_name(&s)),
+        phys_state: r
+            .line(&format!("{base}/phys_state"))
+            .map(|s| state_name(&s)),
         link_layer: r.line(&format!("{base}/link_layer")),
         rate_gbps: rate.as_deref().and_then(parse_rate_gbps),
         rate,
@@ -304,8 +312,14 @@ mod tests {
 
     #[test]
     fn transports() {
-        assert_eq!(transport(Some("1: CA"), Some("Ethernet")), Some(RdmaTransport::Roce));
-        assert_eq!(transport(Some("4: RNIC"), Some("Ethernet")), Some(RdmaTransport::Iwarp));
+        assert_eq!(
+            transport(Some("1: CA"), Some("Ethernet")),
+            Some(RdmaTransport::Roce)
+        );
+        assert_eq!(
+            transport(Some("4: RNIC"), Some("Ethernet")),
+            Some(RdmaTransport::Iwarp)
+        );
         assert_eq!(
             transport(Some("1: CA"), Some("InfiniBand")),
             Some(RdmaTransport::Infiniband)

@@ -21,7 +21,9 @@ pub enum RootError {
     )]
     Missing(PathBuf),
     /// The path exists but is not a directory.
-    #[error("sysroot {0} is not a directory\n  hint: --sysroot takes the top folder of a host snapshot")]
+    #[error(
+        "sysroot {0} is not a directory\n  hint: --sysroot takes the top folder of a host snapshot"
+    )]
     NotADirectory(PathBuf),
 }
 

@@ -63,7 +63,10 @@ impl UserFacts {
 
 /// Reads the user and device groups.
 pub fn read(r: &Reader) -> UserFacts {
-    let group_file = r.text("/etc/group").map(|t| parse_group(&t)).unwrap_or_default();
+    let group_file = r
+        .text("/etc/group")
+        .map(|t| parse_group(&t))
+        .unwrap_or_default();
     let passwd = r.text("/etc/passwd").unwrap_or_default();
     let (uid, gid, mut groups) = if r.root().is_live() {
         let groups = nix::unistd::getgroups()
@@ -157,7 +160,11 @@ pub fn parse_status_ids(status: &str) -> (Option<u32>, Option<u32>, Vec<u32>) {
     let groups = status
         .lines()
         .find_map(|l| l.strip_prefix("Groups:"))
-        .map(|rest| rest.split_whitespace().filter_map(|g| g.parse().ok()).collect())
+        .map(|rest| {
+            rest.split_whitespace()
+                .filter_map(|g| g.parse().ok())
+                .collect()
+        })
         .unwrap_or_default();
     (first("Uid:"), first("Gid:"), groups)
 }
@@ -176,8 +183,9 @@ mod tests {
 
     #[test]
     fn status_ids() {
-        let (u, g, groups) =
-            parse_status_ids("Name:\tbash\nUid:\t1000\t1000\t1000\t1000\nGid:\t1000\t1000\t1000\t1000\nGroups:\t10 39 105 \n");
+        let (u, g, groups) = parse_status_ids(
+            "Name:\tbash\nUid:\t1000\t1000\t1000\t1000\nGid:\t1000\t1000\t1000\t1000\nGroups:\t10 39 105 \n",
+        );
         assert_eq!((u, g), (Some(1000), Some(1000)));
         assert_eq!(groups, [10, 39, 105]);
     }

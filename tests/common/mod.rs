@@ -1,0 +1,54 @@
+//! Helpers shared by the integration tests: run the real binary.
+
+#![allow(dead_code)]
+
+use std::path::PathBuf;
+use std::process::Output;
+
+use serde_json::Value;
+
+/// The halobox binary, run from the crate root (so fixture paths are relative).
+pub fn halobox() -> assert_cmd::Command {
+    let mut cmd = assert_cmd::Command::cargo_bin("halobox").expect("halobox binary");
+    cmd.current_dir(env!("CARGO_MANIFEST_DIR"));
+    cmd.env_remove("HSA_OVERRIDE_GFX_VERSION");
+    cmd
+}
+
+/// Runs halobox with `args`, returning its output.
+pub fn run(args: &[&str]) -> Output {
+    halobox().args(args).output().expect("run halobox")
+}
+
+/// Runs halobox with `args` and parses stdout as JSON.
+pub fn run_json(args: &[&str]) -> (Value, i32) {
+    let out = run(args);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let v = serde_json::from_str(&stdout).unwrap_or_else(|e| {
+        panic!(
+            "halobox {args:?} printed no JSON ({e}):\n{stdout}\nstderr:\n{}",
+            String::from_utf8_lossy(&out.stderr)
+        )
+    });
+    (v, out.status.code().expect("exit code"))
+}
+
+/// The check with `id` in a doctor JSON report.
+pub fn check<'a>(report: &'a Value, id: &str) -> &'a Value {
+    report["checks"]
+        .as_array()
+        .expect("checks array")
+        .iter()
+        .find(|c| c["id"] == id)
+        .unwrap_or_else(|| panic!("no check {id} in {report:#}"))
+}
+
+/// A fixture host folder, relative to the crate root.
+pub fn fixture(name: &str) -> String {
+    format!("tests/fixtures/hosts/{name}")
+}
+
+/// The absolute path of a fixture host folder.
+pub fn fixture_path(name: &str) -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join(fixture(name))
+}
