@@ -76,13 +76,16 @@ pub fn human(f: &HostFacts) -> String {
         );
     }
     for d in &f.rdma.devices {
+        let transport = match d.transport {
+            Some(crate::host::rdma::RdmaTransport::Roce) => "RoCE",
+            Some(crate::host::rdma::RdmaTransport::Iwarp) => "iWARP",
+            Some(crate::host::rdma::RdmaTransport::Infiniband) => "InfiniBand",
+            None => "unknown transport",
+        };
         let _ = writeln!(
             o,
-            "  {}: {} node type {}, {} {} driver {}, fw {}, netdevs {}",
+            "  {}: {transport} (node type {}), PCI {}:{}, driver {}, fw {}, netdevs {}",
             d.name,
-            d.transport
-                .map(|t| format!("{t:?}").to_uppercase())
-                .unwrap_or_else(|| "unknown transport,".into()),
             or_dash(d.node_type.as_deref()),
             or_dash(d.vendor_id.as_deref()),
             or_dash(d.device_id.as_deref()),

@@ -185,10 +185,11 @@ fn pcie(dev: &RdmaDevice, ep: &RdmaEndpoint) -> Check {
     };
     let ceiling = pcie_link_gbps(speed, width);
     let here = format!("{} x{width}", gen_name(speed));
+    // A port that is down reports a placeholder rate, not the link's.
     let port_rate = dev
         .ports
         .iter()
-        .find(|x| x.number == ep.port)
+        .find(|x| x.number == ep.port && x.is_up())
         .and_then(|x| x.rate_gbps);
     let narrowed = link.max_width.is_some_and(|m| width < m);
     let slowed = link.max_speed_gts.is_some_and(|m| speed < m);

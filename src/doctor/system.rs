@@ -27,10 +27,15 @@ fn env(facts: &HostFacts) -> Check {
         .env_hazards
         .iter()
         .any(|v| v.name == "HSA_OVERRIDE_GFX_VERSION");
-    let why = if hsa {
-        "HSA_OVERRIDE_GFX_VERSION makes ROCm treat gfx1151 as another GPU and crashes it; the rest override what halobox sets per node"
-    } else {
-        "they leak into containers and override what halobox computes per node"
+    let others = facts.env_hazards.len() > usize::from(hsa);
+    let why = match (hsa, others) {
+        (true, false) => {
+            "HSA_OVERRIDE_GFX_VERSION makes ROCm treat gfx1151 as another GPU and crashes it"
+        }
+        (true, true) => {
+            "HSA_OVERRIDE_GFX_VERSION makes ROCm treat gfx1151 as another GPU and crashes it; the others leak into containers and override what halobox computes per node"
+        }
+        _ => "they leak into containers and override what halobox computes per node",
     };
     let names = facts
         .env_hazards
@@ -41,7 +46,9 @@ fn env(facts: &HostFacts) -> Check {
     Check::warn(
         id,
         format!("{list} set: {why}"),
-        format!("unset {names}\n# and remove them from ~/.bashrc, ~/.profile or /etc/environment"),
+        format!(
+            "unset {names}\n# and remove the export from ~/.bashrc, ~/.profile or /etc/environment"
+        ),
     )
 }
 

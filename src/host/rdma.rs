@@ -254,7 +254,8 @@ pub fn state_name(raw: &str) -> String {
 pub fn parse_gid(raw: &str) -> Option<Ipv6Addr> {
     let raw = raw.trim();
     let groups: Vec<&str> = raw.split(':').collect();
-    if groups.len() != 8 || groups.iter().any(|g| g.is_empty() || g.len() > 4) {
+    let hex4 = |g: &&str| !g.is_empty() && g.len() <= 4 && g.bytes().all(|b| b.is_ascii_hexdigit());
+    if groups.len() != 8 || !groups.iter().all(hex4) {
         return None;
     }
     let mut segments = [0u16; 8];
@@ -296,6 +297,8 @@ mod tests {
         assert_eq!(parse_gid("fe80::1"), None);
         assert_eq!(parse_gid("zzzz:0000:0000:0000:0000:0000:0000:0000"), None);
         assert_eq!(parse_gid("00000:0000:0000:0000:0000:0000:0000:000"), None);
+        // Found by the gid fuzz target: from_str_radix accepts a sign.
+        assert_eq!(parse_gid("5:+4:4:5:8:4:44:8"), None);
     }
 
     #[test]

@@ -39,13 +39,19 @@ pub struct ReadIssue {
 /// Where host files come from.
 #[derive(Debug, Clone)]
 pub struct HostRoot {
+    /// The snapshot directory as given (shown in reports).
     base: Option<PathBuf>,
+    /// The same directory made absolute (used for file access).
+    abs: Option<PathBuf>,
 }
 
 impl HostRoot {
     /// The running machine: paths are read as they are.
     pub fn live() -> Self {
-        Self { base: None }
+        Self {
+            base: None,
+            abs: None,
+        }
     }
 
     /// A snapshot tree: `/x/y` is read from `DIR/x/y`.
@@ -55,13 +61,22 @@ impl HostRoot {
             Ok(m) if !m.is_dir() => Err(RootError::NotADirectory(dir.to_path_buf())),
             Ok(_) => Ok(Self {
                 base: Some(dir.to_path_buf()),
+                abs: Some(std::path::absolute(dir).unwrap_or_else(|_| dir.to_path_buf())),
             }),
         }
     }
 
-    /// The snapshot directory, or `None` for the live host.
+    /// The snapshot directory as given, or `None` for the live host.
     pub fn sysroot_dir(&self) -> Option<&Path> {
         self.base.as_deref()
+    }
+
+    /// The host path of a real path inside this root (`DIR/usr/bin/x` → `/usr/bin/x`).
+    pub fn host_path_of(&self, real: &Path) -> String {
+        match self.abs.as_deref().map(|abs| real.strip_prefix(abs)) {
+            Some(Ok(rel)) => format!("/{}", rel.display()),
+            _ => real.display().to_string(),
+        }
     }
 
     /// True when reading the running machine.
@@ -69,9 +84,9 @@ impl HostRoot {
         self.base.is_none()
     }
 
-    /// The real filesystem path behind a host path.
+    /// The real (absolute, for a snapshot) filesystem path behind a host path.
     pub fn path(&self, host_path: &str) -> PathBuf {
-        match &self.base {
+        match &self.abs {
             None => PathBuf::from(host_path),
             Some(base) => base.join(host_path.trim_start_matches('/')),
         }

@@ -53,7 +53,7 @@ pub fn read(r: &Reader, versions: bool) -> Vec<Tool> {
         .iter()
         .map(|&(name, flag)| {
             let path = locate(r, name);
-            let shown = path.as_ref().map(|p| host_path(r, p));
+            let shown = path.as_ref().map(|p| r.root().host_path_of(p));
             (name, flag, path, shown)
         })
         .collect();
@@ -82,16 +82,6 @@ fn locate(r: &Reader, name: &str) -> Option<PathBuf> {
             let dirs = std::env::join_paths(SNAPSHOT_PATH.iter().map(|d| r.root().path(d))).ok()?;
             which::which_in(name, Some(dirs), "/").ok()
         }
-    }
-}
-
-fn host_path(r: &Reader, p: &std::path::Path) -> String {
-    match r.root().sysroot_dir() {
-        Some(base) => match p.strip_prefix(base) {
-            Ok(rel) => format!("/{}", rel.display()),
-            Err(_) => p.display().to_string(),
-        },
-        None => p.display().to_string(),
     }
 }
 
