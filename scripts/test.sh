@@ -12,6 +12,11 @@ need_pkgs=()
 command -v ip >/dev/null || need_pkgs+=(iproute2)
 command -v ethtool >/dev/null || need_pkgs+=(ethtool)
 command -v iperf3 >/dev/null || need_pkgs+=(iperf3)
+# The bench tests: two network namespaces with an sshd each, and the real
+# perftest binaries (which fail here with "no device", as they should).
+command -v ssh >/dev/null && command -v ssh-keygen >/dev/null || need_pkgs+=(openssh-client)
+command -v sshd >/dev/null || [ -x /usr/sbin/sshd ] || need_pkgs+=(openssh-server)
+command -v ib_write_lat >/dev/null || need_pkgs+=(perftest)
 if [ "${#need_pkgs[@]}" -gt 0 ]; then
   if [ "$(id -u)" -ne 0 ]; then
     echo "error: missing ${need_pkgs[*]}; run as root or install them: sudo apt-get install ${need_pkgs[*]}" >&2

@@ -4,6 +4,7 @@
 //! Layout: [`host`] reads facts into plain data, [`dataplane`] and
 //! [`doctor`] turn facts into decisions, [`cmd`] wires commands to output.
 
+pub mod bench;
 pub mod cli;
 pub mod cmd;
 pub mod dataplane;

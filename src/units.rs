@@ -100,3 +100,97 @@ mod mtu_tests {
         assert_eq!(roce_path_mtu(300), None);
     }
 }
+
+/// Bytes in a MiB (perftest's `MiB/sec`, and its older `MB/sec`, count these).
+pub const MIB: f64 = 1_048_576.0;
+
+/// MiB/s → Gb/s (decimal, 10^9 bit/s): 6000 MiB/s = 50.33 Gb/s. Not `* 8 / 1024`,
+/// which gives Gibit/s and reads 7 % low.
+pub fn mib_per_s_to_gbps(mib_per_s: f64) -> f64 {
+    mib_per_s * MIB * 8.0 / 1e9
+}
+
+/// Gb/s (decimal) → MiB/s.
+pub fn gbps_to_mib_per_s(gbps: f64) -> f64 {
+    gbps * 1e9 / 8.0 / MIB
+}
+
+/// Gb/s (decimal) for `bytes` moved in `seconds`; 0 when no time passed.
+pub fn bytes_to_gbps(bytes: u64, seconds: f64) -> f64 {
+    if seconds > 0.0 {
+        bytes as f64 * 8.0 / seconds / 1e9
+    } else {
+        0.0
+    }
+}
+
+/// One-way latency as perftest's write/send tests report it: half a round trip.
+pub fn half_rtt(rtt: f64) -> f64 {
+    rtt / 2.0
+}
+
+/// The ceiling of a path in Gb/s: the slowest of the NIC line rates and
+/// PCIe links that are known (`None` when nothing is known).
+pub fn path_ceiling_gbps(limits: impl IntoIterator<Item = Option<f64>>) -> Option<f64> {
+    limits
+        .into_iter()
+        .flatten()
+        .filter(|g| g.is_finite() && *g > 0.0)
+        .reduce(f64::min)
+}
+
+#[cfg(test)]
+mod bench_unit_tests {
+    use super::*;
+
+    #[test]
+    fn mib_and_gbps() {
+        // 6000 * 1048576 * 8 = 50_331_648_000 bit/s
+        assert!((mib_per_s_to_gbps(6000.0) - 50.331648).abs() < 1e-9);
+        // the community script's *8/1024 would say 46.875
+        assert!((mib_per_s_to_gbps(6000.0) - 6000.0 * 8.0 / 1024.0).abs() > 3.0);
+        // 100 Gb/s = 1e11 / 8 / 1048576 = 11920.93 MiB/s
+        assert!((gbps_to_mib_per_s(100.0) - 11920.929).abs() < 0.001);
+        assert!((gbps_to_mib_per_s(mib_per_s_to_gbps(1234.5)) - 1234.5).abs() < 1e-9);
+        // 1.25 GB in 1 s = 10 Gb/s; 0 s → 0
+        assert!((bytes_to_gbps(1_250_000_000, 1.0) - 10.0).abs() < 1e-12);
+        assert_eq!(bytes_to_gbps(5, 0.0), 0.0);
+    }
+
+    #[test]
+    fn half_round_trip() {
+        // 68 µs ping RTT is 34 µs one way, the figure comparable with ib_write_lat
+        assert_eq!(half_rtt(68.0), 34.0);
+        assert_eq!(half_rtt(10.46), 5.23);
+    }
+
+    #[test]
+    fn ceilings() {
+        // PCIe 3.0 x4: 8 * 128/130 * 4 = 31.508; x16 = 126.031
+        assert!((pcie_link_gbps(8.0, 4) - 31.508).abs() < 0.001);
+        assert!((pcie_link_gbps(8.0, 16) - 126.031).abs() < 0.001);
+        // PCIe 4.0 x4: 63.015; x16: 252.062
+        assert!((pcie_link_gbps(16.0, 4) - 63.015).abs() < 0.001);
+        assert!((pcie_link_gbps(16.0, 16) - 252.062).abs() < 0.001);
+        // 100 GbE behind PCIe 4.0 x4: the slot limits (63.0)
+        let c = path_ceiling_gbps([Some(100.0), Some(pcie_link_gbps(16.0, 4))]).unwrap();
+        assert!((c - 63.015).abs() < 0.001);
+        // 25 GbE behind PCIe 3.0 x4: the NIC limits
+        assert_eq!(
+            path_ceiling_gbps([Some(25.0), Some(pcie_link_gbps(8.0, 4))]),
+            Some(25.0)
+        );
+        // 100 GbE behind PCIe 4.0 x16, peer 25 GbE: 25
+        assert_eq!(
+            path_ceiling_gbps([
+                Some(100.0),
+                Some(pcie_link_gbps(16.0, 16)),
+                Some(25.0),
+                None
+            ]),
+            Some(25.0)
+        );
+        assert_eq!(path_ceiling_gbps([None, None]), None);
+        assert_eq!(path_ceiling_gbps([Some(0.0)]), None);
+    }
+}

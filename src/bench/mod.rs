@@ -1,0 +1,19 @@
+//! `halobox bench`: Ethernet (TCP) against RDMA between two nodes, in the
+//! right units, with failures diagnosed.
+//!
+//! [`plan`] decides what runs (pure), [`run`] runs it (ssh to the peer,
+//! clients here), [`results`] derives the table from the saved raw logs and
+//! [`report`] prints it. The parsers ([`perftest`], [`iperf3`]) and
+//! [`diagnose`] read the tools' own output.
+
+pub mod diagnose;
+pub mod iperf3;
+pub mod perftest;
+pub mod plan;
+pub mod probe;
+pub mod proc;
+pub mod report;
+pub mod results;
+pub mod run;
+pub mod stats;
+pub mod tcp;

@@ -1,0 +1,500 @@
+//! The benchmark plan: which legs run on which path, with the exact remote
+//! and local commands. Pure: built from options and the two ends' contexts,
+//! printed by `--dry-run`, executed by [`super::run`].
+
+use std::net::Ipv4Addr;
+
+use serde::{Deserialize, Serialize};
+
+use super::probe::NodeContext;
+
+/// Whether to run the RDMA leg.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum RdmaMode {
+    /// When both ends have an RDMA endpoint with a RoCE v2 GID and perftest.
+    Auto,
+    /// Always (a failure is diagnosed).
+    On,
+    /// Never.
+    Off,
+}
+
+/// One path: a local address and the peer's address it talks to.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PathSpec {
+    /// This node's address on the path.
+    pub local_ip: Ipv4Addr,
+    /// The peer's address on the path.
+    pub peer_ip: Ipv4Addr,
+}
+
+/// Everything `bench run` was asked to do.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct BenchOptions {
+    /// ssh destination of the peer.
+    pub peer: String,
+    /// halobox on the peer.
+    pub peer_halobox: String,
+    /// Extra `ssh -o` options.
+    pub ssh_options: Vec<String>,
+    /// The paths to measure.
+    pub paths: Vec<PathSpec>,
+    /// RDMA leg choice.
+    pub rdma: RdmaMode,
+    /// Seconds per bandwidth test (and the latency test's time bound).
+    pub duration_s: u32,
+    /// Streams (TCP) and queue pairs (RDMA) of the parallel bandwidth tests.
+    pub streams: u32,
+    /// halobox server port on the peer.
+    pub port: u16,
+    /// Latency samples (TCP round trips, perftest iterations).
+    pub latency_samples: u32,
+}
+
+/// What a leg measures.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum LegKind {
+    /// halobox TCP round trips.
+    TcpLatency,
+    /// halobox TCP bandwidth.
+    TcpBandwidth,
+    /// iperf3 TCP bandwidth (cross-check).
+    Iperf3,
+    /// `ib_write_lat`.
+    RdmaLatency,
+    /// `ib_write_bw`.
+    RdmaBandwidth,
+}
+
+/// One measurement on one path.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Leg {
+    /// File stem of its raw log (`p0-tcp-bw-4`).
+    pub id: String,
+    /// What it measures.
+    pub kind: LegKind,
+    /// Streams or queue pairs.
+    pub streams: u32,
+    /// The server command on the peer (argv), when the leg starts its own.
+    pub server: Option<Vec<String>>,
+    /// The client command here (argv), or a description of the built-in client.
+    pub client: Vec<String>,
+    /// Why the leg does not run.
+    pub skip: Option<String>,
+}
+
+/// Legs of one path.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct PathPlan {
+    /// `p0`, `p1`, …
+    pub id: String,
+    /// The addresses.
+    pub spec: PathSpec,
+    /// halobox's server on the peer, shared by the TCP legs.
+    pub tcp_server: Vec<String>,
+    /// The legs in order.
+    pub legs: Vec<Leg>,
+}
+
+/// The whole plan.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Plan {
+    /// Per path.
+    pub paths: Vec<PathPlan>,
+}
+
+/// iperf3's server port on the peer.
+pub const IPERF3_PORT: u16 = 5201;
+/// perftest's first TCP port (one per perftest leg: 18515, 18516, …).
+pub const PERFTEST_PORT: u16 = 18515;
+/// RDMA message size of the bandwidth test.
+pub const RDMA_BW_BYTES: u32 = 65536;
+/// Bytes per TCP latency message.
+pub const TCP_LATENCY_BYTES: u32 = 64;
+/// Seconds the halobox server waits for a connection before exiting.
+pub const SERVE_IDLE_S: u32 = 60;
+
+/// Stops the server when ssh's stdin closes (halobox exits or is killed),
+/// so nothing is left running on the peer.
+const GUARD: &str = "exec 3<&0; \"$@\" 3<&- & p=$!; (cat <&3 >/dev/null 2>&1; kill $p 2>/dev/null) >/dev/null 2>&1 & exec 3<&-; wait $p";
+
+/// `s` quoted for a POSIX shell.
+pub fn shell_quote(s: &str) -> String {
+    let plain = !s.is_empty()
+        && s.bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b"_./:=@%+,-".contains(&b));
+    if plain {
+        s.to_string()
+    } else {
+        format!("'{}'", s.replace('\'', "'\\''"))
+    }
+}
+
+/// A command line for display.
+pub fn display(argv: &[String]) -> String {
+    argv.iter()
+        .map(|a| shell_quote(a))
+        .collect::<Vec<_>>()
+        .join(" ")
+}
+
+/// ssh options halobox refuses: they turn off host key checking.
+pub fn unsafe_ssh_option(opt: &str) -> bool {
+    let o = opt.to_ascii_lowercase().replace(' ', "=");
+    o.starts_with("stricthostkeychecking=no")
+        || o.starts_with("stricthostkeychecking=off")
+        || o == "userknownhostsfile=/dev/null"
+}
+
+/// The ssh command that runs `remote` (one string for the peer's shell).
+pub fn ssh(opts: &BenchOptions, remote: &str) -> Vec<String> {
+    let mut argv: Vec<String> = [
+        "ssh",
+        "-o",
+        "BatchMode=yes",
+        "-o",
+        "ConnectTimeout=10",
+        "-o",
+        "ServerAliveInterval=5",
+    ]
+    .map(String::from)
+    .to_vec();
+    for o in &opts.ssh_options {
+        argv.push("-o".into());
+        argv.push(o.clone());
+    }
+    argv.push("--".into());
+    argv.push(opts.peer.clone());
+    argv.push(remote.to_string());
+    argv
+}
+
+/// The peer's shell command that runs `server` under the stdin guard.
+pub fn guarded(server: &[String]) -> String {
+    let mut s = format!("sh -c {} halobox-guard", shell_quote(GUARD));
+    for a in server {
+        s.push(' ');
+        s.push_str(&shell_quote(a));
+    }
+    s
+}
+
+/// The probe of the peer's end of `path`.
+pub fn probe_command(opts: &BenchOptions, path: &PathSpec) -> Vec<String> {
+    let remote = display(&[
+        opts.peer_halobox.clone(),
+        "bench".into(),
+        "probe".into(),
+        "--ip".into(),
+        path.peer_ip.to_string(),
+    ]);
+    ssh(opts, &remote)
+}
+
+/// Builds the plan. `ends[i]` is path i's local context and the peer's
+/// (`None` in a dry run, where the peer is not asked: its values show as
+/// `<peer …>` placeholders).
+pub fn build(opts: &BenchOptions, ends: &[(NodeContext, Option<NodeContext>)]) -> Plan {
+    let paths = opts
+        .paths
+        .iter()
+        .zip(ends)
+        .enumerate()
+        .map(|(i, (spec, (local, peer)))| path_plan(opts, i, spec, local, peer.as_ref()))
+        .collect();
+    Plan { paths }
+}
+
+fn s<T: ToString>(v: T) -> String {
+    v.to_string()
+}
+
+fn path_plan(
+    opts: &BenchOptions,
+    i: usize,
+    spec: &PathSpec,
+    local: &NodeContext,
+    peer: Option<&NodeContext>,
+) -> PathPlan {
+    let id = format!("p{i}");
+    let peer_ip = s(spec.peer_ip);
+    let local_ip = s(spec.local_ip);
+    let streams_set: Vec<u32> = if opts.streams > 1 {
+        vec![1, opts.streams]
+    } else {
+        vec![1]
+    };
+    let tcp_server = vec![
+        opts.peer_halobox.clone(),
+        s("bench"),
+        s("serve"),
+        s("--bind"),
+        peer_ip.clone(),
+        s("--port"),
+        s(opts.port),
+        s("--idle-timeout"),
+        s(SERVE_IDLE_S),
+    ];
+    let mut legs = vec![Leg {
+        id: format!("{id}-tcp-latency"),
+        kind: LegKind::TcpLatency,
+        streams: 1,
+        server: None,
+        client: vec![
+            s("(built in)"),
+            format!(
+                "{} round trips of {TCP_LATENCY_BYTES} B to {peer_ip}:{} from {local_ip} (at most {} s)",
+                opts.latency_samples, opts.port, opts.duration_s
+            ),
+        ],
+        skip: None,
+    }];
+    for &n in &streams_set {
+        legs.push(Leg {
+            id: format!("{id}-tcp-bw-{n}"),
+            kind: LegKind::TcpBandwidth,
+            streams: n,
+            server: None,
+            client: vec![
+                s("(built in)"),
+                format!(
+                    "{n} stream(s) to {peer_ip}:{} from {local_ip} for {} s",
+                    opts.port, opts.duration_s
+                ),
+            ],
+            skip: None,
+        });
+    }
+    let iperf3_skip = if !local.iperf3 {
+        Some("iperf3 is not installed on this node".to_string())
+    } else if peer.is_some_and(|p| !p.iperf3) {
+        Some("iperf3 is not installed on the peer".to_string())
+    } else {
+        None
+    };
+    for &n in &streams_set {
+        legs.push(Leg {
+            id: format!("{id}-iperf3-{n}"),
+            kind: LegKind::Iperf3,
+            streams: n,
+            server: Some(vec![
+                s("iperf3"),
+                s("-s"),
+                s("-1"),
+                s("--forceflush"),
+                s("-B"),
+                peer_ip.clone(),
+                s("-p"),
+                s(IPERF3_PORT),
+            ]),
+            client: vec![
+                s("iperf3"),
+                s("-c"),
+                peer_ip.clone(),
+                s("-B"),
+                local_ip.clone(),
+                s("-p"),
+                s(IPERF3_PORT),
+                s("-t"),
+                s(opts.duration_s),
+                s("-P"),
+                s(n),
+                s("--json"),
+            ],
+            skip: iperf3_skip.clone(),
+        });
+    }
+    let rdma_skip = rdma_skip(opts.rdma, local, peer);
+    let mtu = match (local.roce_mtu, peer.map(|p| p.roce_mtu)) {
+        (Some(l), Some(Some(p))) => Some(l.min(p)),
+        (Some(l), None) => Some(l),
+        _ => None,
+    };
+    let mut port = PERFTEST_PORT;
+    let mut rdma_leg = |kind: LegKind, n: u32| {
+        let tool = if kind == LegKind::RdmaLatency {
+            "ib_write_lat"
+        } else {
+            "ib_write_bw"
+        };
+        let mut common: Vec<String> = vec![s("-F"), s("-p"), s(port)];
+        if let Some(m) = mtu {
+            common.extend([s("-m"), s(m.min(4096))]);
+        }
+        if kind == LegKind::RdmaLatency {
+            common.extend([s("-n"), s(opts.latency_samples)]);
+        } else {
+            common.extend([
+                s("--report_gbits"),
+                s("-s"),
+                s(RDMA_BW_BYTES),
+                s("-q"),
+                s(n),
+                s("-D"),
+                s(opts.duration_s),
+            ]);
+        }
+        let endpoint = |ctx: Option<&NodeContext>, who: &str| -> Vec<String> {
+            match ctx {
+                None => vec![
+                    s("-d"),
+                    format!("<{who} device>"),
+                    s("-i"),
+                    format!("<{who} port>"),
+                    s("-x"),
+                    format!("<{who} gid index>"),
+                ],
+                Some(c) => match &c.rdma {
+                    None => vec![],
+                    Some(r) => {
+                        let mut v = vec![s("-d"), r.device.clone(), s("-i"), s(r.port)];
+                        if let Some(g) = r.gid_index {
+                            v.extend([s("-x"), s(g)]);
+                        }
+                        v
+                    }
+                },
+            }
+        };
+        let mut server = vec![s(tool)];
+        server.extend(endpoint(peer, "peer"));
+        server.extend(common.iter().cloned());
+        let mut client = vec![s(tool)];
+        client.extend(endpoint(Some(local), "local"));
+        client.extend(common);
+        client.push(peer_ip.clone());
+        port += 1;
+        let suffix = if kind == LegKind::RdmaLatency {
+            String::new()
+        } else {
+            format!("-{n}")
+        };
+        Leg {
+            id: format!("{id}-{tool}{suffix}"),
+            kind,
+            streams: n,
+            server: Some(server),
+            client,
+            skip: rdma_skip.clone(),
+        }
+    };
+    legs.push(rdma_leg(LegKind::RdmaLatency, 1));
+    for &n in &streams_set {
+        legs.push(rdma_leg(LegKind::RdmaBandwidth, n));
+    }
+    PathPlan {
+        id,
+        spec: *spec,
+        tcp_server,
+        legs,
+    }
+}
+
+/// Why the RDMA leg does not run, or `None` when it does.
+pub fn rdma_skip(
+    mode: RdmaMode,
+    local: &NodeContext,
+    peer: Option<&NodeContext>,
+) -> Option<String> {
+    match mode {
+        RdmaMode::Off => return Some("RDMA leg turned off (--no-rdma)".into()),
+        RdmaMode::On => return None,
+        RdmaMode::Auto => {}
+    }
+    let end = |c: &NodeContext, who: &str| -> Option<String> {
+        let iface = c.interface.as_deref().unwrap_or("?");
+        match &c.rdma {
+            None if c.interface.is_none() => Some(format!("no interface on {who} holds {}", c.ip)),
+            None if c.rdma_devices == 0 => Some(format!("no RDMA device on {who}")),
+            None => Some(format!(
+                "{iface} on {who} has no RDMA device ({} RDMA device(s) serve other interfaces)",
+                c.rdma_devices
+            )),
+            Some(r) if !r.port_up => Some(format!(
+                "RDMA port {}/{} on {who} is not ACTIVE",
+                r.device, r.port
+            )),
+            Some(r) if r.gid_index.is_none() => Some(format!(
+                "no RoCE v2 GID for {} on {}/{} on {who} (run `halobox doctor --ip {}` there)",
+                c.ip, r.device, r.port, c.ip
+            )),
+            Some(_) if !c.perftest => Some(format!("perftest is not installed on {who}")),
+            Some(_) => None,
+        }
+    };
+    end(local, "this node").or_else(|| peer.and_then(|p| end(p, "the peer")))
+}
+
+/// The plan as text: per path, each step with its exact commands.
+pub fn render(opts: &BenchOptions, plan: &Plan) -> String {
+    use std::fmt::Write;
+    let mut out = String::new();
+    for p in &plan.paths {
+        let _ = writeln!(
+            out,
+            "path {}: {} → {} (peer {})",
+            p.id, p.spec.local_ip, p.spec.peer_ip, opts.peer
+        );
+        let _ = writeln!(
+            out,
+            "  probe the peer:\n    {}",
+            display(&probe_command(opts, &p.spec))
+        );
+        let _ = writeln!(
+            out,
+            "  halobox server on the peer (TCP legs):\n    {}",
+            display(&ssh(opts, &guarded(&p.tcp_server)))
+        );
+        for leg in &p.legs {
+            let _ = writeln!(
+                out,
+                "  {} ({} x{}):",
+                leg.id,
+                kind_name(leg.kind),
+                leg.streams
+            );
+            if let Some(reason) = &leg.skip {
+                let _ = writeln!(out, "    SKIPPED: {reason}");
+                continue;
+            }
+            if let Some(server) = &leg.server {
+                let _ = writeln!(out, "    peer:  {}", display(&ssh(opts, &guarded(server))));
+            }
+            let client = if leg.client.first().is_some_and(|c| c == "(built in)") {
+                leg.client.join(" ")
+            } else {
+                display(&leg.client)
+            };
+            let _ = writeln!(out, "    local: {client}");
+        }
+    }
+    out
+}
+
+fn kind_name(kind: LegKind) -> &'static str {
+    match kind {
+        LegKind::TcpLatency => "TCP latency, halobox",
+        LegKind::TcpBandwidth => "TCP bandwidth, halobox",
+        LegKind::Iperf3 => "TCP bandwidth, iperf3",
+        LegKind::RdmaLatency => "RDMA write latency",
+        LegKind::RdmaBandwidth => "RDMA write bandwidth",
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn quoting() {
+        assert_eq!(shell_quote("10.0.0.1"), "10.0.0.1");
+        assert_eq!(shell_quote("a b"), "'a b'");
+        assert_eq!(shell_quote("it's"), "'it'\\''s'");
+        assert_eq!(shell_quote(""), "''");
+        assert!(unsafe_ssh_option("StrictHostKeyChecking=no"));
+        assert!(unsafe_ssh_option("UserKnownHostsFile=/dev/null"));
+        assert!(!unsafe_ssh_option("UserKnownHostsFile=/tmp/kh"));
+    }
+}

@@ -1,0 +1,372 @@
+//! A saved run: `run.json` (what ran: options, contexts, legs, commands) plus
+//! each leg's raw tool output. [`derive`] turns these into [`Results`] —
+//! the same way right after a run and later from the folder, so a saved run
+//! re-renders identically.
+
+use std::fs;
+use std::net::Ipv4Addr;
+use std::path::Path;
+
+use anyhow::Context;
+use serde::{Deserialize, Serialize};
+
+use super::diagnose::{self, Diagnosis, Side};
+use super::plan::{BenchOptions, LegKind};
+use super::probe::NodeContext;
+use super::stats::{LatencySummary, summarise};
+use super::{iperf3, perftest, tcp};
+use crate::units::{half_rtt, path_ceiling_gbps};
+
+/// Version of `run.json` and `results.json`.
+pub const SCHEMA_VERSION: u32 = 1;
+
+/// How a leg ended.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "status", rename_all = "snake_case")]
+pub enum LegStatus {
+    /// It ran; its raw output says how it went.
+    Ran,
+    /// It did not run.
+    Skipped {
+        /// Why.
+        reason: String,
+    },
+    /// It could not run (e.g. the server did not start).
+    Failed {
+        /// What went wrong.
+        message: String,
+    },
+}
+
+/// One leg of a saved run.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct LegRecord {
+    /// File stem of the raw logs.
+    pub id: String,
+    /// What it measures.
+    pub kind: LegKind,
+    /// Streams or queue pairs.
+    pub streams: u32,
+    /// The commands as run (server on the peer over ssh, then client).
+    pub commands: Vec<String>,
+    /// How it ended.
+    #[serde(flatten)]
+    pub status: LegStatus,
+}
+
+/// One path of a saved run.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct PathRecord {
+    /// `p0`, `p1`, …
+    pub id: String,
+    /// This node's address.
+    pub local_ip: Ipv4Addr,
+    /// The peer's address.
+    pub peer_ip: Ipv4Addr,
+    /// This node's end.
+    pub local: NodeContext,
+    /// The peer's end.
+    pub peer: NodeContext,
+    /// Legs in order.
+    pub legs: Vec<LegRecord>,
+}
+
+/// `run.json`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct RunRecord {
+    /// [`SCHEMA_VERSION`].
+    pub schema_version: u32,
+    /// Start time, UTC, RFC 3339.
+    pub started_utc: String,
+    /// What was asked.
+    pub options: BenchOptions,
+    /// Per path.
+    pub paths: Vec<PathRecord>,
+}
+
+/// One row of the results table.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Row {
+    /// Path id.
+    pub path: String,
+    /// e.g. `enp1s0 10.0.0.1 → 10.0.0.2`.
+    pub path_label: String,
+    /// Leg id (raw log stem).
+    pub leg: String,
+    /// e.g. `tcp halobox`, `rdma ib_write_bw`.
+    pub test: String,
+    /// Streams or queue pairs.
+    pub streams: u32,
+    /// `ok`, `skipped` or `failed`.
+    pub status: String,
+    /// One-way latency (half a round trip), µs.
+    pub latency: Option<LatencySummary>,
+    /// Gb/s (decimal).
+    pub bandwidth_gbps: Option<f64>,
+    /// The path's ceiling in Gb/s, when known.
+    pub ceiling_gbps: Option<f64>,
+    /// Bandwidth as a percentage of the ceiling.
+    pub percent_of_ceiling: Option<f64>,
+    /// Skip reason or extra detail.
+    pub note: Option<String>,
+    /// Cause and fix of a failure.
+    pub diagnosis: Option<Diagnosis>,
+}
+
+/// `results.json`: the table, derived from `run.json` and the raw logs.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Results {
+    /// [`SCHEMA_VERSION`].
+    pub schema_version: u32,
+    /// Start time, UTC.
+    pub started_utc: String,
+    /// The peer's ssh destination.
+    pub peer: String,
+    /// Per path: a line of context (interfaces, MTUs, link rates, ceiling).
+    pub context: Vec<String>,
+    /// The rows.
+    pub rows: Vec<Row>,
+}
+
+/// Name of the run record in a results folder.
+pub const RUN_FILE: &str = "run.json";
+/// Name of the derived results in a results folder.
+pub const RESULTS_FILE: &str = "results.json";
+
+/// Reads `run.json` from `dir`.
+pub fn load(dir: &Path) -> anyhow::Result<RunRecord> {
+    let path = dir.join(RUN_FILE);
+    let text = fs::read_to_string(&path).with_context(|| {
+        format!(
+            "cannot read {} (is this a `halobox bench run --save` folder?)",
+            path.display()
+        )
+    })?;
+    let rec: RunRecord = serde_json::from_str(&text)
+        .with_context(|| format!("{} is not a halobox bench record", path.display()))?;
+    anyhow::ensure!(
+        rec.schema_version == SCHEMA_VERSION,
+        "{} has schema_version {}, this halobox reads {SCHEMA_VERSION}",
+        path.display(),
+        rec.schema_version
+    );
+    Ok(rec)
+}
+
+/// The raw client log of a leg.
+pub fn client_log(id: &str, kind: LegKind) -> String {
+    match kind {
+        LegKind::Iperf3 => format!("{id}.json"),
+        _ => format!("{id}.txt"),
+    }
+}
+
+/// The raw server log of a leg (peer side).
+pub fn server_log(id: &str) -> String {
+    format!("{id}.server.txt")
+}
+
+fn path_label(p: &PathRecord) -> String {
+    match &p.local.interface {
+        Some(i) => format!("{i} {} → {}", p.local_ip, p.peer_ip),
+        None => format!("{} → {}", p.local_ip, p.peer_ip),
+    }
+}
+
+/// The ceiling of a path: line rates and PCIe links of both ends.
+pub fn ceiling(p: &PathRecord) -> Option<f64> {
+    path_ceiling_gbps([
+        p.local.link_gbps,
+        p.local.pcie_gbps,
+        p.peer.link_gbps,
+        p.peer.pcie_gbps,
+    ])
+}
+
+fn context_line(p: &PathRecord) -> String {
+    let end = |c: &NodeContext| {
+        let mut parts = vec![format!(
+            "{}",
+            c.interface.as_deref().unwrap_or("no interface")
+        )];
+        if let Some(m) = c.mtu {
+            match c.roce_mtu {
+                Some(r) if c.rdma.is_some() => parts.push(format!("MTU {m} (RoCE {r})")),
+                _ => parts.push(format!("MTU {m}")),
+            }
+        }
+        if let Some(r) = &c.rdma {
+            let gid = r.gid_index.map(|g| format!(" GID {g}")).unwrap_or_default();
+            parts.push(format!("{}/{}{gid}", r.device, r.port));
+        }
+        match (c.link_gbps, c.virtual_link) {
+            (Some(g), _) => parts.push(format!("{g} Gb/s")),
+            (None, true) => parts.push("virtual link".into()),
+            (None, false) => {}
+        }
+        if let (Some(p), Some(g)) = (&c.pcie, c.pcie_gbps) {
+            parts.push(format!("{p} = {g:.1} Gb/s"));
+        }
+        parts.join(", ")
+    };
+    let ceiling = match ceiling(p) {
+        Some(c) => format!("ceiling {c:.1} Gb/s"),
+        None => "ceiling unknown".into(),
+    };
+    format!(
+        "{}: local {}; peer {}; {ceiling}",
+        p.id,
+        end(&p.local),
+        end(&p.peer)
+    )
+}
+
+/// Derives the results from a record and the raw logs in `dir`.
+pub fn derive(rec: &RunRecord, dir: &Path) -> Results {
+    let mut rows = Vec::new();
+    for p in &rec.paths {
+        let ceiling = ceiling(p);
+        for leg in &p.legs {
+            let mut row = Row {
+                path: p.id.clone(),
+                path_label: path_label(p),
+                leg: leg.id.clone(),
+                test: test_name(leg.kind),
+                streams: leg.streams,
+                status: "ok".into(),
+                latency: None,
+                bandwidth_gbps: None,
+                ceiling_gbps: None,
+                percent_of_ceiling: None,
+                note: None,
+                diagnosis: None,
+            };
+            match &leg.status {
+                LegStatus::Skipped { reason } => {
+                    row.status = "skipped".into();
+                    row.note = Some(reason.clone());
+                }
+                LegStatus::Failed { message } => {
+                    row.status = "failed".into();
+                    row.note = Some(message.clone());
+                    let server =
+                        fs::read_to_string(dir.join(server_log(&leg.id))).unwrap_or_default();
+                    row.diagnosis =
+                        tool_of(leg.kind).and_then(|t| diagnose::perftest(&server, Side::Peer, t));
+                }
+                LegStatus::Ran => fill(&mut row, leg, dir),
+            }
+            if let (Some(bw), Some(c)) = (row.bandwidth_gbps, ceiling) {
+                row.ceiling_gbps = Some(c);
+                row.percent_of_ceiling = Some(100.0 * bw / c);
+            }
+            rows.push(row);
+        }
+    }
+    Results {
+        schema_version: SCHEMA_VERSION,
+        started_utc: rec.started_utc.clone(),
+        peer: rec.options.peer.clone(),
+        context: rec.paths.iter().map(context_line).collect(),
+        rows,
+    }
+}
+
+fn test_name(kind: LegKind) -> String {
+    match kind {
+        LegKind::TcpLatency | LegKind::TcpBandwidth => "tcp halobox",
+        LegKind::Iperf3 => "tcp iperf3",
+        LegKind::RdmaLatency => "rdma ib_write_lat",
+        LegKind::RdmaBandwidth => "rdma ib_write_bw",
+    }
+    .into()
+}
+
+fn tool_of(kind: LegKind) -> Option<&'static str> {
+    match kind {
+        LegKind::RdmaLatency => Some("ib_write_lat"),
+        LegKind::RdmaBandwidth => Some("ib_write_bw"),
+        _ => None,
+    }
+}
+
+fn fill(row: &mut Row, leg: &LegRecord, dir: &Path) {
+    let raw = match fs::read_to_string(dir.join(client_log(&leg.id, leg.kind))) {
+        Ok(t) => t,
+        Err(e) => {
+            row.status = "failed".into();
+            row.note = Some(format!(
+                "raw log {} unreadable: {e}",
+                client_log(&leg.id, leg.kind)
+            ));
+            return;
+        }
+    };
+    let fail = |row: &mut Row, note: String| {
+        row.status = "failed".into();
+        row.note = Some(note);
+    };
+    match leg.kind {
+        LegKind::TcpLatency => match tcp::parse_latency_log(&raw) {
+            Ok(rtts) => {
+                let one_way: Vec<f64> = rtts
+                    .iter()
+                    .map(|ns| half_rtt(*ns as f64 / 1000.0))
+                    .collect();
+                match summarise(&one_way) {
+                    Some(s) => row.latency = Some(s),
+                    None => fail(row, "no round trip was measured".into()),
+                }
+            }
+            Err(e) => fail(row, e),
+        },
+        LegKind::TcpBandwidth => match tcp::parse_bandwidth_log(&raw) {
+            Ok(s) if !s.is_empty() => row.bandwidth_gbps = Some(tcp::aggregate_gbps(&s)),
+            Ok(_) => fail(row, "no stream was measured".into()),
+            Err(e) => fail(row, e),
+        },
+        LegKind::Iperf3 => match iperf3::parse(&raw) {
+            Ok(r) => {
+                row.bandwidth_gbps = Some(r.received_gbps);
+                row.note = r.retransmits.map(|n| format!("{n} retransmits"));
+            }
+            Err(e) => fail(row, e),
+        },
+        LegKind::RdmaLatency | LegKind::RdmaBandwidth => {
+            let tool = tool_of(leg.kind).expect("rdma leg");
+            match perftest::parse(&raw) {
+                Some(perftest::Table::Latency { rows }) if leg.kind == LegKind::RdmaLatency => {
+                    let r = rows[rows.len() - 1];
+                    match r.typical_us.or(r.avg_us) {
+                        Some(median_us) => {
+                            row.latency = Some(LatencySummary {
+                                samples: r.iterations,
+                                min_us: r.min_us,
+                                median_us,
+                                p99_us: r.p99_us,
+                                p999_us: r.p999_us,
+                                max_us: r.max_us,
+                            })
+                        }
+                        None => fail(row, format!("{tool} printed no typical or average latency")),
+                    }
+                }
+                Some(perftest::Table::Bandwidth { rows, .. })
+                    if leg.kind == LegKind::RdmaBandwidth =>
+                {
+                    row.bandwidth_gbps = Some(rows[rows.len() - 1].average_gbps);
+                }
+                _ => {
+                    let server =
+                        fs::read_to_string(dir.join(server_log(&leg.id))).unwrap_or_default();
+                    let d = diagnose::perftest(&raw, Side::Local, tool)
+                        .or_else(|| diagnose::perftest(&server, Side::Peer, tool))
+                        .unwrap_or_else(|| diagnose::unknown(&raw, Side::Local, tool));
+                    row.status = "failed".into();
+                    row.note = Some(d.why.clone());
+                    row.diagnosis = Some(d);
+                }
+            }
+        }
+    }
+}

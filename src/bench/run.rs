@@ -1,0 +1,420 @@
+//! Executes a plan: the peer's servers over ssh, the clients here, every
+//! step bounded by a timeout, everything started on the peer stopped
+//! afterwards (also on failure), raw outputs saved as they come.
+
+use std::fs;
+use std::net::{IpAddr, Ipv4Addr, SocketAddr, UdpSocket};
+use std::path::{Path, PathBuf};
+use std::thread;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use anyhow::{Context, bail};
+
+use super::plan::{
+    self, BenchOptions, Leg, LegKind, PathPlan, PathSpec, Plan, display, guarded, ssh,
+};
+use super::probe::NodeContext;
+use super::proc::{self, Proc, WaitError};
+use super::results::{self, LegRecord, LegStatus, PathRecord, RunRecord, SCHEMA_VERSION};
+use super::tcp::{self, LatencyOptions, Target};
+
+/// How long a server on the peer may take to say it listens.
+const READY_TIMEOUT: Duration = Duration::from_secs(30);
+/// How long a server on the peer gets to stop after its ssh stdin closes.
+const STOP_GRACE: Duration = Duration::from_secs(5);
+/// Client attempts while a perftest or iperf3 server is not yet listening.
+const CLIENT_ATTEMPTS: u32 = 10;
+
+/// The address this node sends from to reach `peer` (the kernel's route
+/// choice; no packet is sent).
+pub fn source_address(peer: Ipv4Addr) -> anyhow::Result<Ipv4Addr> {
+    let s = UdpSocket::bind((Ipv4Addr::UNSPECIFIED, 0))?;
+    s.connect((peer, 9))
+        .with_context(|| format!("no route from this node to {peer}"))?;
+    match s.local_addr()? {
+        SocketAddr::V4(a) => Ok(*a.ip()),
+        SocketAddr::V6(_) => bail!("no IPv4 route to {peer}"),
+    }
+}
+
+/// Pairs `--peer-ip` with `--iface-ip` (or the routed source address).
+pub fn paths(peer_ips: &[Ipv4Addr], iface_ips: &[Ipv4Addr]) -> anyhow::Result<Vec<PathSpec>> {
+    if !iface_ips.is_empty() && iface_ips.len() != peer_ips.len() {
+        bail!(
+            "{} --iface-ip for {} --peer-ip: give one local address per peer address, in the same order, or none",
+            iface_ips.len(),
+            peer_ips.len()
+        );
+    }
+    peer_ips
+        .iter()
+        .enumerate()
+        .map(|(i, &peer_ip)| {
+            let local_ip = match iface_ips.get(i) {
+                Some(ip) => *ip,
+                None => source_address(peer_ip)?,
+            };
+            Ok(PathSpec { local_ip, peer_ip })
+        })
+        .collect()
+}
+
+/// Asks the peer for its end of `path` (`halobox bench probe` over ssh).
+pub fn peer_context(opts: &BenchOptions, path: &PathSpec) -> anyhow::Result<NodeContext> {
+    let argv = plan::probe_command(opts, path);
+    let done = proc::run(&argv, Duration::from_secs(60))?;
+    let tail = last_lines(&done.output, 3);
+    match done.status.and_then(|s| s.code()) {
+        Some(0) => {}
+        Some(255) => bail!(
+            "cannot reach the peer {} over ssh: {tail}\n\
+             hint: `ssh -o BatchMode=yes {} true` must work without a password prompt: \
+             check the address, that sshd runs there, your key (ssh-copy-id) and known_hosts \
+             (ssh-keyscan, then verify the fingerprint)",
+            opts.peer,
+            opts.peer
+        ),
+        Some(127) => bail!(
+            "halobox is not installed on the peer {} ({} not found): {tail}\n\
+             hint: install halobox there, or pass its path with --peer-halobox PATH",
+            opts.peer,
+            opts.peer_halobox
+        ),
+        None => bail!("the peer {} did not answer within 60 s: {tail}", opts.peer),
+        Some(code) => bail!(
+            "`halobox bench probe` failed on the peer {} (exit {code}): {tail}",
+            opts.peer
+        ),
+    }
+    let line = done
+        .stdout
+        .lines()
+        .rev()
+        .find(|l| l.trim_start().starts_with('{'))
+        .with_context(|| format!("the peer {} printed no probe JSON: {tail}", opts.peer))?
+        .to_string();
+    serde_json::from_str(&line).with_context(|| {
+        format!(
+            "the peer's halobox answered in a form this halobox does not read (different versions?): {line}"
+        )
+    })
+}
+
+fn last_lines(text: &str, n: usize) -> String {
+    let lines: Vec<&str> = text
+        .lines()
+        .map(str::trim)
+        .filter(|l| !l.is_empty())
+        .collect();
+    lines[lines.len().saturating_sub(n)..].join(" / ")
+}
+
+/// The UTC time now as RFC 3339 and as a folder name (`20250101T120000Z`).
+pub fn utc_now() -> (String, String) {
+    let secs = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.as_secs())
+        .unwrap_or(0);
+    let (days, rem) = ((secs / 86_400) as i64, secs % 86_400);
+    // Howard Hinnant's civil_from_days.
+    let z = days + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z.rem_euclid(146_097);
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let d = doy - (153 * mp + 2) / 5 + 1;
+    let m = if mp < 10 { mp + 3 } else { mp - 9 };
+    let y = yoe + era * 400 + i64::from(m <= 2);
+    let (hh, mm, ss) = (rem / 3600, rem % 3600 / 60, rem % 60);
+    (
+        format!("{y:04}-{m:02}-{d:02}T{hh:02}:{mm:02}:{ss:02}Z"),
+        format!("{y:04}{m:02}{d:02}T{hh:02}{mm:02}{ss:02}Z"),
+    )
+}
+
+/// `$XDG_STATE_HOME/halobox/bench/<stamp>` or `~/.local/state/halobox/bench/<stamp>`.
+pub fn default_save_dir(stamp: &str) -> anyhow::Result<PathBuf> {
+    let state = match std::env::var_os("XDG_STATE_HOME").filter(|v| !v.is_empty()) {
+        Some(s) => PathBuf::from(s),
+        None => PathBuf::from(
+            std::env::var_os("HOME")
+                .context("neither XDG_STATE_HOME nor HOME is set: pass --save DIR")?,
+        )
+        .join(".local/state"),
+    };
+    Ok(state.join("halobox/bench").join(stamp))
+}
+
+/// Runs the plan and saves `run.json` and the raw logs in `dir`.
+pub fn execute(
+    opts: &BenchOptions,
+    plan: &Plan,
+    ends: &[(NodeContext, NodeContext)],
+    started_utc: String,
+    dir: &Path,
+) -> anyhow::Result<RunRecord> {
+    fs::create_dir_all(dir).with_context(|| format!("cannot create {}", dir.display()))?;
+    let mut paths = Vec::new();
+    for (p, (local, peer)) in plan.paths.iter().zip(ends) {
+        let legs = run_path(opts, p, dir)?;
+        paths.push(PathRecord {
+            id: p.id.clone(),
+            local_ip: p.spec.local_ip,
+            peer_ip: p.spec.peer_ip,
+            local: local.clone(),
+            peer: peer.clone(),
+            legs,
+        });
+    }
+    let rec = RunRecord {
+        schema_version: SCHEMA_VERSION,
+        started_utc,
+        options: opts.clone(),
+        paths,
+    };
+    fs::write(
+        dir.join(results::RUN_FILE),
+        serde_json::to_string_pretty(&rec)? + "\n",
+    )?;
+    Ok(rec)
+}
+
+fn record(leg: &Leg, commands: Vec<String>, status: LegStatus) -> LegRecord {
+    LegRecord {
+        id: leg.id.clone(),
+        kind: leg.kind,
+        streams: leg.streams,
+        commands,
+        status,
+    }
+}
+
+fn run_path(opts: &BenchOptions, p: &PathPlan, dir: &Path) -> anyhow::Result<Vec<LegRecord>> {
+    let mut out = Vec::new();
+    let tcp_legs: Vec<&Leg> = p
+        .legs
+        .iter()
+        .filter(|l| matches!(l.kind, LegKind::TcpLatency | LegKind::TcpBandwidth))
+        .collect();
+    out.extend(run_tcp(opts, p, &tcp_legs, dir)?);
+    for leg in p
+        .legs
+        .iter()
+        .filter(|l| !matches!(l.kind, LegKind::TcpLatency | LegKind::TcpBandwidth))
+    {
+        let server = leg.server.as_ref().map(|s| ssh(opts, &guarded(s)));
+        let commands: Vec<String> = server
+            .iter()
+            .map(|s| display(s))
+            .chain([display(&leg.client)])
+            .collect();
+        if let Some(reason) = &leg.skip {
+            out.push(record(
+                leg,
+                commands,
+                LegStatus::Skipped {
+                    reason: reason.clone(),
+                },
+            ));
+            continue;
+        }
+        let server = server.expect("tool legs have a server");
+        let status = match leg.kind {
+            LegKind::Iperf3 => run_iperf3(opts, leg, &server, dir)?,
+            _ => run_perftest(opts, leg, &server, dir)?,
+        };
+        out.push(record(leg, commands, status));
+    }
+    Ok(out)
+}
+
+/// Starts a server on the peer and waits for its ready line.
+fn start_server(argv: &[String], ready: impl Fn(&str) -> bool, what: &str) -> Result<Proc, String> {
+    let mut server = Proc::spawn(argv).map_err(|e| e.to_string())?;
+    match server.wait_for_line(ready, READY_TIMEOUT) {
+        Ok(()) => Ok(server),
+        Err(WaitError::Exited) => {
+            let out = server.output();
+            let mut msg = format!(
+                "{what} on the peer exited before listening: {}",
+                last_lines(&out, 3)
+            );
+            if out.contains("not found") {
+                msg.push_str(" (not installed on the peer? for halobox pass --peer-halobox PATH)");
+            }
+            Err(msg)
+        }
+        Err(WaitError::Timeout) => {
+            let out = server.finish(STOP_GRACE);
+            Err(format!(
+                "{what} on the peer did not report listening within {} s: {}",
+                READY_TIMEOUT.as_secs(),
+                last_lines(&out, 3)
+            ))
+        }
+    }
+}
+
+fn run_tcp(
+    opts: &BenchOptions,
+    p: &PathPlan,
+    legs: &[&Leg],
+    dir: &Path,
+) -> anyhow::Result<Vec<LegRecord>> {
+    let server_argv = ssh(opts, &guarded(&p.tcp_server));
+    let commands = |leg: &Leg| vec![display(&server_argv), leg.client.join(" ")];
+    let server = start_server(
+        &server_argv,
+        |l| l.starts_with(tcp::READY_PREFIX),
+        "the halobox server",
+    );
+    let mut server = match server {
+        Ok(s) => s,
+        Err(message) => {
+            return Ok(legs
+                .iter()
+                .map(|l| {
+                    record(
+                        l,
+                        commands(l),
+                        LegStatus::Failed {
+                            message: message.clone(),
+                        },
+                    )
+                })
+                .collect());
+        }
+    };
+    let target = Target {
+        peer: SocketAddr::new(IpAddr::V4(p.spec.peer_ip), opts.port),
+        local: Some(p.spec.local_ip),
+    };
+    let duration = Duration::from_secs(u64::from(opts.duration_s.max(1)));
+    let mut out = Vec::new();
+    for leg in legs {
+        let raw = match leg.kind {
+            LegKind::TcpLatency => tcp::latency(
+                &target,
+                &LatencyOptions {
+                    message_bytes: plan::TCP_LATENCY_BYTES,
+                    warmup: 100,
+                    samples: opts.latency_samples,
+                    max_time: duration,
+                },
+            )
+            .map(|r| tcp::format_latency_log(&r)),
+            _ => tcp::bandwidth(&target, leg.streams, duration)
+                .map(|s| tcp::format_bandwidth_log(&s)),
+        };
+        let status = match raw {
+            Ok(raw) => {
+                fs::write(dir.join(results::client_log(&leg.id, leg.kind)), raw)?;
+                LegStatus::Ran
+            }
+            Err(e) => {
+                let alive = server.try_status().is_none();
+                LegStatus::Failed {
+                    message: if alive {
+                        format!("halobox TCP client to {}: {e}", target.peer)
+                    } else {
+                        format!(
+                            "the halobox server on the peer stopped: {}",
+                            last_lines(&server.output(), 3)
+                        )
+                    },
+                }
+            }
+        };
+        out.push(record(leg, commands(leg), status));
+    }
+    let _ = tcp::bye(&target);
+    let log = server.finish(STOP_GRACE);
+    fs::write(dir.join(format!("{}-tcp.server.txt", p.id)), log)?;
+    Ok(out)
+}
+
+fn backoff(attempt: u32) -> Duration {
+    Duration::from_millis((50u64 << attempt.min(5)).min(1000))
+}
+
+fn run_iperf3(
+    opts: &BenchOptions,
+    leg: &Leg,
+    server_argv: &[String],
+    dir: &Path,
+) -> anyhow::Result<LegStatus> {
+    let server = start_server(server_argv, |l| l.contains("Server listening"), "iperf3 -s");
+    let server = match server {
+        Ok(s) => s,
+        Err(message) => return Ok(LegStatus::Failed { message }),
+    };
+    let timeout = Duration::from_secs(u64::from(opts.duration_s) + 30);
+    let mut attempt = 0;
+    let done = loop {
+        let done = proc::run(&leg.client, timeout)?;
+        let refused = done.stdout.contains("Connection refused");
+        if !refused || attempt + 1 >= CLIENT_ATTEMPTS {
+            break done;
+        }
+        thread::sleep(backoff(attempt));
+        attempt += 1;
+    };
+    fs::write(
+        dir.join(results::client_log(&leg.id, leg.kind)),
+        &done.stdout,
+    )?;
+    let log = server.finish(STOP_GRACE);
+    fs::write(dir.join(results::server_log(&leg.id)), log)?;
+    Ok(LegStatus::Ran)
+}
+
+fn run_perftest(
+    opts: &BenchOptions,
+    leg: &Leg,
+    server_argv: &[String],
+    dir: &Path,
+) -> anyhow::Result<LegStatus> {
+    let mut server = Proc::spawn(server_argv)?;
+    let timeout = Duration::from_secs(u64::from(opts.duration_s) + 60);
+    let mut attempt = 0;
+    let status = loop {
+        if server.try_status().is_some() {
+            break LegStatus::Failed {
+                message: format!(
+                    "{} on the peer exited before the client connected: {}",
+                    leg.client[0],
+                    last_lines(&server.output(), 3)
+                ),
+            };
+        }
+        let done = proc::run(&leg.client, timeout)?;
+        let refused = done.output.contains("Couldn't connect to");
+        if refused && attempt + 1 < CLIENT_ATTEMPTS {
+            thread::sleep(backoff(attempt));
+            attempt += 1;
+            continue;
+        }
+        fs::write(
+            dir.join(results::client_log(&leg.id, leg.kind)),
+            &done.output,
+        )?;
+        break LegStatus::Ran;
+    };
+    let log = server.finish(STOP_GRACE);
+    fs::write(dir.join(results::server_log(&leg.id)), log)?;
+    Ok(status)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn utc_format() {
+        let (rfc, stamp) = utc_now();
+        assert_eq!(rfc.len(), 20);
+        assert!(rfc.ends_with('Z') && stamp.ends_with('Z'));
+        assert_eq!(stamp.len(), 16);
+    }
+}
