@@ -65,6 +65,12 @@ pub enum Command {
         #[arg(long, value_name = "DIR")]
         out_dir: Option<PathBuf>,
     },
+    /// Measure Ethernet (TCP) against RDMA between this node and a peer.
+    #[command(
+        subcommand,
+        after_help = "Examples:\n  halobox bench run --peer node2 --peer-ip 192.168.100.2\n  halobox bench run --peer node2 --peer-ip 192.168.100.2 --dry-run\n  halobox bench report ~/.local/state/halobox/bench/20250101T120000Z\n  halobox bench compare RUN_A RUN_B"
+    )]
+    Bench(BenchCommand),
 }
 
 /// Where host facts come from.
@@ -96,4 +102,110 @@ pub struct DoctorArgs {
     /// The node's data-plane IPv4 address (default: the only address on an RDMA interface).
     #[arg(long, value_name = "ADDR")]
     pub ip: Option<Ipv4Addr>,
+}
+
+/// `halobox bench` subcommands.
+#[derive(Debug, Subcommand)]
+pub enum BenchCommand {
+    /// Run the benchmark against a peer (servers started there over ssh).
+    #[command(
+        after_help = "Examples:\n  halobox bench run --peer node2 --peer-ip 192.168.100.2\n  halobox bench run --peer root@node2 --peer-ip 192.168.100.2 --peer-ip 10.0.0.2 --json\n  halobox bench run --peer node2 --peer-ip 192.168.100.2 --no-rdma --duration 5 --streams 8\n\nThe peer needs halobox (--peer-halobox), and for the cross-checks iperf3 and perftest.\nssh runs with BatchMode=yes: key authentication and a known host key are required."
+    )]
+    Run(BenchRunArgs),
+    /// Serve halobox's TCP latency echo and bandwidth sink (what `bench run` starts on the peer).
+    Serve(BenchServeArgs),
+    /// Print, as JSON, this node's end of a path: interface, RDMA device, port, GID index, MTU, ceilings.
+    Probe(BenchProbeArgs),
+    /// Re-render a saved run from its raw logs.
+    Report(BenchReportArgs),
+    /// Show the differences between two saved runs.
+    Compare(BenchCompareArgs),
+}
+
+/// `halobox bench run`.
+#[derive(Debug, Args)]
+pub struct BenchRunArgs {
+    /// The peer's ssh destination (`host`, `user@host`, or a Host from ~/.ssh/config).
+    #[arg(long, value_name = "SSH_TARGET")]
+    pub peer: String,
+    /// The peer's address on a path to measure (repeat for several paths).
+    #[arg(long, value_name = "IP", required = true)]
+    pub peer_ip: Vec<Ipv4Addr>,
+    /// This node's address on each path, in --peer-ip order (default: the routed source address).
+    #[arg(long, value_name = "LOCAL_IP")]
+    pub iface_ip: Vec<Ipv4Addr>,
+    /// halobox on the peer.
+    #[arg(long, value_name = "PATH", default_value = "halobox")]
+    pub peer_halobox: String,
+    /// Extra ssh option, passed as `-o OPT` (repeatable; host key checking cannot be turned off).
+    #[arg(long, value_name = "OPT")]
+    pub ssh_option: Vec<String>,
+    /// Save raw outputs and results.json here (default: $XDG_STATE_HOME/halobox/bench/<UTC time>).
+    #[arg(long, value_name = "DIR")]
+    pub save: Option<PathBuf>,
+    /// Print JSON instead of the table.
+    #[arg(long)]
+    pub json: bool,
+    /// Print the plan (every remote and local command) and run nothing.
+    #[arg(long)]
+    pub dry_run: bool,
+    /// Run the RDMA leg even when no RDMA endpoint was found (its failure is diagnosed).
+    #[arg(long, conflicts_with = "no_rdma")]
+    pub rdma: bool,
+    /// Do not run the RDMA leg.
+    #[arg(long)]
+    pub no_rdma: bool,
+    /// Seconds per bandwidth test.
+    #[arg(long, value_name = "S", default_value_t = 10, value_parser = clap::value_parser!(u32).range(1..=3600))]
+    pub duration: u32,
+    /// Streams (TCP) and queue pairs (RDMA) of the parallel bandwidth test.
+    #[arg(long, value_name = "N", default_value_t = 4, value_parser = clap::value_parser!(u32).range(1..=64))]
+    pub streams: u32,
+    /// halobox server port on the peer.
+    #[arg(long, value_name = "P", default_value_t = 5301)]
+    pub port: u16,
+    /// Latency samples (TCP round trips and ib_write_lat iterations).
+    #[arg(long, value_name = "N", default_value_t = 20000, value_parser = clap::value_parser!(u32).range(100..=10_000_000))]
+    pub samples: u32,
+}
+
+/// `halobox bench serve`.
+#[derive(Debug, Args)]
+pub struct BenchServeArgs {
+    /// Port to listen on.
+    #[arg(long, value_name = "P", default_value_t = 5301)]
+    pub port: u16,
+    /// Address to listen on.
+    #[arg(long, value_name = "ADDR", default_value = "0.0.0.0")]
+    pub bind: std::net::IpAddr,
+    /// Exit after this many seconds without a connection.
+    #[arg(long, value_name = "S", default_value_t = 60, value_parser = clap::value_parser!(u64).range(1..=86400))]
+    pub idle_timeout: u64,
+}
+
+/// `halobox bench probe`.
+#[derive(Debug, Args)]
+pub struct BenchProbeArgs {
+    /// This node's address on the path.
+    #[arg(long, value_name = "IP")]
+    pub ip: Ipv4Addr,
+}
+
+/// `halobox bench report`.
+#[derive(Debug, Args)]
+pub struct BenchReportArgs {
+    /// A folder saved by `halobox bench run`.
+    pub dir: PathBuf,
+    /// Print JSON instead of the table.
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// `halobox bench compare`.
+#[derive(Debug, Args)]
+pub struct BenchCompareArgs {
+    /// The earlier run's folder.
+    pub a: PathBuf,
+    /// The later run's folder.
+    pub b: PathBuf,
 }

@@ -1,6 +1,7 @@
 //! One module per command: each turns parsed arguments into output and an
 //! exit status.
 
+pub mod bench;
 pub mod completions;
 pub mod detect;
 pub mod doctor;
@@ -29,6 +30,7 @@ pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Doctor(args) => doctor::run(&args, color),
         Command::Completions { shell } => completions::run(shell),
         Command::Man { out_dir } => man::run(out_dir.as_deref()),
+        Command::Bench(cmd) => bench::run(cmd),
     }
 }
 
