@@ -32,6 +32,26 @@ if ! cargo clippy --version >/dev/null 2>&1 || ! cargo fmt --version >/dev/null 
   rustup component add clippy rustfmt
 fi
 
+# Real engines for the container tests (podman API, dockerd, toolbox,
+# distrobox, local registries): installed and started here, as root.
+if [ "$(id -u)" -ne 0 ]; then
+  echo "error: the container tests start podman, dockerd and registries: run this script as root" >&2
+  exit 1
+fi
+bash scripts/engines/install.sh
+bash scripts/engines/start.sh
+
+# This machine has no RDMA hardware: a stand-in uverbs node (the real major
+# and minor) lets the tests check that /dev/infiniband is passed through.
+made_ib_node=0
+if [ ! -e /dev/infiniband/uverbs0 ]; then
+  mkdir -p /dev/infiniband
+  mknod -m 666 /dev/infiniband/uverbs0 c 231 192
+  made_ib_node=1
+fi
+cleanup() { [ "$made_ib_node" = 1 ] && rm -f /dev/infiniband/uverbs0 && rmdir /dev/infiniband 2>/dev/null; return 0; }
+trap cleanup EXIT
+
 log "cargo fmt --check"
 cargo fmt --all -- --check
 log "cargo clippy -- -D warnings"

@@ -65,6 +65,22 @@ pub enum Command {
         #[arg(long, value_name = "DIR")]
         out_dir: Option<PathBuf>,
     },
+    /// Pull the image and (re)create this node's container with GPU, RDMA and memlock set up.
+    #[command(
+        after_help = "Examples:\n  halobox refresh                         latest image, default backend, memlock unlimited\n  halobox refresh dev --backend podman\n  halobox refresh --image 127.0.0.1:5000/halobox/test --name vllm --memlock 8M\n  halobox refresh --dry-run               print the plan and the equivalent podman command\n  halobox refresh --rollback              back to the previous pinned image\n\nThe old container is replaced only after the new one runs; any failure before that leaves it as it was."
+    )]
+    Refresh(RefreshArgs),
+    /// Open a shell in a halobox container, or run a command there.
+    #[command(
+        after_help = "Examples:\n  halobox enter\n  halobox enter vllm -- rocminfo\n  halobox enter -- ulimit -l\n\nThe command's exit code is halobox's exit code."
+    )]
+    Enter(EnterArgs),
+    /// List the containers halobox made.
+    #[command(after_help = "Examples:\n  halobox list\n  halobox list --json")]
+    List(ListArgs),
+    /// Remove a container halobox made.
+    #[command(after_help = "Examples:\n  halobox rm vllm\n  halobox rm vllm --yes")]
+    Rm(RmArgs),
     /// Measure Ethernet (TCP) against RDMA between this node and a peer.
     #[command(
         subcommand,
@@ -102,6 +118,110 @@ pub struct DoctorArgs {
     /// The node's data-plane IPv4 address (default: the only address on an RDMA interface).
     #[arg(long, value_name = "ADDR")]
     pub ip: Option<Ipv4Addr>,
+}
+
+/// The engine to talk to.
+#[derive(Debug, Args)]
+pub struct EngineArgs {
+    /// Engine API address (unix:///run/podman/podman.sock, tcp://host:2375); default: discovered.
+    #[arg(long, value_name = "URL")]
+    pub engine: Option<String>,
+}
+
+/// Image channel.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum Channel {
+    /// The released image.
+    Latest,
+    /// The development image.
+    Dev,
+}
+
+impl Channel {
+    /// The tag the channel pulls.
+    pub fn tag(self) -> &'static str {
+        match self {
+            Channel::Latest => "latest",
+            Channel::Dev => "dev",
+        }
+    }
+}
+
+/// `halobox refresh`.
+#[derive(Debug, Args)]
+pub struct RefreshArgs {
+    /// Channel: the tag pulled when the image names a repository without a tag.
+    #[arg(value_enum, default_value_t = Channel::Latest)]
+    pub channel: Channel,
+    /// Image repository or reference (default: config `image`, HALOBOX_IMAGE, or the community image).
+    #[arg(long, value_name = "REF")]
+    pub image: Option<String>,
+    /// Container name (default: config `name`, or `vllm`).
+    #[arg(long)]
+    pub name: Option<String>,
+    /// How to make the container (default: config, or toolbox when installed with podman, else the engine).
+    #[arg(long, value_enum)]
+    pub backend: Option<crate::container::backend::Backend>,
+    #[command(flatten)]
+    pub engine: EngineArgs,
+    /// Memlock limit for the container: `unlimited` or a size (64M, 1G).
+    #[arg(long, value_name = "SIZE", default_value = "unlimited")]
+    pub memlock: crate::container::memlock::MemlockRequest,
+    /// When the engine cannot grant the memlock asked for, use its limit (with a warning) instead of failing.
+    #[arg(long)]
+    pub memlock_clamp: bool,
+    /// Pinned images of the repository to keep.
+    #[arg(long, value_name = "N", default_value_t = 3)]
+    pub keep: usize,
+    /// Re-create the container from the previous pinned image.
+    #[arg(long, conflicts_with = "image")]
+    pub rollback: bool,
+    /// Replace a container of that name that halobox did not make.
+    #[arg(long)]
+    pub adopt: bool,
+    /// Print the plan and the equivalent commands; change nothing.
+    #[arg(long)]
+    pub dry_run: bool,
+    /// Print JSON.
+    #[arg(long)]
+    pub json: bool,
+    /// Do not ask before replacing a container.
+    #[arg(long, short = 'y')]
+    pub yes: bool,
+}
+
+/// `halobox enter`.
+#[derive(Debug, Args)]
+pub struct EnterArgs {
+    /// Container name (default: config `name`, or `vllm`).
+    pub name: Option<String>,
+    #[command(flatten)]
+    pub engine: EngineArgs,
+    /// Command to run instead of a shell.
+    #[arg(last = true)]
+    pub command: Vec<String>,
+}
+
+/// `halobox list`.
+#[derive(Debug, Args)]
+pub struct ListArgs {
+    #[command(flatten)]
+    pub engine: EngineArgs,
+    /// Print JSON.
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// `halobox rm`.
+#[derive(Debug, Args)]
+pub struct RmArgs {
+    /// Container name.
+    pub name: String,
+    #[command(flatten)]
+    pub engine: EngineArgs,
+    /// Do not ask.
+    #[arg(long, short = 'y')]
+    pub yes: bool,
 }
 
 /// `halobox bench` subcommands.

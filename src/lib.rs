@@ -7,7 +7,12 @@
 pub mod bench;
 pub mod cli;
 pub mod cmd;
+pub mod config;
+pub mod container;
 pub mod dataplane;
 pub mod doctor;
+pub mod engine;
 pub mod host;
+pub mod image_ref;
+pub mod refresh;
 pub mod units;

@@ -67,7 +67,7 @@ fn memlock_and_user_match_the_shell() {
         if kib == "unlimited" {
             Value::from("unlimited")
         } else {
-            serde_json::json!({ "bytes": kib.parse::<u64>().unwrap() * 1024 })
+            Value::from(kib.parse::<u64>().unwrap() * 1024)
         }
     };
     let memlock = &facts["limits"]["memlock"];

@@ -91,6 +91,11 @@ insecure = true
 location = "127.0.0.1:5001"
 insecure = true
 
+# 5002: a registry the refresh fault tests start and stop themselves.
+[[registry]]
+location = "127.0.0.1:5002"
+insecure = true
+
 [[registry]]
 location = "localhost:5000"
 insecure = true
@@ -113,7 +118,7 @@ daemon=$(cat <<'EOF'
   "iptables": false,
   "ip6tables": false,
   "bridge": "none",
-  "insecure-registries": ["127.0.0.1:5000", "127.0.0.1:5001", "localhost:5000"],
+  "insecure-registries": ["127.0.0.1:5000", "127.0.0.1:5001", "127.0.0.1:5002", "localhost:5000"],
   "default-ulimits": {
     "nofile": { "Name": "nofile", "Soft": 1024, "Hard": 1024 }
   }

@@ -65,6 +65,13 @@ http_code() { curl -s -o /dev/null --max-time 3 -w '%{http_code}' "$1"; }
 up=()
 
 # --- D-Bus system bus ---------------------------------------------------------
+# Hosts with systemd mount POSIX message queues on /dev/mqueue; podman's
+# --ipc host (rootless) needs it. This machine has none until mounted.
+if ! mountpoint -q /dev/mqueue 2>/dev/null; then
+  mkdir -p /dev/mqueue
+  mount -t mqueue mqueue /dev/mqueue || die "cannot mount /dev/mqueue (podman --ipc host needs it)"
+fi
+
 dbus_ok() { dbus-send --system --print-reply --dest=org.freedesktop.DBus / org.freedesktop.DBus.GetId; }
 if ! dbus_ok >/dev/null 2>&1; then
   log "starting dbus-daemon --system"
@@ -237,7 +244,11 @@ if [ "${HALOBOX_ENGINES_NO_DISTRO:-0}" != 1 ]; then
       --change 'LABEL org.opencontainers.image.created=2024-01-01T00:00:00Z' \
       "$tarball" localhost/halobox-distro:1 >/dev/null || die "podman import of $tarball failed"
   fi
-  up+=("images(halobox-distro:1)")
+  if ! curl -sf http://127.0.0.1:5000/v2/halobox/distro/tags/list | jq -e '.tags | index("1")' >/dev/null 2>&1; then
+    log "pushing halobox/distro:1 to 127.0.0.1:5000"
+    push localhost/halobox-distro:1 127.0.0.1:5000/halobox/distro:1
+  fi
+  up+=("images(halobox-distro:1 pushed)")
 fi
 
 echo "engines up in ${SECONDS}s: ${up[*]} (state: $STATE)"

@@ -176,7 +176,8 @@ pub fn human(f: &HostFacts) -> String {
             o,
             "  podman service pid {}: memlock {}",
             p.pid,
-            p.memlock
+            p.limits
+                .memlock
                 .map(|l| format!("soft {}, hard {}", l.soft, l.hard))
                 .unwrap_or_else(|| "unknown".into())
         );

@@ -5,7 +5,11 @@ pub mod bench;
 pub mod completions;
 pub mod detect;
 pub mod doctor;
+pub mod enter;
+pub mod list;
 pub mod man;
+pub mod refresh;
+pub mod rm;
 
 use std::io::IsTerminal;
 use std::process::ExitCode;
@@ -30,6 +34,10 @@ pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Doctor(args) => doctor::run(&args, color),
         Command::Completions { shell } => completions::run(shell),
         Command::Man { out_dir } => man::run(out_dir.as_deref()),
+        Command::Refresh(args) => refresh::run(&args),
+        Command::Enter(args) => enter::run(&args),
+        Command::List(args) => list::run(&args),
+        Command::Rm(args) => rm::run(&args),
         Command::Bench(cmd) => bench::run(cmd),
     }
 }
@@ -42,9 +50,53 @@ pub fn root(source: &SourceArgs) -> Result<HostRoot, RootError> {
     }
 }
 
+/// A command line that cannot work (bad name, bad reference); exit status 2.
+#[derive(Debug, thiserror::Error)]
+#[error("{0}")]
+pub struct UsageError(pub String);
+
+/// Runs a future to completion on a single-threaded runtime.
+pub fn block_on<F: std::future::Future>(f: F) -> anyhow::Result<F::Output> {
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()?;
+    Ok(rt.block_on(f))
+}
+
+/// The engine to use: `--engine`, else the config file's, else discovered.
+pub async fn connect(flag: Option<&str>) -> anyhow::Result<crate::engine::Engine> {
+    let cfg = crate::config::load(crate::config::path().as_deref())?;
+    let explicit = flag.map(str::to_string).or(cfg.engine);
+    let env = crate::engine::discover::DiscoveryEnv::from_process(explicit);
+    Ok(crate::engine::Engine::connect(&env).await?)
+}
+
+/// The container name: the argument, else the config file's, else `vllm`.
+pub fn container_name(arg: Option<&str>) -> anyhow::Result<String> {
+    let cfg = crate::config::load(crate::config::path().as_deref())?;
+    let name = arg
+        .map(str::to_string)
+        .or(cfg.name)
+        .unwrap_or_else(|| crate::config::DEFAULT_NAME.to_string());
+    let valid = name
+        .chars()
+        .next()
+        .is_some_and(|c| c.is_ascii_alphanumeric())
+        && name
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || "_.-".contains(c));
+    if !valid {
+        return Err(UsageError(format!(
+            "{name:?} is not a container name: use letters, digits, '_', '.' and '-', starting with a letter or digit"
+        ))
+        .into());
+    }
+    Ok(name)
+}
+
 /// Maps an error to halobox's exit status: 2 for usage errors, else 1.
 pub fn exit_code_for(err: &anyhow::Error) -> ExitCode {
-    if err.downcast_ref::<RootError>().is_some() {
+    if err.downcast_ref::<RootError>().is_some() || err.downcast_ref::<UsageError>().is_some() {
         ExitCode::from(EXIT_USAGE)
     } else {
         ExitCode::FAILURE

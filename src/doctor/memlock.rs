@@ -37,7 +37,7 @@ fn service(facts: &HostFacts) -> Check {
     let services = &facts.limits.podman_services;
     let Some(worst) = services
         .iter()
-        .filter_map(|p| p.memlock.map(|m| (p.pid, m)))
+        .filter_map(|p| p.limits.memlock.map(|m| (p.pid, m)))
         .min_by_key(|(_, m)| m.hard)
     else {
         return match services.first() {
@@ -73,7 +73,7 @@ fn judge(id: &str, facts: &HostFacts, limit: Limit, who: &str, fix: &str) -> Che
             id,
             format!("{desc}: the hard limit allows containers to ask for unlimited"),
         ),
-        LimitValue::Bytes(hard) => {
+        LimitValue::Finite(hard) => {
             let why = format!(
                 "{desc}: containers cannot get memlock unlimited (RDMA pins every buffer it registers)"
             );

@@ -6,21 +6,46 @@ use serde::Serialize;
 use super::procs::{self, Process};
 use super::reader::Reader;
 
-/// One limit value.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, JsonSchema)]
-#[serde(rename_all = "snake_case")]
+/// One limit value: a number (bytes for memlock, a count for files and
+/// processes) or unlimited. In JSON: a number, or the string `"unlimited"`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
 pub enum LimitValue {
-    /// A number of bytes.
-    Bytes(u64),
+    /// A finite limit.
+    Finite(u64),
     /// No limit (`RLIM_INFINITY`).
     Unlimited,
+}
+
+impl Serialize for LimitValue {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        match self {
+            LimitValue::Finite(n) => s.serialize_u64(*n),
+            LimitValue::Unlimited => s.serialize_str("unlimited"),
+        }
+    }
+}
+
+impl JsonSchema for LimitValue {
+    fn schema_name() -> std::borrow::Cow<'static, str> {
+        "LimitValue".into()
+    }
+
+    fn json_schema(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
+        schemars::json_schema!({
+            "description": "A finite limit (bytes for memlock, a count otherwise) or \"unlimited\".",
+            "oneOf": [
+                {"type": "integer", "minimum": 0},
+                {"const": "unlimited"}
+            ]
+        })
+    }
 }
 
 impl std::fmt::Display for LimitValue {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
             LimitValue::Unlimited => f.write_str("unlimited"),
-            LimitValue::Bytes(b) => f.write_str(&crate::units::format_bytes(*b)),
+            LimitValue::Finite(b) => f.write_str(&crate::units::format_bytes(*b)),
         }
     }
 }
@@ -41,6 +66,8 @@ pub struct LimitsFacts {
     pub memlock: Option<Limit>,
     /// Running podman API services (`podman system service`) with their memlock.
     pub podman_services: Vec<Process>,
+    /// Running Docker daemons with their memlock.
+    pub docker_daemons: Vec<Process>,
 }
 
 /// Reads memlock limits; `processes` are the podman processes already found.
@@ -53,13 +80,18 @@ pub fn read(r: &Reader, processes: &[Process]) -> LimitsFacts {
                 hard: from_rlim(hard),
             })
     } else {
-        read_memlock(r, "/proc/self/limits")
+        read_process_limits(r, "/proc/self/limits").memlock
     };
     LimitsFacts {
         memlock,
         podman_services: processes
             .iter()
             .filter(|p| procs::is_podman_service(p))
+            .cloned()
+            .collect(),
+        docker_daemons: processes
+            .iter()
+            .filter(|p| procs::is_dockerd(p))
             .cloned()
             .collect(),
     }
@@ -69,25 +101,45 @@ fn from_rlim(v: u64) -> LimitValue {
     if v == nix::sys::resource::RLIM_INFINITY {
         LimitValue::Unlimited
     } else {
-        LimitValue::Bytes(v)
+        LimitValue::Finite(v)
     }
 }
 
-/// The "Max locked memory" row of a `/proc/<pid>/limits` file.
-pub fn read_memlock(r: &Reader, path: &str) -> Option<Limit> {
-    let text = r.text(path)?;
-    let limit = parse_limits_memlock(&text);
-    if limit.is_none() {
+/// Memlock, open files and processes of one process.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, JsonSchema)]
+pub struct ProcessLimits {
+    /// "Max locked memory".
+    pub memlock: Option<Limit>,
+    /// "Max open files".
+    pub nofile: Option<Limit>,
+    /// "Max processes".
+    pub nproc: Option<Limit>,
+}
+
+/// The limits in a `/proc/<pid>/limits` file; a missing memlock row is recorded.
+pub fn read_process_limits(r: &Reader, path: &str) -> ProcessLimits {
+    let Some(text) = r.text(path) else {
+        return ProcessLimits::default();
+    };
+    let limits = ProcessLimits {
+        memlock: parse_limits_row(&text, "Max locked memory"),
+        nofile: parse_limits_row(&text, "Max open files"),
+        nproc: parse_limits_row(&text, "Max processes"),
+    };
+    if limits.memlock.is_none() {
         r.note(path, "no readable 'Max locked memory' row");
     }
-    limit
+    limits
 }
 
 /// Parses the `Max locked memory  <soft>  <hard>  bytes` row.
 pub fn parse_limits_memlock(text: &str) -> Option<Limit> {
-    let row = text
-        .lines()
-        .find_map(|l| l.strip_prefix("Max locked memory"))?;
+    parse_limits_row(text, "Max locked memory")
+}
+
+/// Parses the row called `name` (`<name>  <soft>  <hard>  [units]`).
+pub fn parse_limits_row(text: &str, name: &str) -> Option<Limit> {
+    let row = text.lines().find_map(|l| l.strip_prefix(name))?;
     let mut parts = row.split_whitespace();
     let soft = parse_value(parts.next()?)?;
     let hard = parse_value(parts.next()?)?;
@@ -98,7 +150,7 @@ fn parse_value(s: &str) -> Option<LimitValue> {
     if s == "unlimited" {
         Some(LimitValue::Unlimited)
     } else {
-        s.parse().ok().map(LimitValue::Bytes)
+        s.parse().ok().map(LimitValue::Finite)
     }
 }
 
@@ -113,8 +165,8 @@ mod tests {
         assert_eq!(
             parse_limits_memlock(text),
             Some(Limit {
-                soft: LimitValue::Bytes(8 << 20),
-                hard: LimitValue::Bytes(8 << 20)
+                soft: LimitValue::Finite(8 << 20),
+                hard: LimitValue::Finite(8 << 20)
             })
         );
         let unl = "Max locked memory         unlimited            unlimited            bytes\n";
@@ -126,6 +178,6 @@ mod tests {
             parse_limits_memlock("Max locked memory  lots  8 bytes"),
             None
         );
-        assert!(LimitValue::Bytes(u64::MAX) < LimitValue::Unlimited);
+        assert!(LimitValue::Finite(u64::MAX) < LimitValue::Unlimited);
     }
 }

@@ -15,6 +15,7 @@ pub mod gpu;
 pub mod kernel;
 pub mod limits;
 pub mod net;
+pub mod paths;
 pub mod procs;
 pub mod rdma;
 pub mod reader;
@@ -56,6 +57,8 @@ pub struct HostFacts {
     pub nic_drivers: Vec<ethtool::DriverInfo>,
     /// firewalld state.
     pub firewall: firewall::FirewallFacts,
+    /// Host paths toolbx binds when present (`/run/dbus/system_bus_socket`, `/media`, …).
+    pub toolbox_paths: Vec<String>,
     /// Files that exist but could not be read or understood.
     pub read_issues: Vec<ReadIssue>,
 }
@@ -80,7 +83,7 @@ pub struct GatherOptions {
 pub fn gather(root: HostRoot, opts: GatherOptions) -> HostFacts {
     let r = Reader::new(root);
     let stats = devnodes::StatTable::load(&r);
-    let processes = procs::find(&r, &["podman", "firewalld"]);
+    let processes = procs::find(&r, &["podman", "dockerd", "firewalld"]);
     let rdma = rdma::read(&r, &stats);
     let tools = tools::read(&r, opts.tool_versions);
     let rdma_netdevs: Vec<String> = rdma
@@ -105,6 +108,7 @@ pub fn gather(root: HostRoot, opts: GatherOptions) -> HostFacts {
         env_hazards: env::read(&r),
         tools,
         firewall: firewall::read(&r, &processes),
+        toolbox_paths: paths::read(&r),
         read_issues: r.take_issues(),
     }
 }

@@ -3,7 +3,7 @@
 use schemars::JsonSchema;
 use serde::Serialize;
 
-use super::limits::{self, Limit};
+use super::limits::{self, ProcessLimits};
 use super::reader::Reader;
 
 /// A running process halobox cares about.
@@ -15,8 +15,13 @@ pub struct Process {
     pub comm: String,
     /// `cmdline` split at NUL bytes.
     pub argv: Vec<String>,
-    /// Its memlock limit (`/proc/<pid>/limits`, "Max locked memory").
-    pub memlock: Option<Limit>,
+    /// Real uid (`/proc/<pid>/status`).
+    pub uid: Option<u32>,
+    /// Whether CAP_SYS_RESOURCE is in its effective set (it may then raise
+    /// any limit, memlock included).
+    pub cap_sys_resource: Option<bool>,
+    /// Its limits (`/proc/<pid>/limits`).
+    pub limits: ProcessLimits,
 }
 
 /// The processes whose `comm` is one of `names`.
@@ -37,15 +42,37 @@ pub fn find(r: &Reader, names: &[&str]) -> Vec<Process> {
             .text_quiet(&format!("/proc/{pid}/cmdline"))
             .map(|s| split_nul(&s))
             .unwrap_or_default();
-        let memlock = limits::read_memlock(r, &format!("/proc/{pid}/limits"));
+        let limits = limits::read_process_limits(r, &format!("/proc/{pid}/limits"));
+        let status = r
+            .text_quiet(&format!("/proc/{pid}/status"))
+            .unwrap_or_default();
         found.push(Process {
             pid,
             comm,
             argv,
-            memlock,
+            uid: crate::host::users::parse_status_ids(&status).0,
+            cap_sys_resource: parse_cap_eff(&status).map(|caps| caps & CAP_SYS_RESOURCE != 0),
+            limits,
         });
     }
     found
+}
+
+/// Bit of CAP_SYS_RESOURCE in a capability mask.
+const CAP_SYS_RESOURCE: u64 = 1 << 24;
+
+/// The `CapEff:` mask of a `/proc/<pid>/status` text.
+pub fn parse_cap_eff(status: &str) -> Option<u64> {
+    let hex = status
+        .lines()
+        .find_map(|l| l.strip_prefix("CapEff:"))?
+        .trim();
+    u64::from_str_radix(hex, 16).ok()
+}
+
+/// True for a Docker daemon.
+pub fn is_dockerd(p: &Process) -> bool {
+    p.comm == "dockerd"
 }
 
 /// True for a podman API service (`podman system service`).

@@ -39,6 +39,10 @@ pub struct DeviceGroup {
 pub struct UserFacts {
     /// User name from `/etc/passwd`.
     pub name: Option<String>,
+    /// Home directory from `/etc/passwd`.
+    pub home: Option<String>,
+    /// Login shell from `/etc/passwd`.
+    pub shell: Option<String>,
     /// Real uid.
     pub uid: Option<u32>,
     /// Primary gid.
@@ -82,7 +86,8 @@ pub fn read(r: &Reader) -> UserFacts {
             .map(|s| parse_status_ids(&s))
             .unwrap_or((None, None, Vec::new()))
     };
-    let name = uid.and_then(|u| passwd_name(&passwd, u));
+    let entry = uid.and_then(|u| passwd_entry(&passwd, u));
+    let name = entry.as_ref().map(|e| e.0.clone());
     if !r.root().is_live()
         && let Some(name) = &name
     {
@@ -94,8 +99,11 @@ pub fn read(r: &Reader) -> UserFacts {
     }
     groups.sort_unstable();
     groups.dedup();
+    let (home, shell) = entry.map(|e| (Some(e.1), Some(e.2))).unwrap_or_default();
     let mut user = UserFacts {
         name,
+        home,
+        shell,
         uid,
         gid,
         groups,
@@ -140,12 +148,14 @@ pub fn parse_group(text: &str) -> Vec<GroupEntry> {
         .collect()
 }
 
-fn passwd_name(passwd: &str, uid: u32) -> Option<String> {
+/// Name, home and shell of `uid` in an `/etc/passwd` text.
+fn passwd_entry(passwd: &str, uid: u32) -> Option<(String, String, String)> {
     passwd.lines().find_map(|line| {
-        let mut f = line.split(':');
-        let name = f.next()?;
-        let _pw = f.next()?;
-        (f.next()?.parse::<u32>().ok()? == uid).then(|| name.to_string())
+        let f: Vec<&str> = line.split(':').collect();
+        if f.len() < 7 || f[2].parse::<u32>().ok()? != uid {
+            return None;
+        }
+        Some((f[0].to_string(), f[5].to_string(), f[6].to_string()))
     })
 }
 

@@ -2,6 +2,8 @@
 
 #![allow(dead_code)]
 
+pub mod engines;
+
 use std::path::PathBuf;
 use std::process::Output;
 

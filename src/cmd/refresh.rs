@@ -1,0 +1,220 @@
+//! `halobox refresh`: resolve options, read the host and the engine, plan,
+//! then print the plan (`--dry-run`) or carry it out.
+
+use std::io::IsTerminal;
+use std::process::ExitCode;
+
+use anyhow::Context as _;
+
+use super::{UsageError, block_on, connect, container_name};
+use crate::cli::RefreshArgs;
+use crate::config::{self, DEFAULT_IMAGE};
+use crate::container::backend::Backend;
+use crate::container::cli::{create_command, shell_line};
+use crate::container::memlock::engine_process;
+use crate::container::spec::LABEL_IMAGE;
+use crate::host::{self, GatherOptions, HostRoot};
+use crate::image_ref::ImageRef;
+use crate::refresh::plan::{self, NEW_SUFFIX, RefreshOptions, RefreshPlan, Source};
+use crate::refresh::run;
+
+/// Runs `halobox refresh`.
+pub fn run(args: &RefreshArgs) -> anyhow::Result<ExitCode> {
+    let cfg = config::load(config::path().as_deref())?;
+    let image_arg = args
+        .image
+        .clone()
+        .or_else(|| {
+            std::env::var("HALOBOX_IMAGE")
+                .ok()
+                .filter(|v| !v.is_empty())
+        })
+        .or(cfg.image.clone())
+        .unwrap_or_else(|| DEFAULT_IMAGE.to_string());
+    let image = ImageRef::parse(&image_arg)
+        .map_err(UsageError)?
+        .for_channel(args.channel.tag());
+    let name = container_name(args.name.as_deref())?;
+    let facts = host::gather(HostRoot::live(), GatherOptions::default());
+    block_on(async {
+        let engine = connect(args.engine.engine.as_deref()).await?;
+        let backend = args.backend.or(cfg.backend).unwrap_or_else(|| {
+            Backend::default_for(engine.info.kind, facts.tool("toolbox").is_some())
+        });
+        let existing = engine.container(&name).await?;
+        let leftover = engine.container(&format!("{name}{NEW_SUFFIX}")).await?;
+        let (source, repository) = if args.rollback {
+            rollback_source(&engine, existing.as_ref(), &name).await?
+        } else {
+            (
+                Source::Pull {
+                    reference: image.to_string(),
+                },
+                image.clone(),
+            )
+        };
+        let opts = RefreshOptions {
+            image: repository,
+            channel: args.channel.tag().to_string(),
+            name: name.clone(),
+            backend,
+            memlock: args.memlock,
+            memlock_clamp: args.memlock_clamp,
+            keep: args.keep,
+            adopt: args.adopt,
+            runtime_dir: std::env::var("XDG_RUNTIME_DIR").ok(),
+        };
+        let creator = engine_process(&facts, &engine.info);
+        let plan = plan::plan(
+            &facts,
+            &engine.info,
+            creator,
+            existing.as_ref(),
+            leftover.as_ref(),
+            source,
+            &opts,
+        )?;
+        if args.dry_run {
+            print_plan(&plan, args.json)?;
+            return Ok(ExitCode::SUCCESS);
+        }
+        if plan.replaces.is_some() && !args.yes && std::io::stdin().is_terminal() {
+            let go = dialoguer::Confirm::new()
+                .with_prompt(format!(
+                    "Replace {} once the new container runs?",
+                    plan.name
+                ))
+                .default(true)
+                .interact()
+                .context("reading the answer")?;
+            if !go {
+                eprintln!("nothing changed");
+                return Ok(ExitCode::FAILURE);
+            }
+        }
+        for note in &plan.notes {
+            eprintln!("note: {note}");
+        }
+        let outcome = run::execute(&engine, &plan, &mut |line| eprintln!("==> {line}")).await?;
+        if args.json {
+            println!("{}", serde_json::to_string_pretty(&outcome)?);
+        } else {
+            println!(
+                "{} now runs {}{}",
+                outcome.name,
+                outcome.image,
+                outcome
+                    .replaced
+                    .as_ref()
+                    .map(|r| format!(" (replaced the old {r})"))
+                    .unwrap_or_default()
+            );
+            println!("enter it with: halobox enter {}", outcome.name);
+        }
+        for w in &outcome.warnings {
+            eprintln!("warning: {w}");
+        }
+        Ok(ExitCode::SUCCESS)
+    })?
+}
+
+async fn rollback_source(
+    engine: &crate::engine::Engine,
+    existing: Option<&crate::engine::containers::ContainerInfo>,
+    name: &str,
+) -> anyhow::Result<(Source, ImageRef)> {
+    let current = existing.ok_or_else(|| {
+        UsageError(format!(
+            "there is no container {name} to roll back\n  hint: halobox list shows halobox's containers"
+        ))
+    })?;
+    let reference = current
+        .labels
+        .get(LABEL_IMAGE)
+        .cloned()
+        .unwrap_or_else(|| current.image.clone());
+    let repo = ImageRef::parse(&reference).map_err(UsageError)?;
+    let tags = engine.repository_tags(&repo.repository).await?;
+    let target = plan::rollback_target(&tags, &current.image_id).ok_or_else(|| {
+        UsageError(format!(
+            "no older pinned image of {} to roll back to\n  hint: pinned images are tagged YYYYMMDD-HHMMSS by refresh; `podman images {}` lists them",
+            repo.repository, repo.repository
+        ))
+    })?;
+    let pinned = repo.with_tag(&target);
+    Ok((
+        Source::Pinned {
+            reference: pinned.to_string(),
+        },
+        pinned,
+    ))
+}
+
+fn print_plan(plan: &RefreshPlan, json: bool) -> anyhow::Result<()> {
+    let command = if plan.backend == Backend::Distrobox {
+        crate::container::distrobox::create_command(&plan.spec, !plan.engine.rootless)
+    } else {
+        create_command(&plan.spec, plan.engine.kind)
+    };
+    if json {
+        let v = serde_json::json!({
+            "dry_run": true,
+            "plan": plan,
+            "create_command": shell_line(&command),
+        });
+        println!("{}", serde_json::to_string_pretty(&v)?);
+        return Ok(());
+    }
+    let e = &plan.engine;
+    println!("halobox refresh plan (dry run: nothing was changed)");
+    println!(
+        "  engine   {} {} at {} (API {}, runtime {}, {})",
+        e.kind,
+        e.version,
+        e.address,
+        e.api_version,
+        e.oci_runtime.as_deref().unwrap_or("unknown"),
+        if e.rootless { "rootless" } else { "rootful" }
+    );
+    println!("  backend  {}", plan.backend);
+    let mut n = 0;
+    let mut step = |text: String| {
+        n += 1;
+        println!("  {n}. {text}");
+    };
+    if let Some(stale) = &plan.stale_temp {
+        step(format!(
+            "remove {stale}, left over from an interrupted refresh"
+        ));
+    }
+    match &plan.source {
+        Source::Pull { reference } => {
+            step(format!("pull {reference}"));
+            step(format!(
+                "pin it as {}:<its org.opencontainers.image.created time, YYYYMMDD-HHMMSS UTC>",
+                plan.repository
+            ));
+        }
+        Source::Pinned { reference } => step(format!("use the pinned image {reference}")),
+    }
+    step(format!(
+        "create {} and check that it runs:\n       {}",
+        plan.temp_name,
+        shell_line(&command)
+    ));
+    match &plan.replaces {
+        Some(old) => step(format!(
+            "replace {old}: rename it to {}, rename {} to {}, remove {}",
+            plan.old_name, plan.temp_name, plan.name, plan.old_name
+        )),
+        None => step(format!("rename {} to {}", plan.temp_name, plan.name)),
+    }
+    step(format!(
+        "keep the newest {} pinned images of {}, and any a container uses",
+        plan.keep, plan.repository
+    ));
+    for note in plan.notes.iter().chain(&plan.spec.notes) {
+        println!("  note: {note}");
+    }
+    Ok(())
+}

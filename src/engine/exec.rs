@@ -1,0 +1,163 @@
+//! Running a command in a container through the API: interactive (TTY in raw
+//! mode, window resizes forwarded) or plain (output streamed), with the
+//! command's exit code passed through.
+
+use std::io::{IsTerminal, Write};
+
+use bollard::container::LogOutput;
+use bollard::exec::{StartExecOptions, StartExecResults};
+use bollard::models::ExecConfig;
+use bollard::query_parameters::ResizeExecOptionsBuilder;
+use futures_util::StreamExt;
+use tokio::io::AsyncWriteExt;
+
+use super::{Context, Engine, EngineError};
+
+/// Restores the terminal when dropped.
+struct RawMode {
+    saved: nix::sys::termios::Termios,
+}
+
+impl RawMode {
+    fn enter() -> Option<Self> {
+        use nix::sys::termios::{SetArg, cfmakeraw, tcgetattr, tcsetattr};
+        let stdin = std::io::stdin();
+        let saved = tcgetattr(&stdin).ok()?;
+        let mut raw = saved.clone();
+        cfmakeraw(&mut raw);
+        tcsetattr(&stdin, SetArg::TCSANOW, &raw).ok()?;
+        Some(Self { saved })
+    }
+}
+
+impl Drop for RawMode {
+    fn drop(&mut self) {
+        let _ = nix::sys::termios::tcsetattr(
+            std::io::stdin(),
+            nix::sys::termios::SetArg::TCSANOW,
+            &self.saved,
+        );
+    }
+}
+
+fn terminal_size() -> Option<(u16, u16)> {
+    let mut ws = nix::libc::winsize {
+        ws_row: 0,
+        ws_col: 0,
+        ws_xpixel: 0,
+        ws_ypixel: 0,
+    };
+    // SAFETY: TIOCGWINSZ writes a winsize into the pointer we own.
+    let rc = unsafe { nix::libc::ioctl(nix::libc::STDOUT_FILENO, nix::libc::TIOCGWINSZ, &mut ws) };
+    (rc == 0 && ws.ws_row > 0).then_some((ws.ws_row, ws.ws_col))
+}
+
+impl Engine {
+    /// Runs `cmd` in `container` as `user`; interactive when stdin and stdout
+    /// are terminals. Returns the command's exit code.
+    pub async fn exec(
+        &self,
+        container: &str,
+        cmd: &[String],
+        user: Option<&str>,
+    ) -> Result<i64, EngineError> {
+        let tty = std::io::stdin().is_terminal() && std::io::stdout().is_terminal();
+        let exec = self
+            .docker
+            .create_exec(
+                container,
+                ExecConfig {
+                    attach_stdin: Some(tty),
+                    attach_stdout: Some(true),
+                    attach_stderr: Some(true),
+                    tty: Some(tty),
+                    cmd: Some(cmd.to_vec()),
+                    user: user.map(str::to_string),
+                    env: Some(vec!["TERM=xterm-256color".into()]),
+                    ..Default::default()
+                },
+            )
+            .await
+            .ctx(|| format!("preparing to run {cmd:?} in {container}"))?;
+        let started = self
+            .docker
+            .start_exec(
+                &exec.id,
+                Some(StartExecOptions {
+                    detach: false,
+                    tty,
+                    output_capacity: None,
+                }),
+            )
+            .await
+            .ctx(|| format!("running {cmd:?} in {container}"))?;
+        let StartExecResults::Attached {
+            mut output,
+            mut input,
+        } = started
+        else {
+            return Err(EngineError::Stream {
+                context: format!("running {cmd:?} in {container}"),
+                message: "the engine detached the exec".into(),
+            });
+        };
+        let raw = if tty { RawMode::enter() } else { None };
+        if tty {
+            self.resize(&exec.id).await;
+            let docker = self.clone();
+            let id = exec.id.clone();
+            tokio::spawn(async move {
+                let Ok(mut winch) =
+                    tokio::signal::unix::signal(tokio::signal::unix::SignalKind::window_change())
+                else {
+                    return;
+                };
+                while winch.recv().await.is_some() {
+                    docker.resize(&id).await;
+                }
+            });
+            tokio::spawn(async move {
+                let mut stdin = tokio::io::stdin();
+                let _ = tokio::io::copy(&mut stdin, &mut input).await;
+                let _ = input.shutdown().await;
+            });
+        }
+        let mut stdout = std::io::stdout();
+        let mut stderr = std::io::stderr();
+        while let Some(chunk) = output.next().await {
+            match chunk.ctx(|| format!("reading output of {cmd:?}"))? {
+                LogOutput::StdErr { message } => {
+                    let _ = stderr.write_all(&message);
+                    let _ = stderr.flush();
+                }
+                LogOutput::StdOut { message } | LogOutput::Console { message } => {
+                    let _ = stdout.write_all(&message);
+                    let _ = stdout.flush();
+                }
+                LogOutput::StdIn { .. } => {}
+            }
+        }
+        drop(raw);
+        let done = self
+            .docker
+            .inspect_exec(&exec.id)
+            .await
+            .ctx(|| format!("reading the exit code of {cmd:?}"))?;
+        Ok(done.exit_code.unwrap_or(0))
+    }
+
+    async fn resize(&self, exec_id: &str) {
+        if let Some((rows, cols)) = terminal_size() {
+            let _ = self
+                .docker
+                .resize_exec(
+                    exec_id,
+                    ResizeExecOptionsBuilder::new()
+                        .h(i32::from(rows))
+                        .w(i32::from(cols))
+                        .build(),
+                )
+                .await;
+        }
+    }
+}

@@ -1,0 +1,169 @@
+//! Images: pull with progress, inspect, tag, list and remove.
+
+use std::collections::HashMap;
+
+use bollard::models::ImageInspect;
+use bollard::query_parameters::{
+    CreateImageOptionsBuilder, ListImagesOptionsBuilder, RemoveImageOptionsBuilder,
+    TagImageOptionsBuilder,
+};
+use futures_util::StreamExt;
+
+use super::auth::{self, Credentials};
+use super::progress::LayerProgress;
+use super::{Context, Engine, EngineError};
+use crate::image_ref::ImageRef;
+
+/// What halobox needs to know about a local image.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LocalImage {
+    /// Image id (`sha256:…`).
+    pub id: String,
+    /// Repo digests (`repo@sha256:…`).
+    pub repo_digests: Vec<String>,
+    /// Tags (`repo:tag`).
+    pub repo_tags: Vec<String>,
+    /// Labels.
+    pub labels: HashMap<String, String>,
+    /// The image's `Created` time (RFC 3339).
+    pub created: Option<String>,
+}
+
+impl LocalImage {
+    fn from_inspect(i: ImageInspect) -> Self {
+        let labels = i
+            .config
+            .as_ref()
+            .and_then(|c| c.labels.clone())
+            .unwrap_or_default();
+        Self {
+            id: i.id.unwrap_or_default(),
+            repo_digests: i.repo_digests.unwrap_or_default(),
+            repo_tags: i.repo_tags.unwrap_or_default(),
+            labels,
+            created: i.created,
+        }
+    }
+
+    /// The digest for `repository`, else the first one.
+    pub fn digest_for(&self, repository: &str) -> Option<String> {
+        let pick = |d: &String| d.split_once('@').map(|(_, h)| h.to_string());
+        self.repo_digests
+            .iter()
+            .find(|d| d.starts_with(&format!("{repository}@")))
+            .or_else(|| self.repo_digests.first())
+            .and_then(pick)
+    }
+}
+
+impl Engine {
+    /// Pulls `image`, showing per-layer progress; errors inside the stream
+    /// fail the pull. Credentials come from [`auth::lookup`].
+    pub async fn pull(&self, image: &ImageRef) -> Result<(), EngineError> {
+        let reference = image.to_string();
+        let creds: Option<Credentials> = auth::lookup(&auth::registry_of(&image.repository));
+        let mut opts = CreateImageOptionsBuilder::new().from_image(&image.repository);
+        match (&image.digest, &image.tag) {
+            (Some(d), _) => opts = opts.tag(d),
+            (None, Some(t)) => opts = opts.tag(t),
+            (None, None) => opts = opts.tag("latest"),
+        }
+        let mut stream =
+            self.docker
+                .create_image(Some(opts.build()), None, creds.map(|c| c.to_docker()));
+        let mut progress = LayerProgress::new(&format!("pull {reference}"));
+        while let Some(item) = stream.next().await {
+            let info = match item {
+                Ok(info) => info,
+                Err(e) => {
+                    progress.finish();
+                    return Err(EngineError::Api {
+                        context: format!("pulling {reference}"),
+                        error: e,
+                    });
+                }
+            };
+            if let Some(err) = info.error_detail.as_ref().and_then(|d| d.message.clone()) {
+                progress.finish();
+                return Err(EngineError::Stream {
+                    context: format!("pulling {reference}"),
+                    message: err,
+                });
+            }
+            let (cur, tot) = info
+                .progress_detail
+                .as_ref()
+                .map(|p| (p.current, p.total))
+                .unwrap_or((None, None));
+            progress.update(
+                info.id.as_deref(),
+                info.status.as_deref().unwrap_or(""),
+                cur,
+                tot,
+            );
+        }
+        progress.finish();
+        Ok(())
+    }
+
+    /// Inspects a local image; `Ok(None)` when it does not exist.
+    pub async fn image(&self, reference: &str) -> Result<Option<LocalImage>, EngineError> {
+        match self.docker.inspect_image(reference).await {
+            Ok(i) => Ok(Some(LocalImage::from_inspect(i))),
+            Err(bollard::errors::Error::DockerResponseServerError {
+                status_code: 404, ..
+            }) => Ok(None),
+            Err(e) => Err(EngineError::Api {
+                context: format!("inspecting image {reference}"),
+                error: e,
+            }),
+        }
+    }
+
+    /// Tags `source` as `target`.
+    pub async fn tag(&self, source: &str, target: &ImageRef) -> Result<(), EngineError> {
+        let opts = TagImageOptionsBuilder::new()
+            .repo(&target.repository)
+            .tag(target.tag.as_deref().unwrap_or("latest"))
+            .build();
+        self.docker
+            .tag_image(source, Some(opts))
+            .await
+            .ctx(|| format!("tagging {source} as {target}"))
+    }
+
+    /// Every local image tagged in `repository`: (tag, image id).
+    pub async fn repository_tags(
+        &self,
+        repository: &str,
+    ) -> Result<Vec<(String, String)>, EngineError> {
+        let images = self
+            .docker
+            .list_images(Some(ListImagesOptionsBuilder::new().all(false).build()))
+            .await
+            .ctx(|| "listing images".into())?;
+        let prefix = format!("{repository}:");
+        let mut out = Vec::new();
+        for img in images {
+            for t in &img.repo_tags {
+                if let Some(tag) = t.strip_prefix(&prefix) {
+                    out.push((tag.to_string(), img.id.clone()));
+                }
+            }
+        }
+        Ok(out)
+    }
+
+    /// Removes one tag (the image goes when its last tag does).
+    pub async fn untag(&self, reference: &str) -> Result<(), EngineError> {
+        self.docker
+            .remove_image(
+                reference,
+                Some(RemoveImageOptionsBuilder::new().build()),
+                None,
+            )
+            .await
+            .map(|_| ())
+            .ctx(|| format!("removing image {reference}"))
+    }
+}

@@ -1,0 +1,185 @@
+//! The container engine client: Podman's Docker-compatible API or Docker,
+//! through bollard. One client for every command that talks to an engine.
+
+pub mod auth;
+pub mod containers;
+pub mod discover;
+pub mod exec;
+pub mod images;
+pub mod libpod;
+pub mod progress;
+
+use std::fmt;
+
+use bollard::Docker;
+
+use discover::{Candidate, DiscoveryEnv, candidates, unix_path};
+
+/// Seconds an API call may take before it is abandoned.
+const API_TIMEOUT_SECS: u64 = 300;
+
+/// Which engine answers on the socket.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum EngineKind {
+    /// Podman (compat API).
+    Podman,
+    /// Docker Engine.
+    Docker,
+}
+
+impl fmt::Display for EngineKind {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            EngineKind::Podman => "podman",
+            EngineKind::Docker => "docker",
+        })
+    }
+}
+
+/// What halobox learned about the engine when it connected.
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct EngineInfo {
+    /// The address connected to.
+    pub address: String,
+    /// Podman or Docker.
+    pub kind: EngineKind,
+    /// The engine's own version (`4.3.1`, `20.10.24`).
+    pub version: String,
+    /// The negotiated API version (`1.41`).
+    pub api_version: String,
+    /// The default OCI runtime (`crun`, `runc`).
+    pub oci_runtime: Option<String>,
+    /// The engine runs rootless.
+    pub rootless: bool,
+}
+
+/// Why no engine could be used.
+#[derive(Debug, thiserror::Error)]
+pub enum EngineError {
+    /// Nothing answered at any candidate address.
+    #[error("{}", no_engine_message(.0))]
+    NotFound(Vec<(Candidate, String)>),
+    /// An error reported inside a streamed response (pull, push, build).
+    #[error("{context}: {message}")]
+    Stream {
+        /// What halobox was doing.
+        context: String,
+        /// The engine's message.
+        message: String,
+    },
+    /// The engine answered with an error.
+    #[error("{context}: {error}")]
+    Api {
+        /// What halobox was doing.
+        context: String,
+        /// The engine's error (shown in the message, so not chained again).
+        error: bollard::errors::Error,
+    },
+}
+
+fn no_engine_message(tried: &[(Candidate, String)]) -> String {
+    let mut s = String::from("no container engine API answered; tried:\n");
+    for (c, why) in tried {
+        s.push_str(&format!("  {} ({}): {why}\n", c.address, c.source));
+    }
+    s.push_str(
+        "  hint: start podman's API socket: `systemctl --user enable --now podman.socket` \
+         (rootless) or `sudo systemctl enable --now podman.socket` (rootful), or start docker; \
+         or name the socket with --engine unix:///path/to/sock",
+    );
+    s
+}
+
+/// A connected engine.
+#[derive(Debug, Clone)]
+pub struct Engine {
+    /// The bollard client (API version negotiated).
+    pub docker: Docker,
+    /// What answered.
+    pub info: EngineInfo,
+}
+
+/// Adds what halobox was doing to a bollard error.
+pub trait Context<T> {
+    /// Wraps the error with `context`.
+    fn ctx(self, context: impl FnOnce() -> String) -> Result<T, EngineError>;
+}
+
+impl<T> Context<T> for Result<T, bollard::errors::Error> {
+    fn ctx(self, context: impl FnOnce() -> String) -> Result<T, EngineError> {
+        self.map_err(|error| EngineError::Api {
+            context: context(),
+            error,
+        })
+    }
+}
+
+impl Engine {
+    /// Connects to the first engine that answers, in discovery order.
+    pub async fn connect(env: &DiscoveryEnv) -> Result<Engine, EngineError> {
+        let mut tried = Vec::new();
+        for c in candidates(env) {
+            match Self::connect_one(&c.address).await {
+                Ok(engine) => return Ok(engine),
+                Err(why) => tried.push((c, why)),
+            }
+        }
+        Err(EngineError::NotFound(tried))
+    }
+
+    async fn connect_one(address: &str) -> Result<Engine, String> {
+        let docker = if let Some(path) = unix_path(address) {
+            if !path.exists() {
+                return Err("no such socket".into());
+            }
+            Docker::connect_with_unix(address, API_TIMEOUT_SECS, bollard::API_DEFAULT_VERSION)
+        } else if address.starts_with("tcp://") || address.starts_with("http://") {
+            Docker::connect_with_http(address, API_TIMEOUT_SECS, bollard::API_DEFAULT_VERSION)
+        } else {
+            return Err("unsupported address (use unix:///path or tcp://host:port)".into());
+        }
+        .map_err(|e| e.to_string())?;
+        let docker = docker
+            .negotiate_version()
+            .await
+            .map_err(|e| format!("not answering: {e}"))?;
+        let version = docker.version().await.map_err(|e| e.to_string())?;
+        let info = docker.info().await.map_err(|e| e.to_string())?;
+        let podman = version
+            .components
+            .as_deref()
+            .unwrap_or_default()
+            .iter()
+            .any(|c| c.name.to_ascii_lowercase().contains("podman"));
+        let api = docker.client_version();
+        let mut rootless = info
+            .security_options
+            .unwrap_or_default()
+            .iter()
+            .any(|o| o.contains("rootless"));
+        let mut oci_runtime = info.default_runtime;
+        if podman
+            && let Some(socket) = unix_path(address)
+            && let Some((r, runtime)) = libpod::host_info(socket).await
+        {
+            rootless = r;
+            oci_runtime = runtime.or(oci_runtime);
+        }
+        Ok(Engine {
+            info: EngineInfo {
+                address: address.to_string(),
+                kind: if podman {
+                    EngineKind::Podman
+                } else {
+                    EngineKind::Docker
+                },
+                version: version.version.unwrap_or_default(),
+                api_version: format!("{}.{}", api.major_version, api.minor_version),
+                oci_runtime,
+                rootless,
+            },
+            docker,
+        })
+    }
+}

@@ -1,0 +1,899 @@
+//! `refresh`, `enter`, `list` and `rm` against real engines: rootful and
+//! rootless podman through its API socket, dockerd, toolbox, and local
+//! registries (scripts/engines/start.sh brings them up).
+
+mod common;
+
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use common::engines::{self, AUTH_REPO, DOCKER, PODMAN, REPO, cleanup, cli, inspect, require};
+use common::{halobox, run};
+use serde_json::Value;
+
+fn refresh(engine: &str, name: &str, extra: &[&str]) -> std::process::Output {
+    let mut args = vec!["refresh", "--engine", engine, "--name", name];
+    args.extend_from_slice(extra);
+    run(&args)
+}
+
+fn ok(out: &std::process::Output) -> String {
+    assert!(
+        out.status.success(),
+        "failed ({:?}):\nstdout:\n{}\nstderr:\n{}",
+        out.status.code(),
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+fn stderr(out: &std::process::Output) -> String {
+    String::from_utf8_lossy(&out.stderr).into_owned()
+}
+
+fn id(program: &str, name: &str) -> String {
+    inspect(program, name).expect("container exists")["Id"]
+        .as_str()
+        .unwrap()
+        .to_string()
+}
+
+fn memlock_of(c: &Value) -> i64 {
+    c["HostConfig"]["Ulimits"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|u| {
+            let n = u["Name"].as_str().unwrap().to_ascii_lowercase();
+            n == "memlock" || n == "rlimit_memlock"
+        })
+        .unwrap_or_else(|| panic!("no memlock ulimit in {}", c["HostConfig"]["Ulimits"]))["Soft"]
+        .as_i64()
+        .unwrap()
+}
+
+fn devices_of(c: &Value) -> Vec<String> {
+    let mut d: Vec<String> = c["HostConfig"]["Devices"]
+        .as_array()
+        .map(|a| a.as_slice())
+        .unwrap_or_default()
+        .iter()
+        .map(|d| d["PathOnHost"].as_str().unwrap().to_string())
+        .collect();
+    d.sort();
+    d
+}
+
+fn enter_output(name: &str, engine: &str, cmd: &[&str]) -> (String, i32) {
+    let mut args = vec!["enter", name, "--engine", engine, "--"];
+    args.extend_from_slice(cmd);
+    let out = run(&args);
+    (
+        String::from_utf8_lossy(&out.stdout).trim().to_string(),
+        out.status.code().unwrap(),
+    )
+}
+
+#[test]
+fn podman_refresh_enter_update_and_rollback() {
+    require(PODMAN);
+    let name = "hbx-podman";
+    cleanup("podman", &[name, "hbx-podman-halobox-new"]);
+    ok(&refresh(
+        PODMAN,
+        name,
+        &[
+            "--backend",
+            "podman",
+            "--image",
+            &format!("{REPO}:1"),
+            "--memlock",
+            "8M",
+        ],
+    ));
+    let c = inspect("podman", name).unwrap();
+    assert_eq!(c["State"]["Running"], true);
+    assert_eq!(c["Config"]["Labels"]["dev.halobox.managed"], "true");
+    assert_eq!(
+        c["Config"]["Labels"]["dev.halobox.image"],
+        format!("{REPO}:20240101-000000")
+    );
+    assert!(
+        c["Config"]["Labels"]["dev.halobox.image-digest"]
+            .as_str()
+            .unwrap()
+            .starts_with("sha256:")
+    );
+    assert_eq!(memlock_of(&c), 8 << 20);
+    // podman 4.3 reports IpcMode "shareable" even for --ipc host: compare
+    // the namespaces themselves.
+    for ns in ["ipc", "net"] {
+        let host = std::fs::read_link(format!("/proc/self/ns/{ns}")).unwrap();
+        let (inside, _) = enter_output(name, PODMAN, &["readlink", &format!("/proc/self/ns/{ns}")]);
+        assert_eq!(
+            inside,
+            host.display().to_string(),
+            "{ns} namespace is not the host's"
+        );
+    }
+    for dev in engines::host_infiniband_nodes() {
+        assert!(
+            devices_of(&c).contains(&dev),
+            "{dev} not passed through: {:?}",
+            devices_of(&c)
+        );
+    }
+    // runc cannot keep groups: the host's video GID is added instead.
+    let video = cli("getent", &["group", "video"]);
+    let video_gid = String::from_utf8_lossy(&video.stdout)
+        .split(':')
+        .nth(2)
+        .unwrap()
+        .to_string();
+    let groups = c["HostConfig"]["GroupAdd"].to_string();
+    assert!(groups.contains(&video_gid), "{groups}");
+
+    assert_eq!(
+        enter_output(name, PODMAN, &["sh", "-c", "ulimit -l"]),
+        ("8192".into(), 0)
+    );
+    assert_eq!(enter_output(name, PODMAN, &["sh", "-c", "exit 3"]).1, 3);
+
+    // A new image version: a new container, and both versions stay pinned.
+    let first = id("podman", name);
+    ok(&refresh(
+        PODMAN,
+        name,
+        &[
+            "--backend",
+            "podman",
+            "--image",
+            &format!("{REPO}:2"),
+            "--memlock",
+            "8M",
+        ],
+    ));
+    assert_ne!(id("podman", name), first);
+    let c = inspect("podman", name).unwrap();
+    assert_eq!(
+        c["Config"]["Labels"]["dev.halobox.image"],
+        format!("{REPO}:20240601-000000")
+    );
+    for tag in ["20240101-000000", "20240601-000000"] {
+        assert!(
+            cli("podman", &["image", "exists", &format!("{REPO}:{tag}")])
+                .status
+                .success()
+        );
+    }
+    assert!(inspect("podman", "hbx-podman-halobox-old").is_none());
+
+    // Rollback re-creates it from the previous pinned image.
+    ok(&refresh(
+        PODMAN,
+        name,
+        &["--backend", "podman", "--rollback", "--memlock", "8M"],
+    ));
+    let c = inspect("podman", name).unwrap();
+    assert_eq!(c["Config"]["Image"], format!("{REPO}:20240101-000000"));
+
+    let (list, code) = common::run_json(&["list", "--json", "--engine", PODMAN]);
+    assert_eq!(code, 0);
+    assert!(
+        list.as_array()
+            .unwrap()
+            .iter()
+            .any(|c| c["name"] == name && c["labels"]["dev.halobox.backend"] == "podman")
+    );
+    cleanup("podman", &[name]);
+}
+
+#[test]
+fn toolbox_container_is_listed_entered_and_has_the_memlock() {
+    require(PODMAN);
+    require("unix:///run/dbus/system_bus_socket");
+    let name = "hbx-toolbox";
+    cleanup("podman", &[name, "hbx-toolbox-halobox-new"]);
+    ok(&refresh(
+        PODMAN,
+        name,
+        &[
+            "--backend",
+            "toolbox",
+            "--image",
+            &format!("{REPO}:1"),
+            "--memlock",
+            "4M",
+        ],
+    ));
+    let c = inspect("podman", name).unwrap();
+    assert_eq!(
+        c["Config"]["Labels"]["com.github.containers.toolbox"],
+        "true"
+    );
+    assert_eq!(memlock_of(&c), 4 << 20);
+    let list = cli("toolbox", &["list", "--containers"]);
+    assert!(
+        String::from_utf8_lossy(&list.stdout).contains(name),
+        "toolbox list: {list:?}"
+    );
+    let inside = cli(
+        "toolbox",
+        &["run", "-c", name, "sh", "-c", "ulimit -l; echo ran-inside"],
+    );
+    let text = String::from_utf8_lossy(&inside.stdout);
+    assert!(
+        text.contains("4096") && text.contains("ran-inside"),
+        "{inside:?}"
+    );
+    let (out, code) = enter_output(name, PODMAN, &["sh", "-c", "ulimit -l"]);
+    assert_eq!(code, 0);
+    assert!(out.ends_with("4096"), "{out}");
+    cleanup("podman", &[name]);
+}
+
+#[test]
+fn docker_refresh_sets_groups_devices_and_memlock() {
+    require(DOCKER);
+    let name = "hbx-docker";
+    cleanup("docker", &[name, "hbx-docker-halobox-new"]);
+    ok(&refresh(
+        DOCKER,
+        name,
+        &[
+            "--backend",
+            "docker",
+            "--image",
+            &format!("{REPO}:1"),
+            "--memlock",
+            "8M",
+        ],
+    ));
+    let c = inspect("docker", name).unwrap();
+    assert_eq!(memlock_of(&c), 8 << 20);
+    assert!(!c["HostConfig"]["GroupAdd"].as_array().unwrap().is_empty());
+    assert_eq!(c["HostConfig"]["NetworkMode"], "host");
+    assert_eq!(devices_of(&c), engines::host_infiniband_nodes());
+    assert_eq!(
+        enter_output(name, DOCKER, &["sh", "-c", "ulimit -l"]),
+        ("8192".into(), 0)
+    );
+    // A toolbox container needs podman.
+    let out = refresh(
+        DOCKER,
+        name,
+        &["--backend", "toolbox", "--image", &format!("{REPO}:1")],
+    );
+    assert_eq!(out.status.code(), Some(1));
+    assert!(
+        stderr(&out).contains("the toolbox backend needs podman"),
+        "{}",
+        stderr(&out)
+    );
+    cleanup("docker", &[name]);
+}
+
+#[test]
+fn rootless_podman_refresh() {
+    let socket = "unix:///run/user/1500/podman/podman.sock";
+    require(socket);
+    let bin = env!("CARGO_BIN_EXE_halobox");
+    let out = Command::new("runuser")
+        .args([
+            "-u",
+            "halotest",
+            "--",
+            "env",
+            "XDG_RUNTIME_DIR=/run/user/1500",
+            "HOME=/home/halotest",
+        ])
+        .args([
+            bin,
+            "refresh",
+            "--engine",
+            socket,
+            "--name",
+            "hbx-rootless",
+            "--backend",
+            "podman",
+        ])
+        .args(["--image", &format!("{REPO}:1"), "--memlock", "8M", "--json"])
+        .current_dir("/")
+        .output()
+        .unwrap();
+    let text = ok(&out);
+    let outcome: Value = serde_json::from_str(&text).unwrap();
+    assert_eq!(outcome["name"], "hbx-rootless");
+    let (inside, code) = {
+        let o = Command::new("runuser")
+            .args([
+                "-u",
+                "halotest",
+                "--",
+                "env",
+                "XDG_RUNTIME_DIR=/run/user/1500",
+                "HOME=/home/halotest",
+            ])
+            .args([
+                bin,
+                "enter",
+                "hbx-rootless",
+                "--engine",
+                socket,
+                "--",
+                "sh",
+                "-c",
+                "ulimit -l",
+            ])
+            .current_dir("/")
+            .output()
+            .unwrap();
+        (
+            String::from_utf8_lossy(&o.stdout).trim().to_string(),
+            o.status.code().unwrap(),
+        )
+    };
+    assert_eq!((inside.as_str(), code), ("8192", 0));
+    let _ = Command::new("runuser")
+        .args([
+            "-u",
+            "halotest",
+            "--",
+            "env",
+            "XDG_RUNTIME_DIR=/run/user/1500",
+        ])
+        .args([bin, "rm", "hbx-rootless", "--yes", "--engine", socket])
+        .current_dir("/")
+        .output();
+}
+
+#[test]
+fn dry_run_changes_nothing_and_shows_the_command() {
+    require(PODMAN);
+    let before = cli("podman", &["ps", "-a", "--format", "{{.Names}}"]).stdout;
+    let out = refresh(
+        PODMAN,
+        "hbx-dry",
+        &[
+            "--backend",
+            "toolbox",
+            "--image",
+            &format!("{REPO}:1"),
+            "--memlock",
+            "4M",
+            "--dry-run",
+            "--json",
+        ],
+    );
+    let plan: Value = serde_json::from_str(&ok(&out)).unwrap();
+    let cmd = plan["create_command"].as_str().unwrap();
+    assert!(
+        cmd.starts_with("podman create --name hbx-dry-halobox-new"),
+        "{cmd}"
+    );
+    for want in [
+        "--ulimit memlock=4194304:4194304",
+        "--no-hosts",
+        "--dns none",
+        "com.github.containers.toolbox=true",
+        "--privileged",
+    ] {
+        assert!(cmd.contains(want), "{want} missing from {cmd}");
+    }
+    let text = ok(&refresh(
+        PODMAN,
+        "hbx-dry",
+        &[
+            "--backend",
+            "podman",
+            "--image",
+            &format!("{REPO}:1"),
+            "--memlock",
+            "8M",
+            "--dry-run",
+        ],
+    ));
+    assert!(
+        text.contains("dry run: nothing was changed") && text.contains("1. pull"),
+        "{text}"
+    );
+    assert_eq!(
+        cli("podman", &["ps", "-a", "--format", "{{.Names}}"]).stdout,
+        before
+    );
+}
+
+#[test]
+fn memlock_that_cannot_be_granted_fails_before_creating_anything() {
+    require(PODMAN);
+    let name = "hbx-memlock";
+    cleanup("podman", &[name, "hbx-memlock-halobox-new"]);
+    let out = refresh(
+        PODMAN,
+        name,
+        &["--backend", "podman", "--image", &format!("{REPO}:1")],
+    );
+    assert_eq!(out.status.code(), Some(1));
+    let err = stderr(&out);
+    assert!(
+        err.contains("hard memlock limit of 8 MiB") && err.contains("LimitMEMLOCK=infinity"),
+        "{err}"
+    );
+    assert!(inspect("podman", name).is_none());
+    assert!(inspect("podman", "hbx-memlock-halobox-new").is_none());
+    ok(&refresh(
+        PODMAN,
+        name,
+        &[
+            "--backend",
+            "podman",
+            "--image",
+            &format!("{REPO}:1"),
+            "--memlock-clamp",
+        ],
+    ));
+    assert_eq!(memlock_of(&inspect("podman", name).unwrap()), 8 << 20);
+    cleanup("podman", &[name]);
+}
+
+#[test]
+fn missing_image_and_name_conflict_leave_containers_alone() {
+    require(PODMAN);
+    let name = "hbx-conflict";
+    cleanup("podman", &[name, "hbx-conflict-halobox-new"]);
+    assert!(
+        cli(
+            "podman",
+            &["create", "--name", name, &format!("{REPO}:1"), "true"]
+        )
+        .status
+        .success()
+    );
+    let foreign = id("podman", name);
+    let out = refresh(
+        PODMAN,
+        name,
+        &[
+            "--backend",
+            "podman",
+            "--image",
+            &format!("{REPO}:1"),
+            "--memlock",
+            "8M",
+        ],
+    );
+    assert_eq!(out.status.code(), Some(1));
+    assert!(
+        stderr(&out).contains("was not made by halobox"),
+        "{}",
+        stderr(&out)
+    );
+    assert_eq!(id("podman", name), foreign);
+
+    ok(&refresh(
+        PODMAN,
+        name,
+        &[
+            "--backend",
+            "podman",
+            "--image",
+            &format!("{REPO}:1"),
+            "--memlock",
+            "8M",
+            "--adopt",
+        ],
+    ));
+    let ours = id("podman", name);
+    assert_ne!(ours, foreign);
+
+    let out = refresh(
+        PODMAN,
+        name,
+        &[
+            "--backend",
+            "podman",
+            "--image",
+            "127.0.0.1:5000/halobox/nope:1",
+            "--memlock",
+            "8M",
+        ],
+    );
+    assert_eq!(out.status.code(), Some(1));
+    let err = stderr(&out);
+    assert!(
+        err.contains("refresh failed while pulling") && err.contains("was left as it was"),
+        "{err}"
+    );
+    assert_eq!(id("podman", name), ours);
+    assert_eq!(inspect("podman", name).unwrap()["State"]["Running"], true);
+    assert!(inspect("podman", "hbx-conflict-halobox-new").is_none());
+    cleanup("podman", &[name]);
+}
+
+#[test]
+fn engine_socket_gone_is_a_clear_error() {
+    let out = run(&[
+        "refresh",
+        "--engine",
+        "unix:///tmp/halobox-no-such.sock",
+        "--dry-run",
+    ]);
+    assert_eq!(out.status.code(), Some(1));
+    let err = stderr(&out);
+    assert!(err.contains("no container engine API answered"), "{err}");
+    assert!(
+        err.contains("/tmp/halobox-no-such.sock") && err.contains("no such socket"),
+        "{err}"
+    );
+    assert!(
+        err.contains("systemctl --user enable --now podman.socket"),
+        "{err}"
+    );
+    let out = run(&["list", "--engine", "unix:///tmp/halobox-no-such.sock"]);
+    assert_eq!(out.status.code(), Some(1));
+}
+
+/// A registry the test owns, on 127.0.0.1:5002 (insecure in registries.conf).
+struct Registry {
+    child: Child,
+    _dir: tempfile::TempDir,
+}
+
+impl Registry {
+    fn start() -> Registry {
+        let dir = tempfile::tempdir().unwrap();
+        let config = dir.path().join("config.yml");
+        std::fs::write(
+            &config,
+            format!(
+                "version: 0.1\nstorage:\n  filesystem:\n    rootdirectory: {}\nhttp:\n  addr: 127.0.0.1:5002\n",
+                dir.path().join("data").display()
+            ),
+        )
+        .unwrap();
+        let child = Command::new("docker-registry")
+            .args(["serve", config.to_str().unwrap()])
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("docker-registry (scripts/engines/install.sh installs it)");
+        let deadline = Instant::now() + Duration::from_secs(20);
+        while std::net::TcpStream::connect("127.0.0.1:5002").is_err() {
+            assert!(Instant::now() < deadline, "registry on 5002 did not start");
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        Registry { child, _dir: dir }
+    }
+
+    fn stop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+impl Drop for Registry {
+    fn drop(&mut self) {
+        self.stop();
+    }
+}
+
+#[test]
+fn registry_stopped_leaves_the_old_container_and_a_failed_start_cleans_up() {
+    require(PODMAN);
+    let name = "hbx-regstop";
+    cleanup("podman", &[name, "hbx-regstop-halobox-new"]);
+    let mut registry = Registry::start();
+    let copy = |src: &str, dst: &str| {
+        let out = cli(
+            "skopeo",
+            &[
+                "copy",
+                "--src-tls-verify=false",
+                "--dest-tls-verify=false",
+                src,
+                dst,
+            ],
+        );
+        assert!(out.status.success(), "skopeo copy: {out:?}");
+    };
+    copy(
+        &format!("docker://{REPO}:1"),
+        "docker://127.0.0.1:5002/halobox/test:1",
+    );
+    ok(&refresh(
+        PODMAN,
+        name,
+        &[
+            "--backend",
+            "podman",
+            "--image",
+            "127.0.0.1:5002/halobox/test:1",
+            "--memlock",
+            "8M",
+        ],
+    ));
+    let before = id("podman", name);
+
+    // An image whose container cannot start (no /bin/sh): the new container
+    // is removed again and the old one keeps running.
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("hello.txt"), "no shell here\n").unwrap();
+    let tar = dir.path().join("root.tar");
+    assert!(
+        Command::new("tar")
+            .args([
+                "-C",
+                dir.path().to_str().unwrap(),
+                "-cf",
+                tar.to_str().unwrap(),
+                "hello.txt"
+            ])
+            .status()
+            .unwrap()
+            .success()
+    );
+    let imported = cli(
+        "podman",
+        &[
+            "import",
+            "--change",
+            "LABEL org.opencontainers.image.created=2024-09-01T00:00:00Z",
+            tar.to_str().unwrap(),
+            "localhost/halobox-nosh:1",
+        ],
+    );
+    assert!(imported.status.success(), "{imported:?}");
+    copy(
+        "containers-storage:localhost/halobox-nosh:1",
+        "docker://127.0.0.1:5002/halobox/nosh:1",
+    );
+    let out = refresh(
+        PODMAN,
+        name,
+        &[
+            "--backend",
+            "podman",
+            "--image",
+            "127.0.0.1:5002/halobox/nosh:1",
+            "--memlock",
+            "8M",
+        ],
+    );
+    assert_eq!(out.status.code(), Some(1));
+    let err = stderr(&out);
+    assert!(
+        err.contains("starting the new container (it was removed again)"),
+        "{err}"
+    );
+    assert!(inspect("podman", "hbx-regstop-halobox-new").is_none());
+    assert_eq!(id("podman", name), before);
+
+    registry.stop();
+    let out = refresh(
+        PODMAN,
+        name,
+        &[
+            "--backend",
+            "podman",
+            "--image",
+            "127.0.0.1:5002/halobox/test:1",
+            "--memlock",
+            "8M",
+        ],
+    );
+    assert_eq!(out.status.code(), Some(1));
+    let err = stderr(&out);
+    assert!(
+        err.contains("refresh failed while pulling")
+            && err.contains("existing container hbx-regstop was left as it was"),
+        "{err}"
+    );
+    let c = inspect("podman", name).unwrap();
+    assert_eq!(c["Id"], before.as_str());
+    assert_eq!(c["State"]["Running"], true);
+    cleanup("podman", &[name]);
+}
+
+#[test]
+fn registry_credentials_work_and_never_show() {
+    require(PODMAN);
+    let password = std::fs::read_to_string("/tmp/halobox-engines/registry-auth/password")
+        .expect("the auth registry's password (scripts/engines/start.sh writes it)");
+    let password = password.trim();
+    let name = "hbx-auth";
+    cleanup("podman", &[name, "hbx-auth-halobox-new"]);
+    let args = [
+        "refresh",
+        "--engine",
+        PODMAN,
+        "--name",
+        name,
+        "--backend",
+        "podman",
+        "--image",
+        &format!("{AUTH_REPO}:1"),
+        "--memlock",
+        "8M",
+    ];
+
+    let out = halobox()
+        .args(args)
+        .env_remove("HALOBOX_REGISTRY_USER")
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    assert!(
+        stderr(&out).contains("authentication required"),
+        "{}",
+        stderr(&out)
+    );
+
+    for extra in [&["--dry-run"][..], &[]] {
+        let out = halobox()
+            .args(args)
+            .args(extra)
+            .env("HALOBOX_REGISTRY_USER", "halobox")
+            .env("HALOBOX_REGISTRY_PASSWORD", password)
+            .output()
+            .unwrap();
+        let all = format!("{}{}", String::from_utf8_lossy(&out.stdout), stderr(&out));
+        assert!(out.status.success(), "{all}");
+        assert!(!all.contains(password), "the password leaked:\n{all}");
+    }
+    assert!(inspect("podman", name).is_some());
+    cleanup("podman", &[name]);
+}
+
+#[test]
+fn rm_asks_and_only_removes_its_own() {
+    require(PODMAN);
+    let name = "hbx-rm";
+    cleanup("podman", &[name, "hbx-rm-foreign"]);
+    ok(&refresh(
+        PODMAN,
+        name,
+        &[
+            "--backend",
+            "podman",
+            "--image",
+            &format!("{REPO}:1"),
+            "--memlock",
+            "8M",
+        ],
+    ));
+    let out = run(&["rm", name, "--engine", PODMAN]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(stderr(&out).contains("pass --yes"));
+    assert!(inspect("podman", name).is_some());
+    assert!(
+        cli(
+            "podman",
+            &[
+                "create",
+                "--name",
+                "hbx-rm-foreign",
+                &format!("{REPO}:1"),
+                "true"
+            ]
+        )
+        .status
+        .success()
+    );
+    let out = run(&["rm", "hbx-rm-foreign", "--yes", "--engine", PODMAN]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(stderr(&out).contains("was not made by halobox"));
+    ok(&run(&["rm", name, "--yes", "--engine", PODMAN]));
+    assert!(inspect("podman", name).is_none());
+    let out = run(&["enter", name, "--engine", PODMAN, "--", "true"]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(stderr(&out).contains("halobox refresh --name hbx-rm"));
+    cleanup("podman", &["hbx-rm-foreign"]);
+}
+
+fn as_halotest(args: &[&str]) -> std::process::Output {
+    Command::new("runuser")
+        .args([
+            "-u",
+            "halotest",
+            "--",
+            "env",
+            "XDG_RUNTIME_DIR=/run/user/1500",
+            "HOME=/home/halotest",
+        ])
+        .arg(env!("CARGO_BIN_EXE_halobox"))
+        .args(args)
+        .current_dir("/")
+        .output()
+        .unwrap()
+}
+
+#[test]
+fn distrobox_refresh_and_enter_as_a_user() {
+    let socket = "unix:///run/user/1500/podman/podman.sock";
+    require(socket);
+    let name = "hbx-distro";
+    let _ = as_halotest(&["rm", name, "--yes", "--engine", socket]);
+    let image = "127.0.0.1:5000/halobox/distro:1";
+    let out = as_halotest(&[
+        "refresh",
+        "--engine",
+        socket,
+        "--backend",
+        "distrobox",
+        "--name",
+        name,
+        "--image",
+        image,
+        "--memlock",
+        "8M",
+    ]);
+    ok(&out);
+    let list = as_halotest(&["list", "--json", "--engine", socket]);
+    let list: Value = serde_json::from_str(&ok(&list)).unwrap();
+    let c = list
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["name"] == name)
+        .expect("listed");
+    assert_eq!(c["labels"]["dev.halobox.backend"], "distrobox");
+    assert_eq!(c["labels"]["manager"], "distrobox");
+    let out = as_halotest(&[
+        "enter",
+        name,
+        "--engine",
+        socket,
+        "--",
+        "sh",
+        "-c",
+        "ulimit -l; id -un",
+    ]);
+    assert_eq!(
+        String::from_utf8_lossy(&ok(&out).into_bytes()).trim(),
+        "8192\nhalotest"
+    );
+    // distrobox passes --ulimit host: more than this user's own limit cannot be had.
+    let out = as_halotest(&[
+        "refresh",
+        "--engine",
+        socket,
+        "--backend",
+        "distrobox",
+        "--name",
+        name,
+        "--image",
+        image,
+    ]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(
+        stderr(&out).contains("distrobox gives containers this user's own limits"),
+        "{}",
+        stderr(&out)
+    );
+    ok(&as_halotest(&["rm", name, "--yes", "--engine", socket]));
+}
+
+#[test]
+fn distrobox_as_root_says_how_to_run_it() {
+    require(PODMAN);
+    let out = refresh(
+        PODMAN,
+        "hbx-distro-root",
+        &[
+            "--backend",
+            "distrobox",
+            "--image",
+            "127.0.0.1:5000/halobox/distro:1",
+            "--memlock",
+            "8M",
+            "--dry-run",
+        ],
+    );
+    assert_eq!(out.status.code(), Some(1));
+    assert!(
+        stderr(&out).contains("distrobox refuses to run as root"),
+        "{}",
+        stderr(&out)
+    );
+}
