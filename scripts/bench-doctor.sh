@@ -7,7 +7,7 @@ runs="${1:-50}"
 shift || true
 [ "${1:-}" = "--" ] && shift
 cargo build --release --quiet
-bin=target/release/halobox
+bin=${CARGO_TARGET_DIR:-target}/release/halobox
 "$bin" doctor "$@" >/dev/null || true   # warm the page cache
 times=()
 for _ in $(seq "$runs"); do

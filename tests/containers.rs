@@ -17,6 +17,13 @@ fn refresh(engine: &str, name: &str, extra: &[&str]) -> std::process::Output {
     run(&args)
 }
 
+/// A podman-backend refresh with memlock 8 MiB (this machine's hard limit).
+fn podman_refresh(name: &str, image: &str, extra: &[&str]) -> std::process::Output {
+    let mut args = vec!["--backend", "podman", "--image", image, "--memlock", "8M"];
+    args.extend_from_slice(extra);
+    refresh(PODMAN, name, &args)
+}
+
 fn ok(out: &std::process::Output) -> String {
     assert!(
         out.status.success(),
@@ -80,18 +87,7 @@ fn podman_refresh_enter_update_and_rollback() {
     require(PODMAN);
     let name = "hbx-podman";
     cleanup("podman", &[name, "hbx-podman-halobox-new"]);
-    ok(&refresh(
-        PODMAN,
-        name,
-        &[
-            "--backend",
-            "podman",
-            "--image",
-            &format!("{REPO}:1"),
-            "--memlock",
-            "8M",
-        ],
-    ));
+    ok(&podman_refresh(name, &format!("{REPO}:1"), &[]));
     let c = inspect("podman", name).unwrap();
     assert_eq!(c["State"]["Running"], true);
     assert_eq!(c["Config"]["Labels"]["dev.halobox.managed"], "true");
@@ -142,18 +138,7 @@ fn podman_refresh_enter_update_and_rollback() {
 
     // A new image version: a new container, and both versions stay pinned.
     let first = id("podman", name);
-    ok(&refresh(
-        PODMAN,
-        name,
-        &[
-            "--backend",
-            "podman",
-            "--image",
-            &format!("{REPO}:2"),
-            "--memlock",
-            "8M",
-        ],
-    ));
+    ok(&podman_refresh(name, &format!("{REPO}:2"), &[]));
     assert_ne!(id("podman", name), first);
     let c = inspect("podman", name).unwrap();
     assert_eq!(
@@ -278,74 +263,41 @@ fn docker_refresh_sets_groups_devices_and_memlock() {
 fn rootless_podman_refresh() {
     let socket = "unix:///run/user/1500/podman/podman.sock";
     require(socket);
-    let bin = env!("CARGO_BIN_EXE_halobox");
-    let out = Command::new("runuser")
-        .args([
-            "-u",
-            "halotest",
-            "--",
-            "env",
-            "XDG_RUNTIME_DIR=/run/user/1500",
-            "HOME=/home/halotest",
-        ])
-        .args([
-            bin,
-            "refresh",
-            "--engine",
-            socket,
-            "--name",
-            "hbx-rootless",
-            "--backend",
-            "podman",
-        ])
-        .args(["--image", &format!("{REPO}:1"), "--memlock", "8M", "--json"])
-        .current_dir("/")
-        .output()
-        .unwrap();
-    let text = ok(&out);
-    let outcome: Value = serde_json::from_str(&text).unwrap();
+    let image = format!("{REPO}:1");
+    let out = as_halotest(&[
+        "refresh",
+        "--engine",
+        socket,
+        "--name",
+        "hbx-rootless",
+        "--backend",
+        "podman",
+        "--image",
+        &image,
+        "--memlock",
+        "8M",
+        "--json",
+    ]);
+    let outcome: Value = serde_json::from_str(&ok(&out)).unwrap();
     assert_eq!(outcome["name"], "hbx-rootless");
-    let (inside, code) = {
-        let o = Command::new("runuser")
-            .args([
-                "-u",
-                "halotest",
-                "--",
-                "env",
-                "XDG_RUNTIME_DIR=/run/user/1500",
-                "HOME=/home/halotest",
-            ])
-            .args([
-                bin,
-                "enter",
-                "hbx-rootless",
-                "--engine",
-                socket,
-                "--",
-                "sh",
-                "-c",
-                "ulimit -l",
-            ])
-            .current_dir("/")
-            .output()
-            .unwrap();
-        (
-            String::from_utf8_lossy(&o.stdout).trim().to_string(),
-            o.status.code().unwrap(),
-        )
-    };
-    assert_eq!((inside.as_str(), code), ("8192", 0));
-    let _ = Command::new("runuser")
-        .args([
-            "-u",
-            "halotest",
-            "--",
-            "env",
-            "XDG_RUNTIME_DIR=/run/user/1500",
-        ])
-        .args([bin, "rm", "hbx-rootless", "--yes", "--engine", socket])
-        .current_dir("/")
-        .output();
+    let out = as_halotest(&[
+        "enter",
+        "hbx-rootless",
+        "--engine",
+        socket,
+        "--",
+        "sh",
+        "-c",
+        "ulimit -l",
+    ]);
+    assert_eq!(ok(&out).trim(), "8192");
+    ok(&as_halotest(&[
+        "rm",
+        "hbx-rootless",
+        "--yes",
+        "--engine",
+        socket,
+    ]));
 }
 
 #[test]
@@ -451,18 +403,7 @@ fn missing_image_and_name_conflict_leave_containers_alone() {
         .success()
     );
     let foreign = id("podman", name);
-    let out = refresh(
-        PODMAN,
-        name,
-        &[
-            "--backend",
-            "podman",
-            "--image",
-            &format!("{REPO}:1"),
-            "--memlock",
-            "8M",
-        ],
-    );
+    let out = podman_refresh(name, &format!("{REPO}:1"), &[]);
     assert_eq!(out.status.code(), Some(1));
     assert!(
         stderr(&out).contains("was not made by halobox"),
@@ -471,34 +412,11 @@ fn missing_image_and_name_conflict_leave_containers_alone() {
     );
     assert_eq!(id("podman", name), foreign);
 
-    ok(&refresh(
-        PODMAN,
-        name,
-        &[
-            "--backend",
-            "podman",
-            "--image",
-            &format!("{REPO}:1"),
-            "--memlock",
-            "8M",
-            "--adopt",
-        ],
-    ));
+    ok(&podman_refresh(name, &format!("{REPO}:1"), &["--adopt"]));
     let ours = id("podman", name);
     assert_ne!(ours, foreign);
 
-    let out = refresh(
-        PODMAN,
-        name,
-        &[
-            "--backend",
-            "podman",
-            "--image",
-            "127.0.0.1:5000/halobox/nope:1",
-            "--memlock",
-            "8M",
-        ],
-    );
+    let out = podman_refresh(name, "127.0.0.1:5000/halobox/nope:1", &[]);
     assert_eq!(out.status.code(), Some(1));
     let err = stderr(&out);
     assert!(
@@ -601,18 +519,7 @@ fn registry_stopped_leaves_the_old_container_and_a_failed_start_cleans_up() {
         &format!("docker://{REPO}:1"),
         "docker://127.0.0.1:5002/halobox/test:1",
     );
-    ok(&refresh(
-        PODMAN,
-        name,
-        &[
-            "--backend",
-            "podman",
-            "--image",
-            "127.0.0.1:5002/halobox/test:1",
-            "--memlock",
-            "8M",
-        ],
-    ));
+    ok(&podman_refresh(name, "127.0.0.1:5002/halobox/test:1", &[]));
     let before = id("podman", name);
 
     // An image whose container cannot start (no /bin/sh): the new container
@@ -648,18 +555,7 @@ fn registry_stopped_leaves_the_old_container_and_a_failed_start_cleans_up() {
         "containers-storage:localhost/halobox-nosh:1",
         "docker://127.0.0.1:5002/halobox/nosh:1",
     );
-    let out = refresh(
-        PODMAN,
-        name,
-        &[
-            "--backend",
-            "podman",
-            "--image",
-            "127.0.0.1:5002/halobox/nosh:1",
-            "--memlock",
-            "8M",
-        ],
-    );
+    let out = podman_refresh(name, "127.0.0.1:5002/halobox/nosh:1", &[]);
     assert_eq!(out.status.code(), Some(1));
     let err = stderr(&out);
     assert!(
@@ -670,18 +566,7 @@ fn registry_stopped_leaves_the_old_container_and_a_failed_start_cleans_up() {
     assert_eq!(id("podman", name), before);
 
     registry.stop();
-    let out = refresh(
-        PODMAN,
-        name,
-        &[
-            "--backend",
-            "podman",
-            "--image",
-            "127.0.0.1:5002/halobox/test:1",
-            "--memlock",
-            "8M",
-        ],
-    );
+    let out = podman_refresh(name, "127.0.0.1:5002/halobox/test:1", &[]);
     assert_eq!(out.status.code(), Some(1));
     let err = stderr(&out);
     assert!(
@@ -750,18 +635,7 @@ fn rm_asks_and_only_removes_its_own() {
     require(PODMAN);
     let name = "hbx-rm";
     cleanup("podman", &[name, "hbx-rm-foreign"]);
-    ok(&refresh(
-        PODMAN,
-        name,
-        &[
-            "--backend",
-            "podman",
-            "--image",
-            &format!("{REPO}:1"),
-            "--memlock",
-            "8M",
-        ],
-    ));
+    ok(&podman_refresh(name, &format!("{REPO}:1"), &[]));
     let out = run(&["rm", name, "--engine", PODMAN]);
     assert_eq!(out.status.code(), Some(2));
     assert!(stderr(&out).contains("pass --yes"));

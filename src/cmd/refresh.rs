@@ -11,8 +11,8 @@ use crate::cli::RefreshArgs;
 use crate::config::{self, DEFAULT_IMAGE};
 use crate::container::backend::Backend;
 use crate::container::cli::{create_command, shell_line};
-use crate::container::memlock::engine_process;
 use crate::container::spec::LABEL_IMAGE;
+use crate::engine::local;
 use crate::host::{self, GatherOptions, HostRoot};
 use crate::image_ref::ImageRef;
 use crate::refresh::plan::{self, NEW_SUFFIX, RefreshOptions, RefreshPlan, Source};
@@ -37,12 +37,14 @@ pub fn run(args: &RefreshArgs) -> anyhow::Result<ExitCode> {
     let name = container_name(args.name.as_deref())?;
     let facts = host::gather(HostRoot::live(), GatherOptions::default());
     block_on(async {
-        let engine = connect(args.engine.engine.as_deref()).await?;
+        let mut engine = connect(args.engine.engine.as_deref()).await?;
+        engine.info = local::refine(&engine.info, &facts);
         let backend = args.backend.or(cfg.backend).unwrap_or_else(|| {
             Backend::default_for(engine.info.kind, facts.tool("toolbox").is_some())
         });
-        let existing = engine.container(&name).await?;
-        let leftover = engine.container(&format!("{name}{NEW_SUFFIX}")).await?;
+        let temp = format!("{name}{NEW_SUFFIX}");
+        let (existing, leftover) = tokio::join!(engine.container(&name), engine.container(&temp));
+        let (existing, leftover) = (existing?, leftover?);
         let (source, repository) = if args.rollback {
             rollback_source(&engine, existing.as_ref(), &name).await?
         } else {
@@ -64,7 +66,7 @@ pub fn run(args: &RefreshArgs) -> anyhow::Result<ExitCode> {
             adopt: args.adopt,
             runtime_dir: std::env::var("XDG_RUNTIME_DIR").ok(),
         };
-        let creator = engine_process(&facts, &engine.info);
+        let creator = local::engine_process(&facts, &engine.info);
         let plan = plan::plan(
             &facts,
             &engine.info,

@@ -3,8 +3,6 @@
 use std::fmt;
 use std::str::FromStr;
 
-use crate::engine::{EngineInfo, EngineKind, discover};
-use crate::host::HostFacts;
 use crate::host::limits::LimitValue;
 use crate::host::procs::Process;
 
@@ -63,22 +61,6 @@ impl MemlockRequest {
             LimitValue::Unlimited => "unlimited".into(),
             LimitValue::Finite(b) => b.to_string(),
         }
-    }
-}
-
-/// The local process behind the engine's socket: the podman service whose
-/// command line names the socket (or the only one running), or dockerd.
-pub fn engine_process<'a>(facts: &'a HostFacts, engine: &EngineInfo) -> Option<&'a Process> {
-    let socket = discover::unix_path(&engine.address)?.to_str()?.to_string();
-    match engine.kind {
-        EngineKind::Podman => {
-            let services = &facts.limits.podman_services;
-            services
-                .iter()
-                .find(|p| p.argv.iter().any(|a| a.ends_with(&socket)))
-                .or_else(|| (services.len() == 1).then(|| &services[0]))
-        }
-        EngineKind::Docker => facts.limits.docker_daemons.first(),
     }
 }
 

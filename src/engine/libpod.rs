@@ -1,7 +1,6 @@
 //! The few calls that need podman's own API (`/v4.0.0/libpod/…`) on the same
 //! socket: bollard speaks only the Docker-compatible API, which in podman
-//! drops annotations, cannot express toolbx's `--no-hosts`/`--dns none`, and
-//! does not say whether the service is rootless.
+//! drops annotations and cannot express toolbx's `--no-hosts`/`--dns none`.
 
 use std::path::Path;
 
@@ -46,21 +45,6 @@ pub async fn request(
     let json = serde_json::from_slice(&bytes)
         .unwrap_or_else(|_| Value::String(String::from_utf8_lossy(&bytes).into_owned()));
     Ok((status, json))
-}
-
-/// Whether the podman service behind `socket` is rootless, and its OCI runtime.
-pub async fn host_info(socket: &Path) -> Option<(bool, Option<String>)> {
-    let (status, info) = request(socket, Method::GET, "/info", None).await.ok()?;
-    if !status.is_success() {
-        return None;
-    }
-    let host = info.get("host")?;
-    let rootless = host.pointer("/security/rootless")?.as_bool()?;
-    let runtime = host
-        .pointer("/ociRuntime/name")
-        .and_then(Value::as_str)
-        .map(str::to_string);
-    Some((rootless, runtime))
 }
 
 impl Engine {

@@ -7,6 +7,8 @@ pub mod discover;
 pub mod exec;
 pub mod images;
 pub mod libpod;
+pub mod local;
+pub mod ping;
 pub mod progress;
 
 use std::fmt;
@@ -48,9 +50,9 @@ pub struct EngineInfo {
     pub version: String,
     /// The negotiated API version (`1.41`).
     pub api_version: String,
-    /// The default OCI runtime (`crun`, `runc`).
+    /// The OCI runtime (`crun`, `runc`), when known (podman: containers.conf).
     pub oci_runtime: Option<String>,
-    /// The engine runs rootless.
+    /// The engine runs rootless (its socket is a user's, or its process is).
     pub rootless: bool,
 }
 
@@ -129,57 +131,77 @@ impl Engine {
     }
 
     async fn connect_one(address: &str) -> Result<Engine, String> {
-        let docker = if let Some(path) = unix_path(address) {
+        let (docker, ping) = if let Some(path) = unix_path(address) {
             if !path.exists() {
                 return Err("no such socket".into());
             }
-            Docker::connect_with_unix(address, API_TIMEOUT_SECS, bollard::API_DEFAULT_VERSION)
+            let ping = ping::unix(path)
+                .await
+                .map_err(|e| format!("not answering: {e}"))?;
+            let server = bollard::ClientVersion {
+                major_version: ping.api.0,
+                minor_version: ping.api.1,
+            };
+            let version = if server < *bollard::API_DEFAULT_VERSION {
+                server
+            } else {
+                *bollard::API_DEFAULT_VERSION
+            };
+            let docker = Docker::connect_with_unix(address, API_TIMEOUT_SECS, &version)
+                .map_err(|e| e.to_string())?;
+            (docker, ping)
         } else if address.starts_with("tcp://") || address.starts_with("http://") {
-            Docker::connect_with_http(address, API_TIMEOUT_SECS, bollard::API_DEFAULT_VERSION)
+            let docker =
+                Docker::connect_with_http(address, API_TIMEOUT_SECS, bollard::API_DEFAULT_VERSION)
+                    .map_err(|e| e.to_string())?
+                    .negotiate_version()
+                    .await
+                    .map_err(|e| format!("not answering: {e}"))?;
+            let v = docker.version().await.map_err(|e| e.to_string())?;
+            let podman = v
+                .components
+                .as_deref()
+                .unwrap_or_default()
+                .iter()
+                .any(|c| c.name.to_ascii_lowercase().contains("podman"));
+            let api = docker.client_version();
+            let ping = ping::Ping {
+                api: (api.major_version, api.minor_version),
+                podman,
+                version: v.version.unwrap_or_default(),
+            };
+            (docker, ping)
         } else {
             return Err("unsupported address (use unix:///path or tcp://host:port)".into());
-        }
-        .map_err(|e| e.to_string())?;
-        let docker = docker
-            .negotiate_version()
-            .await
-            .map_err(|e| format!("not answering: {e}"))?;
-        let version = docker.version().await.map_err(|e| e.to_string())?;
-        let info = docker.info().await.map_err(|e| e.to_string())?;
-        let podman = version
-            .components
-            .as_deref()
-            .unwrap_or_default()
-            .iter()
-            .any(|c| c.name.to_ascii_lowercase().contains("podman"));
+        };
         let api = docker.client_version();
-        let mut rootless = info
-            .security_options
-            .unwrap_or_default()
-            .iter()
-            .any(|o| o.contains("rootless"));
-        let mut oci_runtime = info.default_runtime;
-        if podman
-            && let Some(socket) = unix_path(address)
-            && let Some((r, runtime)) = libpod::host_info(socket).await
-        {
-            rootless = r;
-            oci_runtime = runtime.or(oci_runtime);
-        }
         Ok(Engine {
             info: EngineInfo {
                 address: address.to_string(),
-                kind: if podman {
+                kind: if ping.podman {
                     EngineKind::Podman
                 } else {
                     EngineKind::Docker
                 },
-                version: version.version.unwrap_or_default(),
+                version: ping.version,
                 api_version: format!("{}.{}", api.major_version, api.minor_version),
-                oci_runtime,
-                rootless,
+                oci_runtime: None,
+                rootless: looks_rootless(address),
             },
             docker,
         })
     }
+}
+
+/// A socket under a user's runtime directory (`/run/user/<uid>/…`) belongs
+/// to a rootless engine; [`EngineInfo::rootless`] starts from this guess and
+/// callers that know the engine's process refine it.
+pub fn looks_rootless(address: &str) -> bool {
+    let Some(path) = unix_path(address) else {
+        return false;
+    };
+    path.starts_with("/run/user/")
+        || std::env::var_os("XDG_RUNTIME_DIR")
+            .filter(|d| !d.is_empty() && std::path::Path::new(d) != std::path::Path::new("/run"))
+            .is_some_and(|d| path.starts_with(d))
 }

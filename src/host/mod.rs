@@ -7,6 +7,7 @@
 //! (`schema_version` 1); `docs/host-facts.schema.json` is generated from these
 //! types and checked by the test suite.
 
+pub mod containers_conf;
 pub mod devnodes;
 pub mod env;
 pub mod ethtool;
@@ -57,6 +58,9 @@ pub struct HostFacts {
     pub nic_drivers: Vec<ethtool::DriverInfo>,
     /// firewalld state.
     pub firewall: firewall::FirewallFacts,
+    /// The OCI runtime podman is configured with (`[engine] runtime` in
+    /// containers.conf); `null` means podman's default, crun.
+    pub podman_runtime: Option<String>,
     /// Host paths toolbx binds when present (`/run/dbus/system_bus_socket`, `/media`, …).
     pub toolbox_paths: Vec<String>,
     /// Files that exist but could not be read or understood.
@@ -95,6 +99,8 @@ pub fn gather(root: HostRoot, opts: GatherOptions) -> HostFacts {
         .iter()
         .find(|t| t.name == "ethtool")
         .and_then(|t| t.path.clone());
+    let user = users::read(&r);
+    let podman_runtime = containers_conf::read(&r, user.home.as_deref());
     HostFacts {
         schema_version: SCHEMA_VERSION,
         sysroot: r.root().sysroot_dir().map(|p| p.display().to_string()),
@@ -103,12 +109,13 @@ pub fn gather(root: HostRoot, opts: GatherOptions) -> HostFacts {
         rdma,
         network: net::read(&r),
         limits: limits::read(&r, &processes),
-        user: users::read(&r),
+        user,
         kernel: kernel::read(&r),
         env_hazards: env::read(&r),
         tools,
         firewall: firewall::read(&r, &processes),
         toolbox_paths: paths::read(&r),
+        podman_runtime,
         read_issues: r.take_issues(),
     }
 }

@@ -29,6 +29,42 @@ pub struct Outcome {
     pub pruned: Vec<String>,
     /// Things that went wrong after the new container was in place.
     pub warnings: Vec<String>,
+    /// How long each step took.
+    pub timings: Vec<StepTime>,
+}
+
+/// The wall time of one step.
+#[derive(Debug, Clone, Serialize)]
+pub struct StepTime {
+    /// `pull`, `pin`, `create`, `start_check`, `swap` (old container
+    /// moved aside and removed), `prune`.
+    pub step: &'static str,
+    /// Milliseconds.
+    pub ms: f64,
+}
+
+/// Measures consecutive steps.
+struct Laps {
+    last: std::time::Instant,
+    done: Vec<StepTime>,
+}
+
+impl Laps {
+    fn new() -> Self {
+        Self {
+            last: std::time::Instant::now(),
+            done: Vec::new(),
+        }
+    }
+
+    fn lap(&mut self, step: &'static str) {
+        let now = std::time::Instant::now();
+        self.done.push(StepTime {
+            step,
+            ms: (now - self.last).as_secs_f64() * 1000.0,
+        });
+        self.last = now;
+    }
 }
 
 /// A refresh that stopped.
@@ -59,6 +95,7 @@ pub async fn execute(
         state: untouched.clone(),
     };
 
+    let mut laps = Laps::new();
     if let Some(stale) = &plan.stale_temp {
         say(format!(
             "removing {stale}, left over from an interrupted refresh"
@@ -99,6 +136,7 @@ pub async fn execute(
                 },
             )
         })?;
+    laps.lap("pull");
     let digest = local.digest_for(&plan.repository);
     let pinned = if pin {
         let created = local
@@ -138,6 +176,7 @@ pub async fn execute(
         reference.clone()
     };
 
+    laps.lap("pin");
     let mut spec = plan.spec.clone();
     spec.image = pinned.clone();
     spec.labels.insert(LABEL_IMAGE.into(), pinned.clone());
@@ -154,12 +193,14 @@ pub async fn execute(
         let _ = engine.remove(&spec.name).await;
         return Err(fail("creating the new container", e));
     }
+    laps.lap("create");
     say(format!("starting {} and checking it runs", spec.name));
     if let Err(e) = engine.start_and_check(&spec.name).await {
         let _ = engine.remove(&spec.name).await;
         return Err(fail("starting the new container (it was removed again)", e));
     }
 
+    laps.lap("start_check");
     if plan.replaces.is_some() {
         say(format!("replacing {}", plan.name));
         if let Err(e) = engine.rename(&plan.name, &plan.old_name).await {
@@ -191,7 +232,10 @@ pub async fn execute(
             plan.old_name, plan.old_name
         ));
     }
-    let pruned = prune(engine, plan, &pinned, &mut warnings).await;
+    laps.lap("swap");
+    let (pruned, prune_warnings) = prune(engine, plan, &pinned).await;
+    warnings.extend(prune_warnings);
+    laps.lap("prune");
     for p in &pruned {
         say(format!("removed old image {p}"));
     }
@@ -202,20 +246,18 @@ pub async fn execute(
         replaced: plan.replaces.clone(),
         pruned,
         warnings,
+        timings: laps.done,
     })
 }
 
-async fn prune(
-    engine: &Engine,
-    plan: &RefreshPlan,
-    pinned: &str,
-    warnings: &mut Vec<String>,
-) -> Vec<String> {
+/// Removes pinned images beyond `plan.keep`; returns (removed, warnings).
+async fn prune(engine: &Engine, plan: &RefreshPlan, pinned: &str) -> (Vec<String>, Vec<String>) {
+    let mut warnings = Vec::new();
     let tags = match engine.repository_tags(&plan.repository).await {
         Ok(t) => t,
         Err(e) => {
             warnings.push(format!("could not list images to prune: {e}"));
-            return Vec::new();
+            return (Vec::new(), warnings);
         }
     };
     let in_use = match engine.images_in_use().await {
@@ -224,7 +266,7 @@ async fn prune(
             warnings.push(format!(
                 "could not list containers, so no image was pruned: {e}"
             ));
-            return Vec::new();
+            return (Vec::new(), warnings);
         }
     };
     let protect = pinned.rsplit_once(':').map(|(_, t)| t);
@@ -236,7 +278,7 @@ async fn prune(
             Err(e) => warnings.push(format!("could not remove {reference}: {e}")),
         }
     }
-    removed
+    (removed, warnings)
 }
 
 /// Runs a program to completion; a failure carries the end of its output.
