@@ -771,3 +771,63 @@ fn distrobox_as_root_says_how_to_run_it() {
         stderr(&out)
     );
 }
+
+/// tmux gives `halobox enter` a real terminal: the shell sees a TTY of the
+/// window's size, a resize reaches it, and its exit code comes back.
+#[test]
+fn interactive_enter_has_a_tty_and_passes_the_exit_code() {
+    require(PODMAN);
+    let name = "hbx-tty";
+    cleanup("podman", &[name, "hbx-tty-halobox-new"]);
+    ok(&podman_refresh(name, &format!("{REPO}:1"), &[]));
+    // A server of its own: no other tmux session can interfere.
+    let socket = format!("halobox-test-{}", std::process::id());
+    let session = "enter";
+    let tmux = |args: &[&str]| {
+        let mut all = vec!["-L", socket.as_str()];
+        all.extend_from_slice(args);
+        cli("tmux", &all)
+    };
+    let command = format!(
+        "{} enter {name} --engine {PODMAN}; echo EXIT=$?; sleep 60",
+        env!("CARGO_BIN_EXE_halobox")
+    );
+    assert!(
+        tmux(&[
+            "new-session",
+            "-d",
+            "-s",
+            session,
+            "-x",
+            "100",
+            "-y",
+            "30",
+            &command
+        ])
+        .status
+        .success()
+    );
+    let screen = || {
+        String::from_utf8_lossy(&tmux(&["capture-pane", "-t", session, "-p"]).stdout).into_owned()
+    };
+    let wait_for = |text: &str| {
+        let deadline = Instant::now() + Duration::from_secs(20);
+        loop {
+            let s = screen();
+            if s.contains(text) {
+                return s;
+            }
+            assert!(Instant::now() < deadline, "{text:?} never appeared:\n{s}");
+            std::thread::sleep(Duration::from_millis(100));
+        }
+    };
+    wait_for("/ #");
+    tmux(&["send-keys", "-t", session, "stty size; ulimit -l", "Enter"]);
+    wait_for("30 100");
+    tmux(&["resize-window", "-t", session, "-x", "120", "-y", "40"]);
+    tmux(&["send-keys", "-t", session, "stty size; exit 5", "Enter"]);
+    let s = wait_for("EXIT=5");
+    assert!(s.contains("40 120") && s.contains("8192"), "{s}");
+    let _ = tmux(&["kill-server"]);
+    cleanup("podman", &[name]);
+}

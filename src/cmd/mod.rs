@@ -55,12 +55,16 @@ pub fn root(source: &SourceArgs) -> Result<HostRoot, RootError> {
 #[error("{0}")]
 pub struct UsageError(pub String);
 
-/// Runs a future to completion on a single-threaded runtime.
+/// Runs a future to completion on a single-threaded runtime. The runtime is
+/// then shut down without waiting for blocking reads (an interactive
+/// `enter` leaves one on the terminal that would otherwise hang the exit).
 pub fn block_on<F: std::future::Future>(f: F) -> anyhow::Result<F::Output> {
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()?;
-    Ok(rt.block_on(f))
+    let out = rt.block_on(f);
+    rt.shutdown_background();
+    Ok(out)
 }
 
 /// The engine to use: `--engine`, else the config file's, else discovered.
