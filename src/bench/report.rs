@@ -4,6 +4,17 @@ use std::fmt::Write;
 
 use super::results::{Results, Row};
 
+/// The widest cell of each column, in characters.
+fn column_widths<const N: usize>(table: &[[String; N]]) -> [usize; N] {
+    let mut widths = [0; N];
+    for row in table {
+        for (w, cell) in widths.iter_mut().zip(row) {
+            *w = (*w).max(cell.chars().count());
+        }
+    }
+    widths
+}
+
 fn num(v: Option<f64>, decimals: usize) -> String {
     v.map(|x| format!("{x:.decimals$}"))
         .unwrap_or_else(|| "-".into())
@@ -53,15 +64,7 @@ pub fn human(res: &Results) -> String {
             },
         ]);
     }
-    let widths: Vec<usize> = (0..7)
-        .map(|c| {
-            table
-                .iter()
-                .map(|row| row[c].chars().count())
-                .max()
-                .unwrap_or(0)
-        })
-        .collect();
+    let widths = column_widths(&table);
     for row in &table {
         let mut line = String::new();
         for (c, cell) in row.iter().enumerate() {
@@ -179,15 +182,7 @@ pub fn compare(a: &Results, b: &Results) -> String {
             ]);
         }
     }
-    let widths: Vec<usize> = (0..5)
-        .map(|c| {
-            table
-                .iter()
-                .map(|row| row[c].chars().count())
-                .max()
-                .unwrap_or(0)
-        })
-        .collect();
+    let widths = column_widths(&table);
     for row in &table {
         let cells: Vec<String> = row
             .iter()
