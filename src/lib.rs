@@ -15,4 +15,5 @@ pub mod engine;
 pub mod host;
 pub mod image_ref;
 pub mod refresh;
+pub mod ssh;
 pub mod units;

@@ -142,33 +142,12 @@ pub fn display(argv: &[String]) -> String {
 
 /// ssh options halobox refuses: they turn off host key checking.
 pub fn unsafe_ssh_option(opt: &str) -> bool {
-    let o = opt.to_ascii_lowercase().replace(' ', "=");
-    o.starts_with("stricthostkeychecking=no")
-        || o.starts_with("stricthostkeychecking=off")
-        || o == "userknownhostsfile=/dev/null"
+    crate::ssh::unsafe_option(opt)
 }
 
 /// The ssh command that runs `remote` (one string for the peer's shell).
 pub fn ssh(opts: &BenchOptions, remote: &str) -> Vec<String> {
-    let mut argv: Vec<String> = [
-        "ssh",
-        "-o",
-        "BatchMode=yes",
-        "-o",
-        "ConnectTimeout=10",
-        "-o",
-        "ServerAliveInterval=5",
-    ]
-    .map(String::from)
-    .to_vec();
-    for o in &opts.ssh_options {
-        argv.push("-o".into());
-        argv.push(o.clone());
-    }
-    argv.push("--".into());
-    argv.push(opts.peer.clone());
-    argv.push(remote.to_string());
-    argv
+    crate::ssh::command(&opts.peer, &opts.ssh_options, remote)
 }
 
 /// The peer's shell command that runs `server` under the stdin guard.
