@@ -81,6 +81,17 @@ pub enum Command {
     /// Remove a container halobox made.
     #[command(after_help = "Examples:\n  halobox rm vllm\n  halobox rm vllm --yes")]
     Rm(RmArgs),
+    /// Run one Ray cluster over the nodes of cluster.toml (first node = head).
+    #[command(
+        subcommand,
+        after_help = "Examples:\n  halobox cluster init --node root@node1,192.168.100.1 --node root@node2,192.168.100.2\n  halobox cluster up --dry-run\n  halobox cluster up\n  halobox cluster status --json\n  halobox cluster down\n\nThe file is ~/.config/halobox/cluster.toml unless --cluster FILE is given.\nssh runs with BatchMode=yes: key authentication and a known host key are required."
+    )]
+    Cluster(ClusterCommand),
+    /// Start `vllm serve` on the cluster's head, tensor-parallel over Ray (run it on the head).
+    #[command(
+        after_help = "Examples:\n  halobox serve Qwen/Qwen3-30B-A3B --dry-run\n  HF_TOKEN=hf_... halobox serve meta-llama/Llama-3.1-70B-Instruct --max-model-len 32768\n  halobox serve MODEL --tp 2 --nccl-debug -- --max-num-seqs 8\n\nHF_TOKEN is read from this environment and handed to vLLM on stdin: it never appears in a command line, a log or --dry-run."
+    )]
+    Serve(ServeArgs),
     /// Measure Ethernet (TCP) against RDMA between this node and a peer.
     #[command(
         subcommand,
@@ -222,6 +233,186 @@ pub struct RmArgs {
     /// Do not ask.
     #[arg(long, short = 'y')]
     pub yes: bool,
+}
+
+/// Which cluster file.
+#[derive(Debug, Args)]
+pub struct ClusterFileArgs {
+    /// The cluster file (default: ~/.config/halobox/cluster.toml).
+    #[arg(long, value_name = "FILE")]
+    pub cluster: Option<PathBuf>,
+}
+
+/// `halobox cluster` subcommands.
+#[derive(Debug, Subcommand)]
+pub enum ClusterCommand {
+    /// Write cluster.toml from flags (or prompts on a terminal).
+    #[command(
+        after_help = "Examples:\n  halobox cluster init --node root@node1,192.168.100.1 --node root@node2,192.168.100.2\n  halobox cluster init --node n1,10.0.0.1 --node n2,10.0.0.2 --backend podman --container vllm --transport roce --print"
+    )]
+    Init(ClusterInitArgs),
+    /// Preflight every node, start the Ray head, then every worker, and wait until Ray lists them all.
+    Up(ClusterUpArgs),
+    /// Start Ray on this node with the env computed from its own facts (what `up` runs on each node).
+    #[command(
+        after_help = "Examples:\n  halobox cluster join --head 192.168.100.1 --ip 192.168.100.2 --dry-run\n  halobox cluster join --head 192.168.100.1 --ip 192.168.100.1 --sysroot tests/fixtures/hosts/strix-e810 --dry-run"
+    )]
+    Join(ClusterJoinArgs),
+    /// Nodes in Ray with their GPUs and CPUs, transport and env in force.
+    Status(ClusterStatusArgs),
+    /// Stop Ray on every node (unreachable nodes are reported).
+    Down(ClusterDownArgs),
+    /// An interactive menu over init, up, status, down and serve.
+    Tui(ClusterFileArgs),
+}
+
+/// `halobox cluster init`.
+#[derive(Debug, Args)]
+pub struct ClusterInitArgs {
+    #[command(flatten)]
+    pub file: ClusterFileArgs,
+    /// A node as SSH_TARGET,IP (repeat; the first is the head).
+    #[arg(long, value_name = "SSH_TARGET,IP")]
+    pub node: Vec<String>,
+    /// Container name on every node.
+    #[arg(long, default_value = "vllm")]
+    pub container: String,
+    /// Where Ray runs on every node.
+    #[arg(long, value_enum, default_value_t = crate::cluster::config::NodeBackend::Toolbox)]
+    pub backend: crate::cluster::config::NodeBackend,
+    /// NCCL transport.
+    #[arg(long, value_enum, default_value_t = crate::cluster::config::Transport::Auto)]
+    pub transport: crate::cluster::config::Transport,
+    /// The head's Ray port.
+    #[arg(long, value_name = "P", default_value_t = crate::cluster::config::DEFAULT_RAY_PORT)]
+    pub port: u16,
+    /// CPUs Ray may use on each node (default: each node's CPU count).
+    #[arg(long, value_name = "N")]
+    pub cpus: Option<u32>,
+    /// Print the file instead of writing it.
+    #[arg(long)]
+    pub print: bool,
+    /// Overwrite an existing file.
+    #[arg(long)]
+    pub force: bool,
+}
+
+/// `halobox cluster up`.
+#[derive(Debug, Args)]
+pub struct ClusterUpArgs {
+    #[command(flatten)]
+    pub file: ClusterFileArgs,
+    /// Run the preflight and print every node's env and command; start nothing.
+    #[arg(long)]
+    pub dry_run: bool,
+    /// Seconds to wait for every node to register with Ray (default: cluster.toml's timeout_s).
+    #[arg(long, value_name = "S")]
+    pub timeout: Option<u64>,
+}
+
+/// `halobox cluster join`.
+#[derive(Debug, Args)]
+pub struct ClusterJoinArgs {
+    /// The head's data-plane address.
+    #[arg(long, value_name = "IP")]
+    pub head: Ipv4Addr,
+    /// This node's data-plane address (the head's for the head).
+    #[arg(long, value_name = "IP")]
+    pub ip: Ipv4Addr,
+    /// The head's Ray port.
+    #[arg(long, value_name = "P", default_value_t = crate::cluster::config::DEFAULT_RAY_PORT)]
+    pub port: u16,
+    /// NCCL transport.
+    #[arg(long, value_enum, default_value_t = crate::cluster::config::Transport::Auto)]
+    pub transport: crate::cluster::config::Transport,
+    /// Where Ray runs.
+    #[arg(long, value_enum, default_value_t = crate::cluster::config::NodeBackend::Toolbox)]
+    pub backend: crate::cluster::config::NodeBackend,
+    /// Container name.
+    #[arg(long, default_value = "vllm")]
+    pub container: String,
+    /// The `ray` command (in the container).
+    #[arg(long, value_name = "CMD", default_value = "ray")]
+    pub ray: String,
+    /// CPUs for Ray (default: this node's CPU count).
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..))]
+    pub num_cpus: Option<u32>,
+    /// Extra `ray start` argument (repeat; use --ray-arg=--flag=value).
+    #[arg(long, value_name = "ARG", allow_hyphen_values = true)]
+    pub ray_arg: Vec<String>,
+    /// Extra `ray start` argument used only when this node is the head.
+    #[arg(long, value_name = "ARG", allow_hyphen_values = true)]
+    pub ray_head_arg: Vec<String>,
+    /// Read a snapshot tree instead of this host (implies nothing is started: use --dry-run).
+    #[arg(long, value_name = "DIR")]
+    pub sysroot: Option<PathBuf>,
+    #[command(flatten)]
+    pub engine: EngineArgs,
+    /// Print the env (NAME=value lines) and the exact `ray start` command; start nothing.
+    #[arg(long)]
+    pub dry_run: bool,
+    /// With --dry-run: print the node's report as JSON (what `up` reads).
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// `halobox cluster status`.
+#[derive(Debug, Args)]
+pub struct ClusterStatusArgs {
+    #[command(flatten)]
+    pub file: ClusterFileArgs,
+    /// Print JSON.
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// `halobox cluster down`.
+#[derive(Debug, Args)]
+pub struct ClusterDownArgs {
+    #[command(flatten)]
+    pub file: ClusterFileArgs,
+    /// Print the commands; stop nothing.
+    #[arg(long)]
+    pub dry_run: bool,
+}
+
+/// `halobox serve`.
+#[derive(Debug, Args)]
+pub struct ServeArgs {
+    /// The model (Hugging Face id or a path on every node).
+    pub model: String,
+    #[command(flatten)]
+    pub file: ClusterFileArgs,
+    /// Tensor-parallel size (default: the number of nodes).
+    #[arg(long, value_name = "N")]
+    pub tp: Option<u32>,
+    /// `--max-model-len`.
+    #[arg(long, value_name = "L")]
+    pub max_model_len: Option<u32>,
+    /// Fraction of GPU memory vLLM may take (above 0.90 unified-memory hosts may swap).
+    #[arg(long, value_name = "U", default_value_t = 0.90)]
+    pub gpu_memory_utilization: f64,
+    /// `--enforce-eager` (the default: CUDA-graph capture can deadlock on these APUs).
+    #[arg(long, overrides_with = "no_eager")]
+    pub eager: bool,
+    /// Allow CUDA-graph capture.
+    #[arg(long, overrides_with = "eager")]
+    pub no_eager: bool,
+    /// The API port.
+    #[arg(long, value_name = "P", default_value_t = 8000)]
+    pub port: u16,
+    /// Set NCCL_DEBUG=INFO and report which transport NCCL really used.
+    #[arg(long)]
+    pub nccl_debug: bool,
+    /// Read a snapshot tree instead of this host (only with --dry-run).
+    #[arg(long, value_name = "DIR")]
+    pub sysroot: Option<PathBuf>,
+    /// Print the command and env (secrets masked); run nothing.
+    #[arg(long)]
+    pub dry_run: bool,
+    /// Extra `vllm serve` arguments.
+    #[arg(last = true)]
+    pub extra: Vec<String>,
 }
 
 /// `halobox bench` subcommands.

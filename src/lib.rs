@@ -6,6 +6,7 @@
 
 pub mod bench;
 pub mod cli;
+pub mod cluster;
 pub mod cmd;
 pub mod config;
 pub mod container;

@@ -2,6 +2,7 @@
 //! exit status.
 
 pub mod bench;
+pub mod cluster;
 pub mod completions;
 pub mod detect;
 pub mod doctor;
@@ -10,6 +11,7 @@ pub mod list;
 pub mod man;
 pub mod refresh;
 pub mod rm;
+pub mod serve;
 
 use std::io::IsTerminal;
 use std::process::ExitCode;
@@ -38,6 +40,8 @@ pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Enter(args) => enter::run(&args),
         Command::List(args) => list::run(&args),
         Command::Rm(args) => rm::run(&args),
+        Command::Cluster(cmd) => cluster::run(cmd),
+        Command::Serve(args) => serve::run(&args),
         Command::Bench(cmd) => bench::run(cmd),
     }
 }

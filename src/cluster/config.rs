@@ -1,0 +1,392 @@
+//! `cluster.toml`: the nodes in order (the first is the Ray head), how to
+//! reach each one and where its Ray runs, plus cluster-wide settings. Loaded
+//! and validated here; nothing is guessed.
+
+use std::fmt;
+use std::net::Ipv4Addr;
+use std::path::{Path, PathBuf};
+use std::str::FromStr;
+
+use clap::ValueEnum;
+use serde::{Deserialize, Serialize};
+
+/// Ray's default GCS port.
+pub const DEFAULT_RAY_PORT: u16 = 6379;
+/// Seconds `cluster up` waits for every node to register.
+pub const DEFAULT_TIMEOUT_S: u64 = 120;
+
+/// How NCCL/RCCL moves tensors between nodes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, ValueEnum, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Transport {
+    /// RoCE when an ACTIVE RoCE v2 port serves the node's address, else Ethernet.
+    #[default]
+    Auto,
+    /// RoCE v2 (fails when a node has no ACTIVE RoCE v2 port for its address).
+    Roce,
+    /// Native InfiniBand (IPoIB address on the data plane).
+    Ib,
+    /// TCP sockets (`NCCL_IB_DISABLE=1`).
+    Ethernet,
+}
+
+impl fmt::Display for Transport {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            Transport::Auto => "auto",
+            Transport::Roce => "roce",
+            Transport::Ib => "ib",
+            Transport::Ethernet => "ethernet",
+        })
+    }
+}
+
+impl FromStr for Transport {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        <Transport as ValueEnum>::from_str(s, true)
+            .map_err(|_| format!("unknown transport {s:?}: use auto, roce, ib or ethernet"))
+    }
+}
+
+impl<'de> Deserialize<'de> for Transport {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        String::deserialize(d)?
+            .parse()
+            .map_err(serde::de::Error::custom)
+    }
+}
+
+/// Where a node's Ray runs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, ValueEnum, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum NodeBackend {
+    /// Directly on the node (bare metal, or a venv): no container.
+    Host,
+    /// In a toolbx container (`toolbox run -c NAME`).
+    #[default]
+    Toolbox,
+    /// In a distrobox container (`distrobox enter NAME --`).
+    Distrobox,
+    /// In a Podman container (API exec).
+    Podman,
+    /// In a Docker container (API exec).
+    Docker,
+}
+
+impl NodeBackend {
+    /// True for every backend that runs Ray in a container.
+    pub fn is_container(self) -> bool {
+        self != NodeBackend::Host
+    }
+}
+
+impl fmt::Display for NodeBackend {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            NodeBackend::Host => "host",
+            NodeBackend::Toolbox => "toolbox",
+            NodeBackend::Distrobox => "distrobox",
+            NodeBackend::Podman => "podman",
+            NodeBackend::Docker => "docker",
+        })
+    }
+}
+
+/// One node.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct NodeConfig {
+    /// Display name (default: the ssh target).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub name: Option<String>,
+    /// ssh destination (`host`, `user@host`, a Host of ~/.ssh/config); may differ from `ip`.
+    pub ssh: String,
+    /// The node's data-plane IPv4 address (NCCL, Ray and vLLM traffic).
+    pub ip: Ipv4Addr,
+    /// Container name (ignored by the `host` backend).
+    #[serde(default = "default_container")]
+    pub container: String,
+    /// Where Ray runs on this node.
+    #[serde(default)]
+    pub backend: NodeBackend,
+    /// CPUs Ray may schedule on this node (default: the node's CPU count).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cpus: Option<u32>,
+}
+
+impl NodeConfig {
+    /// The name used in messages.
+    pub fn label(&self) -> &str {
+        self.name.as_deref().unwrap_or(&self.ssh)
+    }
+}
+
+fn default_container() -> String {
+    crate::config::DEFAULT_NAME.to_string()
+}
+fn default_port() -> u16 {
+    DEFAULT_RAY_PORT
+}
+fn default_timeout() -> u64 {
+    DEFAULT_TIMEOUT_S
+}
+fn default_ray() -> String {
+    "ray".into()
+}
+fn default_halobox() -> String {
+    "halobox".into()
+}
+
+/// The whole file.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ClusterConfig {
+    /// NCCL transport.
+    #[serde(default)]
+    pub transport: Transport,
+    /// The head's Ray (GCS) port.
+    #[serde(default = "default_port")]
+    pub ray_port: u16,
+    /// Seconds `cluster up` waits for every node to register with Ray.
+    #[serde(default = "default_timeout")]
+    pub timeout_s: u64,
+    /// The `ray` command on the nodes (in their containers); its directory's
+    /// `python` queries Ray's state when it is a path.
+    #[serde(default = "default_ray")]
+    pub ray: String,
+    /// The `halobox` command on the nodes (outside the containers).
+    #[serde(default = "default_halobox")]
+    pub halobox: String,
+    /// Extra `ray start` arguments on every node (`--object-store-memory=…`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub ray_args: Vec<String>,
+    /// Extra `ray start` arguments on the head only (`--include-dashboard=false`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub ray_head_args: Vec<String>,
+    /// Extra `ssh -o` options (host key checking cannot be turned off).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub ssh_options: Vec<String>,
+    /// The nodes; the first is the head.
+    #[serde(default, rename = "node")]
+    pub nodes: Vec<NodeConfig>,
+}
+
+impl ClusterConfig {
+    /// A config with defaults and these nodes.
+    pub fn new(nodes: Vec<NodeConfig>) -> ClusterConfig {
+        ClusterConfig {
+            transport: Transport::Auto,
+            ray_port: DEFAULT_RAY_PORT,
+            timeout_s: DEFAULT_TIMEOUT_S,
+            ray: default_ray(),
+            halobox: default_halobox(),
+            ray_args: vec![],
+            ray_head_args: vec![],
+            ssh_options: vec![],
+            nodes,
+        }
+    }
+
+    /// The head (the first node); validated configs always have one.
+    pub fn head(&self) -> &NodeConfig {
+        &self.nodes[0]
+    }
+
+    /// The Python next to `ray` when `ray` is a path, else `python3`.
+    pub fn python(&self) -> String {
+        match Path::new(&self.ray).parent() {
+            Some(dir) if self.ray.contains('/') => dir.join("python").display().to_string(),
+            _ => "python3".into(),
+        }
+    }
+
+    /// Checks what the types cannot: a head, unique addresses and names,
+    /// usable ports and ssh options.
+    pub fn validate(&self) -> Result<(), String> {
+        if self.nodes.is_empty() {
+            return Err(
+                "the head is missing: add at least one [[node]] (the first one is the Ray head)"
+                    .into(),
+            );
+        }
+        if self.ray_port == 0 {
+            return Err("ray_port 0 is not a port: use 1..65535 (Ray's default is 6379)".into());
+        }
+        if self.timeout_s == 0 {
+            return Err("timeout_s must be at least 1 second".into());
+        }
+        if self.ray.trim().is_empty() || self.halobox.trim().is_empty() {
+            return Err("ray and halobox must name commands (default: `ray`, `halobox`)".into());
+        }
+        if let Some(bad) = self
+            .ssh_options
+            .iter()
+            .find(|o| crate::ssh::unsafe_option(o))
+        {
+            return Err(format!(
+                "ssh option {bad:?} turns off host key checking, which halobox refuses: add the nodes' keys to known_hosts instead"
+            ));
+        }
+        for (i, n) in self.nodes.iter().enumerate() {
+            if n.ssh.is_empty() || n.ssh.starts_with('-') || n.ssh.contains(char::is_whitespace) {
+                return Err(format!(
+                    "node {}: {:?} is not an ssh destination",
+                    i + 1,
+                    n.ssh
+                ));
+            }
+            if n.ip.is_unspecified() || n.ip.is_loopback() || n.ip.is_broadcast() {
+                return Err(format!(
+                    "node {}: {} cannot be a data-plane address: use the address of its RDMA (or LAN) interface",
+                    n.label(),
+                    n.ip
+                ));
+            }
+            if n.cpus == Some(0) {
+                return Err(format!("node {}: cpus must be at least 1", n.label()));
+            }
+            if n.backend.is_container() && !valid_container_name(&n.container) {
+                return Err(format!(
+                    "node {}: {:?} is not a container name: use letters, digits, '_', '.' and '-'",
+                    n.label(),
+                    n.container
+                ));
+            }
+            for m in &self.nodes[..i] {
+                if m.ip == n.ip {
+                    return Err(format!(
+                        "nodes {} and {} have the same address {}: each node needs its own data-plane IPv4",
+                        m.label(),
+                        n.label(),
+                        n.ip
+                    ));
+                }
+                if m.label() == n.label() {
+                    return Err(format!(
+                        "two nodes are called {}: give them distinct `name`s",
+                        n.label()
+                    ));
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// The TOML text of this config.
+    pub fn to_toml(&self) -> String {
+        toml::to_string(self).expect("the config serialises")
+    }
+}
+
+fn valid_container_name(name: &str) -> bool {
+    name.chars()
+        .next()
+        .is_some_and(|c| c.is_ascii_alphanumeric())
+        && name
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || "_.-".contains(c))
+}
+
+/// A cluster file that could not be used.
+#[derive(Debug, thiserror::Error)]
+#[error("{path}: {message}")]
+pub struct ClusterConfigError {
+    /// The file.
+    pub path: String,
+    /// What is wrong, with the fix.
+    pub message: String,
+}
+
+/// `--cluster FILE`, else `cluster.toml` next to halobox's config file.
+pub fn path(flag: Option<&Path>) -> Option<PathBuf> {
+    if let Some(p) = flag {
+        return Some(p.to_path_buf());
+    }
+    crate::config::path().and_then(|p| p.parent().map(|d| d.join("cluster.toml")))
+}
+
+/// Parses and validates cluster TOML.
+pub fn parse(text: &str) -> Result<ClusterConfig, String> {
+    let cfg: ClusterConfig = toml::from_str(text).map_err(|e| e.message().trim().to_string())?;
+    cfg.validate()?;
+    Ok(cfg)
+}
+
+/// Loads and validates the cluster file.
+pub fn load(path: &Path) -> Result<ClusterConfig, ClusterConfigError> {
+    let err = |message: String| ClusterConfigError {
+        path: path.display().to_string(),
+        message,
+    };
+    let text = std::fs::read_to_string(path).map_err(|e| {
+        if e.kind() == std::io::ErrorKind::NotFound {
+            err("no such file\n  hint: write it with `halobox cluster init --node SSH,IP …`, or pass --cluster FILE".into())
+        } else {
+            err(e.to_string())
+        }
+    })?;
+    parse(&text).map_err(err)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const TWO: &str = r#"
+transport = "roce"
+[[node]]
+ssh = "root@n1"
+ip = "192.168.100.1"
+[[node]]
+ssh = "n2"
+ip = "192.168.100.2"
+backend = "host"
+cpus = 4
+"#;
+
+    #[test]
+    fn parses_with_defaults() {
+        let c = parse(TWO).unwrap();
+        assert_eq!(c.transport, Transport::Roce);
+        assert_eq!(c.ray_port, 6379);
+        assert_eq!(c.head().ssh, "root@n1");
+        assert_eq!(c.head().container, "vllm");
+        assert_eq!(c.head().backend, NodeBackend::Toolbox);
+        assert_eq!(c.nodes[1].backend, NodeBackend::Host);
+        assert_eq!(c.nodes[1].cpus, Some(4));
+        assert_eq!(c.python(), "python3");
+        assert_eq!(parse(&c.to_toml()).unwrap(), c);
+    }
+
+    #[test]
+    fn errors_name_the_problem() {
+        let e = parse("").unwrap_err();
+        assert!(e.contains("head is missing"), "{e}");
+        let e = parse(&TWO.replace("192.168.100.2", "192.168.100.1")).unwrap_err();
+        assert!(
+            e.contains("same address 192.168.100.1") && e.contains("root@n1"),
+            "{e}"
+        );
+        let e = parse(&TWO.replace("\"roce\"", "\"rocev3\"")).unwrap_err();
+        assert!(e.contains("unknown transport \"rocev3\""), "{e}");
+        let e = parse(&TWO.replace("backend = \"host\"", "backend = \"vm\"")).unwrap_err();
+        assert!(e.contains("vm"), "{e}");
+        let e = parse(&format!(
+            "ssh_options = [\"StrictHostKeyChecking=no\"]\n{TWO}"
+        ))
+        .unwrap_err();
+        assert!(e.contains("host key"), "{e}");
+        let e = parse(&TWO.replace("192.168.100.2", "127.0.0.1")).unwrap_err();
+        assert!(e.contains("n2") && e.contains("127.0.0.1"), "{e}");
+        let e = parse(&TWO.replace("\"n2\"", "\"root@n1\"")).unwrap_err();
+        assert!(e.contains("two nodes are called root@n1"), "{e}");
+    }
+
+    #[test]
+    fn python_next_to_a_ray_path() {
+        let mut c = parse(TWO).unwrap();
+        c.ray = "/opt/halobox-ray/bin/ray".into();
+        assert_eq!(c.python(), "/opt/halobox-ray/bin/python");
+    }
+}

@@ -1,0 +1,325 @@
+//! A node's NCCL/RCCL, Gloo, vLLM and Ray settings, computed from that node's
+//! own host facts: the interface that holds exactly its data-plane address,
+//! the RDMA port behind it and the RoCE v2 GID index of that address. Pure;
+//! a fact that is missing is an error that says what to fix.
+
+use std::net::Ipv4Addr;
+
+use serde::{Deserialize, Serialize};
+
+use super::config::Transport;
+use crate::dataplane::{self, DataPlane, RdmaEndpoint, Selection};
+use crate::host::HostFacts;
+use crate::host::rdma::RdmaTransport;
+
+/// The transport a node actually uses.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Resolved {
+    /// RoCE v2 through `NCCL_IB_HCA`.
+    Roce,
+    /// InfiniBand through `NCCL_IB_HCA`.
+    Ib,
+    /// TCP sockets.
+    Ethernet,
+}
+
+impl std::fmt::Display for Resolved {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            Resolved::Roce => "roce",
+            Resolved::Ib => "ib",
+            Resolved::Ethernet => "ethernet",
+        })
+    }
+}
+
+/// What a node's environment is computed from (besides its facts).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct EnvRequest {
+    /// This node's data-plane address.
+    pub ip: Ipv4Addr,
+    /// The head's data-plane address (this node is the head when equal).
+    pub head: Ipv4Addr,
+    /// The head's Ray port.
+    pub port: u16,
+    /// Transport asked for.
+    pub transport: Transport,
+    /// CPUs for Ray.
+    pub cpus: u32,
+    /// The `ray` command.
+    pub ray: String,
+    /// Extra `ray start` arguments (every node).
+    pub ray_args: Vec<String>,
+    /// Extra `ray start` arguments (head only).
+    pub ray_head_args: Vec<String>,
+}
+
+/// One environment variable.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct EnvVar {
+    /// Name.
+    pub name: String,
+    /// Value.
+    pub value: String,
+}
+
+/// A node's resolved settings.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct NodeEnv {
+    /// Data-plane address.
+    pub ip: Ipv4Addr,
+    /// True for the Ray head.
+    pub is_head: bool,
+    /// The interface that holds exactly `ip`.
+    pub interface: String,
+    /// Its MTU.
+    pub mtu: Option<u32>,
+    /// The transport in use.
+    pub transport: Resolved,
+    /// Why that transport.
+    pub reason: String,
+    /// RDMA device and port (RoCE/IB).
+    pub rdma_device: Option<String>,
+    /// RDMA port number.
+    pub rdma_port: Option<u32>,
+    /// RoCE v2 GID index (RoCE).
+    pub gid_index: Option<u32>,
+    /// The variables, in the order they are printed.
+    pub vars: Vec<EnvVar>,
+    /// `ray start …` (argv).
+    pub ray_start: Vec<String>,
+}
+
+impl NodeEnv {
+    /// The variables as `NAME=value` words.
+    pub fn assignments(&self) -> Vec<String> {
+        self.vars
+            .iter()
+            .map(|v| format!("{}={}", v.name, v.value))
+            .collect()
+    }
+}
+
+/// Why a node's environment cannot be computed.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum EnvError {
+    /// No interface holds the address.
+    #[error(
+        "no interface on this node holds {ip} (it has: {have})\n  hint: put the node's data-plane address on its RDMA interface (e.g. `nmcli con mod … ipv4.addresses {ip}/NN`), or fix `ip` for this node in cluster.toml"
+    )]
+    IpNotFound {
+        /// The address.
+        ip: Ipv4Addr,
+        /// What the node has, for the message.
+        have: String,
+    },
+    /// RoCE/IB asked for, but no usable RDMA port serves the address.
+    #[error("transport {asked} asked for, but {why}\n  hint: {fix}")]
+    NoRdma {
+        /// `roce` or `ib`.
+        asked: Transport,
+        /// What is missing.
+        why: String,
+        /// How to fix it.
+        fix: String,
+    },
+}
+
+/// Computes a node's environment from its facts.
+pub fn plan(facts: &HostFacts, req: &EnvRequest) -> Result<NodeEnv, EnvError> {
+    let dp = match dataplane::select(facts, Some(req.ip)) {
+        Selection::Chosen(dp) => dp,
+        _ => {
+            let have: Vec<String> = facts
+                .network
+                .interfaces
+                .iter()
+                .flat_map(|i| {
+                    i.ipv4
+                        .iter()
+                        .map(move |a| format!("{} on {}", a.address, i.name))
+                })
+                .collect();
+            return Err(EnvError::IpNotFound {
+                ip: req.ip,
+                have: if have.is_empty() {
+                    "no IPv4 address".into()
+                } else {
+                    have.join(", ")
+                },
+            });
+        }
+    };
+    let (transport, reason) = choose(&dp, req.transport)?;
+    let rdma = dp.rdma.as_ref().filter(|_| transport != Resolved::Ethernet);
+    let mut vars = vec![
+        var("NCCL_SOCKET_IFNAME", format!("={}", dp.interface)),
+        var("GLOO_SOCKET_IFNAME", dp.interface.clone()),
+    ];
+    match rdma {
+        Some(r) => {
+            vars.push(var("NCCL_IB_HCA", format!("={}:{}", r.device, r.port)));
+            if let (Resolved::Roce, Some(g)) = (transport, r.gid_index) {
+                vars.push(var("NCCL_IB_GID_INDEX", g.to_string()));
+            }
+        }
+        None => vars.push(var("NCCL_IB_DISABLE", "1".into())),
+    }
+    vars.push(var("NCCL_NET_GDR_LEVEL", "0".into()));
+    vars.push(var("VLLM_HOST_IP", req.ip.to_string()));
+    vars.push(var(
+        "RAY_EXPERIMENTAL_NOSET_ROCR_VISIBLE_DEVICES",
+        "1".into(),
+    ));
+    let is_head = req.ip == req.head;
+    Ok(NodeEnv {
+        ip: req.ip,
+        is_head,
+        interface: dp.interface.clone(),
+        mtu: dp.mtu,
+        transport,
+        reason,
+        rdma_device: rdma.map(|r| r.device.clone()),
+        rdma_port: rdma.map(|r| r.port),
+        gid_index: rdma.and_then(|r| r.gid_index),
+        vars,
+        ray_start: ray_start(req, is_head),
+    })
+}
+
+fn var(name: &str, value: String) -> EnvVar {
+    EnvVar {
+        name: name.into(),
+        value,
+    }
+}
+
+/// `ray start` for the head or a worker.
+pub fn ray_start(req: &EnvRequest, is_head: bool) -> Vec<String> {
+    let mut a = vec![req.ray.clone(), "start".into()];
+    if is_head {
+        a.push("--head".into());
+        a.push(format!("--port={}", req.port));
+    } else {
+        a.push(format!("--address={}:{}", req.head, req.port));
+    }
+    a.push(format!("--node-ip-address={}", req.ip));
+    a.push("--num-gpus=1".into());
+    a.push(format!("--num-cpus={}", req.cpus));
+    a.push("--disable-usage-stats".into());
+    a.extend(req.ray_args.iter().cloned());
+    if is_head {
+        a.extend(req.ray_head_args.iter().cloned());
+    }
+    a
+}
+
+/// Why the RDMA path cannot be used, or `None` when it can.
+fn rdma_problem(dp: &DataPlane, want: RdmaTransport) -> Option<(String, String)> {
+    let Some(r) = &dp.rdma else {
+        return Some((
+            format!(
+                "no RDMA device is behind {} (which holds {})",
+                dp.interface, dp.ip
+            ),
+            "use the address of the RDMA NIC's interface, or transport = \"ethernet\"".into(),
+        ));
+    };
+    let RdmaEndpoint {
+        device,
+        port,
+        transport,
+        port_up,
+        gid_index,
+    } = r;
+    if *transport != Some(want) {
+        let what = match transport {
+            Some(RdmaTransport::Iwarp) => "iWARP".to_string(),
+            Some(t) => format!("{t:?}"),
+            None => "of unknown type".into(),
+        };
+        return Some((
+            format!("{device} (behind {}) is {what}", dp.interface),
+            match transport {
+                Some(RdmaTransport::Iwarp) => "switch the E810 to RoCE (`devlink dev param set pci/… name enable_roce value true cmode runtime` and `enable_iwarp false`), then reload irdma".into(),
+                _ => "pick the transport that matches the NIC in cluster.toml".into(),
+            },
+        ));
+    }
+    if !port_up {
+        return Some((
+            format!(
+                "{device} port {port} (behind {}) is not ACTIVE/LinkUp",
+                dp.interface
+            ),
+            "check the cable and the switch port (`ibv_devinfo -d DEV`, `ip link show`)".into(),
+        ));
+    }
+    if want == RdmaTransport::Roce && gid_index.is_none() {
+        return Some((
+            format!(
+                "{device} port {port} has no RoCE v2 GID for {} on {}",
+                dp.ip, dp.interface
+            ),
+            "the GID appears once the address is on the interface and the port is up; check `ip addr` and /sys/class/infiniband/DEV/ports/N/gid_attrs/types".into(),
+        ));
+    }
+    None
+}
+
+fn choose(dp: &DataPlane, asked: Transport) -> Result<(Resolved, String), EnvError> {
+    let endpoint = |r: &RdmaEndpoint| format!("{}:{} behind {}", r.device, r.port, dp.interface);
+    match asked {
+        Transport::Ethernet => Ok((
+            Resolved::Ethernet,
+            format!("transport ethernet asked for: TCP over {}", dp.interface),
+        )),
+        Transport::Roce | Transport::Ib => {
+            let want = if asked == Transport::Roce {
+                RdmaTransport::Roce
+            } else {
+                RdmaTransport::Infiniband
+            };
+            match rdma_problem(dp, want) {
+                Some((why, fix)) => Err(EnvError::NoRdma { asked, why, fix }),
+                None => {
+                    let r = dp.rdma.as_ref().expect("checked");
+                    Ok(if asked == Transport::Roce {
+                        (
+                            Resolved::Roce,
+                            format!(
+                                "transport roce asked for: {} is ACTIVE with RoCE v2 GID index {}",
+                                endpoint(r),
+                                r.gid_index.expect("checked")
+                            ),
+                        )
+                    } else {
+                        (
+                            Resolved::Ib,
+                            format!("transport ib asked for: {} is ACTIVE", endpoint(r)),
+                        )
+                    })
+                }
+            }
+        }
+        Transport::Auto => match rdma_problem(dp, RdmaTransport::Roce) {
+            None => {
+                let r = dp.rdma.as_ref().expect("checked");
+                Ok((
+                    Resolved::Roce,
+                    format!(
+                        "auto: {} is an ACTIVE RoCE v2 port for {} (GID index {})",
+                        endpoint(r),
+                        dp.ip,
+                        r.gid_index.expect("checked")
+                    ),
+                ))
+            }
+            Some((why, _)) => Ok((
+                Resolved::Ethernet,
+                format!("auto: Ethernet (TCP over {}) because {why}", dp.interface),
+            )),
+        },
+    }
+}

@@ -1,0 +1,11 @@
+//! The cluster: N nodes, each with its Ray in its container (or on the host),
+//! turned into one Ray cluster for vLLM with tensor parallelism over RoCE.
+//!
+//! [`config`] reads `cluster.toml`, [`env`] computes a node's NCCL/Ray
+//! settings from its own facts, [`plan`] builds the commands and the
+//! preflight verdict (pure), and [`run`] executes them over ssh.
+
+pub mod config;
+pub mod env;
+pub mod plan;
+pub mod run;

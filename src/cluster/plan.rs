@@ -1,0 +1,629 @@
+//! Pure plans for the cluster commands: the commands each node runs (and
+//! where: host or container), the preflight verdict over every node's
+//! report, and the `vllm serve` command with its environment.
+
+use serde::{Deserialize, Serialize};
+
+use super::config::{ClusterConfig, NodeBackend, NodeConfig};
+use super::env::{EnvVar, NodeEnv, Resolved};
+use crate::container::cli::shell_line;
+
+/// `cmd` as run in a node's container: directly for `host`, else through
+/// `halobox enter NAME -- …` (toolbox run, distrobox enter or an API exec,
+/// as `halobox enter` does for that container).
+pub fn in_container(
+    halobox: &str,
+    backend: NodeBackend,
+    container: &str,
+    cmd: &[String],
+) -> Vec<String> {
+    if backend == NodeBackend::Host {
+        return cmd.to_vec();
+    }
+    let mut a = vec![
+        halobox.to_string(),
+        "enter".into(),
+        container.to_string(),
+        "--".into(),
+    ];
+    a.extend(cmd.iter().cloned());
+    a
+}
+
+/// `env NAME=value … cmd` (the variables are not secret).
+pub fn with_env(vars: &[EnvVar], cmd: &[String]) -> Vec<String> {
+    let mut a = vec!["env".to_string()];
+    a.extend(vars.iter().map(|v| format!("{}={}", v.name, v.value)));
+    a.extend(cmd.iter().cloned());
+    a
+}
+
+/// `halobox cluster join …` as `up` runs it on `node` (argv on that node).
+pub fn join_command(cfg: &ClusterConfig, node: &NodeConfig, dry_run: bool) -> Vec<String> {
+    let head = cfg.head();
+    let mut a = vec![
+        cfg.halobox.clone(),
+        "cluster".into(),
+        "join".into(),
+        format!("--head={}", head.ip),
+        format!("--ip={}", node.ip),
+        format!("--port={}", cfg.ray_port),
+        format!("--transport={}", cfg.transport),
+        format!("--backend={}", node.backend),
+        format!("--container={}", node.container),
+        format!("--ray={}", cfg.ray),
+    ];
+    if let Some(n) = node.cpus {
+        a.push(format!("--num-cpus={n}"));
+    }
+    a.extend(cfg.ray_args.iter().map(|r| format!("--ray-arg={r}")));
+    if node.ip == head.ip {
+        a.extend(
+            cfg.ray_head_args
+                .iter()
+                .map(|r| format!("--ray-head-arg={r}")),
+        );
+    }
+    if dry_run {
+        a.push("--dry-run".into());
+        a.push("--json".into());
+    }
+    a
+}
+
+/// `ray stop` on `node`, in its container.
+pub fn stop_command(cfg: &ClusterConfig, node: &NodeConfig) -> Vec<String> {
+    in_container(
+        &cfg.halobox,
+        node.backend,
+        &node.container,
+        &[cfg.ray.clone(), "stop".into()],
+    )
+}
+
+/// The Python program that reads the node table from Ray's GCS and waits,
+/// polling with a short back-off, until `want` nodes are alive or the
+/// deadline passes (`want` 0: one look). Arguments: `ADDRESS WANT TIMEOUT_S
+/// [watch-stdin]` (the last: exit when stdin closes, i.e. when halobox
+/// stops waiting). Prints one JSON
+/// document: `{"nodes": [...], "error": null | "..."}`.
+pub const NODES_PY: &str = r#"
+import json, socket, sys, time
+addr, want, timeout = sys.argv[1], int(sys.argv[2]), float(sys.argv[3])
+if sys.argv[4:] == ["watch-stdin"]:
+    import os, threading
+    def orphaned():
+        sys.stdin.read()
+        os._exit(3)
+    threading.Thread(target=orphaned, daemon=True).start()
+deadline = time.monotonic() + timeout
+def table():
+    host, port = addr.rsplit(":", 1)
+    socket.create_connection((host, int(port)), timeout=2).close()
+    try:
+        from ray._raylet import GcsClient
+        from ray.core.generated import gcs_pb2
+        infos = GcsClient(address=addr).get_all_node_info(timeout=10).values()
+        alive = gcs_pb2.GcsNodeInfo.GcsNodeState.Value("ALIVE")
+        return [dict(ip=n.node_manager_address, id=n.node_id.hex(), alive=n.state == alive,
+                     head=n.is_head_node, resources=dict(n.resources_total)) for n in infos]
+    except ImportError:
+        import ray
+        if not ray.is_initialized():
+            ray.init(address=addr, logging_level="ERROR", log_to_driver=False)
+        return [dict(ip=n["NodeManagerAddress"], id=n["NodeID"], alive=n["Alive"],
+                     head="node:__internal_head__" in n["Resources"], resources=n["Resources"])
+                for n in ray.nodes()]
+nodes, error, pause = [], None, 0.05
+while True:
+    try:
+        nodes, error = table(), None
+    except Exception as e:
+        error = "%s: %s" % (type(e).__name__, str(e).strip().splitlines()[0] if str(e).strip() else "")
+    if want == 0 or (error is None and sum(n["alive"] for n in nodes) >= want):
+        break
+    if time.monotonic() + pause > deadline:
+        break
+    time.sleep(pause)
+    pause = min(pause * 2, 0.5)
+print(json.dumps({"nodes": nodes, "error": error}))
+"#;
+
+/// The Ray state query on the head (argv there).
+pub fn nodes_query(
+    cfg: &ClusterConfig,
+    want: usize,
+    timeout_s: u64,
+    watch_stdin: bool,
+) -> Vec<String> {
+    let head = cfg.head();
+    let mut cmd = vec![
+        cfg.python(),
+        "-c".into(),
+        NODES_PY.into(),
+        format!("{}:{}", head.ip, cfg.ray_port),
+        want.to_string(),
+        timeout_s.to_string(),
+    ];
+    if watch_stdin {
+        cmd.push("watch-stdin".into());
+    }
+    in_container(&cfg.halobox, head.backend, &head.container, &cmd)
+}
+
+/// One node in Ray's table.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct RayNode {
+    /// The node's address as Ray knows it.
+    pub ip: String,
+    /// Ray's node id.
+    pub id: String,
+    /// Alive (not dead).
+    pub alive: bool,
+    /// The head.
+    pub head: bool,
+    /// Total resources (`CPU`, `GPU`, `memory`, …).
+    pub resources: std::collections::BTreeMap<String, f64>,
+}
+
+/// What the Ray state query printed.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct RayNodes {
+    /// Every node Ray knows (alive and dead).
+    pub nodes: Vec<RayNode>,
+    /// The last error talking to the GCS, if the query ended on one.
+    pub error: Option<String>,
+}
+
+impl RayNodes {
+    /// Alive nodes.
+    pub fn alive(&self) -> impl Iterator<Item = &RayNode> {
+        self.nodes.iter().filter(|n| n.alive)
+    }
+}
+
+/// The container (or host) a node's Ray runs in, as `join` sees it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ContainerReport {
+    /// Backend.
+    pub backend: NodeBackend,
+    /// Container name (`host` backend: none).
+    pub name: Option<String>,
+    /// The container exists (always true for `host`).
+    pub found: bool,
+    /// The image digest label (`dev.halobox.image-digest`).
+    pub image_digest: Option<String>,
+    /// Memlock soft limit in the container (-1 unlimited), when known.
+    pub memlock: Option<i64>,
+    /// `/dev/kfd` reaches the container.
+    pub kfd: bool,
+}
+
+/// What `cluster join --dry-run --json` prints: a node's view of itself.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct JoinReport {
+    /// halobox's version on the node.
+    pub halobox_version: String,
+    /// The node's environment.
+    pub env: NodeEnv,
+    /// Where Ray would run.
+    pub container: ContainerReport,
+    /// On the head: whether the Ray port is free on the data-plane address.
+    pub port_free: Option<bool>,
+    /// The exact command that starts Ray (argv on the node).
+    pub command: Vec<String>,
+}
+
+/// How bad a preflight finding is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Level {
+    /// Fine.
+    Pass,
+    /// Ray will start, vLLM may not.
+    Warn,
+    /// `up` stops here.
+    Fail,
+}
+
+/// One preflight finding.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Finding {
+    /// Verdict.
+    pub level: Level,
+    /// Check id (`reach`, `version`, `image`, `memlock`, `devices`, `mtu`, `transport`, `port`).
+    pub check: String,
+    /// The node it is about, when one.
+    pub node: Option<String>,
+    /// What was found, with the fix.
+    pub message: String,
+}
+
+fn finding(level: Level, check: &str, node: Option<&NodeConfig>, message: String) -> Finding {
+    Finding {
+        level,
+        check: check.into(),
+        node: node.map(|n| n.label().to_string()),
+        message,
+    }
+}
+
+/// The preflight verdict over every node's report (`Err` is why the node
+/// could not report), against this halobox's `version`.
+pub fn preflight(
+    cfg: &ClusterConfig,
+    reports: &[Result<JoinReport, String>],
+    version: &str,
+) -> Vec<Finding> {
+    let mut out = Vec::new();
+    let mut ok: Vec<(&NodeConfig, &JoinReport)> = Vec::new();
+    for (node, r) in cfg.nodes.iter().zip(reports) {
+        match r {
+            Ok(r) => ok.push((node, r)),
+            Err(e) => out.push(finding(Level::Fail, "reach", Some(node), e.clone())),
+        }
+    }
+    for (node, r) in &ok {
+        if r.halobox_version != version {
+            out.push(finding(
+                Level::Fail,
+                "version",
+                Some(node),
+                format!(
+                    "runs halobox {}, this machine {version}: install the same halobox on every node",
+                    r.halobox_version
+                ),
+            ));
+        }
+        let c = &r.container;
+        // Outside a container halobox made nothing: GPU access and memlock
+        // there are the host's business, so they only warn.
+        let level = if c.backend.is_container() {
+            Level::Fail
+        } else {
+            Level::Warn
+        };
+        if !c.found {
+            out.push(finding(
+                Level::Fail,
+                "container",
+                Some(node),
+                format!(
+                    "there is no container {}: create it with `halobox refresh --name {}` on that node",
+                    node.container, node.container
+                ),
+            ));
+            continue;
+        }
+        match c.memlock {
+            Some(-1) => {}
+            other => out.push(finding(
+                level,
+                "memlock",
+                Some(node),
+                format!(
+                    "memlock is {} in {}: RDMA needs it unlimited (`halobox refresh` sets it; on the host: limits.d memlock unlimited)",
+                    other.map_or("unknown".into(), |v| format!("{v} bytes")),
+                    where_(c)
+                ),
+            )),
+        }
+        if !c.kfd {
+            out.push(finding(
+                level,
+                "devices",
+                Some(node),
+                format!(
+                    "/dev/kfd is not in {}: vLLM will not see the GPU (`halobox doctor` on that node, then `halobox refresh`)",
+                    where_(c)
+                ),
+            ));
+        }
+        if r.env.is_head && r.port_free == Some(false) {
+            out.push(finding(
+                Level::Fail,
+                "port",
+                Some(node),
+                format!(
+                    "port {} on {} is already in use: stop what holds it (`ss -ltnp 'sport = :{}'`, `halobox cluster down`) or set ray_port in cluster.toml",
+                    cfg.ray_port, r.env.ip, cfg.ray_port
+                ),
+            ));
+        }
+    }
+    let digests: Vec<(&NodeConfig, Option<&String>)> = ok
+        .iter()
+        .filter(|(_, r)| r.container.backend.is_container() && r.container.found)
+        .map(|(n, r)| (*n, r.container.image_digest.as_ref()))
+        .collect();
+    if let Some((first, Some(want))) = digests.first() {
+        for (n, d) in &digests[1..] {
+            if *d != Some(want) {
+                out.push(finding(
+                    Level::Fail,
+                    "image",
+                    Some(n),
+                    format!(
+                        "its container runs image {}, {} runs {want}: `halobox refresh` every node to the same image",
+                        d.map_or("without a digest label", |s| s.as_str()),
+                        first.label()
+                    ),
+                ));
+            }
+        }
+    } else if let Some((first, None)) = digests.first() {
+        out.push(finding(
+            Level::Fail,
+            "image",
+            Some(first),
+            "its container has no dev.halobox.image-digest label: re-create it with `halobox refresh`".into(),
+        ));
+    }
+    if let Some((head, h)) = ok.iter().find(|(_, r)| r.env.is_head) {
+        for (n, r) in ok.iter().filter(|(_, r)| !r.env.is_head) {
+            if r.env.mtu != h.env.mtu {
+                out.push(finding(
+                    Level::Fail,
+                    "mtu",
+                    Some(n),
+                    format!(
+                        "MTU {} on {} ({}), but {} on {} of the head {}: set the same MTU on both ends (9000 for RoCE), e.g. `ip link set {} mtu {}`",
+                        show(r.env.mtu),
+                        r.env.interface,
+                        r.env.ip,
+                        show(h.env.mtu),
+                        h.env.interface,
+                        head.label(),
+                        r.env.interface,
+                        show(h.env.mtu)
+                    ),
+                ));
+            }
+            if r.env.transport != h.env.transport {
+                out.push(finding(
+                    Level::Fail,
+                    "transport",
+                    Some(n),
+                    format!(
+                        "resolved to {} ({}), the head to {}: every node must use the same transport; fix that node's RDMA port or set transport in cluster.toml",
+                        r.env.transport, r.env.reason, h.env.transport
+                    ),
+                ));
+            }
+        }
+    }
+    if !out.iter().any(|f| f.level == Level::Fail) {
+        let t = ok
+            .first()
+            .map_or(Resolved::Ethernet, |(_, r)| r.env.transport);
+        out.push(finding(
+            Level::Pass,
+            "preflight",
+            None,
+            format!(
+                "{} node(s) ready: same halobox, same image (containers), same MTU, transport {t}",
+                cfg.nodes.len()
+            ),
+        ));
+    }
+    out
+}
+
+fn where_(c: &ContainerReport) -> String {
+    match &c.name {
+        Some(n) if c.backend.is_container() => format!("container {n}"),
+        _ => "the host environment".into(),
+    }
+}
+
+fn show(mtu: Option<u32>) -> String {
+    mtu.map_or("unknown".into(), |m| m.to_string())
+}
+
+/// What `serve` was asked for.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ServeRequest {
+    /// Model id or path.
+    pub model: String,
+    /// Tensor-parallel size.
+    pub tp: u32,
+    /// `--max-model-len`.
+    pub max_model_len: Option<u32>,
+    /// `--gpu-memory-utilization`.
+    pub gpu_memory_utilization: f64,
+    /// `--enforce-eager`.
+    pub eager: bool,
+    /// API port.
+    pub port: u16,
+    /// `NCCL_DEBUG=INFO`.
+    pub nccl_debug: bool,
+    /// Extra `vllm serve` arguments.
+    pub extra: Vec<String>,
+    /// Whether `HF_TOKEN` is set (its value never enters a plan).
+    pub hf_token: bool,
+}
+
+/// The `vllm serve` command on the head and its environment.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct ServePlan {
+    /// `vllm serve …` (argv, no secrets).
+    pub command: Vec<String>,
+    /// Environment besides `HF_TOKEN` (the head's node env).
+    pub env: Vec<EnvVar>,
+    /// `HF_TOKEN` is passed through the process environment.
+    pub hf_token: bool,
+    /// Notes (warnings) about the request.
+    pub notes: Vec<String>,
+}
+
+/// The greatest `--gpu-memory-utilization` that does not push unified-memory
+/// hosts into swap (the field's experience).
+pub const SAFE_GPU_MEMORY: f64 = 0.90;
+
+/// Builds the serve plan; `nodes` is the cluster's size.
+pub fn serve(req: &ServeRequest, head: &NodeEnv, nodes: usize) -> Result<ServePlan, String> {
+    if req.tp == 0 || req.tp as usize > nodes {
+        return Err(format!(
+            "--tp {} needs {} GPU(s), the cluster has {nodes} node(s) with one GPU each: use --tp 1..{nodes}",
+            req.tp, req.tp
+        ));
+    }
+    let u = req.gpu_memory_utilization;
+    if !(u > 0.0 && u <= 1.0) {
+        return Err(format!(
+            "--gpu-memory-utilization {u} is not a fraction in (0, 1]: the default {SAFE_GPU_MEMORY} is safe on unified memory"
+        ));
+    }
+    if req.extra.iter().any(|a| {
+        a == "--distributed-executor-backend" || a.starts_with("--distributed-executor-backend=")
+    }) {
+        return Err("halobox serve always uses --distributed-executor-backend ray: drop it from the extra arguments".into());
+    }
+    let mut notes = Vec::new();
+    if u > SAFE_GPU_MEMORY {
+        notes.push(format!(
+            "--gpu-memory-utilization {u} is above {SAFE_GPU_MEMORY}: on unified memory the host may swap"
+        ));
+    }
+    if !req.eager {
+        notes.push(
+            "CUDA-graph capture (--no-eager) can deadlock on distributed Strix Halo APUs".into(),
+        );
+    }
+    let mut c: Vec<String> = vec![
+        "vllm".into(),
+        "serve".into(),
+        req.model.clone(),
+        "--tensor-parallel-size".into(),
+        req.tp.to_string(),
+        "--distributed-executor-backend".into(),
+        "ray".into(),
+        "--gpu-memory-utilization".into(),
+        format!("{u}"),
+        "--port".into(),
+        req.port.to_string(),
+    ];
+    if let Some(l) = req.max_model_len {
+        c.push("--max-model-len".into());
+        c.push(l.to_string());
+    }
+    if req.eager {
+        c.push("--enforce-eager".into());
+    }
+    c.extend(req.extra.iter().cloned());
+    let mut env = head.vars.clone();
+    if req.nccl_debug {
+        env.push(EnvVar {
+            name: "NCCL_DEBUG".into(),
+            value: "INFO".into(),
+        });
+    }
+    Ok(ServePlan {
+        command: c,
+        env,
+        hf_token: req.hf_token,
+        notes,
+    })
+}
+
+/// Reads HF_TOKEN from stdin into the environment, then runs the command:
+/// the token never appears in an argument list.
+pub const TOKEN_FROM_STDIN: &str = "IFS= read -r HF_TOKEN || exit 97; export HF_TOKEN; exec \"$@\"";
+
+/// The serve command as run on the head: the node env as `env` words and,
+/// with a token, the stdin reader in front (argv; no secret in it).
+pub fn serve_argv(cfg_halobox: &str, head: &NodeConfig, plan: &ServePlan) -> Vec<String> {
+    let mut cmd = with_env(&plan.env, &plan.command);
+    if plan.hf_token {
+        let mut w = vec![
+            "sh".to_string(),
+            "-c".into(),
+            TOKEN_FROM_STDIN.into(),
+            "halobox-serve".into(),
+        ];
+        w.append(&mut cmd);
+        cmd = w;
+    }
+    match head.backend {
+        // An API exec attaches no stdin without a terminal: use the engine's
+        // CLI, which passes it on.
+        NodeBackend::Podman | NodeBackend::Docker if plan.hf_token => {
+            let mut a = vec![
+                head.backend.to_string(),
+                "exec".into(),
+                "-i".into(),
+                head.container.clone(),
+            ];
+            a.append(&mut cmd);
+            a
+        }
+        _ => in_container(cfg_halobox, head.backend, &head.container, &cmd),
+    }
+}
+
+/// The `--dry-run` text of a serve plan (HF_TOKEN masked).
+pub fn render_serve(plan: &ServePlan, argv: &[String]) -> String {
+    let mut s = String::new();
+    for v in &plan.env {
+        s.push_str(&format!("{}={}\n", v.name, v.value));
+    }
+    if plan.hf_token {
+        s.push_str("HF_TOKEN=******** (from this environment, passed on stdin)\n");
+    }
+    s.push_str(&shell_line(&plan.command));
+    s.push('\n');
+    s.push_str(&format!("# runs as: {}\n", shell_line(argv)));
+    for n in &plan.notes {
+        s.push_str(&format!("# note: {n}\n"));
+    }
+    s
+}
+
+/// What NCCL says it uses, from one `NCCL_DEBUG=INFO` line.
+pub fn nccl_transport(line: &str) -> Option<String> {
+    let i = line
+        .find("NET/IB : Using")
+        .or_else(|| line.find("NET/Socket : Using"))?;
+    let rest = line[i..].trim();
+    Some(if rest.starts_with("NET/IB") {
+        if rest.contains("RoCE") {
+            format!("RoCE ({rest})")
+        } else {
+            format!("InfiniBand ({rest})")
+        }
+    } else {
+        format!("TCP sockets ({rest})")
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn nccl_lines() {
+        assert_eq!(
+            nccl_transport("n1:1:1 [0] NCCL INFO NET/IB : Using [0]rocep194s0:1/RoCE [RO]; OOB enp194s0np0:192.168.100.1<0>").unwrap(),
+            "RoCE (NET/IB : Using [0]rocep194s0:1/RoCE [RO]; OOB enp194s0np0:192.168.100.1<0>)"
+        );
+        assert!(
+            nccl_transport("NCCL INFO NET/Socket : Using [0]enp1s0:10.0.0.1<0>")
+                .unwrap()
+                .starts_with("TCP")
+        );
+        assert_eq!(nccl_transport("INFO Bootstrap : Using enp1s0"), None);
+    }
+
+    #[test]
+    fn host_backend_runs_directly_others_through_enter() {
+        let cmd = vec!["ray".to_string(), "stop".into()];
+        assert_eq!(
+            in_container("halobox", NodeBackend::Host, "vllm", &cmd),
+            cmd
+        );
+        assert_eq!(
+            in_container("/usr/bin/halobox", NodeBackend::Toolbox, "vllm", &cmd),
+            ["/usr/bin/halobox", "enter", "vllm", "--", "ray", "stop"]
+        );
+    }
+}

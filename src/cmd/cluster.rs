@@ -1,0 +1,390 @@
+//! `halobox cluster init|up|join|status|down|tui`.
+
+use std::io::IsTerminal;
+use std::net::Ipv4Addr;
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use super::UsageError;
+use crate::cli::{
+    ClusterCommand, ClusterDownArgs, ClusterFileArgs, ClusterInitArgs, ClusterJoinArgs,
+    ClusterStatusArgs, ClusterUpArgs,
+};
+use crate::cluster::config::{self, ClusterConfig, NodeConfig};
+use crate::cluster::env::{self, EnvRequest};
+use crate::cluster::plan::{self, in_container, with_env};
+use crate::cluster::run;
+use crate::container::cli::shell_line;
+use crate::host::{self, GatherOptions, HostRoot};
+
+/// Runs a `cluster` subcommand.
+pub fn run(cmd: ClusterCommand) -> anyhow::Result<ExitCode> {
+    match cmd {
+        ClusterCommand::Init(a) => init(&a),
+        ClusterCommand::Up(a) => up(&a),
+        ClusterCommand::Join(a) => join(&a),
+        ClusterCommand::Status(a) => status(&a),
+        ClusterCommand::Down(a) => down(&a),
+        ClusterCommand::Tui(a) => tui(&a),
+    }
+}
+
+/// The cluster file's path and its validated contents.
+pub fn load(file: &ClusterFileArgs) -> anyhow::Result<(PathBuf, ClusterConfig)> {
+    let path = config::path(file.cluster.as_deref()).ok_or_else(|| {
+        UsageError("no config directory (HOME unset?): pass --cluster FILE".into())
+    })?;
+    let cfg = config::load(&path).map_err(|e| UsageError(e.to_string()))?;
+    Ok((path, cfg))
+}
+
+fn parse_node(spec: &str, a: &ClusterInitArgs) -> Result<NodeConfig, String> {
+    let (ssh, ip) = spec.split_once(',').ok_or_else(|| {
+        format!("--node {spec:?}: write SSH_TARGET,IP (root@node1,192.168.100.1)")
+    })?;
+    let ip: Ipv4Addr = ip
+        .trim()
+        .parse()
+        .map_err(|_| format!("--node {spec:?}: {ip:?} is not an IPv4 address"))?;
+    Ok(NodeConfig {
+        name: None,
+        ssh: ssh.trim().to_string(),
+        ip,
+        container: a.container.clone(),
+        backend: a.backend,
+        cpus: a.cpus,
+    })
+}
+
+fn prompt_nodes(a: &ClusterInitArgs) -> anyhow::Result<Vec<NodeConfig>> {
+    use dialoguer::Input;
+    let mut nodes = Vec::new();
+    loop {
+        let role = if nodes.is_empty() { "head" } else { "worker" };
+        let ssh: String = Input::new()
+            .with_prompt(format!(
+                "node {} ({role}) ssh target{}",
+                nodes.len() + 1,
+                if nodes.is_empty() {
+                    ""
+                } else {
+                    " (empty: done)"
+                }
+            ))
+            .allow_empty(!nodes.is_empty())
+            .interact_text()?;
+        if ssh.trim().is_empty() {
+            return Ok(nodes);
+        }
+        let ip: Ipv4Addr = Input::new()
+            .with_prompt(format!("node {} data-plane IPv4", nodes.len() + 1))
+            .interact_text()?;
+        nodes.push(parse_node(&format!("{ssh},{ip}"), a).map_err(UsageError)?);
+    }
+}
+
+fn init(a: &ClusterInitArgs) -> anyhow::Result<ExitCode> {
+    let nodes = if a.node.is_empty() {
+        if !std::io::stdin().is_terminal() {
+            return Err(UsageError(
+                "no --node given and stdin is not a terminal: pass --node SSH_TARGET,IP for every node (the first is the head)".into(),
+            )
+            .into());
+        }
+        prompt_nodes(a)?
+    } else {
+        a.node
+            .iter()
+            .map(|n| parse_node(n, a))
+            .collect::<Result<_, _>>()
+            .map_err(UsageError)?
+    };
+    let mut cfg = ClusterConfig::new(nodes);
+    cfg.transport = a.transport;
+    cfg.ray_port = a.port;
+    cfg.validate().map_err(UsageError)?;
+    let text = cfg.to_toml();
+    if a.print {
+        print!("{text}");
+        return Ok(ExitCode::SUCCESS);
+    }
+    let path = config::path(a.file.cluster.as_deref())
+        .ok_or_else(|| UsageError("no config directory: pass --cluster FILE".into()))?;
+    if path.exists() && !a.force {
+        return Err(UsageError(format!(
+            "{} exists: pass --force to replace it, or --print to see the new one",
+            path.display()
+        ))
+        .into());
+    }
+    if let Some(dir) = path.parent() {
+        std::fs::create_dir_all(dir)?;
+    }
+    std::fs::write(&path, text)?;
+    println!(
+        "wrote {} ({} node(s), head {})",
+        path.display(),
+        cfg.nodes.len(),
+        cfg.head().label()
+    );
+    Ok(ExitCode::SUCCESS)
+}
+
+fn up(a: &ClusterUpArgs) -> anyhow::Result<ExitCode> {
+    let (path, cfg) = load(&a.file)?;
+    run::up(&cfg, &path, a.dry_run, a.timeout.unwrap_or(cfg.timeout_s))?;
+    Ok(ExitCode::SUCCESS)
+}
+
+fn cpus() -> u32 {
+    std::thread::available_parallelism().map_or(1, |n| u32::try_from(n.get()).unwrap_or(1))
+}
+
+fn join(a: &ClusterJoinArgs) -> anyhow::Result<ExitCode> {
+    if a.sysroot.is_some() && !a.dry_run {
+        return Err(UsageError(
+            "--sysroot reads a snapshot of another machine: Ray cannot be started from it; add --dry-run".into(),
+        )
+        .into());
+    }
+    if a.json && !a.dry_run {
+        return Err(UsageError("--json goes with --dry-run".into()).into());
+    }
+    let root = match &a.sysroot {
+        Some(dir) => HostRoot::sysroot(dir)?,
+        None => HostRoot::live(),
+    };
+    let facts = host::gather(root, GatherOptions::default());
+    let req = EnvRequest {
+        ip: a.ip,
+        head: a.head,
+        port: a.port,
+        transport: a.transport,
+        cpus: a.num_cpus.unwrap_or_else(cpus),
+        ray: a.ray.clone(),
+        ray_args: a.ray_arg.clone(),
+        ray_head_args: a.ray_head_arg.clone(),
+    };
+    let named = |e: String| anyhow::anyhow!("node {}: {e}", a.ip);
+    if a.dry_run && !a.json {
+        let env = env::plan(&facts, &req).map_err(|e| named(e.to_string()))?;
+        println!(
+            "# node {}{}: transport {}: {}",
+            env.ip,
+            if env.is_head { " (head)" } else { "" },
+            env.transport,
+            env.reason
+        );
+        for line in env.assignments() {
+            println!("{line}");
+        }
+        println!("{}", shell_line(&env.ray_start));
+        let full = in_container(
+            "halobox",
+            a.backend,
+            &a.container,
+            &with_env(&env.vars, &env.ray_start),
+        );
+        println!("# runs as: {}", shell_line(&full));
+        return Ok(ExitCode::SUCCESS);
+    }
+    if a.sysroot.is_some() && a.backend.is_container() {
+        return Err(UsageError(
+            "--json with --sysroot cannot inspect a container of the snapshot: use --backend host, or drop --json".into(),
+        )
+        .into());
+    }
+    let report = run::join_report(
+        &facts,
+        &req,
+        a.backend,
+        &a.container,
+        a.engine.engine.as_deref(),
+        "halobox",
+        a.sysroot.is_none(),
+    )
+    .map_err(|e| named(format!("{e:#}")))?;
+    if a.dry_run {
+        println!("{}", serde_json::to_string(&report)?);
+        return Ok(ExitCode::SUCCESS);
+    }
+    run::join(&report, &a.container, a.engine.engine.clone())
+        .map_err(|e| named(format!("{e:#}")))?;
+    Ok(ExitCode::SUCCESS)
+}
+
+fn status(a: &ClusterStatusArgs) -> anyhow::Result<ExitCode> {
+    let (path, cfg) = load(&a.file)?;
+    let s = run::status(&cfg, &path)?;
+    let healthy = s.error.is_none() && s.alive == cfg.nodes.len() && s.unknown.is_empty();
+    if a.json {
+        println!("{}", serde_json::to_string_pretty(&s)?);
+    } else {
+        print!("{}", render_status(&s, cfg.nodes.len()));
+    }
+    Ok(if healthy {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::FAILURE
+    })
+}
+
+/// The status table.
+pub fn render_status(s: &run::Status, n: usize) -> String {
+    let mut out = format!("Ray GCS {}: {}/{n} node(s) alive\n", s.gcs, s.alive);
+    if let Some(e) = &s.error {
+        out.push_str(&format!(
+            "  Ray is not answering: {e}\n  hint: `halobox cluster up`\n"
+        ));
+    }
+    out.push_str(&format!(
+        "{:<16} {:<15} {:<6} {:>3} {:>4}  {:<9} {}\n",
+        "NODE", "IP", "RAY", "GPU", "CPU", "TRANSPORT", "ENV"
+    ));
+    for node in &s.nodes {
+        let res = |k: &str| {
+            node.ray
+                .as_ref()
+                .and_then(|r| r.resources.get(k))
+                .map_or("-".into(), |v| format!("{v}"))
+        };
+        let (transport, env) = match &node.env {
+            Some(e) => (e.transport.to_string(), e.assignments().join(" ")),
+            None => ("-".into(), "(not started by `cluster up` from here)".into()),
+        };
+        out.push_str(&format!(
+            "{:<16} {:<15} {:<6} {:>3} {:>4}  {:<9} {}\n",
+            node.name,
+            node.ip,
+            if node.ray.is_some() {
+                "alive"
+            } else {
+                "absent"
+            },
+            res("GPU"),
+            res("CPU"),
+            transport,
+            env
+        ));
+    }
+    for u in &s.unknown {
+        out.push_str(&format!(
+            "note: Ray also lists {} (not in cluster.toml)\n",
+            u.ip
+        ));
+    }
+    out
+}
+
+fn down(a: &ClusterDownArgs) -> anyhow::Result<ExitCode> {
+    let (_, cfg) = load(&a.file)?;
+    if a.dry_run {
+        for node in &cfg.nodes {
+            println!(
+                "{}: {}",
+                node.label(),
+                shell_line(&crate::ssh::command(
+                    &node.ssh,
+                    &cfg.ssh_options,
+                    &shell_line(&plan::stop_command(&cfg, node))
+                ))
+            );
+        }
+        return Ok(ExitCode::SUCCESS);
+    }
+    let results = run::down(&cfg);
+    let mut ok = true;
+    for r in &results {
+        if r.outcome == "stopped" {
+            println!("{}: stopped ({})", r.name, r.detail);
+        } else {
+            ok = false;
+            println!("{}: {}: {}", r.name, r.outcome.to_uppercase(), r.detail);
+        }
+    }
+    if !ok {
+        eprintln!(
+            "error: Ray was not stopped on every node (see above); stop it there by hand with `ray stop`, then run `halobox cluster down` again"
+        );
+    }
+    Ok(if ok {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::FAILURE
+    })
+}
+
+fn tui(a: &ClusterFileArgs) -> anyhow::Result<ExitCode> {
+    use dialoguer::{Confirm, Input, Select};
+    if !std::io::stdin().is_terminal() {
+        return Err(UsageError(
+            "the menu needs a terminal: use `halobox cluster up|status|down` and `halobox serve` instead".into(),
+        )
+        .into());
+    }
+    let file = || ClusterFileArgs {
+        cluster: a.cluster.clone(),
+    };
+    let items = [
+        "status",
+        "up (dry run: preflight and plan)",
+        "up",
+        "serve a model (on this head)",
+        "down",
+        "show cluster.toml",
+        "quit",
+    ];
+    loop {
+        let pick = Select::new()
+            .with_prompt("halobox cluster")
+            .items(items)
+            .default(0)
+            .interact()?;
+        let outcome = match pick {
+            0 => status(&ClusterStatusArgs {
+                file: file(),
+                json: false,
+            }),
+            1 | 2 => up(&ClusterUpArgs {
+                file: file(),
+                dry_run: pick == 1,
+                timeout: None,
+            }),
+            3 => {
+                let model: String = Input::new().with_prompt("model").interact_text()?;
+                let args = |dry_run| crate::cli::ServeArgs {
+                    model: model.clone(),
+                    file: file(),
+                    tp: None,
+                    max_model_len: None,
+                    gpu_memory_utilization: plan::SAFE_GPU_MEMORY,
+                    eager: true,
+                    no_eager: false,
+                    port: 8000,
+                    nccl_debug: false,
+                    sysroot: None,
+                    dry_run,
+                    extra: vec![],
+                };
+                match super::serve::run(&args(true)) {
+                    Ok(_) if Confirm::new().with_prompt("start it?").interact()? => {
+                        super::serve::run(&args(false))
+                    }
+                    other => other,
+                }
+            }
+            4 => down(&ClusterDownArgs {
+                file: file(),
+                dry_run: false,
+            }),
+            5 => load(&file()).map(|(p, c)| {
+                println!("# {}\n{}", p.display(), c.to_toml());
+                ExitCode::SUCCESS
+            }),
+            _ => return Ok(ExitCode::SUCCESS),
+        };
+        if let Err(e) = outcome {
+            eprintln!("error: {e:#}");
+        }
+    }
+}

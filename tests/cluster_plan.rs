@@ -1,0 +1,410 @@
+//! Plan-level tests of the cluster: each node's env from the host snapshots
+//! in tests/fixtures/hosts, the preflight verdict, and the `vllm serve`
+//! command and env that would run (vLLM itself cannot run here).
+
+use std::path::PathBuf;
+
+use halobox::cluster::config::{ClusterConfig, NodeBackend, NodeConfig, Transport};
+use halobox::cluster::env::{self, EnvError, EnvRequest, NodeEnv, Resolved};
+use halobox::cluster::plan::{self, ContainerReport, JoinReport, Level, ServeRequest};
+use halobox::host::{self, GatherOptions, HostFacts, HostRoot};
+
+fn facts(name: &str) -> HostFacts {
+    let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/fixtures/hosts")
+        .join(name);
+    host::gather(HostRoot::sysroot(&dir).unwrap(), GatherOptions::default())
+}
+
+fn req(ip: &str, head: &str, transport: Transport) -> EnvRequest {
+    EnvRequest {
+        ip: ip.parse().unwrap(),
+        head: head.parse().unwrap(),
+        port: 6379,
+        transport,
+        cpus: 16,
+        ray: "ray".into(),
+        ray_args: vec![],
+        ray_head_args: vec!["--include-dashboard=false".into()],
+    }
+}
+
+fn var<'a>(e: &'a NodeEnv, name: &str) -> Option<&'a str> {
+    e.vars
+        .iter()
+        .find(|v| v.name == name)
+        .map(|v| v.value.as_str())
+}
+
+#[test]
+fn e810_uses_roce_with_gid_index_1() {
+    let e = env::plan(
+        &facts("strix-e810"),
+        &req("192.168.100.1", "192.168.100.1", Transport::Auto),
+    )
+    .unwrap();
+    assert_eq!(e.transport, Resolved::Roce);
+    assert!(e.is_head);
+    assert_eq!(
+        e.assignments(),
+        [
+            "NCCL_SOCKET_IFNAME==enp194s0np0",
+            "GLOO_SOCKET_IFNAME=enp194s0np0",
+            "NCCL_IB_HCA==rocep194s0:1",
+            "NCCL_IB_GID_INDEX=1",
+            "NCCL_NET_GDR_LEVEL=0",
+            "VLLM_HOST_IP=192.168.100.1",
+            "RAY_EXPERIMENTAL_NOSET_ROCR_VISIBLE_DEVICES=1",
+        ]
+    );
+    assert_eq!(
+        e.ray_start,
+        [
+            "ray",
+            "start",
+            "--head",
+            "--port=6379",
+            "--node-ip-address=192.168.100.1",
+            "--num-gpus=1",
+            "--num-cpus=16",
+            "--disable-usage-stats",
+            "--include-dashboard=false",
+        ]
+    );
+    assert!(
+        e.reason
+            .starts_with("auto: rocep194s0:1 behind enp194s0np0 is an ACTIVE RoCE v2 port"),
+        "{}",
+        e.reason
+    );
+    assert_eq!(e.mtu, Some(9000));
+}
+
+#[test]
+fn cx5_uses_gid_index_3_and_never_the_down_port() {
+    let f = facts("strix-cx5");
+    let e = env::plan(&f, &req("10.0.0.1", "10.0.0.2", Transport::Roce)).unwrap();
+    assert_eq!(var(&e, "NCCL_IB_HCA"), Some("=mlx5_0:1"));
+    assert_eq!(var(&e, "NCCL_IB_GID_INDEX"), Some("3"));
+    assert_eq!(var(&e, "NCCL_SOCKET_IFNAME"), Some("=enp1s0f0np0"));
+    assert_eq!(var(&e, "NCCL_IB_DISABLE"), None);
+    assert!(!e.is_head);
+    assert_eq!(
+        e.ray_start[..3],
+        ["ray", "start", "--address=10.0.0.2:6379"]
+    );
+    assert!(
+        !e.ray_start
+            .contains(&"--include-dashboard=false".to_string())
+    );
+    assert!(e.assignments().iter().all(|a| !a.contains("mlx5_1")));
+    // The LAN address has no RDMA port behind it: auto says so and uses TCP.
+    let lan = env::plan(&f, &req("192.168.1.60", "10.0.0.2", Transport::Auto)).unwrap();
+    assert_eq!(lan.transport, Resolved::Ethernet);
+    assert_eq!(var(&lan, "NCCL_IB_DISABLE"), Some("1"));
+    assert_eq!(var(&lan, "NCCL_IB_HCA"), None);
+    assert!(
+        lan.reason.contains("no RDMA device is behind enp191s0"),
+        "{}",
+        lan.reason
+    );
+}
+
+#[test]
+fn a_down_port_falls_back_under_auto_and_fails_under_roce() {
+    let f = facts("broken-e810");
+    let e = env::plan(&f, &req("192.168.100.1", "192.168.100.2", Transport::Auto)).unwrap();
+    assert_eq!(e.transport, Resolved::Ethernet);
+    assert!(
+        e.reason
+            .contains("rocep194s0 port 1 (behind enp194s0np0) is not ACTIVE/LinkUp"),
+        "{}",
+        e.reason
+    );
+    assert_eq!(var(&e, "NCCL_IB_GID_INDEX"), None);
+    let err = env::plan(&f, &req("192.168.100.1", "192.168.100.2", Transport::Roce)).unwrap_err();
+    assert!(matches!(err, EnvError::NoRdma { .. }));
+    assert!(err.to_string().contains("hint: check the cable"), "{err}");
+}
+
+#[test]
+fn iwarp_is_not_roce() {
+    let f = facts("strix-e810-iwarp");
+    let e = env::plan(&f, &req("192.168.100.1", "192.168.100.1", Transport::Auto)).unwrap();
+    assert_eq!(e.transport, Resolved::Ethernet);
+    assert!(e.reason.contains("is iWARP"), "{}", e.reason);
+    let err = env::plan(&f, &req("192.168.100.1", "192.168.100.1", Transport::Roce)).unwrap_err();
+    assert!(err.to_string().contains("enable_roce"), "{err}");
+}
+
+#[test]
+fn ethernet_disables_ib_even_with_a_roce_port() {
+    let e = env::plan(
+        &facts("strix-e810"),
+        &req("192.168.100.1", "192.168.100.1", Transport::Ethernet),
+    )
+    .unwrap();
+    assert_eq!(e.transport, Resolved::Ethernet);
+    assert_eq!(var(&e, "NCCL_IB_DISABLE"), Some("1"));
+    assert_eq!(var(&e, "NCCL_IB_HCA"), None);
+    assert_eq!(var(&e, "NCCL_NET_GDR_LEVEL"), Some("0"));
+}
+
+#[test]
+fn an_address_no_interface_holds_is_an_error_not_a_guess() {
+    let f = facts("strix-e810");
+    // Same /24 as the LAN address, but nothing holds it: no prefix guess.
+    let err = env::plan(&f, &req("192.168.1.51", "192.168.1.51", Transport::Auto)).unwrap_err();
+    let msg = err.to_string();
+    assert!(
+        msg.contains("no interface on this node holds 192.168.1.51"),
+        "{msg}"
+    );
+    assert!(msg.contains("192.168.1.50 on enp191s0"), "{msg}");
+    let none = env::plan(
+        &facts("no-gpu-no-rdma"),
+        &req("10.88.0.5", "10.88.0.5", Transport::Auto),
+    )
+    .unwrap();
+    assert_eq!(none.transport, Resolved::Ethernet);
+}
+
+fn node(name: &str, ip: &str, backend: NodeBackend) -> NodeConfig {
+    NodeConfig {
+        name: Some(name.into()),
+        ssh: format!("root@{name}"),
+        ip: ip.parse().unwrap(),
+        container: "vllm".into(),
+        backend,
+        cpus: None,
+    }
+}
+
+fn report(env: NodeEnv, digest: &str) -> JoinReport {
+    JoinReport {
+        halobox_version: "0.1.0".into(),
+        command: vec![],
+        port_free: env.is_head.then_some(true),
+        env,
+        container: ContainerReport {
+            backend: NodeBackend::Toolbox,
+            name: Some("vllm".into()),
+            found: true,
+            image_digest: Some(digest.into()),
+            memlock: Some(-1),
+            kfd: true,
+        },
+    }
+}
+
+fn two_e810s() -> (ClusterConfig, Vec<JoinReport>) {
+    let cfg = ClusterConfig::new(vec![
+        node("n1", "192.168.100.1", NodeBackend::Toolbox),
+        node("n2", "192.168.100.2", NodeBackend::Toolbox),
+    ]);
+    let f = facts("strix-e810");
+    let head = env::plan(&f, &req("192.168.100.1", "192.168.100.1", Transport::Auto)).unwrap();
+    // The worker's snapshot is the same machine: only the address differs.
+    let mut worker = head.clone();
+    worker.is_head = false;
+    worker.ip = "192.168.100.2".parse().unwrap();
+    (
+        cfg,
+        vec![report(head, "sha256:aaa"), report(worker, "sha256:aaa")],
+    )
+}
+
+fn fails(findings: &[plan::Finding]) -> Vec<(String, Option<String>)> {
+    findings
+        .iter()
+        .filter(|f| f.level == Level::Fail)
+        .map(|f| (f.check.clone(), f.node.clone()))
+        .collect()
+}
+
+#[test]
+fn preflight_passes_a_consistent_cluster() {
+    let (cfg, reports) = two_e810s();
+    let f = plan::preflight(
+        &cfg,
+        &reports.into_iter().map(Ok).collect::<Vec<_>>(),
+        "0.1.0",
+    );
+    assert_eq!(f.len(), 1, "{f:#?}");
+    assert_eq!(f[0].level, Level::Pass);
+    assert!(f[0].message.contains("transport roce"));
+}
+
+#[test]
+fn preflight_names_each_failing_node() {
+    let (cfg, mut reports) = two_e810s();
+    reports[1].env.mtu = Some(1500);
+    reports[1].env.transport = Resolved::Ethernet;
+    reports[1].container.image_digest = Some("sha256:bbb".into());
+    reports[1].container.memlock = Some(8 << 20);
+    reports[1].halobox_version = "0.0.9".into();
+    reports[0].port_free = Some(false);
+    let f = plan::preflight(
+        &cfg,
+        &reports.into_iter().map(Ok).collect::<Vec<_>>(),
+        "0.1.0",
+    );
+    let n2 = Some("n2".to_string());
+    assert_eq!(
+        fails(&f),
+        [
+            ("port".to_string(), Some("n1".to_string())),
+            ("version".to_string(), n2.clone()),
+            ("memlock".to_string(), n2.clone()),
+            ("image".to_string(), n2.clone()),
+            ("mtu".to_string(), n2.clone()),
+            ("transport".to_string(), n2),
+        ]
+    );
+    let mtu = f.iter().find(|x| x.check == "mtu").unwrap();
+    assert!(
+        mtu.message
+            .contains("MTU 1500 on enp194s0np0 (192.168.100.2), but 9000"),
+        "{}",
+        mtu.message
+    );
+}
+
+#[test]
+fn preflight_reports_an_unreachable_node_and_host_backend_only_warns() {
+    let (cfg, mut reports) = two_e810s();
+    reports[0].container.backend = NodeBackend::Host;
+    reports[0].container.kfd = false;
+    let rs = vec![
+        Ok(reports.remove(0)),
+        Err("node n2 (root@n2): cannot reach it over ssh".to_string()),
+    ];
+    let f = plan::preflight(&cfg, &rs, "0.1.0");
+    assert_eq!(fails(&f), [("reach".to_string(), Some("n2".to_string()))]);
+    assert!(
+        f.iter()
+            .any(|x| x.level == Level::Warn && x.check == "devices")
+    );
+}
+
+fn serve_req() -> ServeRequest {
+    ServeRequest {
+        model: "Qwen/Qwen3-30B-A3B".into(),
+        tp: 2,
+        max_model_len: Some(32768),
+        gpu_memory_utilization: 0.90,
+        eager: true,
+        port: 8000,
+        nccl_debug: true,
+        extra: vec!["--max-num-seqs".into(), "8".into()],
+        hf_token: true,
+    }
+}
+
+#[test]
+fn serve_command_and_env() {
+    let (cfg, reports) = two_e810s();
+    let p = plan::serve(&serve_req(), &reports[0].env, 2).unwrap();
+    assert_eq!(
+        p.command,
+        [
+            "vllm",
+            "serve",
+            "Qwen/Qwen3-30B-A3B",
+            "--tensor-parallel-size",
+            "2",
+            "--distributed-executor-backend",
+            "ray",
+            "--gpu-memory-utilization",
+            "0.9",
+            "--port",
+            "8000",
+            "--max-model-len",
+            "32768",
+            "--enforce-eager",
+            "--max-num-seqs",
+            "8",
+        ]
+    );
+    assert!(
+        p.env
+            .iter()
+            .any(|v| v.name == "NCCL_IB_GID_INDEX" && v.value == "1")
+    );
+    assert!(
+        p.env
+            .iter()
+            .any(|v| v.name == "NCCL_DEBUG" && v.value == "INFO")
+    );
+    assert!(p.env.iter().all(|v| v.name != "HF_TOKEN"));
+    let argv = plan::serve_argv("halobox", cfg.head(), &p);
+    assert_eq!(argv[..6], ["halobox", "enter", "vllm", "--", "sh", "-c"]);
+    assert_eq!(argv[6], plan::TOKEN_FROM_STDIN);
+    let mut podman = cfg.head().clone();
+    podman.backend = NodeBackend::Podman;
+    assert_eq!(
+        plan::serve_argv("halobox", &podman, &p)[..4],
+        ["podman", "exec", "-i", "vllm"]
+    );
+    let text = plan::render_serve(&p, &argv);
+    assert!(text.contains("HF_TOKEN=********"), "{text}");
+    assert!(
+        text.contains("\nvllm serve Qwen/Qwen3-30B-A3B --tensor-parallel-size 2"),
+        "{text}"
+    );
+}
+
+#[test]
+fn serve_refuses_what_cannot_work() {
+    let (_, reports) = two_e810s();
+    let mut r = serve_req();
+    r.tp = 3;
+    assert!(
+        plan::serve(&r, &reports[0].env, 2)
+            .unwrap_err()
+            .contains("--tp 3 needs 3 GPU(s)")
+    );
+    let mut r = serve_req();
+    r.extra = vec!["--distributed-executor-backend=mp".into()];
+    assert!(plan::serve(&r, &reports[0].env, 2).is_err());
+    let mut r = serve_req();
+    r.gpu_memory_utilization = 0.95;
+    r.eager = false;
+    let p = plan::serve(&r, &reports[0].env, 2).unwrap();
+    assert_eq!(p.notes.len(), 2, "{:?}", p.notes);
+    assert!(!p.command.contains(&"--enforce-eager".to_string()));
+    r.gpu_memory_utilization = 1.5;
+    assert!(plan::serve(&r, &reports[0].env, 2).is_err());
+}
+
+#[test]
+fn join_command_carries_the_cluster_settings() {
+    let mut cfg = ClusterConfig::new(vec![
+        node("n1", "10.0.0.1", NodeBackend::Host),
+        node("n2", "10.0.0.2", NodeBackend::Toolbox),
+    ]);
+    cfg.ray_args = vec!["--object-store-memory=80000000".into()];
+    cfg.ray_head_args = vec!["--include-dashboard=false".into()];
+    cfg.nodes[1].cpus = Some(8);
+    let head = plan::join_command(&cfg, &cfg.nodes[0], true);
+    assert!(head.contains(&"--ray-head-arg=--include-dashboard=false".to_string()));
+    assert!(head.ends_with(&["--dry-run".to_string(), "--json".to_string()]));
+    let w = plan::join_command(&cfg, &cfg.nodes[1], false);
+    assert_eq!(
+        w[..5],
+        [
+            "halobox",
+            "cluster",
+            "join",
+            "--head=10.0.0.1",
+            "--ip=10.0.0.2"
+        ]
+    );
+    assert!(w.contains(&"--num-cpus=8".to_string()));
+    assert!(w.contains(&"--backend=toolbox".to_string()));
+    assert!(!w.iter().any(|a| a.starts_with("--ray-head-arg")));
+    assert_eq!(
+        plan::stop_command(&cfg, &cfg.nodes[1]),
+        ["halobox", "enter", "vllm", "--", "ray", "stop"]
+    );
+}
