@@ -18,6 +18,11 @@ command -v tmux >/dev/null || need_pkgs+=(tmux)
 command -v ssh >/dev/null && command -v ssh-keygen >/dev/null || need_pkgs+=(openssh-client)
 command -v sshd >/dev/null || [ -x /usr/sbin/sshd ] || need_pkgs+=(openssh-server)
 command -v ib_write_lat >/dev/null || need_pkgs+=(perftest)
+# The cluster tests: Ray from PyPI in a venv (scripts/ray-venv.sh), nodes in
+# PID/mount namespaces (util-linux unshare), a port holder in python3.
+[ -x /usr/bin/python3 ] || need_pkgs+=(python3)
+/usr/bin/python3 -c 'import ensurepip, venv' 2>/dev/null || need_pkgs+=(python3-venv)
+command -v unshare >/dev/null || need_pkgs+=(util-linux)
 if [ "${#need_pkgs[@]}" -gt 0 ]; then
   if [ "$(id -u)" -ne 0 ]; then
     echo "error: missing ${need_pkgs[*]}; run as root or install them: sudo apt-get install ${need_pkgs[*]}" >&2
@@ -41,6 +46,7 @@ if [ "$(id -u)" -ne 0 ]; then
 fi
 bash scripts/engines/install.sh
 bash scripts/engines/start.sh
+bash scripts/ray-venv.sh /opt/halobox-ray
 
 # This machine has no RDMA hardware: a stand-in uverbs node (the real major
 # and minor) lets the tests check that /dev/infiniband is passed through.
