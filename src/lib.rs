@@ -14,6 +14,7 @@ pub mod dataplane;
 pub mod doctor;
 pub mod engine;
 pub mod host;
+pub mod image;
 pub mod image_ref;
 pub mod refresh;
 pub mod ssh;

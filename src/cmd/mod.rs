@@ -2,13 +2,16 @@
 //! exit status.
 
 pub mod bench;
+pub mod build;
 pub mod cluster;
 pub mod completions;
 pub mod detect;
 pub mod doctor;
 pub mod enter;
+pub mod image;
 pub mod list;
 pub mod man;
+pub mod publish;
 pub mod refresh;
 pub mod rm;
 pub mod serve;
@@ -42,6 +45,9 @@ pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Rm(args) => rm::run(&args),
         Command::Cluster(cmd) => cluster::run(cmd),
         Command::Serve(args) => serve::run(&args),
+        Command::Build(args) => build::run(&args),
+        Command::Image(cmd) => image::run(cmd),
+        Command::Publish(args) => publish::run(&args),
         Command::Bench(cmd) => bench::run(cmd),
     }
 }

@@ -2,14 +2,17 @@
 //! through bollard. One client for every command that talks to an engine.
 
 pub mod auth;
+pub mod build;
 pub mod containers;
 pub mod discover;
 pub mod exec;
 pub mod images;
 pub mod libpod;
+pub mod load;
 pub mod local;
 pub mod ping;
 pub mod progress;
+pub mod push;
 
 use std::fmt;
 

@@ -1,0 +1,98 @@
+//! Image archives in and out of the engine: export (`GET /images/{name}/get`,
+//! a docker archive on podman and docker) and load (`POST /images/load`).
+
+use std::io::{Read, Write};
+use std::path::Path;
+
+use bollard::query_parameters::ImportImageOptionsBuilder;
+use futures_util::StreamExt;
+use hyper::body::Bytes;
+
+use super::{Engine, EngineError};
+
+impl Engine {
+    /// Writes the engine's archive of `reference` to `out`.
+    pub async fn export_image(&self, reference: &str, out: &Path) -> Result<u64, EngineError> {
+        let fail = |message: String| EngineError::Stream {
+            context: format!("exporting image {reference}"),
+            message,
+        };
+        if self.image(reference).await?.is_none() {
+            return Err(fail(format!(
+                "no such image in {} at {}; hint: pull or build it first, or give an archive file",
+                self.info.kind, self.info.address
+            )));
+        }
+        let mut file = std::io::BufWriter::with_capacity(
+            1 << 20,
+            std::fs::File::create(out).map_err(|e| fail(format!("{}: {e}", out.display())))?,
+        );
+        let mut stream = self.docker.export_image(reference);
+        let mut total = 0u64;
+        while let Some(chunk) = stream.next().await {
+            let chunk = chunk.map_err(|e| EngineError::Api {
+                context: format!("exporting image {reference}"),
+                error: e,
+            })?;
+            total += chunk.len() as u64;
+            file.write_all(&chunk)
+                .map_err(|e| fail(format!("{}: {e}", out.display())))?;
+        }
+        file.flush()
+            .map_err(|e| fail(format!("{}: {e}", out.display())))?;
+        Ok(total)
+    }
+
+    /// Loads an image archive; returns the engine's `Loaded image…` lines.
+    pub async fn load_archive(&self, archive: &Path) -> Result<Vec<String>, EngineError> {
+        let context = format!("loading {} into {}", archive.display(), self.info.kind);
+        let file = std::fs::File::open(archive).map_err(|e| EngineError::Stream {
+            context: context.clone(),
+            message: e.to_string(),
+        })?;
+        let chunks = futures_util::stream::unfold(file, |mut f| async move {
+            let mut buf = vec![0u8; 1 << 20];
+            match f.read(&mut buf) {
+                Ok(0) => None,
+                Ok(n) => {
+                    buf.truncate(n);
+                    Some((Ok::<_, std::io::Error>(Bytes::from(buf)), f))
+                }
+                Err(e) => Some((Err(e), f)),
+            }
+        });
+        let opts = ImportImageOptionsBuilder::new().quiet(true).build();
+        let mut stream = self
+            .docker
+            .import_image(opts, bollard::body_try_stream(chunks), None);
+        let mut loaded = Vec::new();
+        while let Some(item) = stream.next().await {
+            match item {
+                Ok(info) => {
+                    if let Some(msg) = info.error_detail.and_then(|d| d.message) {
+                        return Err(EngineError::Stream {
+                            context,
+                            message: msg,
+                        });
+                    }
+                    if let Some(s) = info.stream {
+                        loaded.extend(
+                            s.lines()
+                                .map(str::trim)
+                                .filter(|l| !l.is_empty())
+                                .map(str::to_string),
+                        );
+                    }
+                }
+                Err(bollard::errors::Error::DockerStreamError { error }) => {
+                    return Err(EngineError::Stream {
+                        context,
+                        message: error,
+                    });
+                }
+                Err(error) => return Err(EngineError::Api { context, error }),
+            }
+        }
+        Ok(loaded)
+    }
+}

@@ -1,0 +1,167 @@
+//! The image definitions in images/ parse, pin every input, and match their
+//! Containerfile; broken definitions fail with a message that names the problem.
+
+mod common;
+
+use std::path::Path;
+
+use common::{halobox, run};
+use halobox::image::definition::{self, inexact, is_commit};
+
+fn fixture_def(dir: &Path, body: &str) -> String {
+    std::fs::copy(
+        "tests/fixtures/images/multistage.Containerfile",
+        dir.join("multistage.Containerfile"),
+    )
+    .unwrap();
+    std::fs::copy("tests/fixtures/images/payload.txt", dir.join("payload.txt")).unwrap();
+    let p = dir.join("multistage.toml");
+    std::fs::write(&p, body).unwrap();
+    p.display().to_string()
+}
+
+const GOOD: &str = r#"
+name = "multistage"
+containerfile = "multistage.Containerfile"
+context = "."
+include = ["multistage.Containerfile", "payload.txt"]
+target = "final"
+[images]
+BASE = "localhost/halobox-test:1"
+[versions]
+PAYLOAD_VERSION = "1.2.3"
+"#;
+
+#[test]
+fn shipped_definitions_pin_everything() {
+    let mut n = 0;
+    for entry in std::fs::read_dir("images").unwrap() {
+        let path = entry.unwrap().path();
+        if path.extension().and_then(|e| e.to_str()) != Some("toml") {
+            continue;
+        }
+        n += 1;
+        let def = definition::load(&path).unwrap_or_else(|e| panic!("{e}"));
+        let f = &def.file;
+        assert!(!f.git.is_empty(), "{}: no git pins", path.display());
+        for (k, g) in &f.git {
+            assert!(is_commit(&g.commit), "{k}: {}", g.commit);
+        }
+        for (k, v) in &f.versions {
+            assert!(inexact(v).is_none(), "{k} = {v}");
+        }
+        for (k, a) in &f.artifacts {
+            assert_eq!(a.sha256.len(), 64, "{k}");
+        }
+        for v in f.build_args().values() {
+            let l = v.to_ascii_lowercase();
+            assert!(
+                l != "latest" && l != "head" && !l.ends_with(":latest"),
+                "{v}"
+            );
+        }
+        // Every ARG without a default is pinned (load checks it; say it here too).
+        for (arg, has_default) in &def.parsed.args {
+            assert!(*has_default || f.build_args().contains_key(arg), "{arg}");
+        }
+        let out = run(&["build", path.to_str().unwrap(), "--dry-run"]);
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+    assert!(
+        n >= 2,
+        "images/ should hold rccl-gfx1151 and vllm-therock-gfx1151"
+    );
+    for name in ["rccl-gfx1151", "vllm-therock-gfx1151"] {
+        assert!(Path::new(&format!("images/{name}.toml")).exists(), "{name}");
+    }
+}
+
+#[test]
+fn the_fixture_loads_and_resolves() {
+    let tmp = tempfile::tempdir().unwrap();
+    let p = fixture_def(tmp.path(), GOOD);
+    let out = halobox()
+        .args(["build", &p, "--dry-run", "--json", "--tag", "localhost/x:1"])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(v["args"]["BASE"], "localhost/halobox-test:1");
+    assert_eq!(v["target"], "final");
+    assert_eq!(v["tags"][0], "localhost/x:1");
+    assert!(v["labels"]["org.opencontainers.image.created"].is_string());
+}
+
+fn fails_with(body: &str, extra: &[&str], needle: &str) {
+    let tmp = tempfile::tempdir().unwrap();
+    let p = fixture_def(tmp.path(), body);
+    let mut args = vec!["build", p.as_str(), "--dry-run"];
+    args.extend_from_slice(extra);
+    let out = run(&args);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{args:?}: {err}");
+    assert!(
+        err.contains(needle),
+        "{args:?}: expected {needle:?} in:\n{err}"
+    );
+}
+
+#[test]
+fn bad_definitions_say_what_is_wrong() {
+    fails_with(
+        &format!("colour = \"red\"\n{GOOD}"),
+        &[],
+        "unknown field `colour`",
+    );
+    fails_with(
+        &GOOD.replace("[versions]\nPAYLOAD_VERSION = \"1.2.3\"\n", ""),
+        &[],
+        "missing pin",
+    );
+    fails_with(
+        &GOOD.replace("1.2.3", "latest"),
+        &[],
+        "versions.PAYLOAD_VERSION",
+    );
+    fails_with(
+        &GOOD.replace("halobox-test:1", "halobox-test"),
+        &[],
+        "images.BASE",
+    );
+    fails_with(
+        &format!("{GOOD}\n[git.X]\nrepo = \"https://example.org/x\"\ncommit = \"HEAD\"\n"),
+        &[],
+        "not a full 40-hex commit SHA",
+    );
+    fails_with(
+        &format!("{GOOD}\n[artifacts.T]\nurl = \"https://example.org/t.tgz\"\nsha256 = \"abc\"\n"),
+        &[],
+        "artifacts.T.sha256",
+    );
+    fails_with(
+        &GOOD.replace("\"final\"", "\"nope\""),
+        &[],
+        "target \"nope\" is not a stage",
+    );
+    fails_with(
+        GOOD,
+        &["--build-arg", "BASE=busybox:latest"],
+        "--build-arg BASE",
+    );
+    fails_with(
+        GOOD,
+        &["--build-arg", "NOT_AN_ARG=1"],
+        "declares no `ARG NOT_AN_ARG`",
+    );
+    let out = run(&["build", "no-such-image", "--dry-run"]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("images/no-such-image.toml"));
+}

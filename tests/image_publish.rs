@@ -1,0 +1,210 @@
+//! `halobox publish` to the loopback registry with htpasswd auth: every tag
+//! lands with the same digest and the OCI labels; a wrong password is a clear
+//! failure; the password never reaches the output; `--promote` moves a channel.
+
+mod common;
+
+use std::process::Output;
+
+use common::engines::{AUTH_REPO, PODMAN, cli, require};
+use common::halobox;
+use serde_json::Value;
+
+const REVISION: &str = "0123456789abcdef0123456789abcdef01234567";
+
+fn password() -> String {
+    std::fs::read_to_string("/tmp/halobox-engines/registry-auth/password")
+        .expect("the auth registry's password (scripts/engines/start.sh writes it)")
+        .trim()
+        .to_string()
+}
+
+fn repo() -> String {
+    // One repository per run: other runs may use the same registry.
+    AUTH_REPO.replace("/test", &format!("/imgtest-{}", std::process::id()))
+}
+
+fn publish(args: &[&str], pw: &str) -> Output {
+    halobox()
+        .args([
+            "publish",
+            "--engine",
+            PODMAN,
+            "--revision",
+            REVISION,
+            "--source",
+            "https://example.org/halobox",
+        ])
+        .args(args)
+        .env("HALOBOX_REGISTRY_USER", "halobox")
+        .env("HALOBOX_REGISTRY_PASSWORD", pw)
+        .env("REGISTRY_AUTH_FILE", "/nonexistent")
+        .output()
+        .unwrap()
+}
+
+fn no_secret(out: &Output, pw: &str) {
+    let all = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(!all.contains(pw), "the password was printed:\n{all}");
+}
+
+/// Digest and labels of a tag in the registry, read with skopeo.
+fn remote(reference: &str, pw: &str) -> Value {
+    let out = cli(
+        "skopeo",
+        &[
+            "inspect",
+            "--tls-verify=false",
+            "--creds",
+            &format!("halobox:{pw}"),
+            &format!("docker://{reference}"),
+        ],
+    );
+    assert!(
+        out.status.success(),
+        "skopeo {reference}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    serde_json::from_slice(&out.stdout).unwrap()
+}
+
+#[test]
+fn publishes_every_tag_with_labels_and_promotes() {
+    require(PODMAN);
+    let pw = password();
+    let repo = repo();
+    let local = format!("localhost/halobox-imgtest-pub:{}", std::process::id());
+    assert!(
+        cli("podman", &["tag", "localhost/halobox-test:2", &local])
+            .status
+            .success()
+    );
+
+    let dry = publish(
+        &[
+            &local,
+            "--channel",
+            "dev",
+            "--to",
+            &repo,
+            "--dry-run",
+            "--json",
+        ],
+        &pw,
+    );
+    no_secret(&dry, &pw);
+    assert!(
+        dry.status.success(),
+        "{}",
+        String::from_utf8_lossy(&dry.stderr)
+    );
+    let plan: Value = serde_json::from_slice(&dry.stdout).unwrap();
+    let tags: Vec<String> = plan["tags"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t.as_str().unwrap().to_string())
+        .collect();
+    assert_eq!(
+        tags,
+        vec![
+            format!("{repo}:20240601-000000"),
+            format!("{repo}:sha-0123456"),
+            format!("{repo}:dev")
+        ]
+    );
+    assert!(
+        plan["credentials"]
+            .as_str()
+            .unwrap()
+            .contains("user halobox")
+    );
+
+    let out = publish(&[&local, "--channel", "dev", "--to", &repo, "--json"], &pw);
+    no_secret(&out, &pw);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let report: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(report["same_digest"], true);
+    let mut digests = Vec::new();
+    for t in &tags {
+        let r = remote(t, &pw);
+        let labels = &r["Labels"];
+        assert_eq!(
+            labels["org.opencontainers.image.created"], "2024-06-01T00:00:00Z",
+            "{t}"
+        );
+        assert_eq!(labels["org.opencontainers.image.revision"], REVISION, "{t}");
+        assert_eq!(
+            labels["org.opencontainers.image.source"], "https://example.org/halobox",
+            "{t}"
+        );
+        assert_eq!(
+            labels["org.opencontainers.image.version"], "20240601-000000",
+            "{t}"
+        );
+        assert_eq!(
+            report["pushed"][t], r["Digest"],
+            "{t}: reported digest is the registry's"
+        );
+        digests.push(r["Digest"].as_str().unwrap().to_string());
+    }
+    assert!(digests.windows(2).all(|w| w[0] == w[1]), "{digests:?}");
+
+    let promoted = publish(&["--promote", "dev", "latest", "--to", &repo], &pw);
+    no_secret(&promoted, &pw);
+    assert!(
+        promoted.status.success(),
+        "{}",
+        String::from_utf8_lossy(&promoted.stderr)
+    );
+    assert_eq!(remote(&format!("{repo}:latest"), &pw)["Digest"], digests[0]);
+    let _ = cli("podman", &["rmi", "-f", &local]);
+}
+
+#[test]
+fn wrong_password_fails_clearly_and_pushes_nothing() {
+    require(PODMAN);
+    let pw = password();
+    let wrong = format!("{pw}-wrong-{}", std::process::id());
+    let repo = format!("{}-wrong", repo());
+    let local = format!("localhost/halobox-imgtest-pub:wrong-{}", std::process::id());
+    assert!(
+        cli("podman", &["tag", "localhost/halobox-test:1", &local])
+            .status
+            .success()
+    );
+    let out = publish(&[&local, "--channel", "latest", "--to", &repo], &wrong);
+    no_secret(&out, &wrong);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert!(
+        err.contains("authentication required") || err.contains("unauthorized"),
+        "{err}"
+    );
+    assert!(err.contains("refused user \"halobox\""), "{err}");
+    assert!(err.contains("pushed 0 of 3"), "{err}");
+    assert!(
+        String::from_utf8_lossy(&out.stdout).trim().is_empty(),
+        "nothing reported as pushed"
+    );
+    let check = cli(
+        "skopeo",
+        &[
+            "inspect",
+            "--tls-verify=false",
+            "--creds",
+            &format!("halobox:{pw}"),
+            &format!("docker://{repo}:latest"),
+        ],
+    );
+    assert!(!check.status.success(), "no tag reached the registry");
+    let _ = cli("podman", &["rmi", "-f", &local]);
+}
