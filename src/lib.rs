@@ -16,6 +16,8 @@ pub mod engine;
 pub mod host;
 pub mod image;
 pub mod image_ref;
+pub mod proc;
 pub mod refresh;
+pub mod shell;
 pub mod ssh;
 pub mod units;

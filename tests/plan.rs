@@ -233,7 +233,7 @@ fn request_and_command_forms() {
         false,
         Backend::Toolbox,
     );
-    let line = cli::shell_line(&cli::create_command(&s, EngineKind::Podman));
+    let line = halobox::shell::line(&cli::create_command(&s, EngineKind::Podman));
     insta::assert_snapshot!("toolbox_create_command", line);
     let body = api::libpod_body(&s);
     assert_eq!(body["use_image_hosts"], true);

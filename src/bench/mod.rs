@@ -11,7 +11,6 @@ pub mod iperf3;
 pub mod perftest;
 pub mod plan;
 pub mod probe;
-pub mod proc;
 pub mod report;
 pub mod results;
 pub mod run;

@@ -120,26 +120,6 @@ pub const SERVE_IDLE_S: u32 = 60;
 /// so nothing is left running on the peer.
 const GUARD: &str = "exec 3<&0; \"$@\" 3<&- & p=$!; (cat <&3 >/dev/null 2>&1; kill $p 2>/dev/null) >/dev/null 2>&1 & exec 3<&-; wait $p";
 
-/// `s` quoted for a POSIX shell.
-pub fn shell_quote(s: &str) -> String {
-    let plain = !s.is_empty()
-        && s.bytes()
-            .all(|b| b.is_ascii_alphanumeric() || b"_./:=@%+,-".contains(&b));
-    if plain {
-        s.to_string()
-    } else {
-        format!("'{}'", s.replace('\'', "'\\''"))
-    }
-}
-
-/// A command line for display.
-pub fn display(argv: &[String]) -> String {
-    argv.iter()
-        .map(|a| shell_quote(a))
-        .collect::<Vec<_>>()
-        .join(" ")
-}
-
 /// ssh options halobox refuses: they turn off host key checking.
 pub fn unsafe_ssh_option(opt: &str) -> bool {
     crate::ssh::unsafe_option(opt)
@@ -152,17 +132,17 @@ pub fn ssh(opts: &BenchOptions, remote: &str) -> Vec<String> {
 
 /// The peer's shell command that runs `server` under the stdin guard.
 pub fn guarded(server: &[String]) -> String {
-    let mut s = format!("sh -c {} halobox-guard", shell_quote(GUARD));
+    let mut s = format!("sh -c {} halobox-guard", crate::shell::quote(GUARD));
     for a in server {
         s.push(' ');
-        s.push_str(&shell_quote(a));
+        s.push_str(&crate::shell::quote(a));
     }
     s
 }
 
 /// The probe of the peer's end of `path`.
 pub fn probe_command(opts: &BenchOptions, path: &PathSpec) -> Vec<String> {
-    let remote = display(&[
+    let remote = crate::shell::line(&[
         opts.peer_halobox.clone(),
         "bench".into(),
         "probe".into(),
@@ -419,12 +399,12 @@ pub fn render(opts: &BenchOptions, plan: &Plan) -> String {
         let _ = writeln!(
             out,
             "  probe the peer:\n    {}",
-            display(&probe_command(opts, &p.spec))
+            crate::shell::line(&probe_command(opts, &p.spec))
         );
         let _ = writeln!(
             out,
             "  halobox server on the peer (TCP legs):\n    {}",
-            display(&ssh(opts, &guarded(&p.tcp_server)))
+            crate::shell::line(&ssh(opts, &guarded(&p.tcp_server)))
         );
         for leg in &p.legs {
             let _ = writeln!(
@@ -439,12 +419,16 @@ pub fn render(opts: &BenchOptions, plan: &Plan) -> String {
                 continue;
             }
             if let Some(server) = &leg.server {
-                let _ = writeln!(out, "    peer:  {}", display(&ssh(opts, &guarded(server))));
+                let _ = writeln!(
+                    out,
+                    "    peer:  {}",
+                    crate::shell::line(&ssh(opts, &guarded(server)))
+                );
             }
             let client = if leg.client.first().is_some_and(|c| c == "(built in)") {
                 leg.client.join(" ")
             } else {
-                display(&leg.client)
+                crate::shell::line(&leg.client)
             };
             let _ = writeln!(out, "    local: {client}");
         }
@@ -468,10 +452,6 @@ mod tests {
 
     #[test]
     fn quoting() {
-        assert_eq!(shell_quote("10.0.0.1"), "10.0.0.1");
-        assert_eq!(shell_quote("a b"), "'a b'");
-        assert_eq!(shell_quote("it's"), "'it'\\''s'");
-        assert_eq!(shell_quote(""), "''");
         assert!(unsafe_ssh_option("StrictHostKeyChecking=no"));
         assert!(unsafe_ssh_option("UserKnownHostsFile=/dev/null"));
         assert!(!unsafe_ssh_option("UserKnownHostsFile=/tmp/kh"));

@@ -10,13 +10,11 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use anyhow::{Context, bail};
 
-use super::plan::{
-    self, BenchOptions, Leg, LegKind, PathPlan, PathSpec, Plan, display, guarded, ssh,
-};
+use super::plan::{self, BenchOptions, Leg, LegKind, PathPlan, PathSpec, Plan, guarded, ssh};
 use super::probe::NodeContext;
-use super::proc::{self, Proc, WaitError};
 use super::results::{self, LegRecord, LegStatus, PathRecord, RunRecord, SCHEMA_VERSION};
 use super::tcp::{self, LatencyOptions, Target};
+use crate::proc::{self, Proc, WaitError};
 
 /// How long a server on the peer may take to say it listens.
 const READY_TIMEOUT: Duration = Duration::from_secs(30);
@@ -206,8 +204,8 @@ fn run_path(opts: &BenchOptions, p: &PathPlan, dir: &Path) -> anyhow::Result<Vec
         let server = leg.server.as_ref().map(|s| ssh(opts, &guarded(s)));
         let commands: Vec<String> = server
             .iter()
-            .map(|s| display(s))
-            .chain([display(&leg.client)])
+            .map(|s| crate::shell::line(s))
+            .chain([crate::shell::line(&leg.client)])
             .collect();
         if let Some(reason) = &leg.skip {
             out.push(record(
@@ -263,7 +261,7 @@ fn run_tcp(
     dir: &Path,
 ) -> anyhow::Result<Vec<LegRecord>> {
     let server_argv = ssh(opts, &guarded(&p.tcp_server));
-    let commands = |leg: &Leg| vec![display(&server_argv), leg.client.join(" ")];
+    let commands = |leg: &Leg| vec![crate::shell::line(&server_argv), leg.client.join(" ")];
     let server = start_server(
         &server_argv,
         |l| l.starts_with(tcp::READY_PREFIX),

@@ -6,7 +6,7 @@ use serde::{Deserialize, Serialize};
 
 use super::config::{ClusterConfig, NodeBackend, NodeConfig};
 use super::env::{EnvVar, NodeEnv, Resolved};
-use crate::container::cli::shell_line;
+use crate::shell;
 
 /// `cmd` as run in a node's container: directly for `host`, else through
 /// `halobox enter NAME -- …` (toolbox run, distrobox enter or an API exec,
@@ -570,9 +570,9 @@ pub fn render_serve(plan: &ServePlan, argv: &[String]) -> String {
     if plan.hf_token {
         s.push_str("HF_TOKEN=******** (from this environment, passed on stdin)\n");
     }
-    s.push_str(&shell_line(&plan.command));
+    s.push_str(&shell::line(&plan.command));
     s.push('\n');
-    s.push_str(&format!("# runs as: {}\n", shell_line(argv)));
+    s.push_str(&format!("# runs as: {}\n", shell::line(argv)));
     for n in &plan.notes {
         s.push_str(&format!("# note: {n}\n"));
     }

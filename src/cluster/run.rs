@@ -15,9 +15,9 @@ use super::env::{self, EnvRequest, NodeEnv};
 use super::plan::{
     self, ContainerReport, Finding, JoinReport, Level, RayNodes, in_container, with_env,
 };
-use crate::bench::proc::{self, Finished, Proc};
-use crate::container::cli::shell_line;
 use crate::host::HostFacts;
+use crate::proc::{self, Finished, Proc};
+use crate::shell;
 
 /// This halobox's version (compared across nodes).
 pub const VERSION: &str = env!("CARGO_PKG_VERSION");
@@ -163,7 +163,7 @@ fn on_node(
     argv: &[String],
     timeout: Duration,
 ) -> anyhow::Result<Finished> {
-    let ssh = crate::ssh::command(&node.ssh, &cfg.ssh_options, &shell_line(argv));
+    let ssh = crate::ssh::command(&node.ssh, &cfg.ssh_options, &shell::line(argv));
     Ok(proc::run(&ssh, timeout)?)
 }
 
@@ -292,7 +292,7 @@ impl Waiter {
             NodeBackend::Podman | NodeBackend::Docker
         );
         let argv = plan::nodes_query(cfg, want, timeout_s, watch);
-        let ssh = crate::ssh::command(&cfg.head().ssh, &cfg.ssh_options, &shell_line(&argv));
+        let ssh = crate::ssh::command(&cfg.head().ssh, &cfg.ssh_options, &shell::line(&argv));
         Ok(Waiter {
             proc: Proc::spawn(&ssh)?,
             timeout: Duration::from_secs(timeout_s + 60),
@@ -408,13 +408,13 @@ pub fn up(
             for a in r.env.assignments() {
                 println!("  {a}");
             }
-            println!("  on the node: {}", shell_line(&r.command));
+            println!("  on the node: {}", shell::line(&r.command));
             println!(
                 "  from here:   {}",
-                shell_line(&crate::ssh::command(
+                shell::line(&crate::ssh::command(
                     &node.ssh,
                     &cfg.ssh_options,
-                    &shell_line(&plan::join_command(cfg, node, false))
+                    &shell::line(&plan::join_command(cfg, node, false))
                 ))
             );
         }

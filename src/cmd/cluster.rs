@@ -14,8 +14,8 @@ use crate::cluster::config::{self, ClusterConfig, NodeConfig};
 use crate::cluster::env::{self, EnvRequest};
 use crate::cluster::plan::{self, in_container, with_env};
 use crate::cluster::run;
-use crate::container::cli::shell_line;
 use crate::host::{self, GatherOptions, HostRoot};
+use crate::shell;
 
 /// Runs a `cluster` subcommand.
 pub fn run(cmd: ClusterCommand) -> anyhow::Result<ExitCode> {
@@ -178,14 +178,14 @@ fn join(a: &ClusterJoinArgs) -> anyhow::Result<ExitCode> {
         for line in env.assignments() {
             println!("{line}");
         }
-        println!("{}", shell_line(&env.ray_start));
+        println!("{}", shell::line(&env.ray_start));
         let full = in_container(
             "halobox",
             a.backend,
             &a.container,
             &with_env(&env.vars, &env.ray_start),
         );
-        println!("# runs as: {}", shell_line(&full));
+        println!("# runs as: {}", shell::line(&full));
         return Ok(ExitCode::SUCCESS);
     }
     if a.sysroot.is_some() && a.backend.is_container() {
@@ -283,10 +283,10 @@ fn down(a: &ClusterDownArgs) -> anyhow::Result<ExitCode> {
             println!(
                 "{}: {}",
                 node.label(),
-                shell_line(&crate::ssh::command(
+                shell::line(&crate::ssh::command(
                     &node.ssh,
                     &cfg.ssh_options,
-                    &shell_line(&plan::stop_command(&cfg, node))
+                    &shell::line(&plan::stop_command(&cfg, node))
                 ))
             );
         }

@@ -10,13 +10,14 @@ use super::{UsageError, block_on, connect, container_name};
 use crate::cli::RefreshArgs;
 use crate::config::{self, DEFAULT_IMAGE};
 use crate::container::backend::Backend;
-use crate::container::cli::{create_command, shell_line};
+use crate::container::cli::create_command;
 use crate::container::spec::LABEL_IMAGE;
 use crate::engine::local;
 use crate::host::{self, GatherOptions, HostRoot};
 use crate::image_ref::ImageRef;
 use crate::refresh::plan::{self, NEW_SUFFIX, RefreshOptions, RefreshPlan, Source};
 use crate::refresh::run;
+use crate::shell;
 
 /// Runs `halobox refresh`.
 pub fn run(args: &RefreshArgs) -> anyhow::Result<ExitCode> {
@@ -162,7 +163,7 @@ fn print_plan(plan: &RefreshPlan, json: bool) -> anyhow::Result<()> {
         let v = serde_json::json!({
             "dry_run": true,
             "plan": plan,
-            "create_command": shell_line(&command),
+            "create_command": shell::line(&command),
         });
         println!("{}", serde_json::to_string_pretty(&v)?);
         return Ok(());
@@ -202,7 +203,7 @@ fn print_plan(plan: &RefreshPlan, json: bool) -> anyhow::Result<()> {
     step(format!(
         "create {} and check that it runs:\n       {}",
         plan.temp_name,
-        shell_line(&command)
+        shell::line(&command)
     ));
     match &plan.replaces {
         Some(old) => step(format!(

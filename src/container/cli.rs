@@ -4,28 +4,6 @@
 use super::spec::ContainerSpec;
 use crate::engine::EngineKind;
 
-/// Quotes a word for a POSIX shell when it needs it.
-pub fn shell_quote(word: &str) -> String {
-    let safe = !word.is_empty()
-        && word
-            .bytes()
-            .all(|b| b.is_ascii_alphanumeric() || b"-_./:=@,+%".contains(&b));
-    if safe {
-        word.to_string()
-    } else {
-        format!("'{}'", word.replace('\'', r"'\''"))
-    }
-}
-
-/// Joins words into one shell-safe line.
-pub fn shell_line(words: &[String]) -> String {
-    words
-        .iter()
-        .map(|w| shell_quote(w))
-        .collect::<Vec<_>>()
-        .join(" ")
-}
-
 /// `podman create …` / `docker create …` that makes the same container.
 pub fn create_command(spec: &ContainerSpec, engine: EngineKind) -> Vec<String> {
     let mut a: Vec<String> = vec![
@@ -98,20 +76,4 @@ pub fn create_command(spec: &ContainerSpec, engine: EngineKind) -> Vec<String> {
     a.push(spec.image.clone());
     a.extend(spec.cmd.iter().cloned());
     a
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn quoting() {
-        assert_eq!(
-            shell_quote("/dev/kfd:/dev/kfd:rwm"),
-            "/dev/kfd:/dev/kfd:rwm"
-        );
-        assert_eq!(shell_quote("a b"), "'a b'");
-        assert_eq!(shell_quote("it's"), r"'it'\''s'");
-        assert_eq!(shell_quote(""), "''");
-    }
 }

@@ -8,8 +8,8 @@
 //! distrobox refuses to run as root; with a rootful engine halobox passes
 //! `--root` (distrobox then uses sudo).
 
-use super::cli::shell_line;
 use super::spec::ContainerSpec;
+use crate::shell;
 
 /// `distrobox create …` for `spec` (its name and image as they are).
 pub fn create_command(spec: &ContainerSpec, rootful: bool) -> Vec<String> {
@@ -24,7 +24,7 @@ pub fn create_command(spec: &ContainerSpec, rootful: bool) -> Vec<String> {
         flags.push(format!("--annotation {k}={v}"));
     }
     for (k, v) in &spec.labels {
-        flags.push(shell_line(&["--label".to_string(), format!("{k}={v}")]));
+        flags.push(shell::line(&["--label".to_string(), format!("{k}={v}")]));
     }
     for s in &spec.security_opt {
         if s.starts_with("seccomp") {

@@ -1,4 +1,4 @@
-//! Child processes (ssh to the peer, local clients) with their output
+//! Child processes (ssh to a peer or node, local clients) with their output
 //! collected line by line, bounded waits, and cleanup on drop.
 
 use std::io::{self, BufRead, BufReader, Read};
