@@ -47,24 +47,6 @@ pub enum Command {
         after_help = "Examples:\n  halobox doctor\n  halobox doctor --ip 192.168.100.1\n  halobox doctor --json --sysroot tests/fixtures/hosts/broken-e810\n\nExit status: 0 when nothing FAILs, 1 when a check FAILs, 2 on a usage error."
     )]
     Doctor(DoctorArgs),
-    /// Print a shell completion script.
-    #[command(
-        after_help = "Examples:\n  halobox completions bash > ~/.local/share/bash-completion/completions/halobox\n  halobox completions zsh > ~/.zfunc/_halobox\n  halobox completions fish > ~/.config/fish/completions/halobox.fish"
-    )]
-    Completions {
-        /// The shell.
-        #[arg(value_enum)]
-        shell: clap_complete::Shell,
-    },
-    /// Print the man page (roff), or write one page per command into a directory.
-    #[command(
-        after_help = "Examples:\n  halobox man | man -l -\n  halobox man --out-dir /usr/local/share/man/man1"
-    )]
-    Man {
-        /// Write halobox.1 and halobox-<command>.1 here instead of printing halobox.1.
-        #[arg(long, value_name = "DIR")]
-        out_dir: Option<PathBuf>,
-    },
     /// Pull the image and (re)create this node's container with GPU, RDMA and memlock set up.
     #[command(
         after_help = "Examples:\n  halobox refresh                         latest image, default backend, memlock unlimited\n  halobox refresh dev --backend podman\n  halobox refresh --image 127.0.0.1:5000/halobox/test --name vllm --memlock 8M\n  halobox refresh --dry-run               print the plan and the equivalent podman command\n  halobox refresh --rollback              back to the previous pinned image\n\nThe old container is replaced only after the new one runs; any failure before that leaves it as it was."
@@ -111,6 +93,24 @@ pub enum Command {
         after_help = "Examples:\n  halobox bench run --peer node2 --peer-ip 192.168.100.2\n  halobox bench run --peer node2 --peer-ip 192.168.100.2 --dry-run\n  halobox bench report ~/.local/state/halobox/bench/20250101T120000Z\n  halobox bench compare RUN_A RUN_B"
     )]
     Bench(BenchCommand),
+    /// Print a shell completion script.
+    #[command(
+        after_help = "Examples:\n  halobox completions bash > ~/.local/share/bash-completion/completions/halobox\n  halobox completions zsh > ~/.zfunc/_halobox\n  halobox completions fish > ~/.config/fish/completions/halobox.fish"
+    )]
+    Completions {
+        /// The shell.
+        #[arg(value_enum)]
+        shell: clap_complete::Shell,
+    },
+    /// Print the man page (roff), or write one page per command into a directory.
+    #[command(
+        after_help = "Examples:\n  halobox man | man -l -\n  halobox man --out-dir /usr/local/share/man/man1"
+    )]
+    Man {
+        /// Write halobox.1 and halobox-<command>.1 here instead of printing halobox.1.
+        #[arg(long, value_name = "DIR")]
+        out_dir: Option<PathBuf>,
+    },
 }
 
 /// Where host facts come from.
