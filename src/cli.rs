@@ -80,7 +80,10 @@ pub enum Command {
     )]
     Build(BuildArgs),
     /// Change an image without rebuilding it.
-    #[command(subcommand)]
+    #[command(
+        subcommand,
+        after_help = "Examples:\n  halobox image add-layer localhost/vllm-therock-gfx1151:latest --add build/librccl.so.1:/opt/rocm/lib/librccl.so.1:0755 --tag localhost/vllm:rccl-fix --load"
+    )]
     Image(ImageCommand),
     /// Tag an image with its channel, date and commit, set its OCI labels, and push every tag.
     #[command(
@@ -265,6 +268,9 @@ pub enum ClusterCommand {
     )]
     Init(ClusterInitArgs),
     /// Preflight every node, start the Ray head, then every worker, and wait until Ray lists them all.
+    #[command(
+        after_help = "Examples:\n  halobox cluster up\n  halobox cluster up --dry-run\n  halobox cluster up --cluster ./cluster.toml --timeout 120"
+    )]
     Up(ClusterUpArgs),
     /// Start Ray on this node with the env computed from its own facts (what `up` runs on each node).
     #[command(
@@ -272,10 +278,15 @@ pub enum ClusterCommand {
     )]
     Join(ClusterJoinArgs),
     /// Nodes in Ray with their GPUs and CPUs, transport and env in force.
+    #[command(after_help = "Examples:\n  halobox cluster status\n  halobox cluster status --json")]
     Status(ClusterStatusArgs),
     /// Stop Ray on every node (unreachable nodes are reported).
+    #[command(
+        after_help = "Examples:\n  halobox cluster down\n  halobox cluster down --cluster ./cluster.toml"
+    )]
     Down(ClusterDownArgs),
     /// An interactive menu over init, up, status, down and serve.
+    #[command(after_help = "Examples:\n  halobox cluster tui")]
     Tui(ClusterFileArgs),
 }
 
@@ -536,12 +547,20 @@ pub enum BenchCommand {
     )]
     Run(BenchRunArgs),
     /// Serve halobox's TCP latency echo and bandwidth sink (what `bench run` starts on the peer).
+    #[command(
+        after_help = "Examples:\n  halobox bench serve --port 18600   (normally started by `bench run` on the peer)"
+    )]
     Serve(BenchServeArgs),
     /// Print, as JSON, this node's end of a path: interface, RDMA device, port, GID index, MTU, ceilings.
+    #[command(after_help = "Examples:\n  halobox bench probe --ip 192.168.100.2")]
     Probe(BenchProbeArgs),
     /// Re-render a saved run from its raw logs.
+    #[command(
+        after_help = "Examples:\n  halobox bench report ~/.local/state/halobox/bench/20260101T120000Z\n  halobox bench report RUN_DIR --json"
+    )]
     Report(BenchReportArgs),
     /// Show the differences between two saved runs.
+    #[command(after_help = "Examples:\n  halobox bench compare RUN_BEFORE RUN_AFTER")]
     Compare(BenchCompareArgs),
 }
 

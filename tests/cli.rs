@@ -7,12 +7,29 @@ use predicates::str::contains;
 
 #[test]
 fn every_command_has_help_with_examples() {
+    fn walk(cmd: &clap::Command, path: &mut Vec<String>, missing: &mut Vec<String>) {
+        let has = cmd
+            .get_after_help()
+            .is_some_and(|h| h.to_string().contains("Examples:"));
+        if !has {
+            missing.push(path.join(" "));
+        }
+        for sub in cmd.get_subcommands().filter(|c| c.get_name() != "help") {
+            path.push(sub.get_name().to_string());
+            walk(sub, path, missing);
+            path.pop();
+        }
+    }
+    let mut missing = Vec::new();
+    let cli = <halobox::cli::Cli as clap::CommandFactory>::command();
+    walk(&cli, &mut vec!["halobox".into()], &mut missing);
+    assert!(missing.is_empty(), "no examples in --help of: {missing:?}");
+    // And the real binary prints them.
     for cmd in [
-        &[][..],
-        &["detect"],
-        &["doctor"],
-        &["completions"],
-        &["man"],
+        &["doctor"][..],
+        &["refresh"],
+        &["cluster", "up"],
+        &["image", "add-layer"],
     ] {
         let mut args: Vec<&str> = cmd.to_vec();
         args.push("--help");
