@@ -309,6 +309,17 @@ fn refresh_opts(backend: Backend, memlock: &str, clamp: bool) -> RefreshOptions 
     }
 }
 
+/// A refresh plan on `f` for a podman (or docker) engine, pulling.
+fn plan_on(
+    f: &HostFacts,
+    kind: EngineKind,
+    creator: Option<&halobox::host::procs::Process>,
+    existing: Option<&halobox::engine::containers::ContainerInfo>,
+    opts: &RefreshOptions,
+) -> Result<plan::RefreshPlan, PlanError> {
+    plan::plan(f, &engine(kind), creator, existing, None, pull(), opts)
+}
+
 fn pull() -> Source {
     Source::Pull {
         reference: "registry.example/halobox/vllm:latest".into(),
@@ -323,25 +334,21 @@ fn refresh_preflights_memlock_against_the_engine_process() {
         creator.is_some(),
         "the broken host runs a podman service with 8 MiB"
     );
-    let err = plan::plan(
+    let err = plan_on(
         &broken,
-        &engine(EngineKind::Podman),
+        EngineKind::Podman,
         creator,
         None,
-        None,
-        pull(),
         &refresh_opts(Backend::Podman, "unlimited", false),
     )
     .unwrap_err();
     assert!(matches!(err, PlanError::Memlock { .. }), "{err}");
     assert!(err.to_string().contains("LimitMEMLOCK=infinity"));
-    let p = plan::plan(
+    let p = plan_on(
         &broken,
-        &engine(EngineKind::Podman),
+        EngineKind::Podman,
         creator,
         None,
-        None,
-        pull(),
         &refresh_opts(Backend::Podman, "unlimited", true),
     )
     .unwrap();
@@ -350,13 +357,11 @@ fn refresh_preflights_memlock_against_the_engine_process() {
 
     let healthy = facts("strix-e810");
     let creator = healthy.limits.podman_services.first();
-    let p = plan::plan(
+    let p = plan_on(
         &healthy,
-        &engine(EngineKind::Podman),
+        EngineKind::Podman,
         creator,
         None,
-        None,
-        pull(),
         &refresh_opts(Backend::Toolbox, "unlimited", false),
     )
     .unwrap();
@@ -369,13 +374,11 @@ fn refresh_preflights_memlock_against_the_engine_process() {
 #[test]
 fn refresh_refuses_wrong_engine_foreign_names_and_root_distrobox() {
     let f = facts("strix-e810");
-    let err = plan::plan(
+    let err = plan_on(
         &f,
-        &engine(EngineKind::Docker),
+        EngineKind::Docker,
         None,
         None,
-        None,
-        pull(),
         &refresh_opts(Backend::Toolbox, "64M", false),
     )
     .unwrap_err();
@@ -392,63 +395,46 @@ fn refresh_refuses_wrong_engine_foreign_names_and_root_distrobox() {
         devices: vec![],
         annotations: Default::default(),
     };
-    let err = plan::plan(
+    let err = plan_on(
         &f,
-        &engine(EngineKind::Podman),
+        EngineKind::Podman,
         None,
         Some(&foreign),
-        None,
-        pull(),
         &refresh_opts(Backend::Podman, "64M", false),
     )
     .unwrap_err();
     assert!(matches!(err, PlanError::NameTaken { .. }), "{err}");
     let mut adopt = refresh_opts(Backend::Podman, "64M", false);
     adopt.adopt = true;
-    let p = plan::plan(
-        &f,
-        &engine(EngineKind::Podman),
-        None,
-        Some(&foreign),
-        None,
-        pull(),
-        &adopt,
-    )
-    .unwrap();
+    let p = plan_on(&f, EngineKind::Podman, None, Some(&foreign), &adopt).unwrap();
     assert_eq!(p.replaces.as_deref(), Some("vllm"));
 
     let root = facts("no-gpu-no-rdma");
-    let err = plan::plan(
+    let err = plan_on(
         &root,
-        &engine(EngineKind::Podman),
+        EngineKind::Podman,
         None,
         None,
-        None,
-        pull(),
         &refresh_opts(Backend::Distrobox, "8M", false),
     )
     .unwrap_err();
     assert_eq!(err, PlanError::DistroboxAsRoot);
     // distrobox as a user: memlock is this user's (unlimited on the healthy host).
-    let p = plan::plan(
+    let p = plan_on(
         &f,
-        &engine(EngineKind::Podman),
+        EngineKind::Podman,
         None,
         None,
-        None,
-        pull(),
         &refresh_opts(Backend::Distrobox, "64M", false),
     )
     .unwrap();
     assert_eq!(p.spec.rlimits[0].soft, -1);
     let broken = facts("broken-e810");
-    let err = plan::plan(
+    let err = plan_on(
         &broken,
-        &engine(EngineKind::Podman),
+        EngineKind::Podman,
         None,
         None,
-        None,
-        pull(),
         &refresh_opts(Backend::Distrobox, "unlimited", false),
     )
     .unwrap_err();
