@@ -93,7 +93,7 @@ pub enum Command {
     /// Measure Ethernet (TCP) against RDMA between this node and a peer.
     #[command(
         subcommand,
-        after_help = "Examples:\n  halobox bench run --peer node2 --peer-ip 192.168.100.2\n  halobox bench run --peer node2 --peer-ip 192.168.100.2 --dry-run\n  halobox bench report ~/.local/state/halobox/bench/20250101T120000Z\n  halobox bench compare RUN_A RUN_B"
+        after_help = "Examples:\n  halobox bench run                        (the peer from ~/.config/halobox/cluster.toml)\n  halobox bench run --peer-node node2 --dry-run\n  halobox bench run --peer node2 --peer-ip 192.168.100.2\n  halobox bench run --peer node2 --peer-ip 192.168.100.2 --dry-run\n  halobox bench report ~/.local/state/halobox/bench/20250101T120000Z\n  halobox bench compare RUN_A RUN_B"
     )]
     Bench(BenchCommand),
     /// Print a shell completion script.
@@ -543,7 +543,7 @@ pub struct PublishArgs {
 pub enum BenchCommand {
     /// Run the benchmark against a peer (servers started there over ssh).
     #[command(
-        after_help = "Examples:\n  halobox bench run --peer node2 --peer-ip 192.168.100.2\n  halobox bench run --peer root@node2 --peer-ip 192.168.100.2 --peer-ip 10.0.0.2 --json\n  halobox bench run --peer node2 --peer-ip 192.168.100.2 --no-rdma --duration 5 --streams 8\n\nThe peer needs halobox (--peer-halobox), and for the cross-checks iperf3 and perftest.\nssh runs with BatchMode=yes: key authentication and a known host key are required."
+        after_help = "Examples:\n  halobox bench run                        (the peer from ~/.config/halobox/cluster.toml)\n  halobox bench run --peer-node node2 --dry-run\n  halobox bench run --peer node2 --peer-ip 192.168.100.2\n  halobox bench run --peer root@node2 --peer-ip 192.168.100.2 --peer-ip 10.0.0.2 --json\n  halobox bench run --peer node2 --peer-ip 192.168.100.2 --no-rdma --duration 5 --streams 8\n\nThe peer needs halobox (--peer-halobox), and for the cross-checks iperf3 and perftest.\nssh runs with BatchMode=yes: key authentication and a known host key are required."
     )]
     Run(BenchRunArgs),
     /// Serve halobox's TCP latency echo and bandwidth sink (what `bench run` starts on the peer).
@@ -551,8 +551,10 @@ pub enum BenchCommand {
         after_help = "Examples:\n  halobox bench serve --port 18600   (normally started by `bench run` on the peer)"
     )]
     Serve(BenchServeArgs),
-    /// Print, as JSON, this node's end of a path: interface, RDMA device, port, GID index, MTU, ceilings.
-    #[command(after_help = "Examples:\n  halobox bench probe --ip 192.168.100.2")]
+    /// Print, as JSON, this node's end of a path: interface, RDMA device, port, GID index, MTU, ceilings, RDMA counters.
+    #[command(
+        after_help = "Examples:\n  halobox bench probe --ip 192.168.100.2\n  halobox bench probe --ip 10.0.0.1 --sysroot tests/fixtures/hosts/strix-cx5"
+    )]
     Probe(BenchProbeArgs),
     /// Re-render a saved run from its raw logs.
     #[command(
@@ -567,18 +569,24 @@ pub enum BenchCommand {
 /// `halobox bench run`.
 #[derive(Debug, Args)]
 pub struct BenchRunArgs {
-    /// The peer's ssh destination (`host`, `user@host`, or a Host from ~/.ssh/config).
+    /// The peer's ssh destination (`host`, `user@host`, or a Host from ~/.ssh/config); without --peer-ip, a node of the cluster file.
     #[arg(long, value_name = "SSH_TARGET")]
-    pub peer: String,
-    /// The peer's address on a path to measure (repeat for several paths).
-    #[arg(long, value_name = "IP", required = true)]
+    pub peer: Option<String>,
+    /// The peer's address on a path to measure (repeat for several paths; default: the peer node's data-plane IP).
+    #[arg(long, value_name = "IP")]
     pub peer_ip: Vec<Ipv4Addr>,
-    /// This node's address on each path, in --peer-ip order (default: the routed source address).
+    /// The cluster file the peer comes from when --peer/--peer-ip do not name it (default: ~/.config/halobox/cluster.toml).
+    #[arg(long, value_name = "FILE")]
+    pub cluster: Option<PathBuf>,
+    /// The peer node of the cluster file: its name, ssh target, IP or position (1 = first; default: the first node that is not this machine).
+    #[arg(long, value_name = "NAME", conflicts_with = "peer")]
+    pub peer_node: Option<String>,
+    /// This node's address on each path, in --peer-ip order (default: this node's data-plane IP from the cluster file, else the routed source address).
     #[arg(long, value_name = "LOCAL_IP")]
     pub iface_ip: Vec<Ipv4Addr>,
-    /// halobox on the peer.
-    #[arg(long, value_name = "PATH", default_value = "halobox")]
-    pub peer_halobox: String,
+    /// halobox on the peer (default: the cluster file's `halobox`, else `halobox`).
+    #[arg(long, value_name = "PATH")]
+    pub peer_halobox: Option<String>,
     /// Extra ssh option, passed as `-o OPT` (repeatable; host key checking cannot be turned off).
     #[arg(long, value_name = "OPT")]
     pub ssh_option: Vec<String>,
@@ -631,6 +639,9 @@ pub struct BenchProbeArgs {
     /// This node's address on the path.
     #[arg(long, value_name = "IP")]
     pub ip: Ipv4Addr,
+    /// Read host files under DIR instead of / (a snapshot of another machine).
+    #[arg(long, value_name = "DIR")]
+    pub sysroot: Option<PathBuf>,
 }
 
 /// `halobox bench report`.

@@ -82,6 +82,34 @@ impl Hosts {
         cmd.output().expect("run halobox")
     }
 
+    /// `halobox bench run --cluster FILE …` from namespace a: both nodes in
+    /// a cluster file, the peer (b) and this machine (a) found from it.
+    fn bench_via_cluster(&self, extra: &[&str]) -> Output {
+        let halobox = env!("CARGO_BIN_EXE_halobox");
+        let file = self.path("cluster.toml");
+        std::fs::write(
+            &file,
+            format!(
+                "halobox = \"{halobox}\"\nssh_options = [\"UserKnownHostsFile={}\", \"IdentityFile={}\", \"IdentitiesOnly=yes\"]\n\
+                 [[node]]\nname = \"a\"\nssh = \"root@{a}\"\nip = \"{a}\"\n\
+                 [[node]]\nname = \"b\"\nssh = \"root@{b}\"\nip = \"{b}\"\n",
+                self.path("known_hosts").display(),
+                self.path("client_key").display(),
+                a = self.ip(1),
+                b = self.ip(2),
+            ),
+        )
+        .unwrap();
+        Command::new("ip")
+            .args(["netns", "exec", &self.ns('a'), halobox, "bench", "run"])
+            .arg("--cluster")
+            .arg(&file)
+            .args(extra)
+            .env_remove("SSH_AUTH_SOCK")
+            .output()
+            .expect("run halobox")
+    }
+
     /// Processes in namespace b other than its sshd listener, waited for
     /// (bounded) to go away.
     fn leftovers_in_peer(&self) -> Vec<String> {
@@ -240,25 +268,45 @@ fn tcp_leg_between_namespaces_over_real_sshd() {
     assert_eq!(hosts.leftovers_in_peer(), Vec::<String>::new());
 
     // Forcing the RDMA leg runs the real perftest on both ends over ssh and
-    // diagnoses the missing device instead of printing 0.00.
+    // diagnoses the missing device instead of printing 0.00. This run takes
+    // the peer from a cluster file instead of flags.
     let save2 = hosts.path("run2");
-    let out = hosts.bench(
-        &peer,
-        &[
-            "--save",
-            save2.to_str().unwrap(),
-            "--duration",
-            "1",
-            "--streams",
-            "1",
-            "--samples",
-            "200",
-            "--rdma",
-            "--json",
-        ],
-    );
+    let out = hosts.bench_via_cluster(&[
+        "--save",
+        save2.to_str().unwrap(),
+        "--duration",
+        "1",
+        "--streams",
+        "1",
+        "--samples",
+        "200",
+        "--rdma",
+        "--json",
+    ]);
     let res2 = json(&out);
     assert_eq!(out.status.code(), Some(1), "{res2:#}");
+    assert_eq!(res2["peer"], format!("root@{peer}"));
+    let run2: Value =
+        serde_json::from_str(&std::fs::read_to_string(save2.join("run.json")).unwrap()).unwrap();
+    let from = run2["options"]["peer_from"].as_str().unwrap();
+    assert!(
+        from.contains("node b of")
+            && from.contains(&format!(
+                "this machine is a: hb{}a holds {}",
+                hosts.tag,
+                hosts.ip(1)
+            )),
+        "{from}"
+    );
+    assert_eq!(run2["paths"][0]["local_ip"], hosts.ip(1));
+    // No RDMA device: the counters around the RDMA leg are "not present" on
+    // both ends, which is no failure of its own.
+    let counters = res2["counters"].as_array().unwrap();
+    assert_eq!(counters.len(), 2, "{res2:#}");
+    for c in counters {
+        assert_eq!(c["present"], false, "{c}");
+        assert_eq!(c["diagnosis"], "counters: not present", "{c}");
+    }
     let rdma = rows(&res2, "ib_write");
     assert_eq!(rdma.len(), 2);
     for r in rdma {

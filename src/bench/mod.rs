@@ -4,10 +4,13 @@
 //! [`plan`] decides what runs (pure), [`run`] runs it (ssh to the peer,
 //! clients here), [`results`] derives the table from the saved raw logs and
 //! [`report`] prints it. The parsers ([`perftest`], [`iperf3`]) and
-//! [`diagnose`] read the tools' own output.
+//! [`diagnose`] read the tools' own output; [`counters`] reads the RDMA
+//! counters' deltas; [`peer`] picks the peer from the cluster config.
 
+pub mod counters;
 pub mod diagnose;
 pub mod iperf3;
+pub mod peer;
 pub mod perftest;
 pub mod plan;
 pub mod probe;

@@ -34,6 +34,9 @@ pub struct PathSpec {
 pub struct BenchOptions {
     /// ssh destination of the peer.
     pub peer: String,
+    /// Where the peer came from, when the cluster file chose it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub peer_from: Option<String>,
     /// halobox on the peer.
     pub peer_halobox: String,
     /// Extra `ssh -o` options.
@@ -390,6 +393,9 @@ pub fn rdma_skip(
 pub fn render(opts: &BenchOptions, plan: &Plan) -> String {
     use std::fmt::Write;
     let mut out = String::new();
+    if let Some(from) = &opts.peer_from {
+        let _ = writeln!(out, "peer {}: {from}", opts.peer);
+    }
     for p in &plan.paths {
         let _ = writeln!(
             out,

@@ -1,13 +1,15 @@
 //! What the benchmark needs to know about one end of a path: its data-plane
 //! interface, RDMA endpoint (device, port, RoCE v2 GID index), MTUs, line
-//! rate, PCIe ceiling and tools. `halobox bench probe --ip IP` prints this as
-//! JSON; `bench run` reads it from the peer over ssh.
+//! rate, PCIe ceiling, tools and the RDMA port's counters. `halobox bench
+//! probe --ip IP` prints this as JSON; `bench run` reads it from the peer
+//! over ssh.
 
 use std::net::Ipv4Addr;
 
 use serde::{Deserialize, Serialize};
 
 use crate::dataplane::{self, Selection};
+use crate::host::rdma::{self, PortCounters};
 use crate::host::{self, GatherOptions, HostFacts, HostRoot, Reader};
 use crate::units::{pcie_generation, pcie_link_gbps, roce_path_mtu};
 
@@ -53,12 +55,22 @@ pub struct NodeContext {
     pub iperf3: bool,
     /// perftest (`ib_write_bw`) is installed.
     pub perftest: bool,
+    /// The RDMA port's counters now (`None`: no RDMA endpoint, or a driver
+    /// without counter files).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub counters: Option<PortCounters>,
 }
 
-/// Reads the live host's context for `ip`.
-pub fn probe(ip: Ipv4Addr) -> NodeContext {
-    let facts = host::gather(HostRoot::live(), GatherOptions::default());
-    context(&facts, &Reader::new(HostRoot::live()), ip)
+/// Reads the context for `ip` of the host at `root` (live, or a `--sysroot`).
+pub fn probe(root: HostRoot, ip: Ipv4Addr) -> NodeContext {
+    let facts = host::gather(root.clone(), GatherOptions::default());
+    context(&facts, &Reader::new(root), ip)
+}
+
+/// The counters of `ctx`'s RDMA port, read now.
+pub fn counters(r: &Reader, ctx: &NodeContext) -> Option<PortCounters> {
+    let ep = ctx.rdma.as_ref()?;
+    rdma::read_counters(r, &ep.device, ep.port)
 }
 
 /// The context for `ip` from host facts; `r` reads netdev speeds, which host
@@ -77,6 +89,7 @@ pub fn context(facts: &HostFacts, r: &Reader, ip: Ipv4Addr) -> NodeContext {
         rdma_devices: facts.rdma.devices.len(),
         iperf3: facts.tool("iperf3").is_some(),
         perftest: facts.tool("ib_write_bw").is_some(),
+        counters: None,
     };
     let Selection::Chosen(plane) = dataplane::select(facts, Some(ip)) else {
         return ctx;
@@ -122,5 +135,6 @@ pub fn context(facts: &HostFacts, r: &Reader, ip: Ipv4Addr) -> NodeContext {
         });
     }
     ctx.interface = Some(plane.interface);
+    ctx.counters = counters(r, &ctx);
     ctx
 }

@@ -38,6 +38,9 @@ pub fn human(res: &Results) -> String {
     for c in &res.context {
         let _ = writeln!(out, "  {c}");
     }
+    for c in &res.counters {
+        let _ = writeln!(out, "  {}", super::counters::line(c));
+    }
     let _ = writeln!(out);
     let header = [
         "path".to_string(),

@@ -10,6 +10,7 @@ use std::path::Path;
 use anyhow::Context;
 use serde::{Deserialize, Serialize};
 
+use super::counters::{self, CounterReport, Snapshots};
 use super::diagnose::{self, Diagnosis, Side};
 use super::plan::{BenchOptions, LegKind};
 use super::probe::NodeContext;
@@ -69,6 +70,9 @@ pub struct PathRecord {
     pub peer: NodeContext,
     /// Legs in order.
     pub legs: Vec<LegRecord>,
+    /// RDMA counters of both ends around the RDMA leg (when it ran).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rdma_counters: Option<Snapshots>,
 }
 
 /// `run.json`.
@@ -126,6 +130,9 @@ pub struct Results {
     pub context: Vec<String>,
     /// The rows.
     pub rows: Vec<Row>,
+    /// RDMA counter deltas of each end over the RDMA leg (paths where it ran).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub counters: Vec<CounterReport>,
 }
 
 /// Name of the run record in a results folder.
@@ -269,6 +276,16 @@ pub fn derive(rec: &RunRecord, dir: &Path) -> Results {
         peer: rec.options.peer.clone(),
         context: rec.paths.iter().map(context_line).collect(),
         rows,
+        counters: rec
+            .paths
+            .iter()
+            .filter_map(|p| {
+                p.rdma_counters
+                    .as_ref()
+                    .map(|s| counters::reports(&p.id, s))
+            })
+            .flatten()
+            .collect(),
     }
 }
 

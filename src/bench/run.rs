@@ -10,10 +10,13 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use anyhow::{Context, bail};
 
+use super::counters::Snapshots;
 use super::plan::{self, BenchOptions, Leg, LegKind, PathPlan, PathSpec, Plan, guarded, ssh};
-use super::probe::NodeContext;
+use super::probe::{self, NodeContext};
 use super::results::{self, LegRecord, LegStatus, PathRecord, RunRecord, SCHEMA_VERSION};
 use super::tcp::{self, LatencyOptions, Target};
+use crate::host::rdma::PortCounters;
+use crate::host::{HostRoot, Reader};
 use crate::proc::{self, Proc, WaitError};
 
 /// How long a server on the peer may take to say it listens.
@@ -155,7 +158,7 @@ pub fn execute(
     fs::create_dir_all(dir).with_context(|| format!("cannot create {}", dir.display()))?;
     let mut paths = Vec::new();
     for (p, (local, peer)) in plan.paths.iter().zip(ends) {
-        let legs = run_path(opts, p, dir)?;
+        let (legs, rdma_counters) = run_path(opts, p, local, dir)?;
         paths.push(PathRecord {
             id: p.id.clone(),
             local_ip: p.spec.local_ip,
@@ -163,6 +166,7 @@ pub fn execute(
             local: local.clone(),
             peer: peer.clone(),
             legs,
+            rdma_counters,
         });
     }
     let rec = RunRecord {
@@ -188,8 +192,28 @@ fn record(leg: &Leg, commands: Vec<String>, status: LegStatus) -> LegRecord {
     }
 }
 
-fn run_path(opts: &BenchOptions, p: &PathPlan, dir: &Path) -> anyhow::Result<Vec<LegRecord>> {
+/// Both ends' RDMA counters now: this node's read here, the peer's through
+/// `bench probe` (or why that failed).
+fn counters_now(
+    opts: &BenchOptions,
+    spec: &PathSpec,
+    local: &NodeContext,
+) -> (Option<PortCounters>, Result<Option<PortCounters>, String>) {
+    let here = probe::counters(&Reader::new(HostRoot::live()), local);
+    let peer = peer_context(opts, spec)
+        .map(|c| c.counters)
+        .map_err(|e| e.to_string().lines().next().unwrap_or_default().to_string());
+    (here, peer)
+}
+
+fn run_path(
+    opts: &BenchOptions,
+    p: &PathPlan,
+    local: &NodeContext,
+    dir: &Path,
+) -> anyhow::Result<(Vec<LegRecord>, Option<Snapshots>)> {
     let mut out = Vec::new();
+    let mut snaps: Option<Snapshots> = None;
     let tcp_legs: Vec<&Leg> = p
         .legs
         .iter()
@@ -218,13 +242,30 @@ fn run_path(opts: &BenchOptions, p: &PathPlan, dir: &Path) -> anyhow::Result<Vec
             continue;
         }
         let server = server.expect("tool legs have a server");
+        if leg.kind != LegKind::Iperf3 && snaps.is_none() {
+            let (here, peer) = counters_now(opts, &p.spec, local);
+            snaps = Some(Snapshots {
+                local_before: here,
+                peer_error: peer.as_ref().err().cloned(),
+                peer_before: peer.ok().flatten(),
+                ..Snapshots::default()
+            });
+        }
         let status = match leg.kind {
             LegKind::Iperf3 => run_iperf3(opts, leg, &server, dir)?,
             _ => run_perftest(opts, leg, &server, dir)?,
         };
         out.push(record(leg, commands, status));
     }
-    Ok(out)
+    if let Some(s) = &mut snaps {
+        let (here, peer) = counters_now(opts, &p.spec, local);
+        s.local_after = here;
+        if s.peer_error.is_none() {
+            s.peer_error = peer.as_ref().err().cloned();
+        }
+        s.peer_after = peer.ok().flatten();
+    }
+    Ok((out, snaps))
 }
 
 /// Starts a server on the peer and waits for its ready line.

@@ -11,9 +11,12 @@ use anyhow::{Context, bail};
 use crate::bench::plan::{self, BenchOptions, RdmaMode};
 use crate::bench::probe::{self, NodeContext};
 use crate::bench::results::{self, Results};
-use crate::bench::{report, run as exec, tcp};
+use crate::bench::{peer as bench_peer, report, run as exec, tcp};
 use crate::cli::{BenchCommand, BenchCompareArgs, BenchReportArgs, BenchRunArgs, BenchServeArgs};
+use crate::cluster::config;
 use crate::host::{self, GatherOptions, HostRoot, Reader};
+
+use super::UsageError;
 
 /// Runs a `bench` subcommand.
 pub fn run(cmd: BenchCommand) -> anyhow::Result<ExitCode> {
@@ -21,7 +24,11 @@ pub fn run(cmd: BenchCommand) -> anyhow::Result<ExitCode> {
         BenchCommand::Run(args) => bench_run(&args),
         BenchCommand::Serve(args) => serve(&args),
         BenchCommand::Probe(args) => {
-            println!("{}", serde_json::to_string(&probe::probe(args.ip))?);
+            let root = match &args.sysroot {
+                Some(dir) => HostRoot::sysroot(dir)?,
+                None => HostRoot::live(),
+            };
+            println!("{}", serde_json::to_string(&probe::probe(root, args.ip))?);
             Ok(ExitCode::SUCCESS)
         }
         BenchCommand::Report(args) => report_cmd(&args),
@@ -44,16 +51,90 @@ fn serve(args: &BenchServeArgs) -> anyhow::Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
-fn options(args: &BenchRunArgs, paths: Vec<plan::PathSpec>) -> anyhow::Result<BenchOptions> {
-    if let Some(bad) = args.ssh_option.iter().find(|o| plan::unsafe_ssh_option(o)) {
+/// The peer as the flags and the cluster file give it.
+struct Peer {
+    ssh: String,
+    peer_ips: Vec<Ipv4Addr>,
+    iface_ips: Vec<Ipv4Addr>,
+    halobox: String,
+    ssh_options: Vec<String>,
+    from: Option<String>,
+}
+
+/// `--peer` with `--peer-ip` stand alone; otherwise the cluster file names
+/// the peer (and fills in what the flags leave out).
+fn resolve_peer(args: &BenchRunArgs, facts: &host::HostFacts) -> anyhow::Result<Peer> {
+    if let (Some(ssh), false, None) = (&args.peer, args.peer_ip.is_empty(), &args.peer_node) {
+        return Ok(Peer {
+            ssh: ssh.clone(),
+            peer_ips: args.peer_ip.clone(),
+            iface_ips: args.iface_ip.clone(),
+            halobox: args
+                .peer_halobox
+                .clone()
+                .unwrap_or_else(|| "halobox".into()),
+            ssh_options: args.ssh_option.clone(),
+            from: None,
+        });
+    }
+    let path = config::path(args.cluster.as_deref()).ok_or_else(|| {
+        UsageError(
+            "no config directory (HOME unset?): pass --cluster FILE, or --peer SSH_TARGET --peer-ip IP"
+                .into(),
+        )
+    })?;
+    let cfg = config::load(&path).map_err(|e| {
+        UsageError(format!(
+            "{e}\n  or name the peer without a cluster file: --peer SSH_TARGET --peer-ip IP"
+        ))
+    })?;
+    let by_ip = args
+        .peer_ip
+        .first()
+        .map(|ip| ip.to_string())
+        .filter(|ip| bench_peer::find(&cfg, ip).is_some());
+    let wanted = args.peer_node.clone().or(args.peer.clone()).or(by_ip);
+    let choice =
+        bench_peer::choose(&cfg, &path, &facts.network, wanted.as_deref()).map_err(UsageError)?;
+    let from_config = args.peer_ip.is_empty();
+    let iface_ips = match (&choice.this, from_config && args.iface_ip.is_empty()) {
+        (Some(t), true) => vec![t.ip],
+        _ => args.iface_ip.clone(),
+    };
+    let mut ssh_options = cfg.ssh_options.clone();
+    ssh_options.extend(args.ssh_option.iter().cloned());
+    Ok(Peer {
+        ssh: args.peer.clone().unwrap_or_else(|| choice.node.ssh.clone()),
+        peer_ips: if from_config {
+            vec![choice.node.ip]
+        } else {
+            args.peer_ip.clone()
+        },
+        iface_ips,
+        halobox: args
+            .peer_halobox
+            .clone()
+            .unwrap_or_else(|| cfg.halobox.clone()),
+        ssh_options,
+        from: Some(choice.why),
+    })
+}
+
+fn options(
+    args: &BenchRunArgs,
+    peer: Peer,
+    paths: Vec<plan::PathSpec>,
+) -> anyhow::Result<BenchOptions> {
+    if let Some(bad) = peer.ssh_options.iter().find(|o| plan::unsafe_ssh_option(o)) {
         bail!(
             "--ssh-option {bad} would turn off host key checking; halobox does not do that (add the peer's key to known_hosts instead)"
         );
     }
     Ok(BenchOptions {
-        peer: args.peer.clone(),
-        peer_halobox: args.peer_halobox.clone(),
-        ssh_options: args.ssh_option.clone(),
+        peer: peer.ssh,
+        peer_from: peer.from,
+        peer_halobox: peer.halobox,
+        ssh_options: peer.ssh_options,
         paths,
         rdma: if args.no_rdma {
             RdmaMode::Off
@@ -69,16 +150,17 @@ fn options(args: &BenchRunArgs, paths: Vec<plan::PathSpec>) -> anyhow::Result<Be
     })
 }
 
-fn local_contexts(ips: impl Iterator<Item = Ipv4Addr>) -> Vec<NodeContext> {
-    let facts = host::gather(HostRoot::live(), GatherOptions::default());
-    let reader = Reader::new(HostRoot::live());
-    ips.map(|ip| probe::context(&facts, &reader, ip)).collect()
-}
-
 fn bench_run(args: &BenchRunArgs) -> anyhow::Result<ExitCode> {
-    let paths = exec::paths(&args.peer_ip, &args.iface_ip)?;
-    let opts = options(args, paths)?;
-    let locals = local_contexts(opts.paths.iter().map(|p| p.local_ip));
+    let facts = host::gather(HostRoot::live(), GatherOptions::default());
+    let peer = resolve_peer(args, &facts)?;
+    let paths = exec::paths(&peer.peer_ips, &peer.iface_ips)?;
+    let opts = options(args, peer, paths)?;
+    let reader = Reader::new(HostRoot::live());
+    let locals: Vec<NodeContext> = opts
+        .paths
+        .iter()
+        .map(|p| probe::context(&facts, &reader, p.local_ip))
+        .collect();
     if args.dry_run {
         let ends: Vec<(NodeContext, Option<NodeContext>)> =
             locals.into_iter().map(|l| (l, None)).collect();

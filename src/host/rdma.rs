@@ -1,9 +1,10 @@
 //! RDMA facts from `/sys/class/infiniband/<dev>` and `/dev/infiniband`.
 
+use std::collections::BTreeMap;
 use std::net::{Ipv4Addr, Ipv6Addr};
 
 use schemars::JsonSchema;
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 use super::devnodes::{self, DeviceNode, StatTable};
 use super::reader::Reader;
@@ -230,6 +231,57 @@ fn read_port(r: &Reader, base: &str, number: u32) -> RdmaPort {
         rate,
         gids,
     }
+}
+
+/// A port's counters at one moment: `ports/<p>/counters/*` (IB port
+/// counters), `ports/<p>/hw_counters/*` and the device's `hw_counters/*`
+/// (driver-specific: mlx5 `out_of_sequence`, `np_cnp_sent`; irdma
+/// `cnpSent`, `RxECNMrkd`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PortCounters {
+    /// Device name.
+    pub device: String,
+    /// Port number.
+    pub port: u32,
+    /// Values by `counters/<name>`, `hw_counters/<name>` (port) or
+    /// `dev_hw_counters/<name>` (device).
+    pub values: BTreeMap<String, u64>,
+}
+
+/// Reads a port's counters; `None` when the device has none of the folders
+/// (no such device, or a driver without counters). Unreadable or
+/// non-numeric files are left out; `hw_counters/lifespan` is a setting.
+pub fn read_counters(r: &Reader, device: &str, port: u32) -> Option<PortCounters> {
+    let base = format!("{CLASS}/{device}");
+    let dirs = [
+        ("counters", format!("{base}/ports/{port}/counters")),
+        ("hw_counters", format!("{base}/ports/{port}/hw_counters")),
+        ("dev_hw_counters", format!("{base}/hw_counters")),
+    ];
+    let mut values = BTreeMap::new();
+    let mut found = false;
+    for (prefix, dir) in &dirs {
+        if !r.exists(dir) {
+            continue;
+        }
+        found = true;
+        for name in r.dir(dir).unwrap_or_default() {
+            if name == "lifespan" {
+                continue;
+            }
+            if let Some(v) = r
+                .text_quiet(&format!("{dir}/{name}"))
+                .and_then(|t| t.trim().parse::<u64>().ok())
+            {
+                values.insert(format!("{prefix}/{name}"), v);
+            }
+        }
+    }
+    found.then(|| PortCounters {
+        device: device.to_string(),
+        port,
+        values,
+    })
 }
 
 fn transport(node_type: Option<&str>, link_layer: Option<&str>) -> Option<RdmaTransport> {
