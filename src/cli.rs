@@ -614,6 +614,9 @@ pub struct BenchRunArgs {
     /// halobox server port on the peer.
     #[arg(long, value_name = "P", default_value_t = 5301)]
     pub port: u16,
+    /// Also run `ib_write_bw -a` (one QP, every message size from 2 B to 8 MiB): a row per size.
+    #[arg(long, conflicts_with = "no_rdma")]
+    pub sweep: bool,
     /// Latency samples (TCP round trips and ib_write_lat iterations).
     #[arg(long, value_name = "N", default_value_t = 20000, value_parser = clap::value_parser!(u32).range(100..=10_000_000))]
     pub samples: u32,

@@ -53,6 +53,9 @@ pub struct BenchOptions {
     pub port: u16,
     /// Latency samples (TCP round trips, perftest iterations).
     pub latency_samples: u32,
+    /// Also sweep RDMA message sizes (`ib_write_bw -a`).
+    #[serde(default)]
+    pub sweep: bool,
 }
 
 /// What a leg measures.
@@ -69,6 +72,8 @@ pub enum LegKind {
     RdmaLatency,
     /// `ib_write_bw`.
     RdmaBandwidth,
+    /// `ib_write_bw -a`: every message size, one row each.
+    RdmaSweep,
 }
 
 /// One measurement on one path.
@@ -287,6 +292,8 @@ fn path_plan(
         }
         if kind == LegKind::RdmaLatency {
             common.extend([s("-n"), s(opts.latency_samples)]);
+        } else if kind == LegKind::RdmaSweep {
+            common.extend([s("--report_gbits"), s("-a"), s("-q"), s(1)]);
         } else {
             common.extend([
                 s("--report_gbits"),
@@ -330,6 +337,8 @@ fn path_plan(
         port += 1;
         let suffix = if kind == LegKind::RdmaLatency {
             String::new()
+        } else if kind == LegKind::RdmaSweep {
+            "-sweep".to_string()
         } else {
             format!("-{n}")
         };
@@ -345,6 +354,9 @@ fn path_plan(
     legs.push(rdma_leg(LegKind::RdmaLatency, 1));
     for &n in &streams_set {
         legs.push(rdma_leg(LegKind::RdmaBandwidth, n));
+    }
+    if opts.sweep {
+        legs.push(rdma_leg(LegKind::RdmaSweep, 1));
     }
     PathPlan {
         id,
@@ -449,6 +461,7 @@ fn kind_name(kind: LegKind) -> &'static str {
         LegKind::Iperf3 => "TCP bandwidth, iperf3",
         LegKind::RdmaLatency => "RDMA write latency",
         LegKind::RdmaBandwidth => "RDMA write bandwidth",
+        LegKind::RdmaSweep => "RDMA write bandwidth, every message size",
     }
 }
 

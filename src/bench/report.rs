@@ -20,8 +20,19 @@ fn num(v: Option<f64>, decimals: usize) -> String {
         .unwrap_or_else(|| "-".into())
 }
 
+/// 65536 → `64 KiB`, 2 → `2 B`.
+fn size(bytes: u64) -> String {
+    match bytes {
+        b if b >= 1 << 20 && b % (1 << 20) == 0 => format!("{} MiB", b >> 20),
+        b if b >= 1 << 10 && b % (1 << 10) == 0 => format!("{} KiB", b >> 10),
+        b => format!("{b} B"),
+    }
+}
+
 fn test_label(r: &Row) -> String {
-    if r.bandwidth_gbps.is_some()
+    if let Some(b) = r.message_bytes {
+        format!("{} {}", r.test, size(b))
+    } else if r.bandwidth_gbps.is_some()
         || (r.latency.is_none() && r.leg.contains("bw"))
         || r.leg.contains("iperf3")
     {
@@ -128,7 +139,7 @@ pub fn compare(a: &Results, b: &Results) -> String {
         "change".into(),
     ]];
     for ra in &a.rows {
-        let key = |r: &Row| (r.path.clone(), r.leg.clone());
+        let key = |r: &Row| (r.path.clone(), r.leg.clone(), r.message_bytes);
         let Some(rb) = b.rows.iter().find(|r| key(r) == key(ra)) else {
             table.push([
                 ra.leg.clone(),
@@ -147,7 +158,11 @@ pub fn compare(a: &Results, b: &Results) -> String {
                 (Some(x), Some(y)) => format!("{:+.2}", y - x),
                 _ => "-".into(),
             };
-            table.push([ra.leg.clone(), measure.into(), num(x, 2), num(y, 2), change]);
+            let leg = match ra.message_bytes {
+                Some(b) => format!("{} {}", ra.leg, size(b)),
+                None => ra.leg.clone(),
+            };
+            table.push([leg, measure.into(), num(x, 2), num(y, 2), change]);
         };
         if ra.latency.is_some() || rb.latency.is_some() {
             pair(
@@ -175,7 +190,11 @@ pub fn compare(a: &Results, b: &Results) -> String {
         }
     }
     for rb in &b.rows {
-        if !a.rows.iter().any(|r| r.path == rb.path && r.leg == rb.leg) {
+        if !a
+            .rows
+            .iter()
+            .any(|r| r.path == rb.path && r.leg == rb.leg && r.message_bytes == rb.message_bytes)
+        {
             table.push([
                 rb.leg.clone(),
                 "-".into(),
@@ -195,4 +214,17 @@ pub fn compare(a: &Results, b: &Results) -> String {
         let _ = writeln!(out, "{}", cells.join("  ").trim_end());
     }
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::size;
+
+    #[test]
+    fn message_sizes() {
+        assert_eq!(size(2), "2 B");
+        assert_eq!(size(1000), "1000 B");
+        assert_eq!(size(65536), "64 KiB");
+        assert_eq!(size(8 << 20), "8 MiB");
+    }
 }

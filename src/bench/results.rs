@@ -101,6 +101,9 @@ pub struct Row {
     pub test: String,
     /// Streams or queue pairs.
     pub streams: u32,
+    /// Message size of a size sweep's row.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub message_bytes: Option<u64>,
     /// `ok`, `skipped` or `failed`.
     pub status: String,
     /// One-way latency (half a round trip), µs.
@@ -240,6 +243,7 @@ pub fn derive(rec: &RunRecord, dir: &Path) -> Results {
                 leg: leg.id.clone(),
                 test: test_name(leg.kind),
                 streams: leg.streams,
+                message_bytes: None,
                 status: "ok".into(),
                 latency: None,
                 bandwidth_gbps: None,
@@ -263,11 +267,17 @@ pub fn derive(rec: &RunRecord, dir: &Path) -> Results {
                 }
                 LegStatus::Ran => fill(&mut row, leg, dir),
             }
-            if let (Some(bw), Some(c)) = (row.bandwidth_gbps, ceiling) {
-                row.ceiling_gbps = Some(c);
-                row.percent_of_ceiling = Some(100.0 * bw / c);
+            let per_size = match leg.kind {
+                LegKind::RdmaSweep if row.status == "ok" => sweep_rows(&row, leg, dir),
+                _ => vec![row],
+            };
+            for mut row in per_size {
+                if let (Some(bw), Some(c)) = (row.bandwidth_gbps, ceiling) {
+                    row.ceiling_gbps = Some(c);
+                    row.percent_of_ceiling = Some(100.0 * bw / c);
+                }
+                rows.push(row);
             }
-            rows.push(row);
         }
     }
     Results {
@@ -294,7 +304,7 @@ fn test_name(kind: LegKind) -> String {
         LegKind::TcpLatency | LegKind::TcpBandwidth => "tcp halobox",
         LegKind::Iperf3 => "tcp iperf3",
         LegKind::RdmaLatency => "rdma ib_write_lat",
-        LegKind::RdmaBandwidth => "rdma ib_write_bw",
+        LegKind::RdmaBandwidth | LegKind::RdmaSweep => "rdma ib_write_bw",
     }
     .into()
 }
@@ -302,8 +312,24 @@ fn test_name(kind: LegKind) -> String {
 fn tool_of(kind: LegKind) -> Option<&'static str> {
     match kind {
         LegKind::RdmaLatency => Some("ib_write_lat"),
-        LegKind::RdmaBandwidth => Some("ib_write_bw"),
+        LegKind::RdmaBandwidth | LegKind::RdmaSweep => Some("ib_write_bw"),
         _ => None,
+    }
+}
+
+/// A size sweep's rows, one per message size (`row` parsed as a table).
+fn sweep_rows(row: &Row, leg: &LegRecord, dir: &Path) -> Vec<Row> {
+    let raw = fs::read_to_string(dir.join(client_log(&leg.id, leg.kind))).unwrap_or_default();
+    match perftest::parse(&raw) {
+        Some(perftest::Table::Bandwidth { rows, .. }) => rows
+            .iter()
+            .map(|r| Row {
+                message_bytes: Some(r.bytes),
+                bandwidth_gbps: Some(r.average_gbps),
+                ..row.clone()
+            })
+            .collect(),
+        _ => vec![row.clone()],
     }
 }
 
@@ -349,7 +375,7 @@ fn fill(row: &mut Row, leg: &LegRecord, dir: &Path) {
             }
             Err(e) => fail(row, e),
         },
-        LegKind::RdmaLatency | LegKind::RdmaBandwidth => {
+        LegKind::RdmaLatency | LegKind::RdmaBandwidth | LegKind::RdmaSweep => {
             let tool = tool_of(leg.kind).expect("rdma leg");
             match perftest::parse(&raw) {
                 Some(perftest::Table::Latency { rows }) if leg.kind == LegKind::RdmaLatency => {
@@ -369,7 +395,7 @@ fn fill(row: &mut Row, leg: &LegRecord, dir: &Path) {
                     }
                 }
                 Some(perftest::Table::Bandwidth { rows, .. })
-                    if leg.kind == LegKind::RdmaBandwidth =>
+                    if leg.kind != LegKind::RdmaLatency =>
                 {
                     row.bandwidth_gbps = Some(rows[rows.len() - 1].average_gbps);
                 }

@@ -147,6 +147,7 @@ fn options(
         streams: args.streams,
         port: args.port,
         latency_samples: args.samples,
+        sweep: args.sweep,
     })
 }
 
