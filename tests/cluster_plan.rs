@@ -160,7 +160,7 @@ fn an_address_no_interface_holds_is_an_error_not_a_guess() {
         msg.contains("no interface on this node holds 192.168.1.51"),
         "{msg}"
     );
-    assert!(msg.contains("192.168.1.50 on enp191s0"), "{msg}");
+    assert!(msg.contains("192.168.1.50/24 on enp191s0"), "{msg}");
     let none = env::plan(
         &facts("no-gpu-no-rdma"),
         &req("10.88.0.5", "10.88.0.5", Transport::Auto),

@@ -131,16 +131,7 @@ pub fn plan(facts: &HostFacts, req: &EnvRequest) -> Result<NodeEnv, EnvError> {
     let dp = match dataplane::select(facts, Some(req.ip)) {
         Selection::Chosen(dp) => dp,
         _ => {
-            let have: Vec<String> = facts
-                .network
-                .interfaces
-                .iter()
-                .flat_map(|i| {
-                    i.ipv4
-                        .iter()
-                        .map(move |a| format!("{} on {}", a.address, i.name))
-                })
-                .collect();
+            let have = facts.network.address_list();
             return Err(EnvError::IpNotFound {
                 ip: req.ip,
                 have: if have.is_empty() {

@@ -24,16 +24,7 @@ pub(super) fn data_plane(facts: &HostFacts, selection: &Selection) -> Check {
             ),
         ),
         Selection::IpNotFound { ip } => {
-            let have: Vec<String> = facts
-                .network
-                .interfaces
-                .iter()
-                .flat_map(|i| {
-                    i.ipv4
-                        .iter()
-                        .map(move |a| format!("{}/{} on {}", a.address, a.prefix_len, i.name))
-                })
-                .collect();
+            let have = facts.network.address_list();
             Check::fail(
                 id,
                 format!(

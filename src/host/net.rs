@@ -50,6 +50,19 @@ impl NetworkFacts {
             .find(|i| i.ipv4.iter().any(|a| a.address == ip))
     }
 
+    /// Every IPv4 address as `a.b.c.d/prefix on <interface>`, for messages
+    /// that say which addresses a host does have.
+    pub fn address_list(&self) -> Vec<String> {
+        self.interfaces
+            .iter()
+            .flat_map(|i| {
+                i.ipv4
+                    .iter()
+                    .map(move |a| format!("{}/{} on {}", a.address, a.prefix_len, i.name))
+            })
+            .collect()
+    }
+
     /// The interface called `name`.
     pub fn interface(&self, name: &str) -> Option<&Interface> {
         self.interfaces.iter().find(|i| i.name == name)
