@@ -2,6 +2,8 @@
 //! tests/fixtures/hosts/strix-cx5 with mlx5 counter files added, before and
 //! after), their deltas and diagnosis, and how a run shows them.
 
+mod common;
+
 use std::fs;
 use std::path::Path;
 use std::process::Command;
@@ -11,28 +13,11 @@ use halobox::bench::probe::NodeContext;
 use halobox::bench::report;
 use halobox::bench::results::Results;
 
-fn copy_tree(from: &Path, to: &Path) {
-    for entry in fs::read_dir(from).unwrap() {
-        let entry = entry.unwrap();
-        let dest = to.join(entry.file_name());
-        let ty = entry.file_type().unwrap();
-        if ty.is_symlink() {
-            std::os::unix::fs::symlink(fs::read_link(entry.path()).unwrap(), &dest).unwrap();
-        } else if ty.is_dir() {
-            fs::create_dir_all(&dest).unwrap();
-            copy_tree(&entry.path(), &dest);
-        } else {
-            fs::copy(entry.path(), &dest).unwrap();
-        }
-    }
-}
+use common::{copy_tree, fixture_path};
 
 fn cx5_copy() -> tempfile::TempDir {
     let dir = tempfile::tempdir().unwrap();
-    copy_tree(
-        &Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/hosts/strix-cx5"),
-        dir.path(),
-    );
+    copy_tree(&fixture_path("strix-cx5"), dir.path());
     dir
 }
 

@@ -4,9 +4,8 @@
 mod common;
 
 use std::fs;
-use std::path::Path;
 
-use common::{check, fixture, fixture_path, run, run_json};
+use common::{check, copy_tree, fixture, fixture_path, run, run_json};
 use serde_json::Value;
 
 const HOSTS: [&str; 5] = [
@@ -232,20 +231,4 @@ fn gtt_recommendation_follows_this_machines_memory() {
             .unwrap()
             .contains("amdgpu.gttsize=61440 ttm.pages_limit=15728640")
     );
-}
-
-fn copy_tree(from: &Path, to: &Path) {
-    for entry in fs::read_dir(from).unwrap() {
-        let entry = entry.unwrap();
-        let dest = to.join(entry.file_name());
-        let ty = entry.file_type().unwrap();
-        if ty.is_symlink() {
-            std::os::unix::fs::symlink(fs::read_link(entry.path()).unwrap(), &dest).unwrap();
-        } else if ty.is_dir() {
-            fs::create_dir_all(&dest).unwrap();
-            copy_tree(&entry.path(), &dest);
-        } else {
-            fs::copy(entry.path(), &dest).unwrap();
-        }
-    }
 }
