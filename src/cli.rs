@@ -49,7 +49,7 @@ pub enum Command {
     Doctor(DoctorArgs),
     /// Pull the image and (re)create this node's container with GPU, RDMA and memlock set up.
     #[command(
-        after_help = "Examples:\n  halobox refresh                         latest image, default backend, memlock unlimited\n  halobox refresh dev --backend podman\n  halobox refresh --image 127.0.0.1:5000/halobox/test --name vllm --memlock 8M\n  halobox refresh --dry-run               print the plan and the equivalent podman command\n  halobox refresh --rollback              back to the previous pinned image\n\nThe old container is replaced only after the new one runs; any failure before that leaves it as it was."
+        after_help = "Examples:\n  halobox refresh                         latest image, default backend, memlock unlimited\n  halobox refresh dev --backend podman\n  halobox refresh --image docker.io/kyuz0/vllm-therock-gfx1151   the community image instead\n  halobox refresh --image 127.0.0.1:5000/halobox/test --name vllm --memlock 8M\n  halobox refresh --dry-run               print the plan and the equivalent podman command\n  halobox refresh --rollback              back to the previous pinned image\n\nThe old container is replaced only after the new one runs; any failure before that leaves it as it was."
     )]
     Refresh(RefreshArgs),
     /// Open a shell in a halobox container, or run a command there.
@@ -180,7 +180,7 @@ pub struct RefreshArgs {
     /// Channel: the tag pulled when the image names a repository without a tag.
     #[arg(value_enum, default_value_t = Channel::Latest)]
     pub channel: Channel,
-    /// Image repository or reference (default: config `image`, HALOBOX_IMAGE, or the community image).
+    /// Image repository or reference (default: config `image`, HALOBOX_IMAGE, or this project's ghcr.io/halobox/vllm-therock-gfx1151).
     #[arg(long, value_name = "REF")]
     pub image: Option<String>,
     /// Container name (default: config `name`, or `vllm`).
@@ -513,7 +513,7 @@ pub struct PublishArgs {
     /// Channel tag to move to this image.
     #[arg(long, value_enum, required_unless_present = "promote")]
     pub channel: Option<Channel>,
-    /// Repository to push to (default: config `image`, HALOBOX_IMAGE, or the community image).
+    /// Repository to push to (default: config `image` or HALOBOX_IMAGE).
     #[arg(long, value_name = "REPO")]
     pub to: Option<String>,
     /// Re-tag the image of one channel as another (pull FROM, push as TO), without a rebuild.

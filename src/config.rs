@@ -7,8 +7,14 @@ use serde::Deserialize;
 
 use crate::container::backend::Backend;
 
-/// The image halobox refreshes from until the project publishes its own.
-pub const DEFAULT_IMAGE: &str = "docker.io/kyuz0/vllm-therock-gfx1151";
+/// The image `refresh` pulls by default: the channel this project publishes
+/// (`images/vllm-therock-gfx1151.toml` `[publish] repository`, pushed by
+/// `.github/workflows/publish.yml`). `image` in the config file,
+/// `HALOBOX_IMAGE` or `--image` choose another.
+pub const DEFAULT_IMAGE: &str = "ghcr.io/halobox/vllm-therock-gfx1151";
+/// The community image the Strix Halo guides use, one flag away:
+/// `halobox refresh --image docker.io/kyuz0/vllm-therock-gfx1151`.
+pub const COMMUNITY_IMAGE: &str = "docker.io/kyuz0/vllm-therock-gfx1151";
 /// The default container name (as in the guides).
 pub const DEFAULT_NAME: &str = "vllm";
 

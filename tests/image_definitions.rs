@@ -6,7 +6,8 @@ mod common;
 use std::path::Path;
 
 use common::{halobox, run};
-use halobox::image::definition::{self, inexact, is_commit};
+use halobox::config::{COMMUNITY_IMAGE, DEFAULT_IMAGE};
+use halobox::image::definition::{self, inexact, is_commit, unpinned_image};
 
 fn fixture_def(dir: &Path, body: &str) -> String {
     std::fs::copy(
@@ -27,7 +28,7 @@ context = "."
 include = ["multistage.Containerfile", "payload.txt"]
 target = "final"
 [images]
-BASE = "localhost/halobox-test:1"
+BASE = "localhost/halobox-test:1@sha256:16a98b96412e533f5851e04a1984e2dde72db705cc0fb29ff992f7c2b383e118"
 [versions]
 PAYLOAD_VERSION = "1.2.3"
 "#;
@@ -52,6 +53,12 @@ fn shipped_definitions_pin_everything() {
         }
         for (k, a) in &f.artifacts {
             assert_eq!(a.sha256.len(), 64, "{k}");
+        }
+        for (k, v) in &f.images {
+            assert!(
+                unpinned_image(v).is_none() && v.contains("@sha256:"),
+                "{k} = {v}"
+            );
         }
         for v in f.build_args().values() {
             let l = v.to_ascii_lowercase();
@@ -81,6 +88,41 @@ fn shipped_definitions_pin_everything() {
 }
 
 #[test]
+fn the_rccl_image_and_the_runtime_share_every_pin() {
+    let rccl = definition::load(Path::new("images/rccl-gfx1151.toml")).unwrap();
+    let runtime = definition::load(Path::new("images/vllm-therock-gfx1151.toml")).unwrap();
+    assert_eq!(rccl.containerfile, runtime.containerfile);
+    assert_eq!(rccl.file.include, runtime.file.include);
+    assert_eq!(
+        rccl.file.build_args(),
+        runtime.file.build_args(),
+        "CI builds the rccl stage from rccl-gfx1151.toml and the image reuses it from the cache: the pins must agree"
+    );
+}
+
+#[test]
+fn refresh_defaults_to_the_channel_this_project_publishes() {
+    let runtime = definition::load(Path::new("images/vllm-therock-gfx1151.toml")).unwrap();
+    let publish = runtime
+        .file
+        .publish
+        .expect("[publish] in vllm-therock-gfx1151.toml");
+    assert_eq!(DEFAULT_IMAGE, publish.repository);
+    assert_ne!(DEFAULT_IMAGE, COMMUNITY_IMAGE);
+    let workflow = std::fs::read_to_string(".github/workflows/publish.yml").unwrap();
+    assert!(
+        workflow.contains(".publish.repository"),
+        "publish.yml pushes where the definition says"
+    );
+    assert!(
+        !workflow.contains("add-layer"),
+        "publish.yml builds the image with its one RCCL; nothing is layered on top"
+    );
+    let readme = std::fs::read_to_string("README.md").unwrap();
+    assert!(readme.contains(DEFAULT_IMAGE) && readme.contains(COMMUNITY_IMAGE));
+}
+
+#[test]
 fn the_fixture_loads_and_resolves() {
     let tmp = tempfile::tempdir().unwrap();
     let p = fixture_def(tmp.path(), GOOD);
@@ -94,7 +136,10 @@ fn the_fixture_loads_and_resolves() {
         String::from_utf8_lossy(&out.stderr)
     );
     let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
-    assert_eq!(v["args"]["BASE"], "localhost/halobox-test:1");
+    assert_eq!(
+        v["args"]["BASE"],
+        "localhost/halobox-test:1@sha256:16a98b96412e533f5851e04a1984e2dde72db705cc0fb29ff992f7c2b383e118"
+    );
     assert_eq!(v["target"], "final");
     assert_eq!(v["tags"][0], "localhost/x:1");
     assert!(v["labels"]["org.opencontainers.image.created"].is_string());
@@ -132,7 +177,15 @@ fn bad_definitions_say_what_is_wrong() {
         "versions.PAYLOAD_VERSION",
     );
     fails_with(
-        &GOOD.replace("halobox-test:1", "halobox-test"),
+        &GOOD.replace(
+            "@sha256:16a98b96412e533f5851e04a1984e2dde72db705cc0fb29ff992f7c2b383e118",
+            "",
+        ),
+        &[],
+        "images.BASE = \"localhost/halobox-test:1\": has no digest",
+    );
+    fails_with(
+        &GOOD.replace("halobox-test:1@", "halobox-test:latest@"),
         &[],
         "images.BASE",
     );

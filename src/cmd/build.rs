@@ -27,10 +27,13 @@ pub fn run(args: &BuildArgs) -> anyhow::Result<ExitCode> {
     };
     let plan = build::plan(&def, &opts).map_err(UsageError)?;
     if args.dry_run {
+        let dry = build::dry_run(&plan).map_err(|e| {
+            anyhow::anyhow!("reading the build context {}: {e}", plan.context.display())
+        })?;
         if args.json {
-            println!("{}", serde_json::to_string_pretty(&plan)?);
+            println!("{}", serde_json::to_string_pretty(&dry)?);
         } else {
-            print!("{}", build::render(&plan));
+            print!("{}", build::render(&dry));
         }
         return Ok(ExitCode::SUCCESS);
     }

@@ -1,13 +1,15 @@
-//! The resolved build of an image definition (pure), and the context tar
-//! sent to the engine (sorted, uid/gid 0, mtime 0, normalised modes).
+//! The resolved build of an image definition (pure), the context tar sent
+//! to the engine (sorted, uid/gid 0, mtime 0, normalised modes), and the
+//! review `--dry-run` prints: stages, pins, patches with their sha256.
 
 use std::collections::BTreeMap;
 use std::io;
 use std::path::{Path, PathBuf};
 
 use serde::Serialize;
+use sha2::{Digest, Sha256};
 
-use super::definition::{Definition, check_override};
+use super::definition::{Artifact, Definition, GitPin, Publish, check_override};
 use crate::image_ref::ImageRef;
 
 /// Everything `halobox build` sends.
@@ -33,6 +35,41 @@ pub struct BuildPlan {
     pub labels: BTreeMap<String, String>,
     /// Tags of the result; the first is sent with the build.
     pub tags: Vec<String>,
+    /// The Containerfile's stages in order, with what each starts from.
+    pub stages: Vec<PlannedStage>,
+    /// Every pin of the definition, and the Containerfile's own `ARG` defaults.
+    pub pins: Pins,
+    /// Where `halobox publish` sends the result, when the definition says.
+    pub publish: Option<Publish>,
+}
+
+/// One stage of the build.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct PlannedStage {
+    /// `AS name` (`None` for an unnamed stage).
+    pub name: Option<String>,
+    /// The `FROM` operand as written.
+    pub from: String,
+    /// `from` with the build args filled in: an image reference, `scratch`,
+    /// or `stage <name>` for an earlier stage.
+    pub base: String,
+    /// Whether building the target runs this stage.
+    pub built: bool,
+}
+
+/// The pinned inputs, as the definition gives them.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+pub struct Pins {
+    /// Base images by digest.
+    pub images: BTreeMap<String, String>,
+    /// Exact versions.
+    pub versions: BTreeMap<String, String>,
+    /// Git sources at full commits.
+    pub git: BTreeMap<String, GitPin>,
+    /// Downloads with their sha256.
+    pub artifacts: BTreeMap<String, Artifact>,
+    /// `ARG` defaults of the Containerfile that no pin or `--build-arg` replaces.
+    pub defaults: BTreeMap<String, String>,
 }
 
 /// Command-line choices on top of the definition.
@@ -76,7 +113,7 @@ pub fn plan(def: &Definition, opts: &BuildOptions) -> Result<BuildPlan, String> 
     }
     let target = opts.target.clone().or(def.file.target.clone());
     if let Some(t) = &target
-        && !def.parsed.stages.iter().any(|s| s.as_deref() == Some(t))
+        && !def.parsed.has_stage(t)
     {
         return Err(format!(
             "--target {t}: no such stage in {} (stages: {})",
@@ -119,6 +156,42 @@ pub fn plan(def: &Definition, opts: &BuildOptions) -> Result<BuildPlan, String> 
         }
         t
     };
+    let needed = def.parsed.needed_for(target.as_deref());
+    let stages = def
+        .parsed
+        .stages
+        .iter()
+        .zip(needed)
+        .enumerate()
+        .map(|(i, (st, built))| {
+            let earlier = def.parsed.stages[..i]
+                .iter()
+                .any(|s| s.name.as_deref() == Some(st.from.as_str()));
+            PlannedStage {
+                name: st.name.clone(),
+                from: st.from.clone(),
+                base: if earlier {
+                    format!("stage {}", st.from)
+                } else {
+                    substitute(&st.from, &args, &def.parsed.defaults)
+                },
+                built,
+            }
+        })
+        .collect();
+    let pins = Pins {
+        images: def.file.images.clone(),
+        versions: def.file.versions.clone(),
+        git: def.file.git.clone(),
+        artifacts: def.file.artifacts.clone(),
+        defaults: def
+            .parsed
+            .defaults
+            .iter()
+            .filter(|(k, _)| !args.contains_key(*k))
+            .map(|(k, v)| (k.clone(), v.clone()))
+            .collect(),
+    };
     Ok(BuildPlan {
         name: def.file.name.clone(),
         definition: def.path.clone(),
@@ -130,7 +203,50 @@ pub fn plan(def: &Definition, opts: &BuildOptions) -> Result<BuildPlan, String> 
         overridden,
         labels,
         tags,
+        stages,
+        pins,
+        publish: def.file.publish.clone(),
     })
+}
+
+/// `$NAME` and `${NAME}` filled in from the build args, else the `ARG` defaults.
+fn substitute(
+    text: &str,
+    args: &BTreeMap<String, String>,
+    defaults: &BTreeMap<String, String>,
+) -> String {
+    let value = |name: &str| {
+        args.get(name)
+            .or_else(|| defaults.get(name))
+            .cloned()
+            .unwrap_or_default()
+    };
+    let mut out = String::new();
+    let mut rest = text;
+    while let Some(i) = rest.find('$') {
+        out.push_str(&rest[..i]);
+        let after = &rest[i + 1..];
+        let (name, skip) = if let Some(inner) = after.strip_prefix('{') {
+            match inner.find('}') {
+                Some(end) => (&inner[..end], end + 2),
+                None => ("", 0),
+            }
+        } else {
+            let end = after
+                .find(|c: char| !(c.is_ascii_alphanumeric() || c == '_'))
+                .unwrap_or(after.len());
+            (&after[..end], end)
+        };
+        if name.is_empty() {
+            out.push('$');
+            rest = after;
+        } else {
+            out.push_str(&value(name));
+            rest = &after[skip..];
+        }
+    }
+    out.push_str(rest);
+    out
 }
 
 fn covers(include: &str, path: &str) -> bool {
@@ -147,9 +263,8 @@ fn relative_to(path: &Path, base: &Path) -> Option<String> {
     rel.to_str().map(str::to_string)
 }
 
-/// The context as a tar: the included paths (or everything), sorted, with
-/// uid/gid 0, mtime 0 and modes 0755/0644, so the build cache sees content only.
-pub fn context_tar(plan: &BuildPlan) -> io::Result<Vec<u8>> {
+/// Every path the context sends (relative path → file), sorted.
+fn context_files(plan: &BuildPlan) -> io::Result<BTreeMap<String, PathBuf>> {
     let roots: Vec<String> = if plan.include.is_empty() {
         vec![String::new()]
     } else {
@@ -159,6 +274,13 @@ pub fn context_tar(plan: &BuildPlan) -> io::Result<Vec<u8>> {
     for r in roots {
         walk(&plan.context, r.trim_end_matches('/'), &mut files)?;
     }
+    Ok(files)
+}
+
+/// The context as a tar: the included paths (or everything), sorted, with
+/// uid/gid 0, mtime 0 and modes 0755/0644, so the build cache sees content only.
+pub fn context_tar(plan: &BuildPlan) -> io::Result<Vec<u8>> {
+    let files = context_files(plan)?;
     let mut tar = tar::Builder::new(Vec::new());
     for (rel, full) in files {
         let meta = std::fs::symlink_metadata(&full)?;
@@ -221,22 +343,178 @@ fn walk(context: &Path, rel: &str, out: &mut BTreeMap<String, PathBuf>) -> io::R
     Ok(())
 }
 
-/// The plan as text for `--dry-run`.
-pub fn render(plan: &BuildPlan) -> String {
-    let mut s = format!(
-        "build {} ({})\n  containerfile: {} (context {})\n",
-        plan.name,
-        plan.definition.display(),
-        plan.containerfile,
-        plan.context.display()
-    );
-    if !plan.include.is_empty() {
-        s.push_str(&format!("  context sends: {}\n", plan.include.join(", ")));
+/// What `--dry-run` shows: the plan and what the context holds.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct DryRun {
+    /// The resolved build.
+    #[serde(flatten)]
+    pub plan: BuildPlan,
+    /// The files sent to the engine.
+    pub sent: ContextSummary,
+}
+
+/// The context the engine receives, identified by content.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct ContextSummary {
+    /// Regular files sent.
+    pub files: usize,
+    /// Their total size in bytes.
+    pub bytes: u64,
+    /// sha256 of the context tar (reproducible: same files, same digest).
+    pub sha256: String,
+    /// sha256 of the Containerfile.
+    pub containerfile_sha256: String,
+    /// Every file under `patches/<tree>/` that is sent (sorted by path).
+    pub patches: Vec<PatchFile>,
+}
+
+/// One file of `patches/` in the context.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct PatchFile {
+    /// Path in the context (`patches/rccl/0001-….patch`).
+    pub path: String,
+    /// The tree it changes (the folder under `patches/`: `rccl`, `vllm`).
+    pub applies_to: String,
+    /// `git am` for `*.patch`, `script` for anything else the build runs.
+    pub kind: String,
+    /// Size in bytes.
+    pub bytes: u64,
+    /// sha256 of the file.
+    pub sha256: String,
+}
+
+/// Reads the context for `--dry-run`: file count, size, digests, patches.
+pub fn dry_run(plan: &BuildPlan) -> io::Result<DryRun> {
+    let files = context_files(plan)?;
+    let mut count = 0;
+    let mut bytes = 0;
+    let mut patches = Vec::new();
+    let mut containerfile_sha256 = String::new();
+    for (rel, full) in &files {
+        if !std::fs::symlink_metadata(full)?.is_file() {
+            continue;
+        }
+        let data = std::fs::read(full)?;
+        count += 1;
+        bytes += data.len() as u64;
+        let sum = hex::encode(Sha256::digest(&data));
+        if *rel == plan.containerfile {
+            containerfile_sha256 = sum.clone();
+        }
+        if let Some(under) = rel.strip_prefix("patches/") {
+            let applies_to = under.split_once('/').map_or("", |(d, _)| d);
+            if applies_to.is_empty() || rel.ends_with("README.md") {
+                continue;
+            }
+            patches.push(PatchFile {
+                path: rel.clone(),
+                applies_to: applies_to.to_string(),
+                kind: if rel.ends_with(".patch") {
+                    "git am".into()
+                } else {
+                    "script".into()
+                },
+                bytes: data.len() as u64,
+                sha256: sum,
+            });
+        }
     }
-    s.push_str(&format!(
-        "  target: {}\n",
+    let tar = context_tar(plan)?;
+    Ok(DryRun {
+        plan: plan.clone(),
+        sent: ContextSummary {
+            files: count,
+            bytes,
+            sha256: hex::encode(Sha256::digest(&tar)),
+            containerfile_sha256,
+            patches,
+        },
+    })
+}
+
+/// The dry run as text: everything CI would build, in reading order.
+pub fn render(dry: &DryRun) -> String {
+    use std::fmt::Write as _;
+    let plan = &dry.plan;
+    let sent = &dry.sent;
+    let mut s = String::new();
+    let _ = writeln!(s, "build {} ({})", plan.name, plan.definition.display());
+    let _ = writeln!(
+        s,
+        "  containerfile: {} (sha256 {})",
+        plan.containerfile, sent.containerfile_sha256
+    );
+    let _ = writeln!(
+        s,
+        "  context: {} ({} files, {} bytes, sha256 {}){}",
+        plan.context.display(),
+        sent.files,
+        sent.bytes,
+        sent.sha256,
+        if plan.include.is_empty() {
+            String::new()
+        } else {
+            format!("; sends {}", plan.include.join(", "))
+        }
+    );
+    let _ = writeln!(
+        s,
+        "  target: {}",
         plan.target.as_deref().unwrap_or("(last stage)")
-    ));
+    );
+    s.push_str("  stages:\n");
+    let width = plan
+        .stages
+        .iter()
+        .map(|st| st.name.as_deref().unwrap_or("(unnamed)").len())
+        .max()
+        .unwrap_or(0);
+    for st in &plan.stages {
+        let _ = writeln!(
+            s,
+            "    {:width$}  FROM {}{}",
+            st.name.as_deref().unwrap_or("(unnamed)"),
+            st.base,
+            if st.built {
+                ""
+            } else {
+                "  (not built for this target)"
+            },
+        );
+    }
+    s.push_str("  pins:\n");
+    for (k, v) in &plan.pins.images {
+        let _ = writeln!(s, "    image     {k} = {v}");
+    }
+    for (k, v) in &plan.pins.versions {
+        let _ = writeln!(s, "    version   {k} = {v}");
+    }
+    for (k, g) in &plan.pins.git {
+        let tag = g
+            .tag
+            .as_deref()
+            .map(|t| format!(" ({t})"))
+            .unwrap_or_default();
+        let _ = writeln!(s, "    git       {k} = {} @ {}{tag}", g.repo, g.commit);
+    }
+    for (k, a) in &plan.pins.artifacts {
+        let _ = writeln!(s, "    download  {k} = {} sha256 {}", a.url, a.sha256);
+    }
+    for (k, v) in &plan.pins.defaults {
+        let _ = writeln!(s, "    default   {k} = {v:?} (Containerfile ARG)");
+    }
+    if sent.patches.is_empty() {
+        s.push_str("  patches: none\n");
+    } else {
+        s.push_str("  patches (each tree: *.patch in order with git am, then its scripts):\n");
+        for p in &sent.patches {
+            let _ = writeln!(
+                s,
+                "    {}  {} ({}, {})",
+                p.sha256, p.path, p.applies_to, p.kind
+            );
+        }
+    }
     s.push_str("  build args:\n");
     for (k, v) in &plan.args {
         let mark = if plan.overridden.contains(k) {
@@ -244,12 +522,36 @@ pub fn render(plan: &BuildPlan) -> String {
         } else {
             ""
         };
-        s.push_str(&format!("    {k}={v}{mark}\n"));
+        let _ = writeln!(s, "    {k}={v}{mark}");
     }
     s.push_str("  labels:\n");
     for (k, v) in &plan.labels {
-        s.push_str(&format!("    {k}={v}\n"));
+        let _ = writeln!(s, "    {k}={v}");
     }
-    s.push_str(&format!("  tags: {}\n", plan.tags.join(", ")));
+    let _ = writeln!(s, "  tags: {}", plan.tags.join(", "));
+    if let Some(p) = &plan.publish {
+        let _ = writeln!(
+            s,
+            "  publish: {} (channels {})",
+            p.repository,
+            p.channels.join(", ")
+        );
+    }
     s
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn substitutes_build_args() {
+        let args = BTreeMap::from([("BASE".to_string(), "img@sha256:1".to_string())]);
+        let defaults = BTreeMap::from([("D".to_string(), "d".to_string())]);
+        assert_eq!(substitute("${BASE}", &args, &defaults), "img@sha256:1");
+        assert_eq!(substitute("$BASE-x", &args, &defaults), "img@sha256:1-x");
+        assert_eq!(substitute("${D}/${NONE}", &args, &defaults), "d/");
+        assert_eq!(substitute("scratch", &args, &defaults), "scratch");
+        assert_eq!(substitute("a$", &args, &defaults), "a$");
+    }
 }

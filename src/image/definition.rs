@@ -1,12 +1,12 @@
 //! `images/<name>.toml`: one image halobox builds and publishes. Every input
-//! is pinned (exact versions, full commit SHAs, base images by tag or digest,
+//! is pinned (exact versions, full commit SHAs, base images by digest,
 //! downloads with sha256) and checked against the Containerfile's `ARG`s and
 //! stages when the file is loaded.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
-use serde::Deserialize;
+use serde::{Deserialize, Serialize};
 
 use super::archive::is_sha256_hex;
 use crate::image_ref::ImageRef;
@@ -44,7 +44,7 @@ pub struct DefinitionFile {
     pub include: Vec<String>,
     /// Stage to build (default: the last).
     pub target: Option<String>,
-    /// Base images by exact tag or digest, passed as build args.
+    /// Base images by digest (`repo:tag@sha256:…`), passed as build args.
     #[serde(default)]
     pub images: BTreeMap<String, String>,
     /// Exact package versions, passed as build args.
@@ -64,7 +64,7 @@ pub struct DefinitionFile {
 }
 
 /// A git repository at one commit.
-#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize, Serialize)]
 #[serde(deny_unknown_fields)]
 pub struct GitPin {
     /// Clone URL (https).
@@ -76,7 +76,7 @@ pub struct GitPin {
 }
 
 /// A file downloaded during the build.
-#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize, Serialize)]
 #[serde(deny_unknown_fields)]
 pub struct Artifact {
     /// https URL of one exact file.
@@ -86,7 +86,7 @@ pub struct Artifact {
 }
 
 /// Publishing target.
-#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize, Serialize)]
 #[serde(deny_unknown_fields)]
 pub struct Publish {
     /// Repository without a tag (`docker.io/org/name`).
@@ -98,10 +98,65 @@ pub struct Publish {
 /// What halobox reads from a Containerfile.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Containerfile {
-    /// Stage names (`FROM … AS name`), in order; unnamed stages are `None`.
-    pub stages: Vec<Option<String>>,
+    /// The stages (`FROM … [AS name]`), in order.
+    pub stages: Vec<Stage>,
     /// `ARG` names and whether they have a default.
     pub args: BTreeMap<String, bool>,
+    /// `ARG` defaults (`ARG NAME=value`), the first one given.
+    pub defaults: BTreeMap<String, String>,
+}
+
+/// One `FROM` of a Containerfile.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Stage {
+    /// `AS name`, if given.
+    pub name: Option<String>,
+    /// The `FROM` operand as written (`${FEDORA_IMAGE}`, `therock`, `scratch`).
+    pub from: String,
+    /// Stages (names or indexes) this one copies files from (`COPY --from=…`).
+    pub copies_from: Vec<String>,
+}
+
+impl Containerfile {
+    /// True when a stage is named `name`.
+    pub fn has_stage(&self, name: &str) -> bool {
+        self.stages.iter().any(|s| s.name.as_deref() == Some(name))
+    }
+
+    /// Index of the stage a `FROM`/`--from=` operand names (a name or a number).
+    fn stage_index(&self, operand: &str, before: usize) -> Option<usize> {
+        if let Ok(i) = operand.parse::<usize>() {
+            return (i < before).then_some(i);
+        }
+        self.stages[..before]
+            .iter()
+            .rposition(|s| s.name.as_deref() == Some(operand))
+    }
+
+    /// Which stages building `target` (default: the last) runs, by index.
+    pub fn needed_for(&self, target: Option<&str>) -> Vec<bool> {
+        let mut needed = vec![false; self.stages.len()];
+        let last = match target {
+            Some(t) => self
+                .stages
+                .iter()
+                .position(|s| s.name.as_deref() == Some(t)),
+            None => self.stages.len().checked_sub(1),
+        };
+        let mut todo: Vec<usize> = last.into_iter().collect();
+        while let Some(i) = todo.pop() {
+            if std::mem::replace(&mut needed[i], true) {
+                continue;
+            }
+            let st = &self.stages[i];
+            for op in std::iter::once(&st.from).chain(&st.copies_from) {
+                if let Some(j) = self.stage_index(op, i) {
+                    todo.push(j);
+                }
+            }
+        }
+        needed
+    }
 }
 
 /// Names that move: never a pin.
@@ -142,21 +197,28 @@ pub fn is_commit(s: &str) -> bool {
             .all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b))
 }
 
-/// Why a base image reference is not pinned, if it is not.
+/// Why a base image reference is not pinned, if it is not. Only a digest
+/// pins an image (a tag, even `fedora:43`, moves with every rebuild of the
+/// release); a tag beside the digest is kept for people and must be exact.
 pub fn unpinned_image(reference: &str) -> Option<String> {
     let r = match ImageRef::parse(reference) {
         Ok(r) => r,
         Err(e) => return Some(e),
     };
-    if let Some(d) = &r.digest {
-        return match d.split_once(':') {
+    if let Some(t) = r.tag.as_deref()
+        && let Some(why) = inexact(t)
+    {
+        return Some(format!("tag {why}"));
+    }
+    match &r.digest {
+        Some(d) => match d.split_once(':') {
             Some(("sha256", hex)) if is_sha256_hex(hex) => None,
             _ => Some(format!("digest {d:?} is not sha256:<64 hex>")),
-        };
-    }
-    match r.tag.as_deref() {
-        None => Some("has no tag or digest (that means latest)".into()),
-        Some(t) => inexact(t).map(|why| format!("tag {why}")),
+        },
+        None => Some(format!(
+            "has no digest: tags move, so give `{}@sha256:<64 hex>` (`skopeo inspect docker://{}` or `podman image inspect` print it)",
+            r, r
+        )),
     }
 }
 
@@ -192,9 +254,7 @@ impl DefinitionFile {
         for (k, v) in &self.images {
             names.push(k);
             if let Some(why) = unpinned_image(v) {
-                p.push(format!(
-                    "images.{k} = {v:?}: {why}; pin a version tag or @sha256 digest"
-                ));
+                p.push(format!("images.{k} = {v:?}: {why}"));
             }
         }
         for (k, v) in &self.versions {
@@ -299,16 +359,31 @@ pub fn parse_containerfile(text: &str) -> Containerfile {
                     [_, kw, name] if kw.eq_ignore_ascii_case("as") => Some(name.to_string()),
                     _ => None,
                 };
-                out.stages.push(name);
+                out.stages.push(Stage {
+                    name,
+                    from: rest.first().map(|s| s.to_string()).unwrap_or_default(),
+                    copies_from: Vec::new(),
+                });
+            }
+            "COPY" => {
+                let from = rest.iter().find_map(|w| w.strip_prefix("--from="));
+                if let (Some(from), Some(stage)) = (from, out.stages.last_mut()) {
+                    stage.copies_from.push(from.to_string());
+                }
             }
             "ARG" => {
                 for w in rest {
-                    let (name, has_default) = match w.split_once('=') {
-                        Some((n, _)) => (n, true),
-                        None => (w, false),
+                    let (name, default) = match w.split_once('=') {
+                        Some((n, v)) => (n, Some(v.trim_matches('"'))),
+                        None => (w, None),
                     };
-                    let e = out.args.entry(name.to_string()).or_insert(has_default);
-                    *e = *e || has_default;
+                    let e = out.args.entry(name.to_string()).or_insert(false);
+                    *e = *e || default.is_some();
+                    if let Some(v) = default {
+                        out.defaults
+                            .entry(name.to_string())
+                            .or_insert_with(|| v.to_string());
+                    }
                 }
             }
             _ => {}
@@ -369,7 +444,7 @@ pub fn load(path: &Path) -> Result<Definition, String> {
     }
     if !parsed.stages.is_empty() {
         if let Some(t) = &file.target
-            && !parsed.stages.iter().any(|s| s.as_deref() == Some(t))
+            && !parsed.has_stage(t)
         {
             problems.push(format!(
                 "target {t:?} is not a stage of {} (stages: {})",
@@ -415,7 +490,7 @@ pub fn load(path: &Path) -> Result<Definition, String> {
 pub fn stage_list(c: &Containerfile) -> String {
     c.stages
         .iter()
-        .map(|s| s.as_deref().unwrap_or("(unnamed)"))
+        .map(|s| s.name.as_deref().unwrap_or("(unnamed)"))
         .collect::<Vec<_>>()
         .join(", ")
 }
@@ -467,10 +542,14 @@ mod tests {
         ] {
             assert!(inexact(bad).is_some(), "{bad}");
         }
-        assert!(unpinned_image("registry.fedoraproject.org/fedora:43").is_none());
+        let digest = format!("sha256:{}", "a".repeat(64));
+        assert!(unpinned_image(&format!("docker.io/library/fedora:43@{digest}")).is_none());
+        assert!(unpinned_image(&format!("fedora@{digest}")).is_none());
+        let tag_only = unpinned_image("registry.fedoraproject.org/fedora:43").unwrap();
+        assert!(tag_only.contains("no digest"), "{tag_only}");
         assert!(unpinned_image("fedora").is_some());
         assert!(unpinned_image("fedora:latest").is_some());
-        assert!(unpinned_image(&format!("fedora@sha256:{}", "a".repeat(64))).is_none());
+        assert!(unpinned_image(&format!("fedora:latest@{digest}")).is_some());
         assert!(unpinned_image("fedora@sha256:abc").is_some());
         assert!(is_commit(&"0123456789abcdef".repeat(3)[..40]));
         assert!(!is_commit("v1.2.3"));
@@ -479,12 +558,13 @@ mod tests {
     #[test]
     fn containerfile_stages_and_args() {
         let c = parse_containerfile(
-            "# c\nARG BASE\nFROM ${BASE} AS build\nARG A=1 \\\n  B\nRUN x\nfrom --platform=linux/amd64 scratch as out\nFROM build\n",
+            "# c\nARG BASE\nFROM ${BASE} AS build\nARG A=1 \\\n  B\nRUN x\nfrom --platform=linux/amd64 scratch as out\nCOPY --from=build /x /x\nFROM build\nCOPY --from=0 /y /y\n",
         );
-        assert_eq!(
-            c.stages,
-            vec![Some("build".into()), Some("out".into()), None]
-        );
+        let names: Vec<Option<&str>> = c.stages.iter().map(|s| s.name.as_deref()).collect();
+        assert_eq!(names, vec![Some("build"), Some("out"), None]);
+        assert_eq!(c.stages[0].from, "${BASE}");
+        assert_eq!(c.stages[1].from, "scratch");
+        assert_eq!(c.stages[1].copies_from, vec!["build".to_string()]);
         assert_eq!(
             c.args,
             BTreeMap::from([
@@ -493,5 +573,9 @@ mod tests {
                 ("BASE".into(), false)
             ])
         );
+        assert_eq!(c.defaults, BTreeMap::from([("A".into(), "1".into())]));
+        assert_eq!(c.needed_for(Some("out")), vec![true, true, false]);
+        assert_eq!(c.needed_for(None), vec![true, false, true]);
+        assert_eq!(c.needed_for(Some("build")), vec![true, false, false]);
     }
 }
