@@ -15,3 +15,5 @@ IFS=$_halobox_ifs
 PATH=/opt/venv/bin:/opt/rocm/bin:/opt/rocm/llvm/bin${_halobox_rest:+:$_halobox_rest}
 export PATH
 unset _halobox_rest _halobox_ifs _halobox_dir
+# No core files by default: a crashed vLLM worker maps tens of GiB.
+ulimit -S -c 0
