@@ -456,7 +456,7 @@ pub struct BuildArgs {
     pub tag: Vec<String>,
     #[command(flatten)]
     pub engine: EngineArgs,
-    /// Print the resolved build (file, args, labels, tags); build nothing.
+    /// Print the resolved build (stages, every pin, patches with sha256, args, labels, tags); build nothing.
     #[arg(long)]
     pub dry_run: bool,
     /// Print JSON.
