@@ -13,6 +13,7 @@ pub mod container;
 pub mod dataplane;
 pub mod doctor;
 pub mod engine;
+pub mod error;
 pub mod host;
 pub mod image;
 pub mod image_ref;

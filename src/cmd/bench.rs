@@ -14,9 +14,8 @@ use crate::bench::results::{self, Results};
 use crate::bench::{peer as bench_peer, report, run as exec, tcp};
 use crate::cli::{BenchCommand, BenchCompareArgs, BenchReportArgs, BenchRunArgs, BenchServeArgs};
 use crate::cluster::config;
+use crate::error::UsageError;
 use crate::host::{self, GatherOptions, HostRoot, Reader};
-
-use super::UsageError;
 
 /// Runs a `bench` subcommand.
 pub fn run(cmd: BenchCommand) -> anyhow::Result<ExitCode> {

@@ -3,9 +3,10 @@
 
 use std::process::ExitCode;
 
-use super::{UsageError, block_on, connect};
 use crate::cli::BuildArgs;
 use crate::engine::build::BuildRequest;
+use crate::engine::{block_on, connect};
+use crate::error::UsageError;
 use crate::image::build::{self, BuildOptions};
 use crate::image::compose::rfc3339;
 use crate::image::definition;

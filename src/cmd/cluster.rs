@@ -2,10 +2,8 @@
 
 use std::io::IsTerminal;
 use std::net::Ipv4Addr;
-use std::path::PathBuf;
 use std::process::ExitCode;
 
-use super::UsageError;
 use crate::cli::{
     ClusterCommand, ClusterDownArgs, ClusterFileArgs, ClusterInitArgs, ClusterJoinArgs,
     ClusterStatusArgs, ClusterUpArgs,
@@ -14,6 +12,7 @@ use crate::cluster::config::{self, ClusterConfig, NodeConfig};
 use crate::cluster::env::{self, EnvRequest};
 use crate::cluster::plan::{self, in_container, with_env};
 use crate::cluster::run;
+use crate::error::UsageError;
 use crate::host::{self, GatherOptions, HostRoot};
 use crate::shell;
 
@@ -27,15 +26,6 @@ pub fn run(cmd: ClusterCommand) -> anyhow::Result<ExitCode> {
         ClusterCommand::Down(a) => down(&a),
         ClusterCommand::Tui(a) => tui(&a),
     }
-}
-
-/// The cluster file's path and its validated contents.
-pub fn load(file: &ClusterFileArgs) -> anyhow::Result<(PathBuf, ClusterConfig)> {
-    let path = config::path(file.cluster.as_deref()).ok_or_else(|| {
-        UsageError("no config directory (HOME unset?): pass --cluster FILE".into())
-    })?;
-    let cfg = config::load(&path).map_err(|e| UsageError(e.to_string()))?;
-    Ok((path, cfg))
 }
 
 fn parse_node(spec: &str, a: &ClusterInitArgs) -> Result<NodeConfig, String> {
@@ -131,7 +121,7 @@ fn init(a: &ClusterInitArgs) -> anyhow::Result<ExitCode> {
 }
 
 fn up(a: &ClusterUpArgs) -> anyhow::Result<ExitCode> {
-    let (path, cfg) = load(&a.file)?;
+    let (path, cfg) = config::open(a.file.cluster.as_deref())?;
     run::up(&cfg, &path, a.dry_run, a.timeout.unwrap_or(cfg.timeout_s))?;
     Ok(ExitCode::SUCCESS)
 }
@@ -214,7 +204,7 @@ fn join(a: &ClusterJoinArgs) -> anyhow::Result<ExitCode> {
 }
 
 fn status(a: &ClusterStatusArgs) -> anyhow::Result<ExitCode> {
-    let (path, cfg) = load(&a.file)?;
+    let (path, cfg) = config::open(a.file.cluster.as_deref())?;
     let s = run::status(&cfg, &path)?;
     let healthy = s.error.is_none() && s.alive == cfg.nodes.len() && s.unknown.is_empty();
     if a.json {
@@ -277,7 +267,7 @@ pub fn render_status(s: &run::Status, n: usize) -> String {
 }
 
 fn down(a: &ClusterDownArgs) -> anyhow::Result<ExitCode> {
-    let (_, cfg) = load(&a.file)?;
+    let (_, cfg) = config::open(a.file.cluster.as_deref())?;
     if a.dry_run {
         for node in &cfg.nodes {
             println!(
@@ -377,10 +367,12 @@ fn tui(a: &ClusterFileArgs) -> anyhow::Result<ExitCode> {
                 file: file(),
                 dry_run: false,
             }),
-            5 => load(&file()).map(|(p, c)| {
-                println!("# {}\n{}", p.display(), c.to_toml());
-                ExitCode::SUCCESS
-            }),
+            5 => config::open(a.cluster.as_deref())
+                .map(|(p, c)| {
+                    println!("# {}\n{}", p.display(), c.to_toml());
+                    ExitCode::SUCCESS
+                })
+                .map_err(anyhow::Error::from),
             _ => return Ok(ExitCode::SUCCESS),
         };
         if let Err(e) = outcome {

@@ -5,8 +5,9 @@
 use std::collections::BTreeMap;
 use std::process::ExitCode;
 
-use super::{UsageError, block_on, connect};
 use crate::cli::{AddLayerArgs, ImageCommand};
+use crate::engine::{block_on, connect};
+use crate::error::UsageError;
 use crate::image::archive::TempDir;
 use crate::image::layer::{self, EntryKind};
 use crate::image::rewrite::{self, BaseSource};

@@ -2,11 +2,11 @@
 
 use std::process::ExitCode;
 
-use super::{block_on, connect};
 use crate::cli::ListArgs;
 use crate::container::spec::{
     LABEL_BACKEND, LABEL_CHANNEL, LABEL_IMAGE, LABEL_MANAGED, LABEL_MEMLOCK,
 };
+use crate::engine::{block_on, connect};
 
 /// Lists halobox's containers.
 pub fn run(args: &ListArgs) -> anyhow::Result<ExitCode> {

@@ -6,12 +6,12 @@ use std::collections::BTreeMap;
 use std::process::ExitCode;
 
 use super::build::git;
-use super::{UsageError, block_on, connect};
 use crate::cli::PublishArgs;
 use crate::config;
 use crate::engine::auth::{self, Credentials};
 use crate::engine::push::Pushed;
-use crate::engine::{Engine, EngineError};
+use crate::engine::{Engine, EngineError, block_on, connect};
+use crate::error::UsageError;
 use crate::image::archive::TempDir;
 use crate::image::publish::{self, PublishInput};
 use crate::image::rewrite::{self, BaseSource};

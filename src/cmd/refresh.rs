@@ -6,13 +6,13 @@ use std::process::ExitCode;
 
 use anyhow::Context as _;
 
-use super::{UsageError, block_on, connect, container_name};
 use crate::cli::RefreshArgs;
 use crate::config::{self, DEFAULT_IMAGE};
 use crate::container::backend::Backend;
 use crate::container::cli::create_command;
 use crate::container::spec::LABEL_IMAGE;
-use crate::engine::local;
+use crate::engine::{block_on, connect, local};
+use crate::error::UsageError;
 use crate::host::{self, GatherOptions, HostRoot};
 use crate::image_ref::ImageRef;
 use crate::refresh::plan::{self, NEW_SUFFIX, RefreshOptions, RefreshPlan, Source};
@@ -35,7 +35,7 @@ pub fn run(args: &RefreshArgs) -> anyhow::Result<ExitCode> {
     let image = ImageRef::parse(&image_arg)
         .map_err(UsageError)?
         .for_channel(args.channel.tag());
-    let name = container_name(args.name.as_deref())?;
+    let name = crate::container::name::resolve(args.name.as_deref())?;
     let facts = host::gather(HostRoot::live(), GatherOptions::default());
     block_on(async {
         let mut engine = connect(args.engine.engine.as_deref()).await?;

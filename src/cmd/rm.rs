@@ -5,8 +5,9 @@ use std::process::ExitCode;
 
 use anyhow::Context as _;
 
-use super::{UsageError, block_on, connect};
 use crate::cli::RmArgs;
+use crate::engine::{block_on, connect};
+use crate::error::UsageError;
 use crate::refresh::plan::is_managed;
 
 /// Removes the container.

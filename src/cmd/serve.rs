@@ -7,10 +7,11 @@ use std::io::{BufRead, BufReader, Read, Write};
 use std::process::{Command, ExitCode, Stdio};
 use std::sync::atomic::{AtomicBool, Ordering};
 
-use super::UsageError;
-use crate::cli::{ClusterFileArgs, ServeArgs};
+use crate::cli::ServeArgs;
+use crate::cluster::config;
 use crate::cluster::env::{self, EnvError, EnvRequest};
 use crate::cluster::plan::{self, ServeRequest};
+use crate::error::UsageError;
 use crate::host::{self, GatherOptions, HostRoot};
 
 /// Runs `serve`.
@@ -21,9 +22,7 @@ pub fn run(a: &ServeArgs) -> anyhow::Result<ExitCode> {
         )
         .into());
     }
-    let (_, cfg) = super::cluster::load(&ClusterFileArgs {
-        cluster: a.file.cluster.clone(),
-    })?;
+    let (_, cfg) = config::open(a.file.cluster.as_deref())?;
     let root = match &a.sysroot {
         Some(dir) => HostRoot::sysroot(dir)?,
         None => HostRoot::live(),
