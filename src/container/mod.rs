@@ -8,6 +8,7 @@ pub mod cli;
 pub mod distrobox;
 pub mod enter;
 pub mod memlock;
+pub mod model;
 pub mod name;
 pub mod spec;
 pub mod toolbox;
