@@ -27,8 +27,8 @@ pub fn run(args: &BuildArgs) -> anyhow::Result<ExitCode> {
         revision: git_revision(),
     };
     let plan = build::plan(&def, &opts).map_err(UsageError)?;
-    if args.dry_run {
-        if args.json {
+    if args.mode.dry_run() {
+        if args.mode.json() {
             println!("{}", serde_json::to_string_pretty(&plan)?);
         } else {
             print!("{}", build::render(&plan));
@@ -63,7 +63,7 @@ pub fn run(args: &BuildArgs) -> anyhow::Result<ExitCode> {
             engine.tag(&first.to_string(), &r).await?;
         }
         let secs = start.elapsed().as_secs_f64();
-        if args.json {
+        if args.mode.json() {
             println!(
                 "{}",
                 serde_json::json!({"id": id, "tags": plan.tags, "seconds": secs})

@@ -15,7 +15,7 @@ pub fn run(args: &ListArgs) -> anyhow::Result<ExitCode> {
         let list = engine
             .containers_with_label(&format!("{LABEL_MANAGED}=true"))
             .await?;
-        if args.json {
+        if args.output.json {
             println!("{}", serde_json::to_string_pretty(&list)?);
             return Ok(ExitCode::SUCCESS);
         }

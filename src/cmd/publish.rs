@@ -71,8 +71,8 @@ pub fn run(args: &PublishArgs) -> anyhow::Result<ExitCode> {
             version: args.version.clone(),
         })
         .map_err(UsageError)?;
-        if args.dry_run {
-            if args.json {
+        if args.mode.dry_run() {
+            if args.mode.json() {
                 let mut v = serde_json::to_value(&plan)?;
                 v["image"] = serde_json::json!(image.id);
                 v["credentials"] = serde_json::json!(who);
@@ -125,7 +125,7 @@ pub fn run(args: &PublishArgs) -> anyhow::Result<ExitCode> {
                 Err(e) => return Err(partial(e, &pushed, &plan.tags)),
             }
         }
-        report(&pushed, &id, args.json)
+        report(&pushed, &id, args.mode.json())
     })?
 }
 
@@ -224,8 +224,8 @@ fn promote(
         .map_err(UsageError)?
         .with_tag(from);
     let dst = src.with_tag(to);
-    if args.dry_run {
-        if args.json {
+    if args.mode.dry_run() {
+        if args.mode.json() {
             println!(
                 "{}",
                 serde_json::json!({"pull": src.to_string(), "push": dst.to_string(), "credentials": who})
@@ -251,6 +251,6 @@ fn promote(
             .await?
             .map(|i| i.id)
             .unwrap_or_default();
-        report(&[p], &id, args.json)
+        report(&[p], &id, args.mode.json())
     })?
 }

@@ -77,11 +77,11 @@ pub fn run(args: &RefreshArgs) -> anyhow::Result<ExitCode> {
             source,
             &opts,
         )?;
-        if args.dry_run {
-            print_plan(&plan, args.json)?;
+        if args.mode.dry_run() {
+            print_plan(&plan, args.mode.json())?;
             return Ok(ExitCode::SUCCESS);
         }
-        if plan.replaces.is_some() && !args.yes && std::io::stdin().is_terminal() {
+        if plan.replaces.is_some() && !args.confirm.yes && std::io::stdin().is_terminal() {
             let go = dialoguer::Confirm::new()
                 .with_prompt(format!(
                     "Replace {} once the new container runs?",
@@ -99,7 +99,7 @@ pub fn run(args: &RefreshArgs) -> anyhow::Result<ExitCode> {
             eprintln!("note: {note}");
         }
         let outcome = run::execute(&engine, &plan, &mut |line| eprintln!("==> {line}")).await?;
-        if args.json {
+        if args.mode.json() {
             println!("{}", serde_json::to_string_pretty(&outcome)?);
         } else {
             println!(

@@ -28,7 +28,7 @@ pub fn run(args: &RmArgs) -> anyhow::Result<ExitCode> {
             ))
             .into());
         }
-        if !args.yes {
+        if !args.confirm.yes {
             if !std::io::stdin().is_terminal() {
                 return Err(UsageError(format!(
                     "not removing {} without confirmation: pass --yes",

@@ -16,14 +16,14 @@ use crate::host::{self, GatherOptions, HostRoot};
 
 /// Runs `serve`.
 pub fn run(a: &ServeArgs) -> anyhow::Result<ExitCode> {
-    if a.sysroot.is_some() && !a.dry_run {
+    if a.source.sysroot.is_some() && !a.plan.dry_run {
         return Err(UsageError(
             "--sysroot reads a snapshot: vLLM cannot be started from it; add --dry-run".into(),
         )
         .into());
     }
     let (_, cfg) = config::open(a.file.cluster.as_deref())?;
-    let root = match &a.sysroot {
+    let root = match &a.source.sysroot {
         Some(dir) => HostRoot::sysroot(dir)?,
         None => HostRoot::live(),
     };
@@ -65,7 +65,7 @@ pub fn run(a: &ServeArgs) -> anyhow::Result<ExitCode> {
     };
     let p = plan::serve(&sreq, &head_env, cfg.nodes.len()).map_err(UsageError)?;
     let argv = plan::serve_argv(&cfg.halobox, head, &p);
-    if a.dry_run {
+    if a.plan.dry_run {
         print!("{}", plan::render_serve(&p, &argv));
         return Ok(ExitCode::SUCCESS);
     }
