@@ -10,6 +10,7 @@ use crate::error::UsageError;
 use crate::image::build::{self, BuildOptions};
 use crate::image::compose::rfc3339;
 use crate::image::definition;
+use crate::image::git;
 use crate::image::layer::source_date_epoch;
 
 /// Runs `halobox build`.
@@ -24,7 +25,7 @@ pub fn run(args: &BuildArgs) -> anyhow::Result<ExitCode> {
         build_args: args.build_arg.clone(),
         tags: args.tag.clone(),
         created,
-        revision: git_revision(),
+        revision: git::revision(),
     };
     let plan = build::plan(&def, &opts).map_err(UsageError)?;
     if args.mode.dry_run() {
@@ -73,19 +74,4 @@ pub fn run(args: &BuildArgs) -> anyhow::Result<ExitCode> {
         }
         Ok(ExitCode::SUCCESS)
     })?
-}
-
-/// `git rev-parse HEAD` of the working folder, when it is a git checkout.
-pub fn git_revision() -> Option<String> {
-    git(&["rev-parse", "HEAD"])
-}
-
-/// One line of `git` output, when git runs and succeeds.
-pub fn git(args: &[&str]) -> Option<String> {
-    let out = std::process::Command::new("git").args(args).output().ok()?;
-    if !out.status.success() {
-        return None;
-    }
-    let s = String::from_utf8_lossy(&out.stdout).trim().to_string();
-    (!s.is_empty()).then_some(s)
 }

@@ -5,7 +5,6 @@
 use std::collections::BTreeMap;
 use std::process::ExitCode;
 
-use super::build::git;
 use crate::cli::PublishArgs;
 use crate::config;
 use crate::engine::auth::{self, Credentials};
@@ -13,6 +12,7 @@ use crate::engine::push::Pushed;
 use crate::engine::{Engine, EngineError, block_on, connect};
 use crate::error::UsageError;
 use crate::image::archive::TempDir;
+use crate::image::git;
 use crate::image::publish::{self, PublishInput};
 use crate::image::rewrite::{self, BaseSource};
 use crate::image_ref::ImageRef;
@@ -43,7 +43,7 @@ pub fn run(args: &PublishArgs) -> anyhow::Result<ExitCode> {
     let revision = args
         .revision
         .clone()
-        .or_else(super::build::git_revision)
+        .or_else(git::revision)
         .ok_or_else(|| {
             UsageError("no git commit: run in the halobox checkout or pass --revision SHA".into())
         })?
@@ -51,7 +51,7 @@ pub fn run(args: &PublishArgs) -> anyhow::Result<ExitCode> {
     let source_url = args
         .source
         .clone()
-        .or_else(|| git(&["remote", "get-url", "origin"]).and_then(|r| publish::source_url(&r)));
+        .or_else(|| git::origin_url().and_then(|r| publish::source_url(&r)));
     block_on(async {
         let engine = connect(args.engine.engine.as_deref()).await?;
         let image = engine.image(&reference).await?.ok_or_else(|| {
