@@ -1,6 +1,6 @@
 //! The command-line interface definition (also used for completions and the
 //! man page): the top level here, one file per command group, and the
-//! argument groups several commands share in [`common`].
+//! argument groups several commands share in `common.rs`.
 
 mod bench;
 mod cluster;
