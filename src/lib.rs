@@ -1,8 +1,21 @@
 //! halobox: inspect, containerise and cluster AMD Strix Halo (gfx1151) nodes
 //! for vLLM over RoCE v2.
 //!
-//! Layout: [`host`] reads facts into plain data, [`dataplane`] and
-//! [`doctor`] turn facts into decisions, [`cmd`] wires commands to output.
+//! Calls go one way: [`cli`] defines the command line, [`cmd`] (one module
+//! per command) parses it, calls one library entry point and prints; no
+//! library module names [`cmd`]. Facts, then a pure plan, then an executor:
+//!
+//! - facts: [`host`] reads the machine (or a `--sysroot` snapshot) into
+//!   plain data; [`config`] the user's settings;
+//! - decisions (pure): [`dataplane`] and [`doctor`] from host facts, and the
+//!   plans in [`container::spec`], [`refresh::plan`], [`cluster::plan`],
+//!   [`bench::plan`] and [`image`];
+//! - effects: [`engine`] (the container engine's API), [`refresh::run`],
+//!   [`cluster::run`], [`bench::run`], over [`ssh`], [`proc`] and [`shell`];
+//! - shared: [`error`] (usage errors, exit status 2), [`image_ref`],
+//!   [`units`].
+//!
+//! README.md's Layout table names every room.
 
 pub mod bench;
 pub mod cli;
@@ -13,6 +26,7 @@ pub mod container;
 pub mod dataplane;
 pub mod doctor;
 pub mod engine;
+pub mod error;
 pub mod host;
 pub mod image;
 pub mod image_ref;

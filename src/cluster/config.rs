@@ -10,6 +10,8 @@ use std::str::FromStr;
 use clap::ValueEnum;
 use serde::{Deserialize, Serialize};
 
+use crate::error::UsageError;
+
 /// Ray's default GCS port.
 pub const DEFAULT_RAY_PORT: u16 = 6379;
 /// Seconds `cluster up` waits for every node to register.
@@ -327,6 +329,16 @@ pub fn load(path: &Path) -> Result<ClusterConfig, ClusterConfigError> {
         }
     })?;
     parse(&text).map_err(err)
+}
+
+/// The cluster file `--cluster FILE` names (else the default) and its
+/// validated contents; what goes wrong is a usage error.
+pub fn open(flag: Option<&Path>) -> Result<(PathBuf, ClusterConfig), UsageError> {
+    let path = path(flag).ok_or_else(|| {
+        UsageError("no config directory (HOME unset?): pass --cluster FILE".into())
+    })?;
+    let cfg = load(&path).map_err(|e| UsageError(e.to_string()))?;
+    Ok((path, cfg))
 }
 
 #[cfg(test)]

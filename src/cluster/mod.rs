@@ -3,9 +3,11 @@
 //!
 //! [`config`] reads `cluster.toml`, [`env`] computes a node's NCCL/Ray
 //! settings from its own facts, [`plan`] builds the commands and the
-//! preflight verdict (pure), and [`run`] executes them over ssh.
+//! preflight verdict (pure), [`run`] executes them over ssh, and [`serve`]
+//! runs vLLM on the head.
 
 pub mod config;
 pub mod env;
 pub mod plan;
 pub mod run;
+pub mod serve;

@@ -4,7 +4,7 @@
 
 use std::net::{Ipv4Addr, TcpListener};
 use std::path::Path;
-use std::process::{Command, ExitCode};
+use std::process::Command;
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, bail};
@@ -54,8 +54,8 @@ pub fn container_report(
             kfd: host_kfd,
         });
     }
-    let info = crate::cmd::block_on(async {
-        let engine = crate::cmd::connect(engine).await?;
+    let info = crate::engine::block_on(async {
+        let engine = crate::engine::connect(engine).await?;
         anyhow::Ok(engine.container(name).await?)
     })??;
     Ok(match info {
@@ -136,13 +136,9 @@ pub fn join(report: &JoinReport, container: &str, engine: Option<String>) -> any
             "there is no container {container}\n  hint: create it with `halobox refresh --name {container}`"
         );
     }
-    let args = crate::cli::EnterArgs {
-        name: Some(container.into()),
-        engine: crate::cli::EngineArgs { engine },
-        command: with_env(&env.vars, &env.ray_start),
-    };
-    let code = crate::cmd::enter::run(&args)?;
-    if code != ExitCode::SUCCESS {
+    let command = with_env(&env.vars, &env.ray_start);
+    let code = crate::container::enter::run(Some(container), engine.as_deref(), &command)?;
+    if code != 0 {
         bail!("`ray start` failed on {} in container {container}", env.ip);
     }
     Ok(())

@@ -14,9 +14,8 @@ use crate::bench::results::{self, Results};
 use crate::bench::{peer as bench_peer, report, run as exec, tcp};
 use crate::cli::{BenchCommand, BenchCompareArgs, BenchReportArgs, BenchRunArgs, BenchServeArgs};
 use crate::cluster::config;
+use crate::error::UsageError;
 use crate::host::{self, GatherOptions, HostRoot, Reader};
-
-use super::UsageError;
 
 /// Runs a `bench` subcommand.
 pub fn run(cmd: BenchCommand) -> anyhow::Result<ExitCode> {
@@ -24,7 +23,7 @@ pub fn run(cmd: BenchCommand) -> anyhow::Result<ExitCode> {
         BenchCommand::Run(args) => bench_run(&args),
         BenchCommand::Serve(args) => serve(&args),
         BenchCommand::Probe(args) => {
-            let root = match &args.sysroot {
+            let root = match &args.source.sysroot {
                 Some(dir) => HostRoot::sysroot(dir)?,
                 None => HostRoot::live(),
             };
@@ -39,7 +38,7 @@ pub fn run(cmd: BenchCommand) -> anyhow::Result<ExitCode> {
 fn serve(args: &BenchServeArgs) -> anyhow::Result<ExitCode> {
     let opts = tcp::ServeOptions {
         bind: args.bind,
-        port: args.port,
+        port: args.server.port,
         idle_timeout: Duration::from_secs(args.idle_timeout),
     };
     tcp::serve(&opts, |addr| {
@@ -47,7 +46,7 @@ fn serve(args: &BenchServeArgs) -> anyhow::Result<ExitCode> {
         let _ = writeln!(out, "{}{addr}", tcp::READY_PREFIX);
         let _ = out.flush();
     })
-    .with_context(|| format!("cannot serve on {}:{}", args.bind, args.port))?;
+    .with_context(|| format!("cannot serve on {}:{}", args.bind, args.server.port))?;
     Ok(ExitCode::SUCCESS)
 }
 
@@ -77,7 +76,7 @@ fn resolve_peer(args: &BenchRunArgs, facts: &host::HostFacts) -> anyhow::Result<
             from: None,
         });
     }
-    let path = config::path(args.cluster.as_deref()).ok_or_else(|| {
+    let path = config::path(args.file.cluster.as_deref()).ok_or_else(|| {
         UsageError(
             "no config directory (HOME unset?): pass --cluster FILE, or --peer SSH_TARGET --peer-ip IP"
                 .into(),
@@ -145,7 +144,7 @@ fn options(
         },
         duration_s: args.duration,
         streams: args.streams,
-        port: args.port,
+        port: args.server.port,
         latency_samples: args.samples,
         sweep: args.sweep,
     })
@@ -162,11 +161,11 @@ fn bench_run(args: &BenchRunArgs) -> anyhow::Result<ExitCode> {
         .iter()
         .map(|p| probe::context(&facts, &reader, p.local_ip))
         .collect();
-    if args.dry_run {
+    if args.mode.dry_run() {
         let ends: Vec<(NodeContext, Option<NodeContext>)> =
             locals.into_iter().map(|l| (l, None)).collect();
         let plan = plan::build(&opts, &ends);
-        if args.json {
+        if args.mode.json() {
             println!("{}", serde_json::to_string_pretty(&plan)?);
         } else {
             print!("{}", plan::render(&opts, &plan));
@@ -194,8 +193,8 @@ fn bench_run(args: &BenchRunArgs) -> anyhow::Result<ExitCode> {
         dir.join(results::RESULTS_FILE),
         serde_json::to_string_pretty(&res)? + "\n",
     )?;
-    print_results(&res, args.json)?;
-    if !args.json {
+    print_results(&res, args.mode.json())?;
+    if !args.mode.json() {
         println!("saved in {}", dir.display());
     }
     Ok(status(&res))
@@ -226,7 +225,7 @@ fn derive_dir(dir: &Path) -> anyhow::Result<Results> {
 
 fn report_cmd(args: &BenchReportArgs) -> anyhow::Result<ExitCode> {
     let res = derive_dir(&args.dir)?;
-    print_results(&res, args.json)?;
+    print_results(&res, args.output.json)?;
     Ok(status(&res))
 }
 

@@ -3,12 +3,14 @@
 
 use std::process::ExitCode;
 
-use super::{UsageError, block_on, connect};
 use crate::cli::BuildArgs;
 use crate::engine::build::BuildRequest;
+use crate::engine::{block_on, connect};
+use crate::error::UsageError;
 use crate::image::build::{self, BuildOptions};
 use crate::image::compose::rfc3339;
 use crate::image::definition;
+use crate::image::git;
 use crate::image::layer::source_date_epoch;
 
 /// Runs `halobox build`.
@@ -23,14 +25,14 @@ pub fn run(args: &BuildArgs) -> anyhow::Result<ExitCode> {
         build_args: args.build_arg.clone(),
         tags: args.tag.clone(),
         created,
-        revision: git_revision(),
+        revision: git::revision(),
     };
     let plan = build::plan(&def, &opts).map_err(UsageError)?;
-    if args.dry_run {
+    if args.mode.dry_run() {
         let dry = build::dry_run(&plan).map_err(|e| {
             anyhow::anyhow!("reading the build context {}: {e}", plan.context.display())
         })?;
-        if args.json {
+        if args.mode.json() {
             println!("{}", serde_json::to_string_pretty(&dry)?);
         } else {
             print!("{}", build::render(&dry));
@@ -65,7 +67,7 @@ pub fn run(args: &BuildArgs) -> anyhow::Result<ExitCode> {
             engine.tag(&first.to_string(), &r).await?;
         }
         let secs = start.elapsed().as_secs_f64();
-        if args.json {
+        if args.mode.json() {
             println!(
                 "{}",
                 serde_json::json!({"id": id, "tags": plan.tags, "seconds": secs})
@@ -75,19 +77,4 @@ pub fn run(args: &BuildArgs) -> anyhow::Result<ExitCode> {
         }
         Ok(ExitCode::SUCCESS)
     })?
-}
-
-/// `git rev-parse HEAD` of the working folder, when it is a git checkout.
-pub fn git_revision() -> Option<String> {
-    git(&["rev-parse", "HEAD"])
-}
-
-/// One line of `git` output, when git runs and succeeds.
-pub fn git(args: &[&str]) -> Option<String> {
-    let out = std::process::Command::new("git").args(args).output().ok()?;
-    if !out.status.success() {
-        return None;
-    }
-    let s = String::from_utf8_lossy(&out.stdout).trim().to_string();
-    (!s.is_empty()).then_some(s)
 }

@@ -2,18 +2,17 @@
 
 use std::io::IsTerminal;
 use std::net::Ipv4Addr;
-use std::path::PathBuf;
 use std::process::ExitCode;
 
-use super::UsageError;
 use crate::cli::{
     ClusterCommand, ClusterDownArgs, ClusterFileArgs, ClusterInitArgs, ClusterJoinArgs,
-    ClusterStatusArgs, ClusterUpArgs,
+    ClusterStatusArgs, ClusterUpArgs, DryRunArgs, OutputArgs, SourceArgs,
 };
 use crate::cluster::config::{self, ClusterConfig, NodeConfig};
 use crate::cluster::env::{self, EnvRequest};
 use crate::cluster::plan::{self, in_container, with_env};
 use crate::cluster::run;
+use crate::error::UsageError;
 use crate::host::{self, GatherOptions, HostRoot};
 use crate::shell;
 
@@ -29,15 +28,6 @@ pub fn run(cmd: ClusterCommand) -> anyhow::Result<ExitCode> {
     }
 }
 
-/// The cluster file's path and its validated contents.
-pub fn load(file: &ClusterFileArgs) -> anyhow::Result<(PathBuf, ClusterConfig)> {
-    let path = config::path(file.cluster.as_deref()).ok_or_else(|| {
-        UsageError("no config directory (HOME unset?): pass --cluster FILE".into())
-    })?;
-    let cfg = config::load(&path).map_err(|e| UsageError(e.to_string()))?;
-    Ok((path, cfg))
-}
-
 fn parse_node(spec: &str, a: &ClusterInitArgs) -> Result<NodeConfig, String> {
     let (ssh, ip) = spec.split_once(',').ok_or_else(|| {
         format!("--node {spec:?}: write SSH_TARGET,IP (root@node1,192.168.100.1)")
@@ -50,8 +40,8 @@ fn parse_node(spec: &str, a: &ClusterInitArgs) -> Result<NodeConfig, String> {
         name: None,
         ssh: ssh.trim().to_string(),
         ip,
-        container: a.container.clone(),
-        backend: a.backend,
+        container: a.ray_node.container.clone(),
+        backend: a.ray_node.backend,
         cpus: a.cpus,
     })
 }
@@ -100,8 +90,8 @@ fn init(a: &ClusterInitArgs) -> anyhow::Result<ExitCode> {
             .map_err(UsageError)?
     };
     let mut cfg = ClusterConfig::new(nodes);
-    cfg.transport = a.transport;
-    cfg.ray_port = a.port;
+    cfg.transport = a.ray_node.transport;
+    cfg.ray_port = a.ray_node.port;
     cfg.validate().map_err(UsageError)?;
     let text = cfg.to_toml();
     if a.print {
@@ -131,8 +121,13 @@ fn init(a: &ClusterInitArgs) -> anyhow::Result<ExitCode> {
 }
 
 fn up(a: &ClusterUpArgs) -> anyhow::Result<ExitCode> {
-    let (path, cfg) = load(&a.file)?;
-    run::up(&cfg, &path, a.dry_run, a.timeout.unwrap_or(cfg.timeout_s))?;
+    let (path, cfg) = config::open(a.file.cluster.as_deref())?;
+    run::up(
+        &cfg,
+        &path,
+        a.plan.dry_run,
+        a.timeout.unwrap_or(cfg.timeout_s),
+    )?;
     Ok(ExitCode::SUCCESS)
 }
 
@@ -141,16 +136,16 @@ fn cpus() -> u32 {
 }
 
 fn join(a: &ClusterJoinArgs) -> anyhow::Result<ExitCode> {
-    if a.sysroot.is_some() && !a.dry_run {
+    if a.source.sysroot.is_some() && !a.mode.dry_run() {
         return Err(UsageError(
             "--sysroot reads a snapshot of another machine: Ray cannot be started from it; add --dry-run".into(),
         )
         .into());
     }
-    if a.json && !a.dry_run {
+    if a.mode.json() && !a.mode.dry_run() {
         return Err(UsageError("--json goes with --dry-run".into()).into());
     }
-    let root = match &a.sysroot {
+    let root = match &a.source.sysroot {
         Some(dir) => HostRoot::sysroot(dir)?,
         None => HostRoot::live(),
     };
@@ -158,15 +153,15 @@ fn join(a: &ClusterJoinArgs) -> anyhow::Result<ExitCode> {
     let req = EnvRequest {
         ip: a.ip,
         head: a.head,
-        port: a.port,
-        transport: a.transport,
+        port: a.ray_node.port,
+        transport: a.ray_node.transport,
         cpus: a.num_cpus.unwrap_or_else(cpus),
         ray: a.ray.clone(),
         ray_args: a.ray_arg.clone(),
         ray_head_args: a.ray_head_arg.clone(),
     };
     let named = |e: String| anyhow::anyhow!("node {}: {e}", a.ip);
-    if a.dry_run && !a.json {
+    if a.mode.dry_run() && !a.mode.json() {
         let env = env::plan(&facts, &req).map_err(|e| named(e.to_string()))?;
         println!(
             "# node {}{}: transport {}: {}",
@@ -181,14 +176,14 @@ fn join(a: &ClusterJoinArgs) -> anyhow::Result<ExitCode> {
         println!("{}", shell::line(&env.ray_start));
         let full = in_container(
             "halobox",
-            a.backend,
-            &a.container,
+            a.ray_node.backend,
+            &a.ray_node.container,
             &with_env(&env.vars, &env.ray_start),
         );
         println!("# runs as: {}", shell::line(&full));
         return Ok(ExitCode::SUCCESS);
     }
-    if a.sysroot.is_some() && a.backend.is_container() {
+    if a.source.sysroot.is_some() && a.ray_node.backend.is_container() {
         return Err(UsageError(
             "--json with --sysroot cannot inspect a container of the snapshot: use --backend host, or drop --json".into(),
         )
@@ -197,27 +192,27 @@ fn join(a: &ClusterJoinArgs) -> anyhow::Result<ExitCode> {
     let report = run::join_report(
         &facts,
         &req,
-        a.backend,
-        &a.container,
+        a.ray_node.backend,
+        &a.ray_node.container,
         a.engine.engine.as_deref(),
         "halobox",
-        a.sysroot.is_none(),
+        a.source.sysroot.is_none(),
     )
     .map_err(|e| named(format!("{e:#}")))?;
-    if a.dry_run {
+    if a.mode.dry_run() {
         println!("{}", serde_json::to_string(&report)?);
         return Ok(ExitCode::SUCCESS);
     }
-    run::join(&report, &a.container, a.engine.engine.clone())
+    run::join(&report, &a.ray_node.container, a.engine.engine.clone())
         .map_err(|e| named(format!("{e:#}")))?;
     Ok(ExitCode::SUCCESS)
 }
 
 fn status(a: &ClusterStatusArgs) -> anyhow::Result<ExitCode> {
-    let (path, cfg) = load(&a.file)?;
+    let (path, cfg) = config::open(a.file.cluster.as_deref())?;
     let s = run::status(&cfg, &path)?;
     let healthy = s.error.is_none() && s.alive == cfg.nodes.len() && s.unknown.is_empty();
-    if a.json {
+    if a.output.json {
         println!("{}", serde_json::to_string_pretty(&s)?);
     } else {
         print!("{}", render_status(&s, cfg.nodes.len()));
@@ -277,8 +272,8 @@ pub fn render_status(s: &run::Status, n: usize) -> String {
 }
 
 fn down(a: &ClusterDownArgs) -> anyhow::Result<ExitCode> {
-    let (_, cfg) = load(&a.file)?;
-    if a.dry_run {
+    let (_, cfg) = config::open(a.file.cluster.as_deref())?;
+    if a.plan.dry_run {
         for node in &cfg.nodes {
             println!(
                 "{}: {}",
@@ -343,11 +338,11 @@ fn tui(a: &ClusterFileArgs) -> anyhow::Result<ExitCode> {
         let outcome = match pick {
             0 => status(&ClusterStatusArgs {
                 file: file(),
-                json: false,
+                output: OutputArgs { json: false },
             }),
             1 | 2 => up(&ClusterUpArgs {
                 file: file(),
-                dry_run: pick == 1,
+                plan: DryRunArgs { dry_run: pick == 1 },
                 timeout: None,
             }),
             3 => {
@@ -362,8 +357,8 @@ fn tui(a: &ClusterFileArgs) -> anyhow::Result<ExitCode> {
                     no_eager: false,
                     port: 8000,
                     nccl_debug: false,
-                    sysroot: None,
-                    dry_run,
+                    source: SourceArgs { sysroot: None },
+                    plan: DryRunArgs { dry_run },
                     extra: vec![],
                 };
                 match super::serve::run(&args(true)) {
@@ -375,12 +370,14 @@ fn tui(a: &ClusterFileArgs) -> anyhow::Result<ExitCode> {
             }
             4 => down(&ClusterDownArgs {
                 file: file(),
-                dry_run: false,
+                plan: DryRunArgs { dry_run: false },
             }),
-            5 => load(&file()).map(|(p, c)| {
-                println!("# {}\n{}", p.display(), c.to_toml());
-                ExitCode::SUCCESS
-            }),
+            5 => config::open(a.cluster.as_deref())
+                .map(|(p, c)| {
+                    println!("# {}\n{}", p.display(), c.to_toml());
+                    ExitCode::SUCCESS
+                })
+                .map_err(anyhow::Error::from),
             _ => return Ok(ExitCode::SUCCESS),
         };
         if let Err(e) = outcome {

@@ -15,7 +15,7 @@ pub fn run(args: &DetectArgs) -> anyhow::Result<ExitCode> {
             tool_versions: !args.no_versions,
         },
     );
-    if args.source.json {
+    if args.output.json {
         println!("{}", serde_json::to_string_pretty(&facts)?);
     } else {
         print!("{}", human(&facts));

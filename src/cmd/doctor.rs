@@ -11,7 +11,7 @@ pub fn run(args: &DoctorArgs, color: bool) -> anyhow::Result<ExitCode> {
     let root = super::root(&args.source)?;
     let facts = host::gather(root, GatherOptions::default());
     let report = doctor::diagnose(&facts, DoctorOptions { ip: args.ip });
-    if args.source.json {
+    if args.output.json {
         println!("{}", serde_json::to_string_pretty(&report)?);
     } else {
         print!("{}", render::human(&report, render::Style { color }));

@@ -5,8 +5,9 @@
 use std::collections::BTreeMap;
 use std::process::ExitCode;
 
-use super::{UsageError, block_on, connect};
 use crate::cli::{AddLayerArgs, ImageCommand};
+use crate::engine::{block_on, connect};
+use crate::error::UsageError;
 use crate::image::archive::TempDir;
 use crate::image::layer::{self, EntryKind};
 use crate::image::rewrite::{self, BaseSource};
@@ -33,7 +34,7 @@ pub fn parse_labels(pairs: &[String]) -> Result<BTreeMap<String, String>, UsageE
 fn add_layer(args: &AddLayerArgs) -> anyhow::Result<ExitCode> {
     let entries = layer::entries(&args.add).map_err(UsageError)?;
     let labels = parse_labels(&args.label)?;
-    if args.output.is_none() && !args.load && !args.dry_run {
+    if args.output.is_none() && !args.load && !args.mode.dry_run() {
         return Err(
             UsageError("say where the image goes: --output FILE, --load, or both".into()).into(),
         );
@@ -65,7 +66,7 @@ fn add_layer(args: &AddLayerArgs) -> anyhow::Result<ExitCode> {
             .collect::<Vec<_>>()
             .join(" ")
     );
-    if args.dry_run {
+    if args.mode.dry_run() {
         let list: Vec<serde_json::Value> = entries
             .iter()
             .map(|e| {
@@ -83,7 +84,7 @@ fn add_layer(args: &AddLayerArgs) -> anyhow::Result<ExitCode> {
             "output": args.output, "load": args.load, "history": created_by,
             "mtime": layer::LayerOptions::from_env().map_err(UsageError)?.mtime,
         });
-        if args.json {
+        if args.mode.json() {
             println!("{}", serde_json::to_string_pretty(&plan)?);
         } else {
             println!("add a layer to {}:", args.base);
@@ -133,7 +134,7 @@ fn add_layer(args: &AddLayerArgs) -> anyhow::Result<ExitCode> {
         )
         .await?;
         let total = start.elapsed().as_secs_f64();
-        if args.json {
+        if args.mode.json() {
             let mut v = serde_json::to_value(&outcome)?;
             v["seconds"] = serde_json::json!({"base": read, "total": total});
             v["tags"] = serde_json::json!(tags);

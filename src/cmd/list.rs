@@ -2,11 +2,11 @@
 
 use std::process::ExitCode;
 
-use super::{block_on, connect};
 use crate::cli::ListArgs;
 use crate::container::spec::{
     LABEL_BACKEND, LABEL_CHANNEL, LABEL_IMAGE, LABEL_MANAGED, LABEL_MEMLOCK,
 };
+use crate::engine::{block_on, connect};
 
 /// Lists halobox's containers.
 pub fn run(args: &ListArgs) -> anyhow::Result<ExitCode> {
@@ -15,7 +15,7 @@ pub fn run(args: &ListArgs) -> anyhow::Result<ExitCode> {
         let list = engine
             .containers_with_label(&format!("{LABEL_MANAGED}=true"))
             .await?;
-        if args.json {
+        if args.output.json {
             println!("{}", serde_json::to_string_pretty(&list)?);
             return Ok(ExitCode::SUCCESS);
         }

@@ -20,6 +20,7 @@ use std::io::IsTerminal;
 use std::process::ExitCode;
 
 use crate::cli::{Cli, ColorChoice, Command, SourceArgs};
+use crate::error::UsageError;
 use crate::host::{HostRoot, RootError};
 
 /// Exit status for a usage error (bad flag, missing sysroot).
@@ -58,54 +59,6 @@ pub fn root(source: &SourceArgs) -> Result<HostRoot, RootError> {
         Some(dir) => HostRoot::sysroot(dir),
         None => Ok(HostRoot::live()),
     }
-}
-
-/// A command line that cannot work (bad name, bad reference); exit status 2.
-#[derive(Debug, thiserror::Error)]
-#[error("{0}")]
-pub struct UsageError(pub String);
-
-/// Runs a future to completion on a single-threaded runtime. The runtime is
-/// then shut down without waiting for blocking reads (an interactive
-/// `enter` leaves one on the terminal that would otherwise hang the exit).
-pub fn block_on<F: std::future::Future>(f: F) -> anyhow::Result<F::Output> {
-    let rt = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()?;
-    let out = rt.block_on(f);
-    rt.shutdown_background();
-    Ok(out)
-}
-
-/// The engine to use: `--engine`, else the config file's, else discovered.
-pub async fn connect(flag: Option<&str>) -> anyhow::Result<crate::engine::Engine> {
-    let cfg = crate::config::load(crate::config::path().as_deref())?;
-    let explicit = flag.map(str::to_string).or(cfg.engine);
-    let env = crate::engine::discover::DiscoveryEnv::from_process(explicit);
-    Ok(crate::engine::Engine::connect(&env).await?)
-}
-
-/// The container name: the argument, else the config file's, else `vllm`.
-pub fn container_name(arg: Option<&str>) -> anyhow::Result<String> {
-    let cfg = crate::config::load(crate::config::path().as_deref())?;
-    let name = arg
-        .map(str::to_string)
-        .or(cfg.name)
-        .unwrap_or_else(|| crate::config::DEFAULT_NAME.to_string());
-    let valid = name
-        .chars()
-        .next()
-        .is_some_and(|c| c.is_ascii_alphanumeric())
-        && name
-            .chars()
-            .all(|c| c.is_ascii_alphanumeric() || "_.-".contains(c));
-    if !valid {
-        return Err(UsageError(format!(
-            "{name:?} is not a container name: use letters, digits, '_', '.' and '-', starting with a letter or digit"
-        ))
-        .into());
-    }
-    Ok(name)
 }
 
 /// Maps an error to halobox's exit status: 2 for usage errors, else 1.

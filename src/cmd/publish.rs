@@ -5,14 +5,14 @@
 use std::collections::BTreeMap;
 use std::process::ExitCode;
 
-use super::build::git;
-use super::{UsageError, block_on, connect};
 use crate::cli::PublishArgs;
 use crate::config;
 use crate::engine::auth::{self, Credentials};
 use crate::engine::push::Pushed;
-use crate::engine::{Engine, EngineError};
+use crate::engine::{Engine, EngineError, block_on, connect};
+use crate::error::UsageError;
 use crate::image::archive::TempDir;
+use crate::image::git;
 use crate::image::publish::{self, PublishInput};
 use crate::image::rewrite::{self, BaseSource};
 use crate::image_ref::ImageRef;
@@ -43,7 +43,7 @@ pub fn run(args: &PublishArgs) -> anyhow::Result<ExitCode> {
     let revision = args
         .revision
         .clone()
-        .or_else(super::build::git_revision)
+        .or_else(git::revision)
         .ok_or_else(|| {
             UsageError("no git commit: run in the halobox checkout or pass --revision SHA".into())
         })?
@@ -51,7 +51,7 @@ pub fn run(args: &PublishArgs) -> anyhow::Result<ExitCode> {
     let source_url = args
         .source
         .clone()
-        .or_else(|| git(&["remote", "get-url", "origin"]).and_then(|r| publish::source_url(&r)));
+        .or_else(|| git::origin_url().and_then(|r| publish::source_url(&r)));
     block_on(async {
         let engine = connect(args.engine.engine.as_deref()).await?;
         let image = engine.image(&reference).await?.ok_or_else(|| {
@@ -71,8 +71,8 @@ pub fn run(args: &PublishArgs) -> anyhow::Result<ExitCode> {
             version: args.version.clone(),
         })
         .map_err(UsageError)?;
-        if args.dry_run {
-            if args.json {
+        if args.mode.dry_run() {
+            if args.mode.json() {
                 let mut v = serde_json::to_value(&plan)?;
                 v["image"] = serde_json::json!(image.id);
                 v["credentials"] = serde_json::json!(who);
@@ -125,7 +125,7 @@ pub fn run(args: &PublishArgs) -> anyhow::Result<ExitCode> {
                 Err(e) => return Err(partial(e, &pushed, &plan.tags)),
             }
         }
-        report(&pushed, &id, args.json)
+        report(&pushed, &id, args.mode.json())
     })?
 }
 
@@ -224,8 +224,8 @@ fn promote(
         .map_err(UsageError)?
         .with_tag(from);
     let dst = src.with_tag(to);
-    if args.dry_run {
-        if args.json {
+    if args.mode.dry_run() {
+        if args.mode.json() {
             println!(
                 "{}",
                 serde_json::json!({"pull": src.to_string(), "push": dst.to_string(), "credentials": who})
@@ -251,6 +251,6 @@ fn promote(
             .await?
             .map(|i| i.id)
             .unwrap_or_default();
-        report(&[p], &id, args.json)
+        report(&[p], &id, args.mode.json())
     })?
 }

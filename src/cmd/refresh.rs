@@ -6,82 +6,39 @@ use std::process::ExitCode;
 
 use anyhow::Context as _;
 
-use super::{UsageError, block_on, connect, container_name};
 use crate::cli::RefreshArgs;
-use crate::config::{self, DEFAULT_IMAGE};
 use crate::container::backend::Backend;
 use crate::container::cli::create_command;
-use crate::container::spec::LABEL_IMAGE;
-use crate::engine::local;
+use crate::engine::{block_on, connect};
 use crate::host::{self, GatherOptions, HostRoot};
-use crate::image_ref::ImageRef;
-use crate::refresh::plan::{self, NEW_SUFFIX, RefreshOptions, RefreshPlan, Source};
+use crate::refresh::plan::{RefreshPlan, Source};
+use crate::refresh::prepare::{self, RefreshRequest};
 use crate::refresh::run;
 use crate::shell;
 
 /// Runs `halobox refresh`.
 pub fn run(args: &RefreshArgs) -> anyhow::Result<ExitCode> {
-    let cfg = config::load(config::path().as_deref())?;
-    let image_arg = args
-        .image
-        .clone()
-        .or_else(|| {
-            std::env::var("HALOBOX_IMAGE")
-                .ok()
-                .filter(|v| !v.is_empty())
-        })
-        .or(cfg.image.clone())
-        .unwrap_or_else(|| DEFAULT_IMAGE.to_string());
-    let image = ImageRef::parse(&image_arg)
-        .map_err(UsageError)?
-        .for_channel(args.channel.tag());
-    let name = container_name(args.name.as_deref())?;
+    let req = RefreshRequest {
+        image: args.image.clone(),
+        channel: args.channel.tag().to_string(),
+        name: args.name.clone(),
+        backend: args.backend,
+        memlock: args.memlock,
+        memlock_clamp: args.memlock_clamp,
+        keep: args.keep,
+        rollback: args.rollback,
+        adopt: args.adopt,
+    };
+    let target = prepare::target(&req)?;
     let facts = host::gather(HostRoot::live(), GatherOptions::default());
     block_on(async {
         let mut engine = connect(args.engine.engine.as_deref()).await?;
-        engine.info = local::refine(&engine.info, &facts);
-        let backend = args.backend.or(cfg.backend).unwrap_or_else(|| {
-            Backend::default_for(engine.info.kind, facts.tool("toolbox").is_some())
-        });
-        let temp = format!("{name}{NEW_SUFFIX}");
-        let (existing, leftover) = tokio::join!(engine.container(&name), engine.container(&temp));
-        let (existing, leftover) = (existing?, leftover?);
-        let (source, repository) = if args.rollback {
-            rollback_source(&engine, existing.as_ref(), &name).await?
-        } else {
-            (
-                Source::Pull {
-                    reference: image.to_string(),
-                },
-                image.clone(),
-            )
-        };
-        let opts = RefreshOptions {
-            image: repository,
-            channel: args.channel.tag().to_string(),
-            name: name.clone(),
-            backend,
-            memlock: args.memlock,
-            memlock_clamp: args.memlock_clamp,
-            keep: args.keep,
-            adopt: args.adopt,
-            runtime_dir: std::env::var("XDG_RUNTIME_DIR").ok(),
-        };
-        let creator = local::engine_process(&facts, &engine.info);
-        let plan = plan::plan(
-            &facts,
-            &engine.info,
-            creator,
-            existing.as_ref(),
-            leftover.as_ref(),
-            source,
-            &opts,
-        )?;
-        if args.dry_run {
-            print_plan(&plan, args.json)?;
+        let plan = prepare::plan(&mut engine, &facts, &req, &target).await?;
+        if args.mode.dry_run() {
+            print_plan(&plan, args.mode.json())?;
             return Ok(ExitCode::SUCCESS);
         }
-        if plan.replaces.is_some() && !args.yes && std::io::stdin().is_terminal() {
+        if plan.replaces.is_some() && !args.confirm.yes && std::io::stdin().is_terminal() {
             let go = dialoguer::Confirm::new()
                 .with_prompt(format!(
                     "Replace {} once the new container runs?",
@@ -99,7 +56,7 @@ pub fn run(args: &RefreshArgs) -> anyhow::Result<ExitCode> {
             eprintln!("note: {note}");
         }
         let outcome = run::execute(&engine, &plan, &mut |line| eprintln!("==> {line}")).await?;
-        if args.json {
+        if args.mode.json() {
             println!("{}", serde_json::to_string_pretty(&outcome)?);
         } else {
             println!(
@@ -119,38 +76,6 @@ pub fn run(args: &RefreshArgs) -> anyhow::Result<ExitCode> {
         }
         Ok(ExitCode::SUCCESS)
     })?
-}
-
-async fn rollback_source(
-    engine: &crate::engine::Engine,
-    existing: Option<&crate::engine::containers::ContainerInfo>,
-    name: &str,
-) -> anyhow::Result<(Source, ImageRef)> {
-    let current = existing.ok_or_else(|| {
-        UsageError(format!(
-            "there is no container {name} to roll back\n  hint: halobox list shows halobox's containers"
-        ))
-    })?;
-    let reference = current
-        .labels
-        .get(LABEL_IMAGE)
-        .cloned()
-        .unwrap_or_else(|| current.image.clone());
-    let repo = ImageRef::parse(&reference).map_err(UsageError)?;
-    let tags = engine.repository_tags(&repo.repository).await?;
-    let target = plan::rollback_target(&tags, &current.image_id).ok_or_else(|| {
-        UsageError(format!(
-            "no older pinned image of {} to roll back to\n  hint: pinned images are tagged YYYYMMDD-HHMMSS by refresh; `podman images {}` lists them",
-            repo.repository, repo.repository
-        ))
-    })?;
-    let pinned = repo.with_tag(&target);
-    Ok((
-        Source::Pinned {
-            reference: pinned.to_string(),
-        },
-        pinned,
-    ))
 }
 
 fn print_plan(plan: &RefreshPlan, json: bool) -> anyhow::Result<()> {

@@ -5,8 +5,9 @@ use std::process::ExitCode;
 
 use anyhow::Context as _;
 
-use super::{UsageError, block_on, connect};
 use crate::cli::RmArgs;
+use crate::engine::{block_on, connect};
+use crate::error::UsageError;
 use crate::refresh::plan::is_managed;
 
 /// Removes the container.
@@ -27,7 +28,7 @@ pub fn run(args: &RmArgs) -> anyhow::Result<ExitCode> {
             ))
             .into());
         }
-        if !args.yes {
+        if !args.confirm.yes {
             if !std::io::stdin().is_terminal() {
                 return Err(UsageError(format!(
                     "not removing {} without confirmation: pass --yes",

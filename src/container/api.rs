@@ -8,7 +8,7 @@ use std::collections::HashMap;
 use bollard::models::{ContainerCreateBody, DeviceMapping, HostConfig, ResourcesUlimits};
 use serde_json::{Value, json};
 
-use super::spec::ContainerSpec;
+use super::model::ContainerSpec;
 
 /// The Docker `POST /containers/create` body for `spec`.
 pub fn compat_body(spec: &ContainerSpec) -> ContainerCreateBody {

@@ -1,7 +1,7 @@
 //! The command line equivalent of a spec, for `--dry-run` and for users who
 //! want to see what halobox does.
 
-use super::spec::ContainerSpec;
+use super::model::ContainerSpec;
 use crate::engine::EngineKind;
 
 /// `podman create …` / `docker create …` that makes the same container.

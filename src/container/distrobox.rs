@@ -8,7 +8,7 @@
 //! distrobox refuses to run as root; with a rootful engine halobox passes
 //! `--root` (distrobox then uses sudo).
 
-use super::spec::ContainerSpec;
+use super::model::ContainerSpec;
 use crate::shell;
 
 /// `distrobox create …` for `spec` (its name and image as they are).

@@ -1,17 +1,20 @@
 //! The container spec: a pure plan of what to create, from host facts, the
-//! engine's traits and the user's options. [`crate::container::api`] turns it
+//! engine's traits and the user's options (the types are in
+//! [`super::model`]; a toolbox spec gets [`super::toolbox`]'s shape). [`crate::container::api`] turns it
 //! into an engine request and [`crate::container::cli`] into a command line.
 
 use std::collections::BTreeMap;
 
-use serde::Serialize;
-
 use super::backend::Backend;
 use super::memlock::MemlockRequest;
+use super::model::Rlimit;
 use super::toolbox;
 use crate::engine::EngineKind;
 use crate::host::HostFacts;
-use crate::host::limits::{Limit, LimitValue, ProcessLimits};
+use crate::host::limits::{Limit, LimitValue};
+
+/// The spec's types, where the spec is planned.
+pub use super::model::{ContainerSpec, EngineTraits};
 
 /// Label on every container halobox manages.
 pub const LABEL_MANAGED: &str = "dev.halobox.managed";
@@ -27,19 +30,6 @@ pub const LABEL_CHANNEL: &str = "dev.halobox.channel";
 pub const LABEL_MEMLOCK: &str = "dev.halobox.memlock";
 /// Podman annotation that keeps the caller's supplementary groups (crun only).
 pub const KEEP_GROUPS: &str = "run.oci.keep_original_groups";
-
-/// The engine facts the spec depends on.
-#[derive(Debug, Clone)]
-pub struct EngineTraits {
-    /// Podman or Docker.
-    pub kind: EngineKind,
-    /// Default OCI runtime (`crun`, `runc`).
-    pub oci_runtime: Option<String>,
-    /// Rootless engine.
-    pub rootless: bool,
-    /// Limits of the engine process that starts containers, when known.
-    pub creator_limits: Option<ProcessLimits>,
-}
 
 /// What the user asked for.
 #[derive(Debug, Clone)]
@@ -58,108 +48,6 @@ pub struct SpecOptions {
     pub memlock: MemlockRequest,
     /// The user's `XDG_RUNTIME_DIR` (toolbox binds it for non-root users).
     pub runtime_dir: Option<String>,
-}
-
-/// One resource limit (soft, hard; -1 is unlimited).
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-pub struct Rlimit {
-    /// `memlock`, `nofile`, `nproc`.
-    pub name: String,
-    /// Soft limit.
-    pub soft: i64,
-    /// Hard limit.
-    pub hard: i64,
-}
-
-/// A bind mount.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-pub struct Mount {
-    /// Host path.
-    pub source: String,
-    /// Path in the container.
-    pub destination: String,
-    /// `ro`, `rslave`, …
-    pub options: Vec<String>,
-}
-
-impl Mount {
-    fn new(source: &str, destination: &str, options: &[&str]) -> Self {
-        Self {
-            source: source.into(),
-            destination: destination.into(),
-            options: options.iter().map(|o| o.to_string()).collect(),
-        }
-    }
-
-    /// `SRC:DST[:OPTS]`, as `--volume` and the compat API's `Binds` take it.
-    pub fn volume(&self) -> String {
-        match self.options.as_slice() {
-            [] => format!("{}:{}", self.source, self.destination),
-            o => format!("{}:{}:{}", self.source, self.destination, o.join(",")),
-        }
-    }
-}
-
-/// Everything needed to create one container.
-#[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct ContainerSpec {
-    /// Container name.
-    pub name: String,
-    /// Image reference.
-    pub image: String,
-    /// Labels.
-    pub labels: BTreeMap<String, String>,
-    /// OCI annotations.
-    pub annotations: BTreeMap<String, String>,
-    /// Device nodes passed through (same path inside, `rwm`).
-    pub devices: Vec<String>,
-    /// Supplementary groups (numeric host GIDs).
-    pub group_add: Vec<String>,
-    /// Resource limits; memlock first.
-    pub rlimits: Vec<Rlimit>,
-    /// Run privileged (toolbox does).
-    pub privileged: bool,
-    /// Share the host's network namespace.
-    pub network_host: bool,
-    /// Share the host's IPC namespace (and so its `/dev/shm`, which NCCL
-    /// and vLLM use between processes).
-    pub ipc_host: bool,
-    /// Share the host's PID namespace.
-    pub pid_host: bool,
-    /// User namespace mode (`keep-id`, `host`).
-    pub userns: Option<String>,
-    /// Security options.
-    pub security_opt: Vec<String>,
-    /// Bind mounts.
-    pub mounts: Vec<Mount>,
-    /// Mount a fresh devpts on `/dev/pts` (toolbox does).
-    pub devpts: bool,
-    /// Keep the image's `/etc/hosts` and `/etc/resolv.conf` (`--no-hosts --dns none`).
-    pub use_image_hosts: bool,
-    /// Host directories the executor creates before creating the container.
-    pub ensure_dirs: Vec<String>,
-    /// Environment.
-    pub env: Vec<(String, String)>,
-    /// Hostname.
-    pub hostname: Option<String>,
-    /// User to run as.
-    pub user: Option<String>,
-    /// Entrypoint.
-    pub entrypoint: Option<Vec<String>>,
-    /// Command.
-    pub cmd: Vec<String>,
-    /// Things the user should know about this spec (what is missing, what differs).
-    pub notes: Vec<String>,
-}
-
-impl ContainerSpec {
-    /// The memlock limit asked for.
-    pub fn memlock(&self) -> i64 {
-        self.rlimits
-            .iter()
-            .find(|r| r.name == "memlock")
-            .map_or(0, |r| r.soft)
-    }
 }
 
 /// A command that keeps a plain container alive and stops at once on SIGTERM,
@@ -325,9 +213,4 @@ fn groups(
         }
         EngineKind::Docker => (annotations, numeric),
     }
-}
-
-/// Toolbox needs these; exposed for [`toolbox::apply`].
-pub(super) fn mount(source: &str, destination: &str, options: &[&str]) -> Mount {
-    Mount::new(source, destination, options)
 }

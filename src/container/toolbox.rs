@@ -8,7 +8,7 @@
 //! toolbox's init-container fails without them). `toolbox list`, `enter` and
 //! `run` accept it because it carries toolbx's label, entry point and binds.
 
-use super::spec::{ContainerSpec, EngineTraits, mount};
+use super::model::{ContainerSpec, EngineTraits, Mount};
 use crate::host::HostFacts;
 
 /// The label toolbx uses to find its containers.
@@ -52,29 +52,29 @@ pub fn apply(
     spec.use_image_hosts = true;
     spec.security_opt = vec!["label=disable".into()];
     spec.mounts = vec![
-        mount("/", "/run/host", &["rslave"]),
-        mount("/dev", "/dev", &["rslave"]),
+        Mount::new("/", "/run/host", &["rslave"]),
+        Mount::new("/dev", "/dev", &["rslave"]),
     ];
     let optional = |p: &str| facts.toolbox_paths.iter().any(|x| x == p);
     if optional("/run/dbus/system_bus_socket") {
-        spec.mounts.push(mount(
+        spec.mounts.push(Mount::new(
             "/run/dbus/system_bus_socket",
             "/run/dbus/system_bus_socket",
             &[],
         ));
     }
-    spec.mounts.push(mount(&home, &home, &["rslave"]));
+    spec.mounts.push(Mount::new(&home, &home, &["rslave"]));
     spec.mounts
-        .push(mount(&toolbox, TOOLBOX_IN_CONTAINER, &["ro"]));
-    spec.mounts.push(mount(&run_dir, &run_dir, &[]));
+        .push(Mount::new(&toolbox, TOOLBOX_IN_CONTAINER, &["ro"]));
+    spec.mounts.push(Mount::new(&run_dir, &run_dir, &[]));
     spec.ensure_dirs.push(run_dir.clone());
     for p in ["/media", "/mnt", "/run/media"] {
         if optional(p) {
-            spec.mounts.push(mount(p, p, &["rslave"]));
+            spec.mounts.push(Mount::new(p, p, &["rslave"]));
         }
     }
     if optional("/etc/profile.d/toolbox.sh") {
-        spec.mounts.push(mount(
+        spec.mounts.push(Mount::new(
             "/etc/profile.d/toolbox.sh",
             "/etc/profile.d/toolbox.sh",
             &["ro"],

@@ -11,7 +11,7 @@ use serde::Serialize;
 
 use super::{Context, Engine, EngineError, EngineKind};
 use crate::container::api::{compat_body, libpod_body};
-use crate::container::spec::ContainerSpec;
+use crate::container::model::ContainerSpec;
 
 /// What halobox needs to know about an existing container.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]

@@ -13,6 +13,11 @@ pub mod local;
 pub mod ping;
 pub mod progress;
 pub mod push;
+mod runtime;
+mod select;
+
+pub use runtime::block_on;
+pub use select::connect;
 
 use std::fmt;
 

@@ -1,9 +1,9 @@
-//! Resource limits: memlock of this process and of the podman API service.
+//! Resource limits as the kernel reports them: values, soft/hard pairs, and
+//! the rows of a `/proc/<pid>/limits` file.
 
 use schemars::JsonSchema;
 use serde::Serialize;
 
-use super::procs::{self, Process};
 use super::reader::Reader;
 
 /// One limit value: a number (bytes for memlock, a count for files and
@@ -57,52 +57,6 @@ pub struct Limit {
     pub soft: LimitValue,
     /// The most the soft limit may be raised to without privilege.
     pub hard: LimitValue,
-}
-
-/// Memlock facts.
-#[derive(Debug, Clone, Default, Serialize, JsonSchema)]
-pub struct LimitsFacts {
-    /// Memlock of the invoking process (live: getrlimit; snapshot: `/proc/self/limits`).
-    pub memlock: Option<Limit>,
-    /// Running podman API services (`podman system service`) with their memlock.
-    pub podman_services: Vec<Process>,
-    /// Running Docker daemons with their memlock.
-    pub docker_daemons: Vec<Process>,
-}
-
-/// Reads memlock limits; `processes` are the podman processes already found.
-pub fn read(r: &Reader, processes: &[Process]) -> LimitsFacts {
-    let memlock = if r.root().is_live() {
-        nix::sys::resource::getrlimit(nix::sys::resource::Resource::RLIMIT_MEMLOCK)
-            .ok()
-            .map(|(soft, hard)| Limit {
-                soft: from_rlim(soft),
-                hard: from_rlim(hard),
-            })
-    } else {
-        read_process_limits(r, "/proc/self/limits").memlock
-    };
-    LimitsFacts {
-        memlock,
-        podman_services: processes
-            .iter()
-            .filter(|p| procs::is_podman_service(p))
-            .cloned()
-            .collect(),
-        docker_daemons: processes
-            .iter()
-            .filter(|p| procs::is_dockerd(p))
-            .cloned()
-            .collect(),
-    }
-}
-
-fn from_rlim(v: u64) -> LimitValue {
-    if v == nix::sys::resource::RLIM_INFINITY {
-        LimitValue::Unlimited
-    } else {
-        LimitValue::Finite(v)
-    }
 }
 
 /// Memlock, open files and processes of one process.

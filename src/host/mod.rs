@@ -15,6 +15,7 @@ pub mod firewall;
 pub mod gpu;
 pub mod kernel;
 pub mod limits;
+pub mod memlock;
 pub mod net;
 pub mod paths;
 pub mod procs;
@@ -45,7 +46,7 @@ pub struct HostFacts {
     /// Network interfaces.
     pub network: net::NetworkFacts,
     /// Memlock of this process and of podman API services.
-    pub limits: limits::LimitsFacts,
+    pub limits: memlock::LimitsFacts,
     /// The invoking user and device groups.
     pub user: users::UserFacts,
     /// Kernel boot parameters and memory.
@@ -108,7 +109,7 @@ pub fn gather(root: HostRoot, opts: GatherOptions) -> HostFacts {
         nic_drivers: ethtool::read(&r, &rdma_netdevs, ethtool_path.as_deref()),
         rdma,
         network: net::read(&r),
-        limits: limits::read(&r, &processes),
+        limits: memlock::read(&r, &processes),
         user,
         kernel: kernel::read(&r),
         env_hazards: env::read(&r),

@@ -1,11 +1,13 @@
 //! Images halobox makes: definitions (`images/<name>.toml`), the build plan,
 //! reproducible layers added without a rebuild, image archives both podman
-//! and docker load, and the publish plan.
+//! and docker load, the publish plan, and the git revision they are labelled
+//! with.
 
 pub mod archive;
 pub mod build;
 pub mod compose;
 pub mod definition;
+pub mod git;
 pub mod layer;
 pub mod publish;
 pub mod rewrite;

@@ -6,7 +6,8 @@ use serde::Serialize;
 
 use crate::container::backend::Backend;
 use crate::container::memlock::{Grant, MemlockRequest};
-use crate::container::spec::{self, ContainerSpec, EngineTraits, SpecOptions};
+use crate::container::model::{ContainerSpec, EngineTraits};
+use crate::container::spec::{self, SpecOptions};
 use crate::engine::EngineInfo;
 use crate::engine::containers::ContainerInfo;
 use crate::host::HostFacts;

@@ -8,6 +8,7 @@ use super::plan::{RefreshPlan, Source};
 use crate::container::backend::Backend;
 use crate::container::distrobox;
 use crate::container::spec::{LABEL_DIGEST, LABEL_IMAGE};
+use crate::engine::images::LocalImage;
 use crate::engine::{Engine, EngineError};
 use crate::image_ref::{ImageRef, date_tag};
 
@@ -79,165 +80,32 @@ pub struct RefreshError {
     pub state: String,
 }
 
-/// Runs `plan`; `say` receives one line per step.
+/// Runs `plan`; `say` receives one line per step. The steps are the plan's:
+/// clear a leftover, pull, pin, create, check, swap, prune.
 pub async fn execute(
     engine: &Engine,
     plan: &RefreshPlan,
     say: &mut dyn FnMut(String),
 ) -> Result<Outcome, RefreshError> {
-    let untouched = match &plan.replaces {
-        Some(name) => format!("the existing container {name} was left as it was"),
-        None => "no container was changed".to_string(),
-    };
-    let fail = |step: &str, cause: EngineError| RefreshError {
-        step: step.to_string(),
-        cause,
-        state: untouched.clone(),
-    };
-
+    let mut steps = Steps::new(engine, plan, say);
     let mut laps = Laps::new();
-    if let Some(stale) = &plan.stale_temp {
-        say(format!(
-            "removing {stale}, left over from an interrupted refresh"
-        ));
-        engine
-            .remove(stale)
-            .await
-            .map_err(|e| fail("removing a leftover container", e))?;
-    }
-
-    let (reference, pin) = match &plan.source {
-        Source::Pull { reference } => (reference.clone(), true),
-        Source::Pinned { reference } => (reference.clone(), false),
-    };
-    if pin {
-        say(format!("pulling {reference}"));
-        let image = ImageRef::parse(&reference).map_err(|e| {
-            fail(
-                "pulling",
-                EngineError::Stream {
-                    context: reference.clone(),
-                    message: e,
-                },
-            )
-        })?;
-        engine.pull(&image).await.map_err(|e| fail("pulling", e))?;
-    }
-    let local = engine
-        .image(&reference)
-        .await
-        .map_err(|e| fail("inspecting the image", e))?
-        .ok_or_else(|| {
-            fail(
-                "inspecting the image",
-                EngineError::Stream {
-                    context: reference.clone(),
-                    message: "not in the local image store".into(),
-                },
-            )
-        })?;
+    steps.remove_leftover().await?;
+    let local = steps.pull().await?;
     laps.lap("pull");
     let digest = local.digest_for(&plan.repository);
-    let pinned = if pin {
-        let created = local
-            .labels
-            .get(CREATED_LABEL)
-            .cloned()
-            .or(local.created.clone())
-            .unwrap_or_default();
-        let tag = date_tag(&created).map_err(|message| {
-            fail(
-                "pinning the image",
-                EngineError::Stream {
-                    context: format!(
-                        "{reference} has no usable {CREATED_LABEL} label or creation time"
-                    ),
-                    message,
-                },
-            )
-        })?;
-        let repo = ImageRef::parse(&plan.repository).map_err(|message| {
-            fail(
-                "pinning the image",
-                EngineError::Stream {
-                    context: plan.repository.clone(),
-                    message,
-                },
-            )
-        })?;
-        let pinned = repo.with_tag(&tag);
-        say(format!("pinning it as {pinned}"));
-        engine
-            .tag(&local.id, &pinned)
-            .await
-            .map_err(|e| fail("pinning the image", e))?;
-        pinned.to_string()
-    } else {
-        reference.clone()
-    };
-
+    let pinned = steps.pin(&local).await?;
     laps.lap("pin");
-    let mut spec = plan.spec.clone();
-    spec.image = pinned.clone();
-    spec.labels.insert(LABEL_IMAGE.into(), pinned.clone());
-    if let Some(d) = &digest {
-        spec.labels.insert(LABEL_DIGEST.into(), d.clone());
-    }
-    say(format!("creating {} ({} backend)", spec.name, plan.backend));
-    let created = if plan.backend == Backend::Distrobox {
-        run_program(&distrobox::create_command(&spec, !plan.engine.rootless)).await
-    } else {
-        engine.create(&spec).await.map(|_| ())
-    };
-    if let Err(e) = created {
-        let _ = engine.remove(&spec.name).await;
-        return Err(fail("creating the new container", e));
-    }
+    let temp = steps.create(&pinned, digest.as_deref()).await?;
     laps.lap("create");
-    say(format!("starting {} and checking it runs", spec.name));
-    if let Err(e) = engine.start_and_check(&spec.name).await {
-        let _ = engine.remove(&spec.name).await;
-        return Err(fail("starting the new container (it was removed again)", e));
-    }
-
+    steps.check(&temp).await?;
     laps.lap("start_check");
-    if plan.replaces.is_some() {
-        say(format!("replacing {}", plan.name));
-        if let Err(e) = engine.rename(&plan.name, &plan.old_name).await {
-            let _ = engine.remove(&spec.name).await;
-            return Err(fail(
-                "moving the old container aside (the new one was removed)",
-                e,
-            ));
-        }
-        if let Err(e) = engine.rename(&spec.name, &plan.name).await {
-            let _ = engine.rename(&plan.old_name, &plan.name).await;
-            let _ = engine.remove(&spec.name).await;
-            return Err(fail(
-                "renaming the new container (the old one was put back)",
-                e,
-            ));
-        }
-    } else if let Err(e) = engine.rename(&spec.name, &plan.name).await {
-        let _ = engine.remove(&spec.name).await;
-        return Err(fail("naming the new container (it was removed)", e));
-    }
-
-    let mut warnings = Vec::new();
-    if plan.replaces.is_some()
-        && let Err(e) = engine.remove(&plan.old_name).await
-    {
-        warnings.push(format!(
-            "could not remove the old container {}: {e}; remove it with `halobox rm {}`",
-            plan.old_name, plan.old_name
-        ));
-    }
+    let mut warnings = steps.swap(&temp).await?;
     laps.lap("swap");
     let (pruned, prune_warnings) = prune(engine, plan, &pinned).await;
     warnings.extend(prune_warnings);
     laps.lap("prune");
     for p in &pruned {
-        say(format!("removed old image {p}"));
+        steps.say(format!("removed old image {p}"));
     }
     Ok(Outcome {
         name: plan.name.clone(),
@@ -248,6 +116,208 @@ pub async fn execute(
         warnings,
         timings: laps.done,
     })
+}
+
+/// The steps of one refresh, each undoing what it made when it fails.
+struct Steps<'a> {
+    engine: &'a Engine,
+    plan: &'a RefreshPlan,
+    say: &'a mut dyn FnMut(String),
+    /// What a failure leaves as it was (said in every error).
+    untouched: String,
+}
+
+impl<'a> Steps<'a> {
+    fn new(engine: &'a Engine, plan: &'a RefreshPlan, say: &'a mut dyn FnMut(String)) -> Self {
+        let untouched = match &plan.replaces {
+            Some(name) => format!("the existing container {name} was left as it was"),
+            None => "no container was changed".to_string(),
+        };
+        Self {
+            engine,
+            plan,
+            say,
+            untouched,
+        }
+    }
+
+    fn say(&mut self, line: String) {
+        (self.say)(line);
+    }
+
+    fn fail(&self, step: &str, cause: EngineError) -> RefreshError {
+        RefreshError {
+            step: step.to_string(),
+            cause,
+            state: self.untouched.clone(),
+        }
+    }
+
+    /// The image the plan names, and whether it is pulled and pinned (not
+    /// already a pinned one).
+    fn source(&self) -> (&'a str, bool) {
+        match &self.plan.source {
+            Source::Pull { reference } => (reference, true),
+            Source::Pinned { reference } => (reference, false),
+        }
+    }
+
+    /// Removes the container an interrupted refresh left behind.
+    async fn remove_leftover(&mut self) -> Result<(), RefreshError> {
+        let Some(stale) = &self.plan.stale_temp else {
+            return Ok(());
+        };
+        self.say(format!(
+            "removing {stale}, left over from an interrupted refresh"
+        ));
+        self.engine
+            .remove(stale)
+            .await
+            .map_err(|e| self.fail("removing a leftover container", e))
+    }
+
+    /// Pulls the image (unless it is already pinned) and inspects it.
+    async fn pull(&mut self) -> Result<LocalImage, RefreshError> {
+        let (reference, pin) = self.source();
+        if pin {
+            self.say(format!("pulling {reference}"));
+            let image = ImageRef::parse(reference).map_err(|e| {
+                self.fail(
+                    "pulling",
+                    EngineError::Stream {
+                        context: reference.to_string(),
+                        message: e,
+                    },
+                )
+            })?;
+            self.engine
+                .pull(&image)
+                .await
+                .map_err(|e| self.fail("pulling", e))?;
+        }
+        self.engine
+            .image(reference)
+            .await
+            .map_err(|e| self.fail("inspecting the image", e))?
+            .ok_or_else(|| {
+                self.fail(
+                    "inspecting the image",
+                    EngineError::Stream {
+                        context: reference.to_string(),
+                        message: "not in the local image store".into(),
+                    },
+                )
+            })
+    }
+
+    /// Tags a pulled image `REPO:YYYYMMDD-HHMMSS` from its created label;
+    /// returns the reference the container is made from.
+    async fn pin(&mut self, local: &LocalImage) -> Result<String, RefreshError> {
+        let (reference, pin) = self.source();
+        if !pin {
+            return Ok(reference.to_string());
+        }
+        let created = local
+            .labels
+            .get(CREATED_LABEL)
+            .cloned()
+            .or(local.created.clone())
+            .unwrap_or_default();
+        let tag = date_tag(&created).map_err(|message| {
+            self.fail(
+                "pinning the image",
+                EngineError::Stream {
+                    context: format!(
+                        "{reference} has no usable {CREATED_LABEL} label or creation time"
+                    ),
+                    message,
+                },
+            )
+        })?;
+        let repo = ImageRef::parse(&self.plan.repository).map_err(|message| {
+            self.fail(
+                "pinning the image",
+                EngineError::Stream {
+                    context: self.plan.repository.clone(),
+                    message,
+                },
+            )
+        })?;
+        let pinned = repo.with_tag(&tag);
+        self.say(format!("pinning it as {pinned}"));
+        self.engine
+            .tag(&local.id, &pinned)
+            .await
+            .map_err(|e| self.fail("pinning the image", e))?;
+        Ok(pinned.to_string())
+    }
+
+    /// Creates the new container under its temporary name from the pinned
+    /// image; returns that name.
+    async fn create(&mut self, pinned: &str, digest: Option<&str>) -> Result<String, RefreshError> {
+        let plan = self.plan;
+        let mut spec = plan.spec.clone();
+        spec.image = pinned.to_string();
+        spec.labels.insert(LABEL_IMAGE.into(), pinned.to_string());
+        if let Some(d) = digest {
+            spec.labels.insert(LABEL_DIGEST.into(), d.to_string());
+        }
+        self.say(format!("creating {} ({} backend)", spec.name, plan.backend));
+        let created = if plan.backend == Backend::Distrobox {
+            run_program(&distrobox::create_command(&spec, !plan.engine.rootless)).await
+        } else {
+            self.engine.create(&spec).await.map(|_| ())
+        };
+        if let Err(e) = created {
+            let _ = self.engine.remove(&spec.name).await;
+            return Err(self.fail("creating the new container", e));
+        }
+        Ok(spec.name)
+    }
+
+    /// Starts the new container and checks that it keeps running.
+    async fn check(&mut self, temp: &str) -> Result<(), RefreshError> {
+        self.say(format!("starting {temp} and checking it runs"));
+        if let Err(e) = self.engine.start_and_check(temp).await {
+            let _ = self.engine.remove(temp).await;
+            return Err(self.fail("starting the new container (it was removed again)", e));
+        }
+        Ok(())
+    }
+
+    /// Puts the new container in the old one's place and removes the old
+    /// one; returns warnings from after the swap.
+    async fn swap(&mut self, temp: &str) -> Result<Vec<String>, RefreshError> {
+        let (engine, plan) = (self.engine, self.plan);
+        if plan.replaces.is_some() {
+            self.say(format!("replacing {}", plan.name));
+            if let Err(e) = engine.rename(&plan.name, &plan.old_name).await {
+                let _ = engine.remove(temp).await;
+                return Err(self.fail(
+                    "moving the old container aside (the new one was removed)",
+                    e,
+                ));
+            }
+            if let Err(e) = engine.rename(temp, &plan.name).await {
+                let _ = engine.rename(&plan.old_name, &plan.name).await;
+                let _ = engine.remove(temp).await;
+                return Err(self.fail("renaming the new container (the old one was put back)", e));
+            }
+        } else if let Err(e) = engine.rename(temp, &plan.name).await {
+            let _ = engine.remove(temp).await;
+            return Err(self.fail("naming the new container (it was removed)", e));
+        }
+        let mut warnings = Vec::new();
+        if plan.replaces.is_some()
+            && let Err(e) = engine.remove(&plan.old_name).await
+        {
+            warnings.push(format!(
+                "could not remove the old container {}: {e}; remove it with `halobox rm {}`",
+                plan.old_name, plan.old_name
+            ));
+        }
+        Ok(warnings)
+    }
 }
 
 /// Removes pinned images beyond `plan.keep`; returns (removed, warnings).

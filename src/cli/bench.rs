@@ -1,0 +1,136 @@
+//! `bench run|serve|probe|report|compare`: Ethernet against RDMA between
+//! two nodes.
+
+use std::net::Ipv4Addr;
+use std::path::PathBuf;
+
+use clap::{Args, Subcommand};
+
+use super::common::{ClusterFileArgs, OutputArgs, PlanOutputArgs, SourceArgs};
+
+/// `halobox bench` subcommands.
+#[derive(Debug, Subcommand)]
+pub enum BenchCommand {
+    /// Run the benchmark against a peer (servers started there over ssh).
+    #[command(
+        after_help = "Examples:\n  halobox bench run                        (the peer from ~/.config/halobox/cluster.toml)\n  halobox bench run --peer-node node2 --dry-run\n  halobox bench run --peer node2 --peer-ip 192.168.100.2\n  halobox bench run --peer root@node2 --peer-ip 192.168.100.2 --peer-ip 10.0.0.2 --json\n  halobox bench run --peer node2 --peer-ip 192.168.100.2 --no-rdma --duration 5 --streams 8\n\nThe peer needs halobox (--peer-halobox), and for the cross-checks iperf3 and perftest.\nssh runs with BatchMode=yes: key authentication and a known host key are required."
+    )]
+    Run(BenchRunArgs),
+    /// Serve halobox's TCP latency echo and bandwidth sink (what `bench run` starts on the peer).
+    #[command(
+        after_help = "Examples:\n  halobox bench serve --port 18600   (normally started by `bench run` on the peer)"
+    )]
+    Serve(BenchServeArgs),
+    /// Print, as JSON, this node's end of a path: interface, RDMA device, port, GID index, MTU, ceilings, RDMA counters.
+    #[command(
+        after_help = "Examples:\n  halobox bench probe --ip 192.168.100.2\n  halobox bench probe --ip 10.0.0.1 --sysroot tests/fixtures/hosts/strix-cx5"
+    )]
+    Probe(BenchProbeArgs),
+    /// Re-render a saved run from its raw logs.
+    #[command(
+        after_help = "Examples:\n  halobox bench report ~/.local/state/halobox/bench/20260101T120000Z\n  halobox bench report RUN_DIR --json"
+    )]
+    Report(BenchReportArgs),
+    /// Show the differences between two saved runs.
+    #[command(after_help = "Examples:\n  halobox bench compare RUN_BEFORE RUN_AFTER")]
+    Compare(BenchCompareArgs),
+}
+
+/// The port of halobox's bench server.
+#[derive(Debug, Args)]
+pub struct BenchPortArgs {
+    /// The port halobox's bench server listens on (on the peer for `bench run`).
+    #[arg(long, value_name = "P", default_value_t = 5301)]
+    pub port: u16,
+}
+
+/// `halobox bench run`.
+#[derive(Debug, Args)]
+pub struct BenchRunArgs {
+    /// The peer's ssh destination (`host`, `user@host`, or a Host from ~/.ssh/config); without --peer-ip, a node of the cluster file.
+    #[arg(long, value_name = "SSH_TARGET")]
+    pub peer: Option<String>,
+    /// The peer's address on a path to measure (repeat for several paths; default: the peer node's data-plane IP).
+    #[arg(long, value_name = "IP")]
+    pub peer_ip: Vec<Ipv4Addr>,
+    #[command(flatten)]
+    pub file: ClusterFileArgs,
+    /// The peer node of the cluster file: its name, ssh target, IP or position (1 = first; default: the first node that is not this machine).
+    #[arg(long, value_name = "NAME", conflicts_with = "peer")]
+    pub peer_node: Option<String>,
+    /// This node's address on each path, in --peer-ip order (default: this node's data-plane IP from the cluster file, else the routed source address).
+    #[arg(long, value_name = "LOCAL_IP")]
+    pub iface_ip: Vec<Ipv4Addr>,
+    /// halobox on the peer (default: the cluster file's `halobox`, else `halobox`).
+    #[arg(long, value_name = "PATH")]
+    pub peer_halobox: Option<String>,
+    /// Extra ssh option, passed as `-o OPT` (repeatable; host key checking cannot be turned off).
+    #[arg(long, value_name = "OPT")]
+    pub ssh_option: Vec<String>,
+    /// Save raw outputs and results.json here (default: $XDG_STATE_HOME/halobox/bench/<UTC time>).
+    #[arg(long, value_name = "DIR")]
+    pub save: Option<PathBuf>,
+    #[command(flatten)]
+    pub mode: PlanOutputArgs,
+    /// Run the RDMA leg even when no RDMA endpoint was found (its failure is diagnosed).
+    #[arg(long, conflicts_with = "no_rdma")]
+    pub rdma: bool,
+    /// Do not run the RDMA leg.
+    #[arg(long)]
+    pub no_rdma: bool,
+    /// Seconds per bandwidth test.
+    #[arg(long, value_name = "S", default_value_t = 10, value_parser = clap::value_parser!(u32).range(1..=3600))]
+    pub duration: u32,
+    /// Streams (TCP) and queue pairs (RDMA) of the parallel bandwidth test.
+    #[arg(long, value_name = "N", default_value_t = 4, value_parser = clap::value_parser!(u32).range(1..=64))]
+    pub streams: u32,
+    #[command(flatten)]
+    pub server: BenchPortArgs,
+    /// Also run `ib_write_bw -a` (one QP, every message size from 2 B to 8 MiB): a row per size.
+    #[arg(long, conflicts_with = "no_rdma")]
+    pub sweep: bool,
+    /// Latency samples (TCP round trips and ib_write_lat iterations).
+    #[arg(long, value_name = "N", default_value_t = 20000, value_parser = clap::value_parser!(u32).range(100..=10_000_000))]
+    pub samples: u32,
+}
+
+/// `halobox bench serve`.
+#[derive(Debug, Args)]
+pub struct BenchServeArgs {
+    #[command(flatten)]
+    pub server: BenchPortArgs,
+    /// Address to listen on.
+    #[arg(long, value_name = "ADDR", default_value = "0.0.0.0")]
+    pub bind: std::net::IpAddr,
+    /// Exit after this many seconds without a connection.
+    #[arg(long, value_name = "S", default_value_t = 60, value_parser = clap::value_parser!(u64).range(1..=86400))]
+    pub idle_timeout: u64,
+}
+
+/// `halobox bench probe`.
+#[derive(Debug, Args)]
+pub struct BenchProbeArgs {
+    /// This node's address on the path.
+    #[arg(long, value_name = "IP")]
+    pub ip: Ipv4Addr,
+    #[command(flatten)]
+    pub source: SourceArgs,
+}
+
+/// `halobox bench report`.
+#[derive(Debug, Args)]
+pub struct BenchReportArgs {
+    /// A folder saved by `halobox bench run`.
+    pub dir: PathBuf,
+    #[command(flatten)]
+    pub output: OutputArgs,
+}
+
+/// `halobox bench compare`.
+#[derive(Debug, Args)]
+pub struct BenchCompareArgs {
+    /// The earlier run's folder.
+    pub a: PathBuf,
+    /// The later run's folder.
+    pub b: PathBuf,
+}

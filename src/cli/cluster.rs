@@ -1,0 +1,178 @@
+//! `cluster init|up|join|status|down|tui` and `serve`: the Ray cluster and
+//! vLLM on it.
+
+use std::net::Ipv4Addr;
+
+use clap::{Args, Subcommand};
+
+use super::common::{
+    ClusterFileArgs, DryRunArgs, EngineArgs, OutputArgs, PlanOutputArgs, SourceArgs,
+};
+use crate::cluster::config::{DEFAULT_RAY_PORT, NodeBackend, Transport};
+
+/// `halobox cluster` subcommands.
+#[derive(Debug, Subcommand)]
+pub enum ClusterCommand {
+    /// Write cluster.toml from flags (or prompts on a terminal).
+    #[command(
+        after_help = "Examples:\n  halobox cluster init --node root@node1,192.168.100.1 --node root@node2,192.168.100.2\n  halobox cluster init --node n1,10.0.0.1 --node n2,10.0.0.2 --backend podman --container vllm --transport roce --print"
+    )]
+    Init(ClusterInitArgs),
+    /// Preflight every node, start the Ray head, then every worker, and wait until Ray lists them all.
+    #[command(
+        after_help = "Examples:\n  halobox cluster up\n  halobox cluster up --dry-run\n  halobox cluster up --cluster ./cluster.toml --timeout 120"
+    )]
+    Up(ClusterUpArgs),
+    /// Start Ray on this node with the env computed from its own facts (what `up` runs on each node).
+    #[command(
+        after_help = "Examples:\n  halobox cluster join --head 192.168.100.1 --ip 192.168.100.2 --dry-run\n  halobox cluster join --head 192.168.100.1 --ip 192.168.100.1 --sysroot tests/fixtures/hosts/strix-e810 --dry-run\n\n--dry-run prints the env (NAME=value lines) and the exact `ray start`; with --json, the node's report (what `up` reads). --sysroot and --json go with --dry-run."
+    )]
+    Join(ClusterJoinArgs),
+    /// Nodes in Ray with their GPUs and CPUs, transport and env in force.
+    #[command(after_help = "Examples:\n  halobox cluster status\n  halobox cluster status --json")]
+    Status(ClusterStatusArgs),
+    /// Stop Ray on every node (unreachable nodes are reported).
+    #[command(
+        after_help = "Examples:\n  halobox cluster down\n  halobox cluster down --cluster ./cluster.toml"
+    )]
+    Down(ClusterDownArgs),
+    /// An interactive menu over init, up, status, down and serve.
+    #[command(after_help = "Examples:\n  halobox cluster tui")]
+    Tui(ClusterFileArgs),
+}
+
+/// Where and how Ray runs on a node.
+#[derive(Debug, Args)]
+pub struct RayNodeArgs {
+    /// The container Ray runs in.
+    #[arg(long, default_value = "vllm")]
+    pub container: String,
+    /// Where Ray runs.
+    #[arg(long, value_enum, default_value_t = NodeBackend::Toolbox)]
+    pub backend: NodeBackend,
+    /// NCCL transport.
+    #[arg(long, value_enum, default_value_t = Transport::Auto)]
+    pub transport: Transport,
+    /// The head's Ray port.
+    #[arg(long, value_name = "P", default_value_t = DEFAULT_RAY_PORT)]
+    pub port: u16,
+}
+
+/// `halobox cluster init`.
+#[derive(Debug, Args)]
+pub struct ClusterInitArgs {
+    #[command(flatten)]
+    pub file: ClusterFileArgs,
+    /// A node as SSH_TARGET,IP (repeat; the first is the head).
+    #[arg(long, value_name = "SSH_TARGET,IP")]
+    pub node: Vec<String>,
+    #[command(flatten)]
+    pub ray_node: RayNodeArgs,
+    /// CPUs Ray may use on each node (default: each node's CPU count).
+    #[arg(long, value_name = "N")]
+    pub cpus: Option<u32>,
+    /// Print the file instead of writing it.
+    #[arg(long)]
+    pub print: bool,
+    /// Overwrite an existing file.
+    #[arg(long)]
+    pub force: bool,
+}
+
+/// `halobox cluster up`.
+#[derive(Debug, Args)]
+pub struct ClusterUpArgs {
+    #[command(flatten)]
+    pub file: ClusterFileArgs,
+    #[command(flatten)]
+    pub plan: DryRunArgs,
+    /// Seconds to wait for every node to register with Ray (default: cluster.toml's timeout_s).
+    #[arg(long, value_name = "S")]
+    pub timeout: Option<u64>,
+}
+
+/// `halobox cluster join`.
+#[derive(Debug, Args)]
+pub struct ClusterJoinArgs {
+    /// The head's data-plane address.
+    #[arg(long, value_name = "IP")]
+    pub head: Ipv4Addr,
+    /// This node's data-plane address (the head's for the head).
+    #[arg(long, value_name = "IP")]
+    pub ip: Ipv4Addr,
+    #[command(flatten)]
+    pub ray_node: RayNodeArgs,
+    /// The `ray` command (in the container).
+    #[arg(long, value_name = "CMD", default_value = "ray")]
+    pub ray: String,
+    /// CPUs for Ray (default: this node's CPU count).
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..))]
+    pub num_cpus: Option<u32>,
+    /// Extra `ray start` argument (repeat; use --ray-arg=--flag=value).
+    #[arg(long, value_name = "ARG", allow_hyphen_values = true)]
+    pub ray_arg: Vec<String>,
+    /// Extra `ray start` argument used only when this node is the head.
+    #[arg(long, value_name = "ARG", allow_hyphen_values = true)]
+    pub ray_head_arg: Vec<String>,
+    #[command(flatten)]
+    pub source: SourceArgs,
+    #[command(flatten)]
+    pub engine: EngineArgs,
+    #[command(flatten)]
+    pub mode: PlanOutputArgs,
+}
+
+/// `halobox cluster status`.
+#[derive(Debug, Args)]
+pub struct ClusterStatusArgs {
+    #[command(flatten)]
+    pub file: ClusterFileArgs,
+    #[command(flatten)]
+    pub output: OutputArgs,
+}
+
+/// `halobox cluster down`.
+#[derive(Debug, Args)]
+pub struct ClusterDownArgs {
+    #[command(flatten)]
+    pub file: ClusterFileArgs,
+    #[command(flatten)]
+    pub plan: DryRunArgs,
+}
+
+/// `halobox serve`.
+#[derive(Debug, Args)]
+pub struct ServeArgs {
+    /// The model (Hugging Face id or a path on every node).
+    pub model: String,
+    #[command(flatten)]
+    pub file: ClusterFileArgs,
+    /// Tensor-parallel size (default: the number of nodes).
+    #[arg(long, value_name = "N")]
+    pub tp: Option<u32>,
+    /// `--max-model-len`.
+    #[arg(long, value_name = "L")]
+    pub max_model_len: Option<u32>,
+    /// Fraction of GPU memory vLLM may take (above 0.90 unified-memory hosts may swap).
+    #[arg(long, value_name = "U", default_value_t = 0.90)]
+    pub gpu_memory_utilization: f64,
+    /// `--enforce-eager` (the default: CUDA-graph capture can deadlock on these APUs).
+    #[arg(long, overrides_with = "no_eager")]
+    pub eager: bool,
+    /// Allow CUDA-graph capture.
+    #[arg(long, overrides_with = "eager")]
+    pub no_eager: bool,
+    /// The API port.
+    #[arg(long, value_name = "P", default_value_t = 8000)]
+    pub port: u16,
+    /// Set NCCL_DEBUG=INFO and report which transport NCCL really used.
+    #[arg(long)]
+    pub nccl_debug: bool,
+    #[command(flatten)]
+    pub source: SourceArgs,
+    #[command(flatten)]
+    pub plan: DryRunArgs,
+    /// Extra `vllm serve` arguments.
+    #[arg(last = true)]
+    pub extra: Vec<String>,
+}

@@ -1,0 +1,75 @@
+//! `refresh`, `enter`, `list` and `rm`: this node's containers.
+
+use clap::Args;
+
+use super::common::{Channel, EngineArgs, OutputArgs, PlanOutputArgs, YesArgs};
+
+/// `halobox refresh`.
+#[derive(Debug, Args)]
+pub struct RefreshArgs {
+    /// Channel: the tag pulled when the image names a repository without a tag.
+    #[arg(value_enum, default_value_t = Channel::Latest)]
+    pub channel: Channel,
+    /// Image repository or reference (default: config `image`, HALOBOX_IMAGE, or this project's ghcr.io/halobox/vllm-therock-gfx1151).
+    #[arg(long, value_name = "REF")]
+    pub image: Option<String>,
+    /// Container name (default: config `name`, or `vllm`).
+    #[arg(long)]
+    pub name: Option<String>,
+    /// How to make the container (default: config, or toolbox when installed with podman, else the engine).
+    #[arg(long, value_enum)]
+    pub backend: Option<crate::container::backend::Backend>,
+    #[command(flatten)]
+    pub engine: EngineArgs,
+    /// Memlock limit for the container: `unlimited` or a size (64M, 1G).
+    #[arg(long, value_name = "SIZE", default_value = "unlimited")]
+    pub memlock: crate::container::memlock::MemlockRequest,
+    /// When the engine cannot grant the memlock asked for, use its limit (with a warning) instead of failing.
+    #[arg(long)]
+    pub memlock_clamp: bool,
+    /// Pinned images of the repository to keep.
+    #[arg(long, value_name = "N", default_value_t = 3)]
+    pub keep: usize,
+    /// Re-create the container from the previous pinned image.
+    #[arg(long, conflicts_with = "image")]
+    pub rollback: bool,
+    /// Replace a container of that name that halobox did not make.
+    #[arg(long)]
+    pub adopt: bool,
+    #[command(flatten)]
+    pub mode: PlanOutputArgs,
+    #[command(flatten)]
+    pub confirm: YesArgs,
+}
+
+/// `halobox enter`.
+#[derive(Debug, Args)]
+pub struct EnterArgs {
+    /// Container name (default: config `name`, or `vllm`).
+    pub name: Option<String>,
+    #[command(flatten)]
+    pub engine: EngineArgs,
+    /// Command to run instead of a shell.
+    #[arg(last = true)]
+    pub command: Vec<String>,
+}
+
+/// `halobox list`.
+#[derive(Debug, Args)]
+pub struct ListArgs {
+    #[command(flatten)]
+    pub engine: EngineArgs,
+    #[command(flatten)]
+    pub output: OutputArgs,
+}
+
+/// `halobox rm`.
+#[derive(Debug, Args)]
+pub struct RmArgs {
+    /// Container name.
+    pub name: String,
+    #[command(flatten)]
+    pub engine: EngineArgs,
+    #[command(flatten)]
+    pub confirm: YesArgs,
+}

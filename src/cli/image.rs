@@ -1,0 +1,94 @@
+//! `build`, `image add-layer` and `publish`: making and shipping images.
+
+use std::path::PathBuf;
+
+use clap::{Args, Subcommand};
+
+use super::common::{Channel, EngineArgs, PlanOutputArgs};
+
+/// `halobox build`.
+#[derive(Debug, Args)]
+pub struct BuildArgs {
+    /// Image name (images/<name>.toml) or a definition file.
+    #[arg(default_value = "vllm-therock-gfx1151")]
+    pub image: String,
+    /// Stage to build (default: the definition's target).
+    #[arg(long, value_name = "STAGE")]
+    pub target: Option<String>,
+    /// Override a build arg (KEY=VALUE; pins are checked like the definition's).
+    #[arg(long, value_name = "KEY=VALUE")]
+    pub build_arg: Vec<String>,
+    /// Tag of the result (repeatable; default: localhost/<name>:latest).
+    #[arg(long, value_name = "REF")]
+    pub tag: Vec<String>,
+    #[command(flatten)]
+    pub engine: EngineArgs,
+    #[command(flatten)]
+    pub mode: PlanOutputArgs,
+}
+
+/// `halobox image` subcommands.
+#[derive(Debug, Subcommand)]
+pub enum ImageCommand {
+    /// Add one reproducible layer of local files to an image, without a rebuild.
+    #[command(
+        after_help = "Examples:\n  halobox image add-layer localhost/vllm-therock-gfx1151:latest --add ./librccl.so.1:/opt/rocm/lib/librccl.so.1:0644 --tag localhost/vllm-therock-gfx1151:rccl --load\n  halobox image add-layer base.tar --add ./tool:/usr/local/bin/tool --output image.tar\n\nSame inputs, same digests: entries sorted, uid/gid 0, mtime SOURCE_DATE_EPOCH (or 0), modes 0644/0755 unless given.\nThe archive holds an OCI layout and docker's manifest.json: `podman load` and `docker load` both take it."
+    )]
+    AddLayer(AddLayerArgs),
+}
+
+/// `halobox image add-layer`.
+#[derive(Debug, Args)]
+pub struct AddLayerArgs {
+    /// Base image: a reference in the engine, or an image archive file (OCI or docker).
+    pub base: String,
+    /// SRC:DEST[:MODE] — a local file or folder, its absolute path in the image, an octal mode.
+    #[arg(long, value_name = "SRC:DEST[:MODE]", required = true)]
+    pub add: Vec<crate::image::layer::AddSpec>,
+    /// Name of the new image (required with --load).
+    #[arg(long, value_name = "REF")]
+    pub tag: Option<String>,
+    /// Label to set (KEY=VALUE, repeatable; KEY= removes it).
+    #[arg(long, value_name = "KEY=VALUE")]
+    pub label: Vec<String>,
+    /// Write the image archive here.
+    #[arg(long, value_name = "FILE")]
+    pub output: Option<PathBuf>,
+    /// Load the result into the engine.
+    #[arg(long)]
+    pub load: bool,
+    #[command(flatten)]
+    pub engine: EngineArgs,
+    #[command(flatten)]
+    pub mode: PlanOutputArgs,
+}
+
+/// `halobox publish`.
+#[derive(Debug, Args)]
+pub struct PublishArgs {
+    /// The local image to publish.
+    #[arg(required_unless_present = "promote", conflicts_with = "promote")]
+    pub reference: Option<String>,
+    /// Channel tag to move to this image.
+    #[arg(long, value_enum, required_unless_present = "promote")]
+    pub channel: Option<Channel>,
+    /// Repository to push to (default: config `image` or HALOBOX_IMAGE).
+    #[arg(long, value_name = "REPO")]
+    pub to: Option<String>,
+    /// Re-tag the image of one channel as another (pull FROM, push as TO), without a rebuild.
+    #[arg(long, num_args = 2, value_names = ["FROM", "TO"], value_enum, conflicts_with = "channel")]
+    pub promote: Vec<Channel>,
+    /// Git commit for `sha-<7 hex>` and the revision label (default: `git rev-parse HEAD`).
+    #[arg(long, value_name = "SHA")]
+    pub revision: Option<String>,
+    /// Source URL label (default: the `origin` remote, or the image's label).
+    #[arg(long, value_name = "URL")]
+    pub source: Option<String>,
+    /// Version label (default: the image's, else the date tag).
+    #[arg(long, value_name = "V")]
+    pub version: Option<String>,
+    #[command(flatten)]
+    pub engine: EngineArgs,
+    #[command(flatten)]
+    pub mode: PlanOutputArgs,
+}

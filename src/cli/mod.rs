@@ -1,0 +1,140 @@
+//! The command-line interface definition (also used for completions and the
+//! man page): the top level here, one file per command group, and the
+//! argument groups several commands share in `common.rs`.
+
+mod bench;
+mod cluster;
+mod common;
+mod container;
+mod host;
+mod image;
+
+use std::path::PathBuf;
+
+use clap::{Parser, Subcommand, ValueEnum};
+
+pub use bench::{
+    BenchCommand, BenchCompareArgs, BenchPortArgs, BenchProbeArgs, BenchReportArgs, BenchRunArgs,
+    BenchServeArgs,
+};
+pub use cluster::{
+    ClusterCommand, ClusterDownArgs, ClusterInitArgs, ClusterJoinArgs, ClusterStatusArgs,
+    ClusterUpArgs, RayNodeArgs, ServeArgs,
+};
+pub use common::{
+    Channel, ClusterFileArgs, DryRunArgs, EngineArgs, OutputArgs, PlanOutputArgs, SourceArgs,
+    YesArgs,
+};
+pub use container::{EnterArgs, ListArgs, RefreshArgs, RmArgs};
+pub use host::{DetectArgs, DoctorArgs};
+pub use image::{AddLayerArgs, BuildArgs, ImageCommand, PublishArgs};
+
+/// halobox: one tool for Strix Halo (gfx1151) vLLM clusters over RoCE v2.
+#[derive(Debug, Parser)]
+#[command(
+    name = "halobox",
+    version,
+    about = "Inspect, containerise and cluster AMD Strix Halo (gfx1151) nodes for vLLM over RoCE v2",
+    after_help = "Examples:\n  halobox doctor                      check this node and print the fixes\n  halobox doctor --ip 192.168.100.1   check the data plane that carries that address\n  halobox detect --json               every host fact as JSON\n  halobox completions bash > ~/.local/share/bash-completion/completions/halobox"
+)]
+pub struct Cli {
+    /// When to colour output.
+    #[arg(long, value_enum, default_value_t = ColorChoice::Auto, global = true)]
+    pub color: ColorChoice,
+    /// The command to run.
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+/// Colour policy.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum ColorChoice {
+    /// Colour when writing to a terminal and NO_COLOR is unset.
+    Auto,
+    /// Always colour.
+    Always,
+    /// Never colour.
+    Never,
+}
+
+/// halobox's commands.
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Read the host's GPU, RDMA, network, limits, groups and kernel facts.
+    #[command(
+        after_help = "Examples:\n  halobox detect\n  halobox detect --json | jq '.rdma.devices[].ports[].gids'\n  halobox detect --sysroot tests/fixtures/hosts/strix-e810\n\nThe JSON schema is docs/host-facts.schema.json (schema_version 1)."
+    )]
+    Detect(DetectArgs),
+    /// Check that this node is ready for the cluster and say how to fix what is not.
+    #[command(
+        after_help = "Examples:\n  halobox doctor\n  halobox doctor --ip 192.168.100.1\n  halobox doctor --json --sysroot tests/fixtures/hosts/broken-e810\n\nExit status: 0 when nothing FAILs, 1 when a check FAILs, 2 on a usage error."
+    )]
+    Doctor(DoctorArgs),
+    /// Pull the image and (re)create this node's container with GPU, RDMA and memlock set up.
+    #[command(
+        after_help = "Examples:\n  halobox refresh                         latest image, default backend, memlock unlimited\n  halobox refresh dev --backend podman\n  halobox refresh --image docker.io/kyuz0/vllm-therock-gfx1151   the community image instead\n  halobox refresh --image 127.0.0.1:5000/halobox/test --name vllm --memlock 8M\n  halobox refresh --dry-run               print the plan and the equivalent podman command\n  halobox refresh --rollback              back to the previous pinned image\n\nThe old container is replaced only after the new one runs; any failure before that leaves it as it was."
+    )]
+    Refresh(RefreshArgs),
+    /// Open a shell in a halobox container, or run a command there.
+    #[command(
+        after_help = "Examples:\n  halobox enter\n  halobox enter vllm -- rocminfo\n  halobox enter -- ulimit -l\n\nThe command's exit code is halobox's exit code."
+    )]
+    Enter(EnterArgs),
+    /// List the containers halobox made.
+    #[command(after_help = "Examples:\n  halobox list\n  halobox list --json")]
+    List(ListArgs),
+    /// Remove a container halobox made.
+    #[command(after_help = "Examples:\n  halobox rm vllm\n  halobox rm vllm --yes")]
+    Rm(RmArgs),
+    /// Run one Ray cluster over the nodes of cluster.toml (first node = head).
+    #[command(
+        subcommand,
+        after_help = "Examples:\n  halobox cluster init --node root@node1,192.168.100.1 --node root@node2,192.168.100.2\n  halobox cluster up --dry-run\n  halobox cluster up\n  halobox cluster status --json\n  halobox cluster down\n\nThe file is ~/.config/halobox/cluster.toml unless --cluster FILE is given.\nssh runs with BatchMode=yes: key authentication and a known host key are required."
+    )]
+    Cluster(ClusterCommand),
+    /// Start `vllm serve` on the cluster's head, tensor-parallel over Ray (run it on the head).
+    #[command(
+        after_help = "Examples:\n  halobox serve Qwen/Qwen3-30B-A3B --dry-run\n  HF_TOKEN=hf_... halobox serve meta-llama/Llama-3.1-70B-Instruct --max-model-len 32768\n  halobox serve MODEL --tp 2 --nccl-debug -- --max-num-seqs 8\n\nHF_TOKEN is read from this environment and handed to vLLM on stdin: it never appears in a command line, a log or --dry-run.\n--sysroot goes with --dry-run."
+    )]
+    Serve(ServeArgs),
+    /// Build an image from images/<name>.toml through the engine's build API (classic builder).
+    #[command(
+        after_help = "Examples:\n  halobox build                                   vllm-therock-gfx1151, tagged localhost/vllm-therock-gfx1151:latest\n  halobox build rccl-gfx1151 --tag localhost/rccl-gfx1151:ci\n  halobox build --build-arg VLLM_COMMIT=<40 hex> --dry-run\n\nThe definition pins every input; --build-arg overrides are checked the same way."
+    )]
+    Build(BuildArgs),
+    /// Change an image without rebuilding it.
+    #[command(
+        subcommand,
+        after_help = "Examples:\n  halobox image add-layer localhost/vllm-therock-gfx1151:latest --add build/librccl.so.1:/opt/rocm/lib/librccl.so.1:0755 --tag localhost/vllm:rccl-fix --load"
+    )]
+    Image(ImageCommand),
+    /// Tag an image with its channel, date and commit, set its OCI labels, and push every tag.
+    #[command(
+        after_help = "Examples:\n  halobox publish localhost/vllm-therock-gfx1151:latest --channel dev --to docker.io/me/vllm-therock-gfx1151\n  halobox publish IMAGE --channel latest --dry-run\n  halobox publish --promote dev latest --to docker.io/me/vllm-therock-gfx1151\n\nCredentials: HALOBOX_REGISTRY_USER/HALOBOX_REGISTRY_PASSWORD, else the engines' auth files; never printed."
+    )]
+    Publish(PublishArgs),
+    /// Measure Ethernet (TCP) against RDMA between this node and a peer.
+    #[command(
+        subcommand,
+        after_help = "Examples:\n  halobox bench run                        (the peer from ~/.config/halobox/cluster.toml)\n  halobox bench run --peer-node node2 --dry-run\n  halobox bench run --peer node2 --peer-ip 192.168.100.2\n  halobox bench run --peer node2 --peer-ip 192.168.100.2 --dry-run\n  halobox bench report ~/.local/state/halobox/bench/20250101T120000Z\n  halobox bench compare RUN_A RUN_B"
+    )]
+    Bench(BenchCommand),
+    /// Print a shell completion script.
+    #[command(
+        after_help = "Examples:\n  halobox completions bash > ~/.local/share/bash-completion/completions/halobox\n  halobox completions zsh > ~/.zfunc/_halobox\n  halobox completions fish > ~/.config/fish/completions/halobox.fish"
+    )]
+    Completions {
+        /// The shell.
+        #[arg(value_enum)]
+        shell: clap_complete::Shell,
+    },
+    /// Print the man page (roff), or write one page per command into a directory.
+    #[command(
+        after_help = "Examples:\n  halobox man | man -l -\n  halobox man --out-dir /usr/local/share/man/man1"
+    )]
+    Man {
+        /// Write halobox.1 and halobox-<command>.1 here instead of printing halobox.1.
+        #[arg(long, value_name = "DIR")]
+        out_dir: Option<PathBuf>,
+    },
+}

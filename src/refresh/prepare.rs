@@ -1,0 +1,157 @@
+//! What a refresh starts from: the image and container name that the flags,
+//! `HALOBOX_IMAGE` and the config file give, then the engine's view (the
+//! containers of that name, the pinned images for `--rollback`), handed to
+//! the pure [`super::plan`].
+
+use super::plan::{self, NEW_SUFFIX, RefreshOptions, RefreshPlan, Source};
+use crate::config::{self, DEFAULT_IMAGE};
+use crate::container::backend::Backend;
+use crate::container::memlock::MemlockRequest;
+use crate::container::name;
+use crate::container::spec::LABEL_IMAGE;
+use crate::engine::containers::ContainerInfo;
+use crate::engine::{Engine, local};
+use crate::error::UsageError;
+use crate::host::HostFacts;
+use crate::image_ref::ImageRef;
+
+/// What the user asked `refresh` for.
+#[derive(Debug, Clone)]
+pub struct RefreshRequest {
+    /// `--image` (else `HALOBOX_IMAGE`, the config's `image`, the default).
+    pub image: Option<String>,
+    /// The channel's tag (`latest`, `dev`).
+    pub channel: String,
+    /// `--name` (else the config's `name`, else `vllm`).
+    pub name: Option<String>,
+    /// `--backend` (else the config's, else the engine's default).
+    pub backend: Option<Backend>,
+    /// `--memlock`.
+    pub memlock: MemlockRequest,
+    /// `--memlock-clamp`.
+    pub memlock_clamp: bool,
+    /// `--keep`.
+    pub keep: usize,
+    /// `--rollback`.
+    pub rollback: bool,
+    /// `--adopt`.
+    pub adopt: bool,
+}
+
+/// The image, container and backend a request means once the config file
+/// and the environment have filled it in; checked before an engine is asked.
+#[derive(Debug, Clone)]
+pub struct Target {
+    /// The image, with the channel's tag when it named none.
+    pub image: ImageRef,
+    /// The container name.
+    pub name: String,
+    /// The backend, when the flags or the config name one.
+    pub backend: Option<Backend>,
+}
+
+/// Resolves the request's image, name and backend.
+pub fn target(req: &RefreshRequest) -> anyhow::Result<Target> {
+    let cfg = config::load(config::path().as_deref())?;
+    let image_arg = req
+        .image
+        .clone()
+        .or_else(|| {
+            std::env::var("HALOBOX_IMAGE")
+                .ok()
+                .filter(|v| !v.is_empty())
+        })
+        .or(cfg.image.clone())
+        .unwrap_or_else(|| DEFAULT_IMAGE.to_string());
+    let image = ImageRef::parse(&image_arg)
+        .map_err(UsageError)?
+        .for_channel(&req.channel);
+    let name = name::resolve(req.name.as_deref())?;
+    Ok(Target {
+        image,
+        name,
+        backend: req.backend.or(cfg.backend),
+    })
+}
+
+/// Plans the refresh of `target` on `engine` (whose info is refined with
+/// this host's facts).
+pub async fn plan(
+    engine: &mut Engine,
+    facts: &HostFacts,
+    req: &RefreshRequest,
+    target: &Target,
+) -> anyhow::Result<RefreshPlan> {
+    engine.info = local::refine(&engine.info, facts);
+    let backend = target
+        .backend
+        .unwrap_or_else(|| Backend::default_for(engine.info.kind, facts.tool("toolbox").is_some()));
+    let name = &target.name;
+    let temp = format!("{name}{NEW_SUFFIX}");
+    let (existing, leftover) = tokio::join!(engine.container(name), engine.container(&temp));
+    let (existing, leftover) = (existing?, leftover?);
+    let (source, repository) = if req.rollback {
+        rollback_source(engine, existing.as_ref(), name).await?
+    } else {
+        (
+            Source::Pull {
+                reference: target.image.to_string(),
+            },
+            target.image.clone(),
+        )
+    };
+    let opts = RefreshOptions {
+        image: repository,
+        channel: req.channel.clone(),
+        name: name.clone(),
+        backend,
+        memlock: req.memlock,
+        memlock_clamp: req.memlock_clamp,
+        keep: req.keep,
+        adopt: req.adopt,
+        runtime_dir: std::env::var("XDG_RUNTIME_DIR").ok(),
+    };
+    let creator = local::engine_process(facts, &engine.info);
+    Ok(plan::plan(
+        facts,
+        &engine.info,
+        creator,
+        existing.as_ref(),
+        leftover.as_ref(),
+        source,
+        &opts,
+    )?)
+}
+
+/// The pinned image before the one the container `name` runs.
+async fn rollback_source(
+    engine: &Engine,
+    existing: Option<&ContainerInfo>,
+    name: &str,
+) -> anyhow::Result<(Source, ImageRef)> {
+    let current = existing.ok_or_else(|| {
+        UsageError(format!(
+            "there is no container {name} to roll back\n  hint: halobox list shows halobox's containers"
+        ))
+    })?;
+    let reference = current
+        .labels
+        .get(LABEL_IMAGE)
+        .cloned()
+        .unwrap_or_else(|| current.image.clone());
+    let repo = ImageRef::parse(&reference).map_err(UsageError)?;
+    let tags = engine.repository_tags(&repo.repository).await?;
+    let target = plan::rollback_target(&tags, &current.image_id).ok_or_else(|| {
+        UsageError(format!(
+            "no older pinned image of {} to roll back to\n  hint: pinned images are tagged YYYYMMDD-HHMMSS by refresh; `podman images {}` lists them",
+            repo.repository, repo.repository
+        ))
+    })?;
+    let pinned = repo.with_tag(&target);
+    Ok((
+        Source::Pinned {
+            reference: pinned.to_string(),
+        },
+        pinned,
+    ))
+}
