@@ -208,6 +208,26 @@ pub fn tail(output: &str, n: usize) -> String {
     t
 }
 
+/// Reads a JSON document a node printed, with every string in it (keys
+/// too) made [`printable`]: a JSON escape like `\u001b` survives the line
+/// cleaning as text and would come back as a control character.
+pub fn parse_json<T: serde::de::DeserializeOwned>(line: &str) -> serde_json::Result<T> {
+    fn clean(v: serde_json::Value) -> serde_json::Value {
+        use serde_json::Value;
+        match v {
+            Value::String(s) => Value::String(printable(&s)),
+            Value::Array(a) => Value::Array(a.into_iter().map(clean).collect()),
+            Value::Object(o) => Value::Object(
+                o.into_iter()
+                    .map(|(k, v)| (printable(&k), clean(v)))
+                    .collect(),
+            ),
+            v => v,
+        }
+    }
+    serde_json::from_value(clean(serde_json::from_str(line)?))
+}
+
 /// `line` safe to print on a terminal: ANSI escape sequences (CSI, OSC,
 /// DCS and the like, 7- and 8-bit) removed, and every control character
 /// but tab (C0 with `\r`, DEL, C1) and the bidirectional overrides with it.
@@ -286,6 +306,13 @@ mod tests {
         for (raw, want) in cases {
             assert_eq!(printable(raw), want, "{raw:?}");
         }
+    }
+
+    #[test]
+    fn json_strings_come_back_printable() {
+        let v: std::collections::BTreeMap<String, Vec<String>> =
+            parse_json(r#"{"a\u001b[1m": ["x\u001b]0;t\u0007y", "\u009b2Jz"]}"#).unwrap();
+        assert_eq!(v["a"], ["xy", "z"]);
     }
 
     #[test]

@@ -80,7 +80,7 @@ pub fn peer_context(opts: &BenchOptions, path: &PathSpec) -> anyhow::Result<Node
             )
         })?
         .to_string();
-    serde_json::from_str(&line).with_context(|| {
+    remote::parse_json(&line).with_context(|| {
         format!(
             "the peer's halobox answered in a form this halobox does not read (different versions?): {line}"
         )

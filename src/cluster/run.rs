@@ -212,7 +212,7 @@ pub fn reports(cfg: &ClusterConfig) -> Vec<Result<JoinReport, String>> {
             .rev()
             .find(|l| l.starts_with('{'))
             .unwrap_or("");
-        serde_json::from_str(line).map_err(|e| {
+        remote::parse_json(line).map_err(|e| {
             format!(
                 "node {}: its halobox answered in a form this one does not read ({e}): different versions? install the same halobox everywhere",
                 node.label()
@@ -240,7 +240,7 @@ fn parse_nodes(head: &NodeConfig, stdout: &str, output: &str) -> anyhow::Result<
         .rev()
         .find(|l| l.starts_with('{'))
         .unwrap_or("");
-    serde_json::from_str(line).with_context(|| {
+    remote::parse_json(line).with_context(|| {
         format!(
             "node {}: the Ray state query printed no node table: {}",
             head.label(),
