@@ -20,10 +20,10 @@ halobox=$HALOBOX_BIN
 
 tag="bc$(($$ % 100000))" n=$(($$ % 250 + 1))
 dir=$(mktemp -d)
-cleanup() { bash scripts/cluster-netns.sh down "$tag" "$dir"; rm -rf "$dir"; }
+cleanup() { bash scripts/netns/nodes.sh down "$tag" "$dir"; rm -rf "$dir"; }
 trap cleanup EXIT
-bash scripts/cluster-netns.sh up "$tag" "$n" "$dir" 9000 9000 >/dev/null
-a=10.78.$n.1 b=10.78.$n.2
+bash scripts/netns/nodes.sh up "$tag" "$n" "$dir" 9000 9000 >/dev/null
+a=10.77.$n.1 b=10.77.$n.2
 ssh_opts=(-o BatchMode=yes -o "UserKnownHostsFile=$dir/known_hosts" -o "IdentityFile=$dir/client_key" -o IdentitiesOnly=yes)
 ray_args="--num-gpus=1 --num-cpus=1 --disable-usage-stats --object-store-memory=80000000"
 cat >"$dir/cluster.toml" <<TOML
@@ -45,7 +45,7 @@ ip = "$b"
 backend = "host"
 cpus = 1
 TOML
-in_a() { ip netns exec "hbc-$tag-a" "$@"; }
+in_a() { ip netns exec "hb-$tag-a" "$@"; }
 now() { date +%s.%N; }
 stop_all() { for h in $a $b; do in_a ssh "${ssh_opts[@]}" "root@$h" "$ray stop" >/dev/null 2>&1 || true; done; }
 

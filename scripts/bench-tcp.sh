@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
-# halobox's own TCP bandwidth leg against iperf3, on the same veth link (MTU
-# 9000) between two network namespaces of this machine, in one
-# `halobox bench run` (the peer side started over a real sshd). Prints both
+# halobox's own TCP bandwidth leg against iperf3, on the same link (veths
+# into a bridge, MTU 9000) between two test nodes of this machine
+# (scripts/netns/nodes.sh), in one `halobox bench run` (the peer side started over a real sshd). Prints both
 # and their ratio; the target is halobox >= 0.95 x iperf3.
 # Usage (as root): scripts/bench-tcp.sh [SECONDS] [STREAMS]
 set -euo pipefail
@@ -16,8 +16,8 @@ case "${CARGO_TARGET_DIR:-}" in /*) bin="$CARGO_TARGET_DIR/release/halobox" ;; e
 
 tag="bt$$"
 dir="$(mktemp -d)"
-trap 'bash scripts/netns/down.sh "$tag" "$dir"; rm -rf "$dir"' EXIT
-bash scripts/netns/up.sh "$tag" 200 "$dir" >/dev/null
+trap 'bash scripts/netns/nodes.sh down "$tag" "$dir"; rm -rf "$dir"' EXIT
+bash scripts/netns/nodes.sh up "$tag" 200 "$dir" 9000 9000 >/dev/null
 
 ip netns exec "hb-$tag-a" "$bin" bench run \
   --peer root@10.77.200.2 --peer-ip 10.77.200.2 --peer-halobox "$bin" \
@@ -26,7 +26,7 @@ ip netns exec "hb-$tag-a" "$bin" bench run \
   --no-rdma --duration "$secs" --streams "$streams" --save "$dir/run" >"$dir/table.txt" || {
   cat "$dir/table.txt"; echo "error: halobox bench run failed" >&2; exit 1; }
 
-echo "veth (MTU 9000) between two namespaces, $secs s per test, $(nproc) CPUs"
+echo "veth + bridge (MTU 9000) between two test nodes, $secs s per test, $(nproc) CPUs"
 # results.json: each row's "leg" comes before its "bandwidth_gbps".
 awk -F'[:,]' '
   /"leg":/ { gsub(/[" ]/, "", $2); leg = $2 }

@@ -32,6 +32,7 @@ pub mod image;
 pub mod image_ref;
 pub mod proc;
 pub mod refresh;
+pub mod remote;
 pub mod shell;
 pub mod ssh;
 pub mod units;

@@ -1,20 +1,110 @@
 //! Child processes (ssh to a peer or node, local clients) with their output
-//! collected line by line, bounded waits, and cleanup on drop.
+//! collected line by line into bounded buffers, bounded waits, and cleanup
+//! on drop.
 
+use std::collections::VecDeque;
 use std::io::{self, BufRead, BufReader, Read};
 use std::process::{Child, ChildStdin, Command, ExitStatus, Stdio};
-use std::sync::mpsc::{self, Receiver, RecvTimeoutError};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::thread;
 use std::time::{Duration, Instant};
+
+/// How a process's output is kept.
+#[derive(Debug, Clone, Copy)]
+pub struct Capture {
+    /// Bytes kept of each log (both streams, and stdout alone): the newest
+    /// lines; older ones are dropped and counted. Lines are cut at half of it.
+    pub limit: usize,
+    /// Applied to every line before anything sees it.
+    pub clean: Option<fn(&str) -> String>,
+}
+
+impl Capture {
+    /// Local tools (clients whose logs are parsed): large bounds, text as printed.
+    pub const LOCAL: Capture = Capture {
+        limit: 64 << 20,
+        clean: None,
+    };
+}
+
+/// Lines waiting for [`Proc::wait_for_line`]; older ones are dropped beyond it.
+const PENDING_LINES: usize = 4096;
+
+/// The first line of a log some of whose earlier output was not kept.
+pub const DROPPED_PREFIX: &str = "[halobox: ";
+
+/// The newest lines of one log: at most `limit` bytes are reported, at
+/// most twice that held (older text is cut at a line boundary in bulk).
+#[derive(Debug)]
+struct Kept {
+    text: String,
+    dropped: u64,
+    limit: usize,
+}
+
+impl Kept {
+    fn new(limit: usize) -> Kept {
+        Kept {
+            text: String::new(),
+            dropped: 0,
+            limit,
+        }
+    }
+
+    fn push(&mut self, line: &str, cut: u64) {
+        self.dropped += cut;
+        self.text.push_str(line);
+        self.text.push('\n');
+        if self.text.len() > 2 * self.limit {
+            let start = self.start();
+            self.text.drain(..start);
+            self.dropped += start as u64;
+        }
+    }
+
+    /// Where the newest whole lines within `limit` bytes begin.
+    fn start(&self) -> usize {
+        let excess = self.text.len().saturating_sub(self.limit);
+        if excess == 0 {
+            return 0;
+        }
+        self.text.as_bytes()[excess - 1..]
+            .iter()
+            .position(|&b| b == b'\n')
+            .map_or(self.text.len(), |i| excess + i)
+    }
+
+    /// The kept lines, after a first line saying how much was not kept.
+    fn text(&self) -> String {
+        let start = self.start();
+        let dropped = self.dropped + start as u64;
+        let mut s = String::with_capacity(self.text.len() - start + 64);
+        if dropped > 0 {
+            s.push_str(&format!(
+                "{DROPPED_PREFIX}{dropped} bytes of output not kept]\n"
+            ));
+        }
+        s.push_str(&self.text[start..]);
+        s
+    }
+}
+
+/// What the reader threads share with the waiting side.
+#[derive(Debug)]
+struct Output {
+    log: Kept,
+    stdout: Kept,
+    pending: VecDeque<String>,
+    open_streams: u8,
+}
+
+type Shared = Arc<(Mutex<Output>, Condvar)>;
 
 /// A running process whose stdout and stderr are read into one log.
 pub struct Proc {
     child: Child,
     stdin: Option<ChildStdin>,
-    lines: Receiver<String>,
-    log: Arc<Mutex<String>>,
-    stdout: Arc<Mutex<String>>,
+    shared: Shared,
     status: Option<ExitStatus>,
 }
 
@@ -27,9 +117,71 @@ pub enum WaitError {
     Timeout,
 }
 
+/// Reads `reader` line by line (each cut at half of `capture.limit` bytes)
+/// into the shared logs until it ends.
+fn read_lines(reader: impl Read, is_stdout: bool, capture: Capture, shared: &Shared) {
+    let mut r = BufReader::with_capacity(64 << 10, reader);
+    let mut line: Vec<u8> = Vec::new();
+    let mut cut: u64 = 0;
+    let emit = |line: &[u8], cut: u64| {
+        let text = String::from_utf8_lossy(line);
+        let text = text.trim_end_matches('\r');
+        let text = match capture.clean {
+            Some(clean) => clean(text),
+            None => text.to_string(),
+        };
+        let (lock, cv) = &**shared;
+        let mut o = lock.lock().unwrap();
+        o.log.push(&text, cut);
+        if is_stdout {
+            o.stdout.push(&text, cut);
+        }
+        if o.pending.len() >= PENDING_LINES {
+            o.pending.pop_front();
+        }
+        o.pending.push_back(text);
+        cv.notify_all();
+    };
+    loop {
+        let buf = match r.fill_buf() {
+            Ok([]) => break,
+            Ok(b) => b,
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+            Err(_) => break,
+        };
+        let (part, used, end) = match buf.iter().position(|&b| b == b'\n') {
+            Some(i) => (&buf[..i], i + 1, true),
+            None => (buf, buf.len(), false),
+        };
+        let room = (capture.limit / 2)
+            .saturating_sub(line.len())
+            .min(part.len());
+        line.extend_from_slice(&part[..room]);
+        cut += (part.len() - room) as u64;
+        r.consume(used);
+        if end {
+            emit(&line, cut);
+            line.clear();
+            cut = 0;
+        }
+    }
+    if !line.is_empty() || cut > 0 {
+        emit(&line, cut);
+    }
+    let (lock, cv) = &**shared;
+    lock.lock().unwrap().open_streams -= 1;
+    cv.notify_all();
+}
+
 impl Proc {
-    /// Starts `argv` with piped stdin, stdout and stderr.
+    /// Starts `argv` with piped stdin, stdout and stderr ([`Capture::LOCAL`]).
     pub fn spawn(argv: &[String]) -> io::Result<Proc> {
+        Proc::spawn_with(argv, Capture::LOCAL)
+    }
+
+    /// Starts `argv` with piped stdin, stdout and stderr, output kept as
+    /// `capture` says.
+    pub fn spawn_with(argv: &[String], capture: Capture) -> io::Result<Proc> {
         let (prog, args) = argv
             .split_first()
             .ok_or_else(|| io::Error::other("empty command"))?;
@@ -40,43 +192,34 @@ impl Proc {
             .stderr(Stdio::piped())
             .spawn()
             .map_err(|e| io::Error::new(e.kind(), format!("cannot run {prog}: {e}")))?;
-        let (tx, rx) = mpsc::channel();
-        let log = Arc::new(Mutex::new(String::new()));
-        let stdout = Arc::new(Mutex::new(String::new()));
+        let shared: Shared = Arc::new((
+            Mutex::new(Output {
+                log: Kept::new(capture.limit),
+                stdout: Kept::new(capture.limit),
+                pending: VecDeque::new(),
+                open_streams: 2,
+            }),
+            Condvar::new(),
+        ));
         let out = child.stdout.take().expect("piped");
         let err = child.stderr.take().expect("piped");
-        for (reader, is_out) in [
+        for (reader, is_stdout) in [
             (Box::new(out) as Box<dyn Read + Send>, true),
             (Box::new(err), false),
         ] {
-            let tx = tx.clone();
-            let log = Arc::clone(&log);
-            let only_out = Arc::clone(&stdout);
-            thread::spawn(move || {
-                for line in BufReader::new(reader).lines() {
-                    let Ok(line) = line else { break };
-                    let line = line.trim_end_matches('\r').to_string();
-                    for (sink, used) in [(&log, true), (&only_out, is_out)] {
-                        if used {
-                            let mut l = sink.lock().unwrap();
-                            l.push_str(&line);
-                            l.push('\n');
-                        }
-                    }
-                    if tx.send(line).is_err() {
-                        break;
-                    }
-                }
-            });
+            let shared = Arc::clone(&shared);
+            thread::spawn(move || read_lines(reader, is_stdout, capture, &shared));
         }
         Ok(Proc {
             stdin: child.stdin.take(),
             child,
-            lines: rx,
-            log,
-            stdout,
+            shared,
             status: None,
         })
+    }
+
+    fn lock(&self) -> MutexGuard<'_, Output> {
+        self.shared.0.lock().unwrap()
     }
 
     /// Waits until a line satisfies `ready`, the process ends, or `timeout`.
@@ -86,17 +229,23 @@ impl Proc {
         timeout: Duration,
     ) -> Result<(), WaitError> {
         let deadline = Instant::now() + timeout;
+        let mut o = self.lock();
         loop {
-            let left = deadline.saturating_duration_since(Instant::now());
-            match self.lines.recv_timeout(left) {
-                Ok(line) if ready(&line) => return Ok(()),
-                Ok(_) => {}
-                Err(RecvTimeoutError::Timeout) => return Err(WaitError::Timeout),
-                Err(RecvTimeoutError::Disconnected) => {
-                    self.reap();
-                    return Err(WaitError::Exited);
+            while let Some(line) = o.pending.pop_front() {
+                if ready(&line) {
+                    return Ok(());
                 }
             }
+            if o.open_streams == 0 {
+                drop(o);
+                self.reap_until(Instant::now() + Duration::from_secs(5));
+                return Err(WaitError::Exited);
+            }
+            let left = deadline.saturating_duration_since(Instant::now());
+            if left.is_zero() {
+                return Err(WaitError::Timeout);
+            }
+            o = self.shared.1.wait_timeout(o, left).unwrap().0;
         }
     }
 
@@ -108,60 +257,74 @@ impl Proc {
         self.status
     }
 
-    /// Waits for the process to end by itself within `timeout`, else kills it.
+    /// Closes stdin, waits for the process to end by itself within
+    /// `timeout`, else kills it.
     pub fn wait(mut self, timeout: Duration) -> Finished {
-        let deadline = Instant::now() + timeout;
         drop(self.stdin.take());
-        self.drain_until(deadline);
-        let status = match self.try_status() {
-            Some(s) => Some(s),
-            None => {
-                let _ = self.child.kill();
-                let _ = self.child.wait();
-                None
-            }
-        };
-        self.status = status.or(self.status);
-        Finished {
-            status,
-            output: self.output(),
-            stdout: self.stdout(),
-        }
+        let ended = self.drain_until(Instant::now() + timeout);
+        self.finished(ended, None)
     }
 
-    /// Closes stdin (the peer's guard then stops the server), waits up to
+    /// Waits up to `timeout` for the process to end with its stdin still
+    /// open (a guarded remote command keeps running meanwhile); then closes
+    /// stdin (the guard stops the remote command), waits up to `grace`, and
+    /// kills it.
+    pub fn complete(mut self, timeout: Duration, grace: Duration) -> Finished {
+        if self.drain_until(Instant::now() + timeout) {
+            return self.finished(true, None);
+        }
+        drop(self.stdin.take());
+        let ended = self.drain_until(Instant::now() + grace);
+        self.finished(ended, Some(timeout))
+    }
+
+    /// Closes stdin (a remote guard then stops the command), waits up to
     /// `grace` for the process to end, then kills it; returns the output.
     pub fn finish(self, grace: Duration) -> String {
         self.wait(grace).output
     }
 
-    /// Everything printed so far (stdout and stderr, interleaved by line).
+    /// Everything kept so far (stdout and stderr, interleaved by line).
     pub fn output(&self) -> String {
-        self.log.lock().unwrap().clone()
+        self.lock().log.text()
     }
 
-    /// What was printed on stdout alone.
+    /// What was kept of stdout alone.
     pub fn stdout(&self) -> String {
-        self.stdout.lock().unwrap().clone()
+        self.lock().stdout.text()
     }
 
-    fn drain_until(&mut self, deadline: Instant) {
-        loop {
-            let left = deadline.saturating_duration_since(Instant::now());
-            match self.lines.recv_timeout(left) {
-                Ok(_) => {}
-                Err(RecvTimeoutError::Disconnected) => {
-                    self.reap_until(deadline);
-                    return;
-                }
-                Err(RecvTimeoutError::Timeout) => return,
-            }
+    fn finished(mut self, ended: bool, timed_out: Option<Duration>) -> Finished {
+        let status = if ended { self.try_status() } else { None };
+        if status.is_none() {
+            drop(self.stdin.take());
+            let _ = self.child.kill();
+            let _ = self.child.wait();
+        }
+        Finished {
+            status,
+            output: self.output(),
+            stdout: self.stdout(),
+            timed_out,
         }
     }
 
-    /// Output is closed: the process is ending; collect its status.
-    fn reap(&mut self) {
-        self.reap_until(Instant::now() + Duration::from_secs(5));
+    /// Waits until both output streams are closed and the process has
+    /// ended, or `deadline`; whether it ended.
+    fn drain_until(&mut self, deadline: Instant) -> bool {
+        let mut o = self.lock();
+        while o.open_streams > 0 {
+            o.pending.clear();
+            let left = deadline.saturating_duration_since(Instant::now());
+            if left.is_zero() {
+                return false;
+            }
+            o = self.shared.1.wait_timeout(o, left).unwrap().0;
+        }
+        o.pending.clear();
+        drop(o);
+        self.reap_until(deadline);
+        self.try_status().is_some()
     }
 
     fn reap_until(&mut self, deadline: Instant) {
@@ -188,13 +351,80 @@ impl Drop for Proc {
 pub struct Finished {
     /// Exit status; `None` when it had to be killed.
     pub status: Option<ExitStatus>,
-    /// stdout and stderr, interleaved by line.
+    /// stdout and stderr, interleaved by line (what was kept).
     pub output: String,
-    /// stdout alone.
+    /// stdout alone (what was kept).
     pub stdout: String,
+    /// The time limit it ran into, if it did.
+    pub timed_out: Option<Duration>,
 }
 
 /// Runs `argv` to completion within `timeout` (killed after it).
 pub fn run(argv: &[String], timeout: Duration) -> io::Result<Finished> {
     Ok(Proc::spawn(argv)?.wait(timeout))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn sh(script: &str, capture: Capture) -> Finished {
+        let argv = ["sh", "-c", script].map(String::from);
+        Proc::spawn_with(&argv, capture)
+            .unwrap()
+            .wait(Duration::from_secs(10))
+    }
+
+    #[test]
+    fn output_is_bounded_to_the_newest_lines() {
+        let cap = Capture {
+            limit: 1000,
+            clean: None,
+        };
+        let done = sh(
+            "i=0; while [ $i -lt 500 ]; do echo line$i; i=$((i+1)); done",
+            cap,
+        );
+        assert!(done.status.unwrap().success());
+        let first = done.output.lines().next().unwrap();
+        assert!(first.starts_with(DROPPED_PREFIX), "{first}");
+        assert!(done.output.len() < 1100, "{}", done.output.len());
+        assert!(done.output.ends_with("line499\n"));
+    }
+
+    #[test]
+    fn a_long_line_is_cut_and_counted() {
+        let cap = Capture {
+            limit: 100,
+            clean: None,
+        };
+        let done = sh("head -c 5000 /dev/zero | tr '\\0' x; echo; echo end", cap);
+        assert!(done.output.starts_with(DROPPED_PREFIX), "{}", done.output);
+        assert!(done.output.ends_with("end\n"));
+        assert!(done.output.len() < 200);
+    }
+
+    #[test]
+    fn clean_applies_to_every_line() {
+        let cap = Capture {
+            limit: 1000,
+            clean: Some(|l| l.replace('x', "")),
+        };
+        let mut p =
+            Proc::spawn_with(&["sh", "-c", "echo axb; sleep 5"].map(String::from), cap).unwrap();
+        p.wait_for_line(|l| l == "ab", Duration::from_secs(5))
+            .unwrap();
+        assert_eq!(p.stdout(), "ab\n");
+    }
+
+    #[test]
+    fn complete_keeps_stdin_open_until_the_time_runs_out() {
+        // `cat` ends only when its stdin closes.
+        let p = Proc::spawn(&["cat".to_string()]).unwrap();
+        let t = Instant::now();
+        let done = p.complete(Duration::from_millis(300), Duration::from_secs(5));
+        assert!(t.elapsed() >= Duration::from_millis(300));
+        assert_eq!(done.timed_out, Some(Duration::from_millis(300)));
+        assert!(done.status.unwrap().success(), "cat ended at EOF");
+    }
 }

@@ -33,8 +33,11 @@ fn dry_run_prints_every_command_and_runs_nothing() {
         String::from_utf8_lossy(&out.stderr)
     );
     for want in [
-        "ssh -o BatchMode=yes",
-        "-- node2.invalid 'halobox bench probe --ip 10.77.250.2'",
+        // Host keys checked first, so nothing later can lower it.
+        "ssh -o StrictHostKeyChecking=yes -o BatchMode=yes",
+        // Every remote command runs under the guard.
+        "-- node2.invalid 'setsid -w sh -c ",
+        "halobox-guard halobox bench probe --ip 10.77.250.2'",
         "halobox bench serve --bind 10.77.250.2 --port 5301",
         "iperf3 -c 10.77.250.2 -B 127.0.0.1 -p 5201 -t 10 -P 3 --json",
         "iperf3 -s -1 --forceflush -B 10.77.250.2 -p 5201",
@@ -46,7 +49,10 @@ fn dry_run_prints_every_command_and_runs_nothing() {
     ] {
         assert!(text.contains(want), "missing {want:?} in:\n{text}");
     }
-    assert!(!text.contains("StrictHostKeyChecking"));
+    assert_eq!(
+        text.matches("StrictHostKeyChecking").count(),
+        text.matches("StrictHostKeyChecking=yes").count()
+    );
 }
 
 #[test]
@@ -134,7 +140,9 @@ fn peer_node_from_the_cluster_file() {
         &format!("peer root@n2.invalid: node n2 of {file}, as asked (2)") as &str,
         "path p0: 127.0.0.1 → 10.77.251.2 (peer root@n2.invalid)",
         // The file's ssh options and halobox path are used.
-        "-o IdentityFile=/k -- root@n2.invalid '/opt/hb/halobox bench probe --ip 10.77.251.2'",
+        "-o IdentityFile=/k -o ConnectTimeout=10",
+        "-- root@n2.invalid 'setsid -w sh -c ",
+        "halobox-guard /opt/hb/halobox bench probe --ip 10.77.251.2'",
     ] {
         assert!(text.contains(want), "missing {want:?} in:\n{text}");
     }

@@ -1,146 +1,102 @@
-//! `halobox bench run` end to end between two network namespaces on this
-//! machine (veth, MTU 9000, private addresses that exist only inside the
-//! namespaces), with the peer's side started over a real sshd in the peer
-//! namespace. Needs root, iproute2, openssh-server, iperf3 and perftest
+//! `halobox bench run` end to end between two test nodes on this machine
+//! (scripts/netns/nodes.sh: network namespaces on a bridge, MTU 9000,
+//! private addresses that exist only inside the namespaces), with the
+//! peer's side started over a real sshd on the peer node; and what every
+//! remote command gets from the remote runner: host keys checked, output
+//! stripped and bounded, the remote side stopped when halobox goes away. Needs root, iproute2, openssh-server, iperf3 and perftest
 //! (scripts/test.sh installs them); a missing piece fails the test.
 
-use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
-use std::sync::atomic::{AtomicU32, Ordering};
+use std::path::Path;
+use std::process::{Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
 use serde_json::Value;
 
-static NEXT: AtomicU32 = AtomicU32::new(0);
+mod common;
+use common::netns::{Nodes, sigkill, write_script};
 
-/// Two namespaces with sshd, removed on drop.
+/// Nodes a (this side) and b (the peer).
 struct Hosts {
-    tag: String,
-    n: u32,
-    dir: tempfile::TempDir,
-}
-
-fn script(name: &str) -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-        .join("scripts/netns")
-        .join(name)
+    nodes: Nodes,
 }
 
 impl Hosts {
     fn up() -> Hosts {
-        let k = NEXT.fetch_add(1, Ordering::SeqCst);
-        let tag = format!("{}{k}", std::process::id() % 100_000);
-        let n = (std::process::id() * 7 + k) % 250 + 1;
-        let dir = tempfile::tempdir().expect("tempdir");
-        let hosts = Hosts { tag, n, dir };
-        let out = Command::new("bash")
-            .arg(script("up.sh"))
-            .args([&hosts.tag, &n.to_string()])
-            .arg(hosts.dir.path())
-            .output()
-            .expect("run scripts/netns/up.sh");
-        assert!(
-            out.status.success(),
-            "scripts/netns/up.sh failed (run the tests as root with iproute2 and openssh-server installed):\n{}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        hosts
-    }
-
-    fn ns(&self, side: char) -> String {
-        format!("hb-{}-{side}", self.tag)
+        Hosts {
+            nodes: Nodes::up(&["9000", "9000"]),
+        }
     }
 
     fn ip(&self, host: u32) -> String {
-        format!("10.77.{}.{host}", self.n)
+        self.nodes.ip(host)
     }
 
-    fn path(&self, name: &str) -> PathBuf {
-        self.dir.path().join(name)
+    fn path(&self, name: &str) -> std::path::PathBuf {
+        self.nodes.path(name)
     }
 
-    /// `halobox bench run …` from namespace a against the sshd in b.
+    /// `halobox bench run …` from node a against `peer_ip`, with `options`
+    /// as --ssh-option and `halobox` on the peer.
+    fn bench_cmd(
+        &self,
+        peer_ip: &str,
+        options: &[String],
+        halobox: &str,
+        extra: &[&str],
+    ) -> Command {
+        let peer = format!("root@{peer_ip}");
+        let mut args = vec!["bench", "run", "--peer", &peer, "--peer-ip", peer_ip];
+        args.extend(["--peer-halobox", halobox]);
+        for o in options {
+            args.extend(["--ssh-option", o]);
+        }
+        args.extend(extra);
+        self.nodes.spawn_halobox('a', &args)
+    }
+
+    /// `halobox bench run …` from node a against the sshd at `peer_ip`.
     fn bench(&self, peer_ip: &str, extra: &[&str]) -> Output {
-        let halobox = env!("CARGO_BIN_EXE_halobox");
-        let mut cmd = Command::new("ip");
-        cmd.args(["netns", "exec", &self.ns('a'), halobox, "bench", "run"])
-            .args(["--peer", &format!("root@{peer_ip}"), "--peer-ip", peer_ip])
-            .args(["--peer-halobox", halobox])
-            .arg("--ssh-option")
-            .arg(format!(
-                "UserKnownHostsFile={}",
-                self.path("known_hosts").display()
-            ))
-            .arg("--ssh-option")
-            .arg(format!(
-                "IdentityFile={}",
-                self.path("client_key").display()
-            ))
-            .args(["--ssh-option", "IdentitiesOnly=yes"])
-            .args(extra)
-            .env_remove("SSH_AUTH_SOCK");
-        cmd.output().expect("run halobox")
+        self.bench_cmd(
+            peer_ip,
+            &self.nodes.ssh_options(),
+            env!("CARGO_BIN_EXE_halobox"),
+            extra,
+        )
+        .output()
+        .expect("run halobox")
     }
 
-    /// `halobox bench run --cluster FILE …` from namespace a: both nodes in
-    /// a cluster file, the peer (b) and this machine (a) found from it.
-    fn bench_via_cluster(&self, extra: &[&str]) -> Output {
-        let halobox = env!("CARGO_BIN_EXE_halobox");
-        let file = self.path("cluster.toml");
+    /// A cluster file with both nodes and `ssh_options`.
+    fn cluster_file(&self, name: &str, ssh_options: &[String]) -> std::path::PathBuf {
+        let file = self.path(name);
         std::fs::write(
             &file,
             format!(
-                "halobox = \"{halobox}\"\nssh_options = [\"UserKnownHostsFile={}\", \"IdentityFile={}\", \"IdentitiesOnly=yes\"]\n\
+                "halobox = \"{}\"\nssh_options = {}\n\
                  [[node]]\nname = \"a\"\nssh = \"root@{a}\"\nip = \"{a}\"\n\
                  [[node]]\nname = \"b\"\nssh = \"root@{b}\"\nip = \"{b}\"\n",
-                self.path("known_hosts").display(),
-                self.path("client_key").display(),
+                env!("CARGO_BIN_EXE_halobox"),
+                serde_json::to_string(ssh_options).unwrap(),
                 a = self.ip(1),
                 b = self.ip(2),
             ),
         )
         .unwrap();
-        Command::new("ip")
-            .args(["netns", "exec", &self.ns('a'), halobox, "bench", "run"])
-            .arg("--cluster")
-            .arg(&file)
-            .args(extra)
-            .env_remove("SSH_AUTH_SOCK")
-            .output()
-            .expect("run halobox")
+        file
     }
 
-    /// Processes in namespace b other than its sshd listener, waited for
-    /// (bounded) to go away.
+    /// `halobox bench run --cluster FILE …` from node a: both nodes in
+    /// a cluster file, the peer (b) and this machine (a) found from it.
+    fn bench_via_cluster(&self, extra: &[&str]) -> Output {
+        let file = self.cluster_file("cluster.toml", &self.nodes.ssh_options());
+        let mut args = vec!["bench", "run", "--cluster", file.to_str().unwrap()];
+        args.extend(extra);
+        self.nodes.halobox('a', &args)
+    }
+
+    /// Processes left on the peer (b), waited for (bounded) to go away.
     fn leftovers_in_peer(&self) -> Vec<String> {
-        let deadline = Instant::now() + Duration::from_secs(10);
-        loop {
-            let out = Command::new("ip")
-                .args(["netns", "pids", &self.ns('b')])
-                .output()
-                .unwrap();
-            let sshd = std::fs::read_to_string(self.path("sshd_b.pid")).unwrap_or_default();
-            let left: Vec<String> = String::from_utf8_lossy(&out.stdout)
-                .split_whitespace()
-                .filter(|p| *p != sshd.trim())
-                .filter_map(|p| std::fs::read_to_string(format!("/proc/{p}/cmdline")).ok())
-                .map(|c| c.replace('\0', " "))
-                .collect();
-            if left.is_empty() || Instant::now() > deadline {
-                return left;
-            }
-            std::thread::sleep(Duration::from_millis(100));
-        }
-    }
-}
-
-impl Drop for Hosts {
-    fn drop(&mut self) {
-        let _ = Command::new("bash")
-            .arg(script("down.sh"))
-            .arg(&self.tag)
-            .arg(self.dir.path())
-            .output();
+        self.nodes.leftovers('b', Duration::from_secs(10))
     }
 }
 
@@ -291,11 +247,7 @@ fn tcp_leg_between_namespaces_over_real_sshd() {
     let from = run2["options"]["peer_from"].as_str().unwrap();
     assert!(
         from.contains("node b of")
-            && from.contains(&format!(
-                "this machine is a: hb{}a holds {}",
-                hosts.tag,
-                hosts.ip(1)
-            )),
+            && from.contains(&format!("this machine is a: dp0 holds {}", hosts.ip(1))),
         "{from}"
     );
     assert_eq!(run2["paths"][0]["local_ip"], hosts.ip(1));
@@ -335,7 +287,7 @@ fn unreachable_peer_is_named_with_the_fix() {
     assert_eq!(out.status.code(), Some(1));
     let err = text(&out.stderr);
     assert!(
-        err.contains(&format!("cannot reach the peer root@{nobody} over ssh")),
+        err.contains(&format!("the peer root@{nobody}: cannot reach it over ssh")),
         "{err}"
     );
     assert!(
@@ -347,4 +299,198 @@ fn unreachable_peer_is_named_with_the_fix() {
         !Path::new(&hosts.path("none")).exists(),
         "nothing is saved when the peer is unreachable"
     );
+}
+
+/// Runs `cmd` to its end, sampling its peak resident memory (VmHWM, KiB).
+fn output_and_peak_rss(mut cmd: Command) -> (Output, u64) {
+    let child = cmd
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("run halobox");
+    let status = format!("/proc/{}/status", child.id());
+    let waiter = std::thread::spawn(move || child.wait_with_output().unwrap());
+    let mut peak = 0;
+    while !waiter.is_finished() {
+        let s = std::fs::read_to_string(&status).unwrap_or_default();
+        if s.lines().any(|l| l == "Name:\thalobox")
+            && let Some(kib) = s
+                .lines()
+                .find_map(|l| l.strip_prefix("VmHWM:"))
+                .and_then(|v| v.trim().trim_end_matches(" kB").parse::<u64>().ok())
+        {
+            peak = peak.max(kib);
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    (waiter.join().unwrap(), peak)
+}
+
+#[test]
+fn remote_output_arrives_stripped_and_bounded() {
+    let hosts = Hosts::up();
+    // The peer's "halobox" prints 48 MB of coloured noise with carriage
+    // returns and bells, then a last line full of escapes, and fails.
+    let noisy = write_script(
+        hosts.nodes.dir.path(),
+        "noisy-halobox",
+        // 17 bytes a line: 2823530 whole lines.
+        r"yes $(printf '\033[31mnoise\033[0m\r\007') | head -c 48000010
+printf '\033[2J\033]0;title\007last \033[1mwords\033[0m\r\302\205done\n'
+exit 1",
+    );
+    let cmd = hosts.bench_cmd(
+        &hosts.ip(2),
+        &hosts.nodes.ssh_options(),
+        noisy.to_str().unwrap(),
+        &["--no-rdma", "--save", hosts.path("none").to_str().unwrap()],
+    );
+    let (out, peak_kib) = output_and_peak_rss(cmd);
+    let err = text(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert!(
+        err.contains(&format!(
+            "the peer root@{}: `halobox bench probe` failed (exit 1):",
+            hosts.ip(2)
+        )),
+        "{err}"
+    );
+    assert!(err.contains("noise / last wordsdone"), "{err:?}");
+    assert!(
+        !err.contains(|c: char| c.is_control() && c != '\n'),
+        "control characters reached the terminal: {err:?}"
+    );
+    // What was not kept is said, and the message stays short.
+    assert!(err.contains("bytes of output not kept]"), "{err}");
+    assert!(err.len() < 2000, "{} bytes: {err}", err.len());
+    // 48 MB went by; halobox kept about 1 MiB of it.
+    eprintln!("halobox peaked at {peak_kib} KiB with 48 MB of remote output");
+    assert!(peak_kib > 0, "halobox's memory was not sampled");
+    assert!(peak_kib < 40_000, "halobox peaked at {peak_kib} KiB");
+}
+
+#[test]
+fn killing_halobox_stops_what_it_started_on_the_peer() {
+    let hosts = Hosts::up();
+    let mut run = hosts
+        .bench_cmd(
+            &hosts.ip(2),
+            &hosts.nodes.ssh_options(),
+            env!("CARGO_BIN_EXE_halobox"),
+            &[
+                "--no-rdma",
+                "--duration",
+                "60",
+                "--save",
+                hosts.path("run").to_str().unwrap(),
+            ],
+        )
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    assert!(
+        hosts
+            .nodes
+            .wait_for_process('b', "bench serve", Duration::from_secs(30)),
+        "the halobox server never started on the peer"
+    );
+    sigkill(&mut run);
+    let t = Instant::now();
+    assert_eq!(hosts.leftovers_in_peer(), Vec::<String>::new());
+    assert!(t.elapsed() < Duration::from_secs(10));
+}
+
+#[test]
+fn unknown_host_keys_are_refused_whatever_the_options_say() {
+    let hosts = Hosts::up();
+    let peer = hosts.ip(2);
+    let empty = hosts.path("empty_known_hosts");
+    std::fs::write(&empty, "").unwrap();
+    let key = format!("IdentityFile={}", hosts.path("client_key").display());
+    let unknown = vec![
+        format!("UserKnownHostsFile={}", empty.display()),
+        key.clone(),
+        "IdentitiesOnly=yes".to_string(),
+    ];
+
+    // ~/.ssh/config says StrictHostKeyChecking no: ssh still refuses the
+    // peer's key, which is in no known_hosts file. (ssh reads the home of
+    // the passwd entry, so a home of our own is bind-mounted over it.)
+    let home = hosts.path("home");
+    std::fs::create_dir_all(home.join(".ssh")).unwrap();
+    std::fs::write(
+        home.join(".ssh/config"),
+        "Host *\n  StrictHostKeyChecking no\n  UserKnownHostsFile /dev/null\n",
+    )
+    .unwrap();
+    let pw_home = nix::unistd::User::from_uid(nix::unistd::getuid())
+        .unwrap()
+        .unwrap()
+        .dir;
+    let inner = hosts.bench_cmd(
+        &peer,
+        &unknown,
+        env!("CARGO_BIN_EXE_halobox"),
+        &["--no-rdma", "--save", hosts.path("none").to_str().unwrap()],
+    );
+    let out = Command::new("unshare")
+        .args(["--mount", "--propagation", "private", "sh", "-c"])
+        .arg(r#"mount --bind "$1" "$2" && shift 2 && exec "$@""#)
+        .arg("with-home")
+        .arg(&home)
+        .arg(&pw_home)
+        .arg(inner.get_program())
+        .args(inner.get_args())
+        .env_remove("SSH_AUTH_SOCK")
+        .output()
+        .unwrap();
+    let err = text(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert!(
+        err.contains(&format!("the peer root@{peer}: cannot reach it over ssh"))
+            && err.contains("Host key verification failed"),
+        "{err}"
+    );
+    assert_eq!(
+        std::fs::read_to_string(&empty).unwrap(),
+        "",
+        "a key was recorded"
+    );
+
+    // A cluster file (or --ssh-option) cannot lower it either, however the
+    // option is spelled; nor point known_hosts at /dev/null.
+    for bad in [
+        "StrictHostKeyChecking\tno",
+        "stricthostkeychecking = accept-new",
+        "UserKnownHostsFile=/dev//null",
+        "ProxyCommand=nc %h %p",
+    ] {
+        let mut opts = unknown.clone();
+        opts.push(bad.to_string());
+        let file = hosts.cluster_file("bad.toml", &opts);
+        let out = hosts.nodes.halobox(
+            'a',
+            &[
+                "bench",
+                "run",
+                "--cluster",
+                file.to_str().unwrap(),
+                "--no-rdma",
+            ],
+        );
+        let err = text(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{bad}: {err}");
+        assert!(err.contains(&format!("ssh option {bad:?}")), "{bad}: {err}");
+        assert!(err.contains("hint:"), "{bad}: {err}");
+        let out = hosts
+            .bench_cmd(&peer, &opts, env!("CARGO_BIN_EXE_halobox"), &["--no-rdma"])
+            .output()
+            .unwrap();
+        let err = text(&out.stderr);
+        assert_eq!(out.status.code(), Some(1), "{bad}: {err}");
+        assert!(err.contains(&format!("ssh option {bad:?}")), "{bad}: {err}");
+    }
+    assert_eq!(std::fs::read_to_string(&empty).unwrap(), "");
+    assert!(!Path::new(&hosts.path("none")).exists());
 }

@@ -289,10 +289,15 @@ fn down_dry_run_prints_ssh_commands() {
         .unwrap();
     let (stdout, stderr) = out(&o);
     assert!(o.status.success(), "{stderr}");
-    assert!(stdout.contains("root@n1: ssh -o BatchMode=yes"), "{stdout}");
     assert!(
-        stdout.contains("-- root@n2 'halobox enter vllm -- ray stop'"),
+        stdout.contains("root@n1: ssh -o StrictHostKeyChecking=yes -o BatchMode=yes"),
         "{stdout}"
     );
-    assert!(!stdout.contains("StrictHostKeyChecking"));
+    // `ray stop` runs under the guard that stops it when halobox goes away.
+    assert!(
+        stdout.contains("-- root@n2 'setsid -w sh -c ")
+            && stdout.contains("halobox-guard halobox enter vllm -- ray stop'"),
+        "{stdout}"
+    );
+    assert!(!stdout.contains("StrictHostKeyChecking=no"));
 }

@@ -1,15 +1,20 @@
-//! `halobox cluster up/status/down` end to end on three test nodes: network
-//! namespaces on one bridge (MTU 9000, 9000 and 1500), each with its own
-//! sshd (key-only), PID and mount namespace, and real Ray from PyPI through
-//! the `host` backend. Needs root, iproute2, openssh-server and the Ray venv
+//! `halobox cluster up/status/down` end to end on three test nodes
+//! (scripts/netns/nodes.sh): network namespaces on one bridge (MTU 9000,
+//! 9000 and 1500), each with its own sshd (key-only), PID and mount
+//! namespace, and real Ray from PyPI through the `host` backend; and the
+//! remote runner under the cluster commands (output stripped and bounded,
+//! the nodes' side stopped when halobox is killed). Needs root, iproute2, openssh-server and the Ray venv
 //! (scripts/test.sh makes it: scripts/ray-venv.sh); a missing piece fails.
 //! Traffic stays inside the namespaces; every process is killed at the end.
 
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use serde_json::Value;
+
+mod common;
+use common::netns::{self, sigkill, write_script};
 
 /// The `ray` of the test venv (HALOBOX_TEST_RAY overrides it).
 fn ray() -> String {
@@ -22,56 +27,35 @@ fn ray() -> String {
     ray
 }
 
-fn script() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("scripts/cluster-netns.sh")
-}
-
-/// Test nodes a, b, c; removed (with every process in them) on drop.
+/// Test nodes a, b, c (scripts/netns/nodes.sh).
 struct Nodes {
-    tag: String,
-    n: u32,
-    dir: tempfile::TempDir,
+    nodes: netns::Nodes,
 }
 
 impl Nodes {
     fn up(mtus: &[&str]) -> Nodes {
-        let tag = format!("{}", std::process::id() % 100_000);
-        let n = std::process::id() % 250 + 1;
-        let dir = tempfile::tempdir().expect("tempdir");
-        let nodes = Nodes { tag, n, dir };
-        let out = Command::new("bash")
-            .arg(script())
-            .args(["up", &nodes.tag, &n.to_string()])
-            .arg(nodes.dir.path())
-            .args(mtus)
-            .output()
-            .expect("run scripts/cluster-netns.sh");
-        assert!(
-            out.status.success(),
-            "scripts/cluster-netns.sh failed (run the tests as root with iproute2 and openssh-server):\n{}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        nodes
+        Nodes {
+            nodes: netns::Nodes::up(mtus),
+        }
     }
 
     fn ns(&self, side: char) -> String {
-        format!("hbc-{}-{side}", self.tag)
+        self.nodes.ns(side)
     }
 
     fn ip(&self, i: u32) -> String {
-        format!("10.78.{}.{i}", self.n)
+        self.nodes.ip(i)
     }
 
-    /// A cluster file over the first `count` nodes.
-    fn config(&self, count: u32, timeout_s: u32) -> PathBuf {
-        let d = self.dir.path().display();
+    /// A cluster file over the first `count` nodes, `halobox` on them.
+    fn config_with(&self, count: u32, timeout_s: u32, halobox: &str, name: &str) -> PathBuf {
         let mut t = format!(
-            "ray = \"{}\"\nhalobox = \"{}\"\ntimeout_s = {timeout_s}\n\
+            "ray = \"{}\"\nhalobox = \"{halobox}\"\ntimeout_s = {timeout_s}\n\
              ray_args = [\"--object-store-memory=80000000\"]\n\
              ray_head_args = [\"--include-dashboard=false\"]\n\
-             ssh_options = [\"UserKnownHostsFile={d}/known_hosts\", \"IdentityFile={d}/client_key\", \"IdentitiesOnly=yes\"]\n",
+             ssh_options = {}\n",
             ray(),
-            env!("CARGO_BIN_EXE_halobox")
+            serde_json::to_string(&self.nodes.ssh_options()).unwrap(),
         );
         for i in 1..=count {
             let name = char::from(b'a' + u8::try_from(i - 1).unwrap());
@@ -80,67 +64,43 @@ impl Nodes {
                 ip = self.ip(i)
             ));
         }
-        let p = self.dir.path().join(format!("cluster{count}.toml"));
+        let p = self.nodes.path(name);
         std::fs::write(&p, t).unwrap();
         p
     }
 
-    /// `halobox cluster ARGS --cluster FILE`, run on node a (the head).
-    fn halobox(&self, args: &[&str], file: &Path) -> Output {
-        Command::new("ip")
-            .args([
-                "netns",
-                "exec",
-                &self.ns('a'),
-                env!("CARGO_BIN_EXE_halobox"),
-                "cluster",
-            ])
-            .args(args)
-            .arg("--cluster")
-            .arg(file)
-            .env_remove("SSH_AUTH_SOCK")
-            .env("XDG_STATE_HOME", self.dir.path().join("state"))
-            .output()
-            .expect("run halobox")
+    /// A cluster file over the first `count` nodes.
+    fn config(&self, count: u32, timeout_s: u32) -> PathBuf {
+        self.config_with(
+            count,
+            timeout_s,
+            env!("CARGO_BIN_EXE_halobox"),
+            &format!("cluster{count}.toml"),
+        )
     }
 
-    /// Command names of the processes on node `side` other than the node's
-    /// own (unshare, bash, sshd), waited for (bounded) to go away.
+    /// `halobox cluster ARGS --cluster FILE`, on node a (the head), not waited for.
+    fn spawn(&self, args: &[&str], file: &Path) -> Command {
+        let mut all = vec!["cluster"];
+        all.extend(args);
+        all.extend(["--cluster", file.to_str().unwrap()]);
+        self.nodes.spawn_halobox('a', &all)
+    }
+
+    /// `halobox cluster ARGS --cluster FILE`, run on node a (the head).
+    fn halobox(&self, args: &[&str], file: &Path) -> Output {
+        self.spawn(args, file).output().expect("run halobox")
+    }
+
+    /// Command lines of the processes on node `side` other than the node's
+    /// own, waited for (bounded) to go away.
     fn ray_processes(&self, side: char) -> Vec<String> {
-        let deadline = Instant::now() + Duration::from_secs(15);
-        loop {
-            let out = Command::new("ip")
-                .args(["netns", "pids", &self.ns(side)])
-                .output()
-                .unwrap();
-            let left: Vec<String> = String::from_utf8_lossy(&out.stdout)
-                .split_whitespace()
-                .filter_map(|p| std::fs::read_to_string(format!("/proc/{p}/cmdline")).ok())
-                .map(|c| c.replace('\0', " ").trim().to_string())
-                .filter(|c| !c.is_empty())
-                .filter(|c| {
-                    !c.starts_with("unshare") && !c.starts_with("bash") && !c.contains("sshd")
-                })
-                .collect();
-            if left.is_empty() || Instant::now() > deadline {
-                return left;
-            }
-            std::thread::sleep(Duration::from_millis(100));
-        }
+        self.nodes.leftovers(side, Duration::from_secs(15))
     }
 
     /// Kills node `side`'s sshd (its listener and sessions).
     fn kill_sshd(&self, side: char) {
-        let out = Command::new("ip")
-            .args(["netns", "pids", &self.ns(side)])
-            .output()
-            .unwrap();
-        for pid in String::from_utf8_lossy(&out.stdout).split_whitespace() {
-            let cmd = std::fs::read_to_string(format!("/proc/{pid}/cmdline")).unwrap_or_default();
-            if cmd.contains("sshd") {
-                let _ = Command::new("kill").arg(pid).status();
-            }
-        }
+        self.nodes.kill_sshd(side);
     }
 
     /// A process holding `port` on node a's address.
@@ -170,16 +130,6 @@ impl Nodes {
         .unwrap();
         assert_eq!(line.trim(), "ready");
         child
-    }
-}
-
-impl Drop for Nodes {
-    fn drop(&mut self) {
-        let _ = Command::new("bash")
-            .arg(script())
-            .args(["down", &self.tag])
-            .arg(self.dir.path())
-            .output();
     }
 }
 
@@ -320,5 +270,65 @@ fn cluster_up_status_down_and_failures() {
     for side in ['a', 'b', 'c'] {
         let left = nodes.ray_processes(side);
         assert!(left.is_empty(), "left on {side}: {left:?}");
+    }
+}
+
+#[test]
+fn node_output_is_stripped_and_a_killed_halobox_stops_the_nodes_side() {
+    let nodes = Nodes::up(&["9000", "9000"]);
+    let dir = nodes.nodes.dir.path();
+
+    // Each node's "halobox" prints 3 MB of coloured noise (1 MB without the
+    // escapes, just above what is kept), then escapes, and fails: preflight
+    // names the node with clean, short words.
+    let noisy = write_script(
+        dir,
+        "noisy-halobox",
+        // 17 bytes a line: 176471 whole lines.
+        r"yes $(printf '\033[31mnoise\033[0m\r\007') | head -c 3000007
+printf '\033]0;title\007last \033[1mwords\033[0m\r\302\205done\n'
+exit 1",
+    );
+    let file = nodes.config_with(2, 60, noisy.to_str().unwrap(), "noisy.toml");
+    let out = nodes.halobox(&["up"], &file);
+    assert_eq!(out.status.code(), Some(1), "{}", text(&out));
+    let all = text(&out);
+    for (x, i) in [('a', 1), ('b', 2)] {
+        assert!(
+            all.contains(&format!(
+                "FAIL reach [{x}]: node {x} (root@{}): `halobox cluster join --dry-run` failed (exit 1): noise / noise / noise / last wordsdone [halobox: ",
+                nodes.ip(i)
+            )),
+            "{all:?}"
+        );
+    }
+    assert!(
+        !all.contains(|c: char| c.is_control() && c != '\n'),
+        "control characters reached the terminal: {all:?}"
+    );
+    assert!(all.len() < 4000, "{} bytes: {all}", all.len());
+
+    // A node command that hangs, and ignores SIGTERM: killing halobox
+    // stops it on every node (TERM, then KILL after the grace).
+    let stubborn = write_script(dir, "stubborn-halobox", "trap '' TERM\nsleep 3171 &\nwait");
+    let file = nodes.config_with(2, 60, stubborn.to_str().unwrap(), "stubborn.toml");
+    let mut up = nodes
+        .spawn(&["up"], &file)
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    for x in ['a', 'b'] {
+        assert!(
+            nodes
+                .nodes
+                .wait_for_process(x, "sleep 3171", Duration::from_secs(30)),
+            "the command never started on {x}"
+        );
+    }
+    sigkill(&mut up);
+    for x in ['a', 'b'] {
+        let left = nodes.nodes.leftovers(x, Duration::from_secs(15));
+        assert!(left.is_empty(), "left on {x}: {left:?}");
     }
 }

@@ -124,40 +124,28 @@ pub const TCP_LATENCY_BYTES: u32 = 64;
 /// Seconds the halobox server waits for a connection before exiting.
 pub const SERVE_IDLE_S: u32 = 60;
 
-/// Stops the server when ssh's stdin closes (halobox exits or is killed),
-/// so nothing is left running on the peer.
-const GUARD: &str = "exec 3<&0; \"$@\" 3<&- & p=$!; (cat <&3 >/dev/null 2>&1; kill $p 2>/dev/null) >/dev/null 2>&1 & exec 3<&-; wait $p";
-
-/// ssh options halobox refuses: they turn off host key checking.
-pub fn unsafe_ssh_option(opt: &str) -> bool {
-    crate::ssh::unsafe_option(opt)
+/// The peer as the remote runner reaches it.
+pub fn peer(opts: &BenchOptions) -> crate::remote::Node {
+    crate::remote::Node::new(
+        &opts.peer,
+        &opts.ssh_options,
+        format!("the peer {}", opts.peer),
+        format!(
+            "install halobox (and the tool) there, or pass halobox's path with --peer-halobox PATH (now {})",
+            opts.peer_halobox
+        ),
+    )
 }
 
-/// The ssh command that runs `remote` (one string for the peer's shell).
-pub fn ssh(opts: &BenchOptions, remote: &str) -> Vec<String> {
-    crate::ssh::command(&opts.peer, &opts.ssh_options, remote)
-}
-
-/// The peer's shell command that runs `server` under the stdin guard.
-pub fn guarded(server: &[String]) -> String {
-    let mut s = format!("sh -c {} halobox-guard", crate::shell::quote(GUARD));
-    for a in server {
-        s.push(' ');
-        s.push_str(&crate::shell::quote(a));
-    }
-    s
-}
-
-/// The probe of the peer's end of `path`.
+/// The probe of the peer's end of `path` (argv on the peer).
 pub fn probe_command(opts: &BenchOptions, path: &PathSpec) -> Vec<String> {
-    let remote = crate::shell::line(&[
+    vec![
         opts.peer_halobox.clone(),
         "bench".into(),
         "probe".into(),
         "--ip".into(),
         path.peer_ip.to_string(),
-    ]);
-    ssh(opts, &remote)
+    ]
 }
 
 /// Builds the plan. `ends[i]` is path i's local context and the peer's
@@ -405,6 +393,7 @@ pub fn rdma_skip(
 pub fn render(opts: &BenchOptions, plan: &Plan) -> String {
     use std::fmt::Write;
     let mut out = String::new();
+    let peer = peer(opts);
     if let Some(from) = &opts.peer_from {
         let _ = writeln!(out, "peer {}: {from}", opts.peer);
     }
@@ -417,12 +406,12 @@ pub fn render(opts: &BenchOptions, plan: &Plan) -> String {
         let _ = writeln!(
             out,
             "  probe the peer:\n    {}",
-            crate::shell::line(&probe_command(opts, &p.spec))
+            crate::shell::line(&peer.argv(&probe_command(opts, &p.spec)))
         );
         let _ = writeln!(
             out,
             "  halobox server on the peer (TCP legs):\n    {}",
-            crate::shell::line(&ssh(opts, &guarded(&p.tcp_server)))
+            crate::shell::line(&peer.argv(&p.tcp_server))
         );
         for leg in &p.legs {
             let _ = writeln!(
@@ -437,11 +426,7 @@ pub fn render(opts: &BenchOptions, plan: &Plan) -> String {
                 continue;
             }
             if let Some(server) = &leg.server {
-                let _ = writeln!(
-                    out,
-                    "    peer:  {}",
-                    crate::shell::line(&ssh(opts, &guarded(server)))
-                );
+                let _ = writeln!(out, "    peer:  {}", crate::shell::line(&peer.argv(server)));
             }
             let client = if leg.client.first().is_some_and(|c| c == "(built in)") {
                 leg.client.join(" ")
@@ -462,17 +447,5 @@ fn kind_name(kind: LegKind) -> &'static str {
         LegKind::RdmaLatency => "RDMA write latency",
         LegKind::RdmaBandwidth => "RDMA write bandwidth",
         LegKind::RdmaSweep => "RDMA write bandwidth, every message size",
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn quoting() {
-        assert!(unsafe_ssh_option("StrictHostKeyChecking=no"));
-        assert!(unsafe_ssh_option("UserKnownHostsFile=/dev/null"));
-        assert!(!unsafe_ssh_option("UserKnownHostsFile=/tmp/kh"));
     }
 }

@@ -11,18 +11,17 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use anyhow::{Context, bail};
 
 use super::counters::Snapshots;
-use super::plan::{self, BenchOptions, Leg, LegKind, PathPlan, PathSpec, Plan, guarded, ssh};
+use super::plan::{self, BenchOptions, Leg, LegKind, PathPlan, PathSpec, Plan};
 use super::probe::{self, NodeContext};
 use super::results::{self, LegRecord, LegStatus, PathRecord, RunRecord, SCHEMA_VERSION};
 use super::tcp::{self, LatencyOptions, Target};
 use crate::host::rdma::PortCounters;
 use crate::host::{HostRoot, Reader};
 use crate::proc::{self, Proc, WaitError};
+use crate::remote::{self, Node, STOP_GRACE};
 
 /// How long a server on the peer may take to say it listens.
 const READY_TIMEOUT: Duration = Duration::from_secs(30);
-/// How long a server on the peer gets to stop after its ssh stdin closes.
-const STOP_GRACE: Duration = Duration::from_secs(5);
 /// Client attempts while a perftest or iperf3 server is not yet listening.
 const CLIENT_ATTEMPTS: u32 = 10;
 
@@ -62,52 +61,30 @@ pub fn paths(peer_ips: &[Ipv4Addr], iface_ips: &[Ipv4Addr]) -> anyhow::Result<Ve
 
 /// Asks the peer for its end of `path` (`halobox bench probe` over ssh).
 pub fn peer_context(opts: &BenchOptions, path: &PathSpec) -> anyhow::Result<NodeContext> {
-    let argv = plan::probe_command(opts, path);
-    let done = proc::run(&argv, Duration::from_secs(60))?;
-    let tail = last_lines(&done.output, 3);
-    match done.status.and_then(|s| s.code()) {
-        Some(0) => {}
-        Some(255) => bail!(
-            "cannot reach the peer {} over ssh: {tail}\n\
-             hint: `ssh -o BatchMode=yes {} true` must work without a password prompt: \
-             check the address, that sshd runs there, your key (ssh-copy-id) and known_hosts \
-             (ssh-keyscan, then verify the fingerprint)",
-            opts.peer,
-            opts.peer
-        ),
-        Some(127) => bail!(
-            "halobox is not installed on the peer {} ({} not found): {tail}\n\
-             hint: install halobox there, or pass its path with --peer-halobox PATH",
-            opts.peer,
-            opts.peer_halobox
-        ),
-        None => bail!("the peer {} did not answer within 60 s: {tail}", opts.peer),
-        Some(code) => bail!(
-            "`halobox bench probe` failed on the peer {} (exit {code}): {tail}",
-            opts.peer
-        ),
-    }
+    let peer = plan::peer(opts);
+    let done = peer.run_ok(
+        "`halobox bench probe`",
+        &plan::probe_command(opts, path),
+        Duration::from_secs(60),
+    )?;
     let line = done
         .stdout
         .lines()
         .rev()
         .find(|l| l.trim_start().starts_with('{'))
-        .with_context(|| format!("the peer {} printed no probe JSON: {tail}", opts.peer))?
+        .with_context(|| {
+            format!(
+                "{}: printed no probe JSON: {}",
+                peer.label(),
+                remote::tail(&done.output, 3)
+            )
+        })?
         .to_string();
-    serde_json::from_str(&line).with_context(|| {
+    remote::parse_json(&line).with_context(|| {
         format!(
             "the peer's halobox answered in a form this halobox does not read (different versions?): {line}"
         )
     })
-}
-
-fn last_lines(text: &str, n: usize) -> String {
-    let lines: Vec<&str> = text
-        .lines()
-        .map(str::trim)
-        .filter(|l| !l.is_empty())
-        .collect();
-    lines[lines.len().saturating_sub(n)..].join(" / ")
 }
 
 /// The UTC time now as RFC 3339 and as a folder name (`20250101T120000Z`).
@@ -225,10 +202,11 @@ fn run_path(
         .iter()
         .filter(|l| !matches!(l.kind, LegKind::TcpLatency | LegKind::TcpBandwidth))
     {
-        let server = leg.server.as_ref().map(|s| ssh(opts, &guarded(s)));
-        let commands: Vec<String> = server
+        let peer = plan::peer(opts);
+        let commands: Vec<String> = leg
+            .server
             .iter()
-            .map(|s| crate::shell::line(s))
+            .map(|s| crate::shell::line(&peer.argv(s)))
             .chain([crate::shell::line(&leg.client)])
             .collect();
         if let Some(reason) = &leg.skip {
@@ -241,7 +219,7 @@ fn run_path(
             ));
             continue;
         }
-        let server = server.expect("tool legs have a server");
+        let server = leg.server.as_deref().expect("tool legs have a server");
         if leg.kind != LegKind::Iperf3 && snaps.is_none() {
             let (here, peer) = counters_now(opts, &p.spec, local);
             snaps = Some(Snapshots {
@@ -252,8 +230,8 @@ fn run_path(
             });
         }
         let status = match leg.kind {
-            LegKind::Iperf3 => run_iperf3(opts, leg, &server, dir)?,
-            _ => run_perftest(opts, leg, &server, dir)?,
+            LegKind::Iperf3 => run_iperf3(opts, leg, server, dir)?,
+            _ => run_perftest(opts, leg, server, dir)?,
         };
         out.push(record(leg, commands, status));
     }
@@ -268,28 +246,24 @@ fn run_path(
     Ok((out, snaps))
 }
 
-/// Starts a server on the peer and waits for its ready line.
-fn start_server(argv: &[String], ready: impl Fn(&str) -> bool, what: &str) -> Result<Proc, String> {
-    let mut server = Proc::spawn(argv).map_err(|e| e.to_string())?;
-    match server.wait_for_line(ready, READY_TIMEOUT) {
-        Ok(()) => Ok(server),
-        Err(WaitError::Exited) => {
-            let out = server.output();
-            let mut msg = format!(
-                "{what} on the peer exited before listening: {}",
-                last_lines(&out, 3)
-            );
-            if out.contains("not found") {
-                msg.push_str(" (not installed on the peer? for halobox pass --peer-halobox PATH)");
-            }
-            Err(msg)
-        }
+/// Starts `server` (argv on the peer) under the guard and waits for its ready line.
+fn start_server(
+    peer: &Node,
+    server: &[String],
+    ready: impl Fn(&str) -> bool,
+    what: &str,
+) -> Result<Proc, String> {
+    let mut proc = peer.spawn(server).map_err(|e| e.to_string())?;
+    match proc.wait_for_line(ready, READY_TIMEOUT) {
+        Ok(()) => Ok(proc),
+        Err(WaitError::Exited) => Err(peer.error(what, &proc.wait(STOP_GRACE)).to_string()),
         Err(WaitError::Timeout) => {
-            let out = server.finish(STOP_GRACE);
+            let out = proc.finish(STOP_GRACE);
             Err(format!(
-                "{what} on the peer did not report listening within {} s: {}",
+                "{}: {what} did not report listening within {} s (stopped there): {}",
+                peer.label(),
                 READY_TIMEOUT.as_secs(),
-                last_lines(&out, 3)
+                remote::tail(&out, 3)
             ))
         }
     }
@@ -301,10 +275,12 @@ fn run_tcp(
     legs: &[&Leg],
     dir: &Path,
 ) -> anyhow::Result<Vec<LegRecord>> {
-    let server_argv = ssh(opts, &guarded(&p.tcp_server));
-    let commands = |leg: &Leg| vec![crate::shell::line(&server_argv), leg.client.join(" ")];
+    let peer = plan::peer(opts);
+    let server_line = crate::shell::line(&peer.argv(&p.tcp_server));
+    let commands = |leg: &Leg| vec![server_line.clone(), leg.client.join(" ")];
     let server = start_server(
-        &server_argv,
+        &peer,
+        &p.tcp_server,
         |l| l.starts_with(tcp::READY_PREFIX),
         "the halobox server",
     );
@@ -358,8 +334,9 @@ fn run_tcp(
                         format!("halobox TCP client to {}: {e}", target.peer)
                     } else {
                         format!(
-                            "the halobox server on the peer stopped: {}",
-                            last_lines(&server.output(), 3)
+                            "{}: the halobox server stopped: {}",
+                            peer.label(),
+                            remote::tail(&server.output(), 3)
                         )
                     },
                 }
@@ -380,10 +357,16 @@ fn backoff(attempt: u32) -> Duration {
 fn run_iperf3(
     opts: &BenchOptions,
     leg: &Leg,
-    server_argv: &[String],
+    server: &[String],
     dir: &Path,
 ) -> anyhow::Result<LegStatus> {
-    let server = start_server(server_argv, |l| l.contains("Server listening"), "iperf3 -s");
+    let peer = plan::peer(opts);
+    let server = start_server(
+        &peer,
+        server,
+        |l| l.contains("Server listening"),
+        "iperf3 -s",
+    );
     let server = match server {
         Ok(s) => s,
         Err(message) => return Ok(LegStatus::Failed { message }),
@@ -411,19 +394,21 @@ fn run_iperf3(
 fn run_perftest(
     opts: &BenchOptions,
     leg: &Leg,
-    server_argv: &[String],
+    server: &[String],
     dir: &Path,
 ) -> anyhow::Result<LegStatus> {
-    let mut server = Proc::spawn(server_argv)?;
+    let peer = plan::peer(opts);
+    let mut server = peer.spawn(server)?;
     let timeout = Duration::from_secs(u64::from(opts.duration_s) + 60);
     let mut attempt = 0;
     let status = loop {
         if server.try_status().is_some() {
             break LegStatus::Failed {
                 message: format!(
-                    "{} on the peer exited before the client connected: {}",
+                    "{}: {} exited before the client connected: {}",
+                    peer.label(),
                     leg.client[0],
-                    last_lines(&server.output(), 3)
+                    remote::tail(&server.output(), 3)
                 ),
             };
         }

@@ -221,23 +221,9 @@ impl ClusterConfig {
         if self.ray.trim().is_empty() || self.halobox.trim().is_empty() {
             return Err("ray and halobox must name commands (default: `ray`, `halobox`)".into());
         }
-        if let Some(bad) = self
-            .ssh_options
-            .iter()
-            .find(|o| crate::ssh::unsafe_option(o))
-        {
-            return Err(format!(
-                "ssh option {bad:?} turns off host key checking, which halobox refuses: add the nodes' keys to known_hosts instead"
-            ));
-        }
+        crate::ssh::check_options(&self.ssh_options)?;
         for (i, n) in self.nodes.iter().enumerate() {
-            if n.ssh.is_empty() || n.ssh.starts_with('-') || n.ssh.contains(char::is_whitespace) {
-                return Err(format!(
-                    "node {}: {:?} is not an ssh destination",
-                    i + 1,
-                    n.ssh
-                ));
-            }
+            crate::ssh::check_target(&n.ssh).map_err(|e| format!("node {}: {e}", i + 1))?;
             if n.ip.is_unspecified() || n.ip.is_loopback() || n.ip.is_broadcast() {
                 return Err(format!(
                     "node {}: {} cannot be a data-plane address: use the address of its RDMA (or LAN) interface",

@@ -16,7 +16,8 @@ use super::plan::{
     self, ContainerReport, Finding, JoinReport, Level, RayNodes, in_container, with_env,
 };
 use crate::host::HostFacts;
-use crate::proc::{self, Finished, Proc};
+use crate::proc::{Finished, Proc, WaitError};
+use crate::remote::{self, Failure, RemoteError};
 use crate::shell;
 
 /// This halobox's version (compared across nodes).
@@ -152,55 +153,31 @@ fn port_of(ray_start: &[String]) -> String {
         .to_string()
 }
 
-/// Runs `argv` (on the node) over ssh.
+/// `node` as the remote runner reaches it.
+fn remote_node(cfg: &ClusterConfig, node: &NodeConfig) -> remote::Node {
+    remote::Node::new(
+        &node.ssh,
+        &cfg.ssh_options,
+        format!("node {} ({})", node.label(), node.ssh),
+        "install halobox (and Ray in the container), or set `halobox`/`ray` in cluster.toml to their paths".into(),
+    )
+}
+
+/// The ssh argv that runs `argv` on `node` under the guard (as `--dry-run` prints it).
+pub fn node_argv(cfg: &ClusterConfig, node: &NodeConfig, argv: &[String]) -> Vec<String> {
+    remote_node(cfg, node).argv(argv)
+}
+
+/// Runs `argv` (on the node) over ssh under the guard; an error naming the
+/// node unless it exits 0.
 fn on_node(
     cfg: &ClusterConfig,
     node: &NodeConfig,
+    what: &str,
     argv: &[String],
     timeout: Duration,
-) -> anyhow::Result<Finished> {
-    let ssh = crate::ssh::command(&node.ssh, &cfg.ssh_options, &shell::line(argv));
-    Ok(proc::run(&ssh, timeout)?)
-}
-
-/// A failed remote command, in words that name the node.
-fn node_error(node: &NodeConfig, what: &str, done: &Finished) -> String {
-    let tail = last_lines(&done.output, 4);
-    let code = done.status.and_then(|s| s.code());
-    if crate::ssh::unreachable(code) {
-        format!(
-            "node {} ({}): cannot reach it over ssh: {tail}\n  hint: {}",
-            node.label(),
-            node.ssh,
-            crate::ssh::reach_hint(&node.ssh)
-        )
-    } else if code == Some(127) {
-        format!(
-            "node {}: a command is missing there ({what}): {tail}\n  hint: install halobox (and Ray in the container), or set `halobox`/`ray` in cluster.toml to their paths",
-            node.label()
-        )
-    } else if code.is_none() {
-        format!(
-            "node {}: {what} did not finish in time: {tail}",
-            node.label()
-        )
-    } else {
-        format!("node {}: {what} failed: {tail}", node.label())
-    }
-}
-
-fn last_lines(text: &str, n: usize) -> String {
-    let lines: Vec<&str> = text
-        .lines()
-        .map(str::trim)
-        .filter(|l| !l.is_empty())
-        .collect();
-    let tail = lines[lines.len().saturating_sub(n)..].join(" / ");
-    if tail.is_empty() {
-        "(no output)".into()
-    } else {
-        tail
-    }
+) -> Result<Finished, RemoteError> {
+    remote_node(cfg, node).run_ok(what, argv, timeout)
 }
 
 /// Runs `f` for every node at once; results in node order.
@@ -220,26 +197,23 @@ pub fn reports(cfg: &ClusterConfig) -> Vec<Result<JoinReport, String>> {
         let done = on_node(
             cfg,
             node,
+            "`halobox cluster join --dry-run`",
             &plan::join_command(cfg, node, true),
             QUERY_TIMEOUT,
         )
-        .map_err(|e| format!("node {}: {e:#}", node.label()))?;
-        if done.status.is_some_and(|s| s.success()) {
-            let line = done
-                .stdout
-                .lines()
-                .rev()
-                .find(|l| l.starts_with('{'))
-                .unwrap_or("");
-            serde_json::from_str(line).map_err(|e| {
-                format!(
-                    "node {}: its halobox answered in a form this one does not read ({e}): different versions? install the same halobox everywhere",
-                    node.label()
-                )
-            })
-        } else {
-            Err(node_error(node, "`halobox cluster join --dry-run`", &done))
-        }
+        .map_err(|e| e.to_string())?;
+        let line = done
+            .stdout
+            .lines()
+            .rev()
+            .find(|l| l.starts_with('{'))
+            .unwrap_or("");
+        remote::parse_json(line).map_err(|e| {
+            format!(
+                "node {}: its halobox answered in a form this one does not read ({e}): different versions? install the same halobox everywhere",
+                node.label()
+            )
+        })
     })
 }
 
@@ -249,12 +223,10 @@ pub fn ray_nodes(cfg: &ClusterConfig, want: usize, timeout_s: u64) -> anyhow::Re
     let done = on_node(
         cfg,
         head,
+        "the Ray state query",
         &plan::nodes_query(cfg, want, timeout_s, false),
         Duration::from_secs(timeout_s + 60),
     )?;
-    if !done.status.is_some_and(|s| s.success()) {
-        bail!("{}", node_error(head, "the Ray state query", &done));
-    }
     parse_nodes(head, &done.stdout, &done.output)
 }
 
@@ -264,11 +236,11 @@ fn parse_nodes(head: &NodeConfig, stdout: &str, output: &str) -> anyhow::Result<
         .rev()
         .find(|l| l.starts_with('{'))
         .unwrap_or("");
-    serde_json::from_str(line).with_context(|| {
+    remote::parse_json(line).with_context(|| {
         format!(
             "node {}: the Ray state query printed no node table: {}",
             head.label(),
-            last_lines(output, 4)
+            remote::tail(output, 4)
         )
     })
 }
@@ -276,41 +248,43 @@ fn parse_nodes(head: &NodeConfig, stdout: &str, output: &str) -> anyhow::Result<
 /// The Ray state query, started now and read later (it overlaps the
 /// workers' start); dropping it stops it on the head too.
 struct Waiter {
+    node: remote::Node,
     proc: Proc,
     timeout: Duration,
 }
 
 impl Waiter {
     fn start(cfg: &ClusterConfig, want: usize, timeout_s: u64) -> anyhow::Result<Waiter> {
-        // An API exec (podman, docker) gives the command no stdin to watch.
+        // An API exec (podman, docker) gives the command no stdin to watch;
+        // the guard stops what runs on the host either way.
         let watch = !matches!(
             cfg.head().backend,
             NodeBackend::Podman | NodeBackend::Docker
         );
-        let argv = plan::nodes_query(cfg, want, timeout_s, watch);
-        let ssh = crate::ssh::command(&cfg.head().ssh, &cfg.ssh_options, &shell::line(&argv));
+        let node = remote_node(cfg, cfg.head());
+        let proc = node.spawn(&plan::nodes_query(cfg, want, timeout_s, watch))?;
         Ok(Waiter {
-            proc: Proc::spawn(&ssh)?,
+            node,
+            proc,
             timeout: Duration::from_secs(timeout_s + 60),
         })
     }
 
     fn result(mut self, head: &NodeConfig) -> anyhow::Result<RayNodes> {
-        let _ = self
+        let waited = self
             .proc
             .wait_for_line(|l| l.starts_with('{'), self.timeout);
-        let stdout = self.proc.stdout();
-        let status = self.proc.try_status();
-        let output = self.proc.finish(Duration::from_secs(5));
-        if !stdout.lines().any(|l| l.starts_with('{')) {
-            let done = Finished {
-                status,
-                output,
-                stdout,
-            };
-            bail!("{}", node_error(head, "the Ray state query", &done));
+        let done = match waited {
+            Err(WaitError::Timeout) => Finished {
+                timed_out: Some(self.timeout),
+                ..self.proc.wait(remote::STOP_GRACE)
+            },
+            _ => self.proc.complete(remote::STOP_GRACE, remote::STOP_GRACE),
+        };
+        if !done.stdout.lines().any(|l| l.starts_with('{')) {
+            bail!("{}", self.node.error("the Ray state query", &done));
         }
-        parse_nodes(head, &stdout, &output)
+        parse_nodes(head, &done.stdout, &done.output)
     }
 }
 
@@ -407,11 +381,7 @@ pub fn up(
             println!("  on the node: {}", shell::line(&r.command));
             println!(
                 "  from here:   {}",
-                shell::line(&crate::ssh::command(
-                    &node.ssh,
-                    &cfg.ssh_options,
-                    &shell::line(&plan::join_command(cfg, node, false))
-                ))
+                shell::line(&node_argv(cfg, node, &plan::join_command(cfg, node, false)))
             );
         }
         println!(
@@ -423,18 +393,15 @@ pub fn up(
         return Ok(());
     }
     let start = |node: &NodeConfig| -> Result<(), String> {
-        let done = on_node(
+        on_node(
             cfg,
             node,
+            "`halobox cluster join`",
             &plan::join_command(cfg, node, false),
             JOIN_TIMEOUT,
         )
-        .map_err(|e| format!("node {}: {e:#}", node.label()))?;
-        if done.status.is_some_and(|s| s.success()) {
-            Ok(())
-        } else {
-            Err(node_error(node, "`halobox cluster join`", &done))
-        }
+        .map(|_| ())
+        .map_err(|e| e.to_string())
     };
     let cleanup =
         "\n  hint: the nodes already started keep running; `halobox cluster down` stops them";
@@ -573,25 +540,29 @@ pub fn down(cfg: &ClusterConfig) -> Vec<DownResult> {
             outcome: outcome.into(),
             detail,
         };
-        match on_node(cfg, node, &plan::stop_command(cfg, node), QUERY_TIMEOUT) {
-            Err(e) => res("failed", format!("{e:#}")),
-            Ok(done) if done.status.is_some_and(|s| s.success()) => {
-                res("stopped", stop_summary(&done.output))
-            }
-            Ok(done) => {
-                let unreachable = crate::ssh::unreachable(done.status.and_then(|s| s.code()));
-                res(
-                    if unreachable { "unreachable" } else { "failed" },
-                    node_error(node, "`ray stop`", &done),
-                )
-            }
+        match on_node(
+            cfg,
+            node,
+            "`ray stop`",
+            &plan::stop_command(cfg, node),
+            QUERY_TIMEOUT,
+        ) {
+            Ok(done) => res("stopped", stop_summary(&done.output)),
+            Err(e) => res(
+                if e.failure == Failure::Unreachable {
+                    "unreachable"
+                } else {
+                    "failed"
+                },
+                e.message,
+            ),
         }
     })
 }
 
 /// `ray stop`'s verdict without its log prefixes ("Stopped all 5 Ray processes.").
 fn stop_summary(output: &str) -> String {
-    let last = last_lines(output, 1);
+    let last = remote::tail(output, 1);
     last.rsplit(" -- ")
         .next()
         .unwrap_or(&last)

@@ -6,7 +6,7 @@ use std::path::Path;
 use std::process::ExitCode;
 use std::time::Duration;
 
-use anyhow::{Context, bail};
+use anyhow::Context;
 
 use crate::bench::plan::{self, BenchOptions, RdmaMode};
 use crate::bench::probe::{self, NodeContext};
@@ -124,11 +124,8 @@ fn options(
     peer: Peer,
     paths: Vec<plan::PathSpec>,
 ) -> anyhow::Result<BenchOptions> {
-    if let Some(bad) = peer.ssh_options.iter().find(|o| plan::unsafe_ssh_option(o)) {
-        bail!(
-            "--ssh-option {bad} would turn off host key checking; halobox does not do that (add the peer's key to known_hosts instead)"
-        );
-    }
+    crate::ssh::check_target(&peer.ssh).map_err(|e| anyhow::anyhow!("the peer {e}"))?;
+    crate::ssh::check_options(&peer.ssh_options).map_err(anyhow::Error::msg)?;
     Ok(BenchOptions {
         peer: peer.ssh,
         peer_from: peer.from,

@@ -278,11 +278,7 @@ fn down(a: &ClusterDownArgs) -> anyhow::Result<ExitCode> {
             println!(
                 "{}: {}",
                 node.label(),
-                shell::line(&crate::ssh::command(
-                    &node.ssh,
-                    &cfg.ssh_options,
-                    &shell::line(&plan::stop_command(&cfg, node))
-                ))
+                shell::line(&run::node_argv(&cfg, node, &plan::stop_command(&cfg, node)))
             );
         }
         return Ok(ExitCode::SUCCESS);

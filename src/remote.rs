@@ -1,0 +1,388 @@
+//! Commands on another node over ssh, the one way halobox runs them: under
+//! a guard on the node that stops the command when this side goes away
+//! (halobox killed, timed out, or done waiting), output kept within
+//! [`OUTPUT_LIMIT`] with terminal control characters removed before
+//! anything prints it, and one wording for what went wrong, naming the node.
+
+use std::time::Duration;
+
+use crate::proc::{Capture, DROPPED_PREFIX, Finished, Proc};
+use crate::{shell, ssh};
+
+/// Bytes kept of a remote command's output (the newest), per log.
+pub const OUTPUT_LIMIT: usize = 1 << 20;
+
+/// How long a remote command gets to stop once halobox stops waiting.
+pub const STOP_GRACE: Duration = Duration::from_secs(5);
+
+const CAPTURE: Capture = Capture {
+    limit: OUTPUT_LIMIT,
+    clean: Some(printable),
+};
+
+/// Runs `"$@"` in a new session (`setsid`, so its process group is its
+/// own) with ssh's stdin, next to a watcher in the same group that reads a
+/// copy of that stdin. ssh's stdin closes when halobox closes it, exits or
+/// is killed, or the connection drops; if the command still runs then, the
+/// watcher signals its own process group (`kill 0`: TERM, then KILL after
+/// 5 s). No process id is ever signalled by number, and the `kill -0 $$`
+/// test cannot meet a reused id: the watcher keeps the group, and so the
+/// id, alive. When the command has ended by itself, what it left running
+/// (Ray's daemons after `ray start`) is not touched.
+const GUARD: &str = "trap \"exit 143\" TERM; exec 3<&0; \
+( ( trap \"\" TERM; cat <&3 >/dev/null 2>&1; kill -0 $$ 2>/dev/null || exit 0; kill -TERM 0; \
+i=0; while [ $i -lt 20 ] && kill -0 $$ 2>/dev/null; do sleep 0.25; i=$((i+1)); done; \
+kill -KILL 0 ) >/dev/null 2>&1 & ); \"$@\" 3<&-; exit $?";
+
+/// The node's shell line that runs `cmd` (argv there) under the guard.
+pub fn guarded(cmd: &[String]) -> String {
+    let mut s = format!("setsid -w sh -c {} halobox-guard", shell::quote(GUARD));
+    for a in cmd {
+        s.push(' ');
+        s.push_str(&shell::quote(a));
+    }
+    s
+}
+
+/// A node reached over ssh.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Node {
+    target: String,
+    options: Vec<String>,
+    label: String,
+    missing_hint: String,
+}
+
+/// What kind of failure a remote command had.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Failure {
+    /// ssh itself failed (exit 255): connection, authentication, host key.
+    Unreachable,
+    /// A command was not found there (exit 127).
+    Missing,
+    /// It did not finish in time (and was stopped).
+    Timeout,
+    /// It failed (exit code, when it had one).
+    Failed(Option<i32>),
+}
+
+/// A remote command that failed, in words that name the node.
+#[derive(Debug, Clone, thiserror::Error)]
+#[error("{message}")]
+pub struct RemoteError {
+    /// What kind of failure.
+    pub failure: Failure,
+    /// The message, with a hint where there is one.
+    pub message: String,
+}
+
+impl Node {
+    /// The node `target` (`[user@]host`, checked with
+    /// [`ssh::check_target`]) with extra ssh `options`; `label` names it in
+    /// messages ("node b (root@10.0.0.2)"); `missing_hint` says what to do
+    /// when a command is not found there.
+    pub fn new(target: &str, options: &[String], label: String, missing_hint: String) -> Node {
+        Node {
+            target: target.to_string(),
+            options: options.to_vec(),
+            label,
+            missing_hint,
+        }
+    }
+
+    /// The name used in messages.
+    pub fn label(&self) -> &str {
+        &self.label
+    }
+
+    /// The ssh argv that runs `cmd` (argv on the node) under the guard.
+    pub fn argv(&self, cmd: &[String]) -> Vec<String> {
+        ssh::command(&self.target, &self.options, &guarded(cmd))
+    }
+
+    /// Starts `cmd` there. Dropping (or finishing) the process closes its
+    /// stdin, which stops the command on the node.
+    pub fn spawn(&self, cmd: &[String]) -> Result<Proc, RemoteError> {
+        ssh::check_target(&self.target).map_err(|e| self.failed(e))?;
+        Proc::spawn_with(&self.argv(cmd), CAPTURE)
+            .map_err(|e| self.failed(format!("{e}\n  hint: install the OpenSSH client (`ssh`)")))
+    }
+
+    /// Runs `cmd` there within `timeout` (then stopped there); `Ok` however
+    /// it ended.
+    pub fn run(&self, cmd: &[String], timeout: Duration) -> Result<Finished, RemoteError> {
+        Ok(self.spawn(cmd)?.complete(timeout, STOP_GRACE))
+    }
+
+    /// Runs `cmd` there within `timeout`; an error unless it exits 0.
+    pub fn run_ok(
+        &self,
+        what: &str,
+        cmd: &[String],
+        timeout: Duration,
+    ) -> Result<Finished, RemoteError> {
+        let done = self.run(cmd, timeout)?;
+        if done.status.is_some_and(|s| s.success()) {
+            Ok(done)
+        } else {
+            Err(self.error(what, &done))
+        }
+    }
+
+    /// Why `what` (the remote command, as named to the user) did not
+    /// succeed, with the last lines it printed.
+    pub fn error(&self, what: &str, done: &Finished) -> RemoteError {
+        let tail = tail(&done.output, 4);
+        let code = done.status.and_then(|s| s.code());
+        let label = &self.label;
+        let (failure, message) = match (done.timed_out, code) {
+            (Some(t), _) => (
+                Failure::Timeout,
+                format!(
+                    "{label}: {what} did not finish within {} s (stopped there): {tail}",
+                    t.as_secs()
+                ),
+            ),
+            (None, c) if ssh::unreachable(c) => (
+                Failure::Unreachable,
+                format!(
+                    "{label}: cannot reach it over ssh: {tail}\n  hint: {}",
+                    ssh::reach_hint(&self.target)
+                ),
+            ),
+            (None, Some(127)) => (
+                Failure::Missing,
+                format!(
+                    "{label}: a command is missing there ({what}): {tail}\n  hint: {}",
+                    self.missing_hint
+                ),
+            ),
+            (None, Some(c)) => (
+                Failure::Failed(Some(c)),
+                format!("{label}: {what} failed (exit {c}): {tail}"),
+            ),
+            (None, None) => (
+                Failure::Failed(None),
+                format!("{label}: {what} was stopped: {tail}"),
+            ),
+        };
+        RemoteError { failure, message }
+    }
+
+    fn failed(&self, e: String) -> RemoteError {
+        RemoteError {
+            failure: Failure::Failed(None),
+            message: format!("{}: {e}", self.label),
+        }
+    }
+}
+
+/// Longest line of remote output quoted in a message.
+const TAIL_LINE_CHARS: usize = 300;
+
+/// The last `n` non-empty lines of kept output on one line (`a / b / c`),
+/// each cut at [`TAIL_LINE_CHARS`], noting output that was not kept;
+/// `(no output)` when there is none.
+pub fn tail(output: &str, n: usize) -> String {
+    let dropped = output
+        .lines()
+        .next()
+        .filter(|l| l.starts_with(DROPPED_PREFIX));
+    let lines: Vec<String> = output
+        .lines()
+        .map(str::trim)
+        .filter(|l| !l.is_empty() && !l.starts_with(DROPPED_PREFIX))
+        .map(|l| match l.char_indices().nth(TAIL_LINE_CHARS) {
+            Some((i, _)) => format!("{}…", &l[..i]),
+            None => l.to_string(),
+        })
+        .collect();
+    let mut t = lines[lines.len().saturating_sub(n)..].join(" / ");
+    if t.is_empty() {
+        t = "(no output)".into();
+    }
+    if let Some(d) = dropped {
+        t.push(' ');
+        t.push_str(d);
+    }
+    t
+}
+
+/// Reads a JSON document a node printed, with every string in it (keys
+/// too) made [`printable`]: a JSON escape like `\u001b` survives the line
+/// cleaning as text and would come back as a control character.
+pub fn parse_json<T: serde::de::DeserializeOwned>(line: &str) -> serde_json::Result<T> {
+    fn clean(v: serde_json::Value) -> serde_json::Value {
+        use serde_json::Value;
+        match v {
+            Value::String(s) => Value::String(printable(&s)),
+            Value::Array(a) => Value::Array(a.into_iter().map(clean).collect()),
+            Value::Object(o) => Value::Object(
+                o.into_iter()
+                    .map(|(k, v)| (printable(&k), clean(v)))
+                    .collect(),
+            ),
+            v => v,
+        }
+    }
+    serde_json::from_value(clean(serde_json::from_str(line)?))
+}
+
+/// `line` safe to print on a terminal: ANSI escape sequences (CSI, OSC,
+/// DCS and the like, 7- and 8-bit) removed, and every control character
+/// but tab (C0 with `\r`, DEL, C1) and the bidirectional overrides with it.
+pub fn printable(line: &str) -> String {
+    let mut out = String::with_capacity(line.len());
+    let mut it = line.chars().peekable();
+    while let Some(c) = it.next() {
+        match c {
+            '\t' => out.push(c),
+            '\u{1b}' => match it.next() {
+                Some('[') => skip_csi(&mut it),
+                Some(']' | 'P' | 'X' | '^' | '_') => skip_string(&mut it),
+                // nF sequences: intermediates, then one final byte.
+                Some('\u{20}'..='\u{2f}') => {
+                    for n in it.by_ref() {
+                        if !('\u{20}'..='\u{2f}').contains(&n) {
+                            break;
+                        }
+                    }
+                }
+                _ => {}
+            },
+            '\u{9b}' => skip_csi(&mut it),
+            '\u{90}' | '\u{98}' | '\u{9d}' | '\u{9e}' | '\u{9f}' => skip_string(&mut it),
+            '\u{200e}' | '\u{200f}' | '\u{202a}'..='\u{202e}' | '\u{2066}'..='\u{2069}' => {}
+            c if c.is_control() => {}
+            c => out.push(c),
+        }
+    }
+    out
+}
+
+/// Skips a control sequence's parameters and its final byte.
+fn skip_csi(it: &mut impl Iterator<Item = char>) {
+    for c in it.by_ref() {
+        if !('\u{20}'..='\u{3f}').contains(&c) {
+            break;
+        }
+    }
+}
+
+/// Skips a control string up to its terminator (BEL, ESC \ or ST).
+fn skip_string(it: &mut std::iter::Peekable<impl Iterator<Item = char>>) {
+    while let Some(c) = it.next() {
+        match c {
+            '\u{7}' | '\u{9c}' => return,
+            '\u{1b}' => {
+                if it.peek() == Some(&'\\') {
+                    it.next();
+                }
+                return;
+            }
+            _ => {}
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn printable_strips_escapes_and_controls() {
+        let cases = [
+            ("\u{1b}[31;1mred\u{1b}[0m", "red"),
+            ("a\rb\u{7}c\u{8}d\u{7f}e\u{85}f", "abcdef"),
+            ("tab\tkept", "tab\tkept"),
+            ("\u{1b}]0;title\u{7}x", "x"),
+            ("\u{1b}]8;;http://e\u{1b}\\link\u{1b}]8;;\u{1b}\\", "link"),
+            ("\u{1b}(Bx\u{1b}7y", "xy"),
+            ("\u{9b}2Jz", "z"),
+            ("\u{1b}P1$r\u{1b}\\ok", "ok"),
+            ("abc\u{202e}fed", "abcfed"),
+            ("µs and ü stay", "µs and ü stay"),
+        ];
+        for (raw, want) in cases {
+            assert_eq!(printable(raw), want, "{raw:?}");
+        }
+    }
+
+    #[test]
+    fn json_strings_come_back_printable() {
+        let v: std::collections::BTreeMap<String, Vec<String>> =
+            parse_json(r#"{"a\u001b[1m": ["x\u001b]0;t\u0007y", "\u009b2Jz"]}"#).unwrap();
+        assert_eq!(v["a"], ["xy", "z"]);
+    }
+
+    #[test]
+    fn tail_is_bounded_and_says_what_was_dropped() {
+        assert_eq!(tail("", 3), "(no output)");
+        assert_eq!(tail("a\n\nb\nc\nd\n", 2), "c / d");
+        let long = "x".repeat(1000);
+        let t = tail(&format!("{long}\n"), 1);
+        assert_eq!(t.chars().count(), TAIL_LINE_CHARS + 1);
+        let t = tail(
+            &format!("{DROPPED_PREFIX}9 bytes of output not kept]\nlast\n"),
+            3,
+        );
+        assert_eq!(t, "last [halobox: 9 bytes of output not kept]");
+    }
+
+    #[test]
+    fn guard_wraps_the_command_and_keeps_its_words() {
+        let line = guarded(&["echo".into(), "a b".into(), "it's".into()]);
+        assert!(line.starts_with("setsid -w sh -c '"), "{line}");
+        assert!(
+            line.ends_with(" halobox-guard echo 'a b' 'it'\\''s'"),
+            "{line}"
+        );
+        let argv =
+            Node::new("root@n1", &[], "node n1".into(), String::new()).argv(&["true".into()]);
+        assert_eq!(argv[..3], ["ssh", "-o", "StrictHostKeyChecking=yes"]);
+        assert_eq!(argv[argv.len() - 2], "root@n1");
+    }
+
+    #[test]
+    fn guard_runs_the_command_and_passes_its_exit_code() {
+        // The guard as the node's shell runs it, here.
+        let run = |cmd: &[&str]| {
+            let cmd: Vec<String> = cmd.iter().map(|s| s.to_string()).collect();
+            let argv = ["sh".to_string(), "-c".into(), guarded(&cmd)];
+            Proc::spawn_with(&argv, CAPTURE)
+                .unwrap()
+                .complete(Duration::from_secs(10), STOP_GRACE)
+        };
+        let done = run(&["sh", "-c", "printf '\\033[1mhi\\033[0m\\n'; exit 3"]);
+        assert_eq!(done.status.unwrap().code(), Some(3));
+        assert_eq!(done.output, "hi\n");
+    }
+
+    #[test]
+    fn guard_stops_the_command_when_stdin_closes() {
+        let dir = tempfile::tempdir().unwrap();
+        let mark = dir.path().join("pid");
+        let script = format!("echo $$ > {}; exec sleep 300", mark.display());
+        let argv = [
+            "sh".to_string(),
+            "-c".into(),
+            guarded(&["sh".into(), "-c".into(), script]),
+        ];
+        let p = Proc::spawn_with(&argv, CAPTURE).unwrap();
+        let t = std::time::Instant::now();
+        while !mark.exists() {
+            assert!(t.elapsed() < Duration::from_secs(10));
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        let done = p.complete(Duration::from_millis(200), Duration::from_secs(10));
+        assert!(done.timed_out.is_some());
+        assert_eq!(done.status.and_then(|s| s.code()), Some(143), "{done:?}");
+        let pid = std::fs::read_to_string(&mark).unwrap();
+        let proc_dir = format!("/proc/{}", pid.trim());
+        let t = std::time::Instant::now();
+        while std::path::Path::new(&proc_dir).exists() {
+            assert!(t.elapsed() < Duration::from_secs(10), "sleep still runs");
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+}
