@@ -85,7 +85,7 @@ impl Proc {
         ready: impl Fn(&str) -> bool,
         timeout: Duration,
     ) -> Result<(), WaitError> {
-        let deadline = Instant::now() + timeout;
+        let deadline = crate::units::deadline(timeout);
         loop {
             let left = deadline.saturating_duration_since(Instant::now());
             match self.lines.recv_timeout(left) {
@@ -110,7 +110,7 @@ impl Proc {
 
     /// Waits for the process to end by itself within `timeout`, else kills it.
     pub fn wait(mut self, timeout: Duration) -> Finished {
-        let deadline = Instant::now() + timeout;
+        let deadline = crate::units::deadline(timeout);
         drop(self.stdin.take());
         self.drain_until(deadline);
         let status = match self.try_status() {

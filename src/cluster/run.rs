@@ -254,7 +254,7 @@ pub fn ray_nodes(cfg: &ClusterConfig, want: usize, timeout_s: u64) -> anyhow::Re
         cfg,
         head,
         &plan::nodes_query(cfg, want, timeout_s, false),
-        Duration::from_secs(timeout_s + 60),
+        Duration::from_secs(timeout_s.saturating_add(60)),
     )?;
     if !done.status.is_some_and(|s| s.success()) {
         bail!("{}", node_error(head, "the Ray state query", &done));
@@ -295,7 +295,7 @@ impl Waiter {
         let ssh = crate::ssh::command(&cfg.head().ssh, &cfg.ssh_options, &shell::line(&argv));
         Ok(Waiter {
             proc: Proc::spawn(&ssh)?,
-            timeout: Duration::from_secs(timeout_s + 60),
+            timeout: Duration::from_secs(timeout_s.saturating_add(60)),
         })
     }
 
