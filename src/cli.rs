@@ -329,8 +329,8 @@ pub struct ClusterUpArgs {
     /// Run the preflight and print every node's env and command; start nothing.
     #[arg(long)]
     pub dry_run: bool,
-    /// Seconds to wait for every node to register with Ray (default: cluster.toml's timeout_s).
-    #[arg(long, value_name = "S")]
+    /// Seconds to wait for every node to register with Ray, 1..86400 (default: cluster.toml's timeout_s).
+    #[arg(long, value_name = "S", value_parser = crate::units::parse_timeout)]
     pub timeout: Option<u64>,
 }
 
@@ -480,8 +480,12 @@ pub struct AddLayerArgs {
     /// Base image: a reference in the engine, or an image archive file (OCI or docker).
     pub base: String,
     /// SRC:DEST[:MODE] — a local file or folder, its absolute path in the image, an octal mode.
+    /// A SRC that is a symlink adds the file it points to (as COPY and cp -L do).
     #[arg(long, value_name = "SRC:DEST[:MODE]", required = true)]
     pub add: Vec<crate::image::layer::AddSpec>,
+    /// Refuse an --add SRC that is a symlink instead of adding what it points to.
+    #[arg(long)]
+    pub no_dereference: bool,
     /// Name of the new image (required with --load).
     #[arg(long, value_name = "REF")]
     pub tag: Option<String>,
