@@ -7,7 +7,6 @@
 //! (`schema_version` 1); `docs/host-facts.schema.json` is generated from these
 //! types and checked by the test suite.
 
-pub mod confine;
 pub mod containers_conf;
 pub mod devnodes;
 pub mod env;

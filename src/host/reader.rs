@@ -13,7 +13,7 @@ use std::path::{Path, PathBuf};
 use schemars::JsonSchema;
 use serde::Serialize;
 
-use super::confine;
+use crate::confine;
 
 /// Why a sysroot cannot be used at all.
 #[derive(Debug, thiserror::Error)]
@@ -111,7 +111,7 @@ impl HostRoot {
     /// refused before they are opened.
     fn read(&self, host_path: &str) -> io::Result<Vec<u8>> {
         let real = self.resolve(host_path, true)?;
-        confine::read_regular(&real, !self.is_live())
+        confine::read_regular(&real, !self.is_live(), confine::MAX_HOST_FILE_BYTES)
     }
 }
 

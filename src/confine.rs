@@ -1,8 +1,8 @@
-//! Reading a snapshot tree without leaving it: host paths are resolved one
-//! component at a time inside the snapshot, so a symlink that is absolute or
-//! climbs out with `..` is refused (never followed into this machine), and
-//! only regular files of bounded size are read (a FIFO or device node in a
-//! snapshot is an error, not a hang or a driver's `open`).
+//! Reading a tree (a host snapshot, an unpacked image archive) without
+//! leaving it: paths are resolved one component at a time inside the tree,
+//! so a symlink that is absolute or climbs out with `..` is refused (never
+//! followed into this machine), and only regular files of bounded size are
+//! read (a FIFO or device node is an error, not a hang or a driver's `open`).
 
 use std::ffi::OsString;
 use std::io::{self, Read};
@@ -11,7 +11,7 @@ use std::path::{Component, Path, PathBuf};
 
 /// Largest host file halobox reads (sysfs and procfs files are a few KiB;
 /// `captured/ip-addr.json` of a large host well under this).
-pub const MAX_FILE_BYTES: u64 = 16 << 20;
+pub const MAX_HOST_FILE_BYTES: u64 = 16 << 20;
 
 /// Symlinks followed in one lookup before giving up (Linux's limit).
 const MAX_LINKS: u32 = 40;
@@ -28,10 +28,10 @@ fn host_of(stack: &[OsString]) -> String {
     format!("/{}", parts.join("/"))
 }
 
-/// The real path of `host_path` inside the snapshot at `base`, with every
-/// symlink on the way resolved inside it (the last one only when
-/// `follow_last`). A missing component ends the walk: the caller's open
-/// reports "not found" as usual.
+/// The real path of `host_path` (absolute or relative to the tree) inside
+/// the tree at `base`, with every symlink on the way resolved inside it (the
+/// last one only when `follow_last`). A missing component ends the walk:
+/// the caller's open reports "not found" as usual.
 pub fn resolve(base: &Path, host_path: &str, follow_last: bool) -> io::Result<PathBuf> {
     let mut stack: Vec<OsString> = Vec::new();
     let mut pending: Vec<OsString> = Vec::new();
@@ -41,7 +41,7 @@ pub fn resolve(base: &Path, host_path: &str, follow_last: bool) -> io::Result<Pa
         if c == ".." {
             if stack.pop().is_none() {
                 return Err(refused(format!(
-                    "{host_path} leads out of the snapshot with '..'; not followed"
+                    "{host_path} leads out of the tree with '..'; not followed"
                 )));
             }
             continue;
@@ -76,7 +76,7 @@ pub fn resolve(base: &Path, host_path: &str, follow_last: bool) -> io::Result<Pa
         }
         if target.is_absolute() {
             return Err(refused(format!(
-                "symlink {link} -> {} is absolute: it would leave the snapshot for this machine's files; not followed",
+                "symlink {link} -> {} is absolute: it would leave the tree for this machine's files; not followed",
                 target.display()
             )));
         }
@@ -85,7 +85,7 @@ pub fn resolve(base: &Path, host_path: &str, follow_last: bool) -> io::Result<Pa
             match part {
                 Component::ParentDir if depth == 0 => {
                     return Err(refused(format!(
-                        "symlink {link} -> {} climbs out of the snapshot; not followed",
+                        "symlink {link} -> {} climbs out of the tree; not followed",
                         target.display()
                     )));
                 }
@@ -134,10 +134,10 @@ fn kind_of(meta: &std::fs::Metadata) -> &'static str {
     }
 }
 
-/// Reads a regular file of at most [`MAX_FILE_BYTES`]. Anything else (FIFO,
+/// Reads a regular file of at most `cap` bytes. Anything else (FIFO,
 /// device, socket, directory; with `nofollow` a symlink) is refused before
 /// it is opened, and the opened file must be the one checked.
-pub fn read_regular(path: &Path, nofollow: bool) -> io::Result<Vec<u8>> {
+pub fn read_regular(path: &Path, nofollow: bool, cap: u64) -> io::Result<Vec<u8>> {
     let meta = if nofollow {
         std::fs::symlink_metadata(path)?
     } else {
@@ -162,11 +162,11 @@ pub fn read_regular(path: &Path, nofollow: bool) -> io::Result<Vec<u8>> {
         return Err(refused("changed while it was opened; not read".into()));
     }
     let mut bytes = Vec::new();
-    file.take(MAX_FILE_BYTES + 1).read_to_end(&mut bytes)?;
-    if bytes.len() as u64 > MAX_FILE_BYTES {
+    file.take(cap.saturating_add(1)).read_to_end(&mut bytes)?;
+    if bytes.len() as u64 > cap {
         return Err(io::Error::new(
             io::ErrorKind::InvalidData,
-            format!("larger than {} MiB; not read", MAX_FILE_BYTES >> 20),
+            format!("larger than {}; not read", crate::units::format_bytes(cap)),
         ));
     }
     Ok(bytes)
