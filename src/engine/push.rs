@@ -52,8 +52,9 @@ pub fn auth_hint(message: &str, registry: &str, creds: Option<&Credentials>) -> 
             c.username, c.source
         ),
         None => format!(
-            "hint: no credentials for {registry}: set HALOBOX_REGISTRY_USER and \
-             HALOBOX_REGISTRY_PASSWORD, or `podman login {registry}` / `docker login {registry}`"
+            "hint: no credentials were sent to {registry}: set HALOBOX_REGISTRY={registry} with \
+             HALOBOX_REGISTRY_USER and HALOBOX_REGISTRY_PASSWORD, or `podman login {registry}` / \
+             `docker login {registry}`"
         ),
     })
 }

@@ -3,6 +3,7 @@
 #![allow(dead_code)]
 
 pub mod engines;
+pub mod standin;
 
 use std::path::PathBuf;
 use std::process::Output;
