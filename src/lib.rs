@@ -22,6 +22,7 @@ pub mod cli;
 pub mod cluster;
 pub mod cmd;
 pub mod config;
+pub mod confine;
 pub mod container;
 pub mod dataplane;
 pub mod doctor;

@@ -228,7 +228,7 @@ impl Proc {
         ready: impl Fn(&str) -> bool,
         timeout: Duration,
     ) -> Result<(), WaitError> {
-        let deadline = Instant::now() + timeout;
+        let deadline = crate::units::deadline(timeout);
         let mut o = self.lock();
         loop {
             while let Some(line) = o.pending.pop_front() {
@@ -261,7 +261,7 @@ impl Proc {
     /// `timeout`, else kills it.
     pub fn wait(mut self, timeout: Duration) -> Finished {
         drop(self.stdin.take());
-        let ended = self.drain_until(Instant::now() + timeout);
+        let ended = self.drain_until(crate::units::deadline(timeout));
         self.finished(ended, None)
     }
 
@@ -270,11 +270,11 @@ impl Proc {
     /// stdin (the guard stops the remote command), waits up to `grace`, and
     /// kills it.
     pub fn complete(mut self, timeout: Duration, grace: Duration) -> Finished {
-        if self.drain_until(Instant::now() + timeout) {
+        if self.drain_until(crate::units::deadline(timeout)) {
             return self.finished(true, None);
         }
         drop(self.stdin.take());
-        let ended = self.drain_until(Instant::now() + grace);
+        let ended = self.drain_until(crate::units::deadline(grace));
         self.finished(ended, Some(timeout))
     }
 

@@ -1,4 +1,6 @@
-//! Units: byte sizes and link bandwidth ceilings.
+//! Units: byte sizes, link bandwidth ceilings and timeouts.
+
+use std::time::{Duration, Instant};
 
 /// Formats bytes with binary units: 8388608 → `8 MiB`.
 pub fn format_bytes(b: u64) -> String {
@@ -47,6 +49,40 @@ pub fn pcie_generation(speed_gts: f64) -> Option<u32> {
     .map(|&(_, g)| g)
 }
 
+/// Shortest timeout halobox accepts from a flag or a file, in seconds.
+pub const TIMEOUT_MIN_S: u64 = 1;
+/// Longest timeout halobox accepts from a flag or a file: one day.
+pub const TIMEOUT_MAX_S: u64 = 86_400;
+
+/// Checks a timeout in seconds that came from a flag or a file (`what`
+/// names it, e.g. `--timeout` or `timeout_s`): 1 s .. 1 day.
+pub fn check_timeout(what: &str, secs: u64) -> Result<u64, String> {
+    if (TIMEOUT_MIN_S..=TIMEOUT_MAX_S).contains(&secs) {
+        Ok(secs)
+    } else {
+        Err(format!(
+            "{what} {secs} is not a usable timeout: give {TIMEOUT_MIN_S}..{TIMEOUT_MAX_S} seconds (1 s to 1 day)"
+        ))
+    }
+}
+
+/// clap parser for a timeout flag in seconds (1 s .. 1 day).
+pub fn parse_timeout(s: &str) -> Result<u64, String> {
+    let secs = s
+        .trim()
+        .parse::<u64>()
+        .map_err(|_| format!("{s:?} is not a whole number of seconds (1..{TIMEOUT_MAX_S})"))?;
+    check_timeout("timeout", secs)
+}
+
+/// `now + timeout`, saturating at a day past the longest timeout instead of
+/// panicking on an `Instant` overflow.
+pub fn deadline(timeout: Duration) -> Instant {
+    let now = Instant::now();
+    let cap = Duration::from_secs(2 * TIMEOUT_MAX_S);
+    now.checked_add(timeout.min(cap)).unwrap_or(now)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -56,6 +92,20 @@ mod tests {
         assert_eq!(format_bytes(8 << 20), "8 MiB");
         assert_eq!(format_bytes(1536), "1.5 KiB");
         assert_eq!(format_bytes(12), "12 B");
+    }
+
+    #[test]
+    fn timeouts() {
+        assert_eq!(check_timeout("--timeout", 1), Ok(1));
+        assert_eq!(check_timeout("--timeout", 86_400), Ok(86_400));
+        for bad in [0, 86_401, u64::MAX] {
+            let e = check_timeout("timeout_s", bad).unwrap_err();
+            assert!(e.contains("timeout_s") && e.contains("1 day"), "{e}");
+        }
+        assert!(parse_timeout("-1").is_err());
+        assert!(parse_timeout("18446744073709551616").is_err());
+        assert_eq!(parse_timeout("120"), Ok(120));
+        assert!(deadline(Duration::MAX) > Instant::now());
     }
 
     #[test]

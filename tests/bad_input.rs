@@ -167,3 +167,97 @@ fn garbage_files_are_reported_not_fatal() {
         String::from_utf8_lossy(&text.stderr)
     );
 }
+
+/// A copy of a fixture host whose files are turned into traps: an absolute
+/// symlink to a file on this machine, a relative symlink that climbs out of
+/// the snapshot to another file here, a FIFO and a device node where sysfs
+/// files belong. Returns the snapshot and the two "host" files' marker.
+fn hostile_snapshot(top: &std::path::Path) -> (std::path::PathBuf, &'static str) {
+    use std::os::unix::fs::symlink;
+    let marker = "HOST-SECRET-7d1f";
+    let snap = top.join("snap");
+    fs::create_dir_all(&snap).unwrap();
+    common::copy_tree(&common::fixture_path("strix-e810"), &snap);
+    // This machine's files, outside the snapshot.
+    let shadow = top.join("shadow");
+    fs::write(&shadow, format!("root:{marker}:19000:0:99999:7:::\n")).unwrap();
+    fs::write(
+        top.join("cmdline"),
+        format!("iommu=pt {marker} pcie_aspm=off\n"),
+    )
+    .unwrap();
+    fs::remove_file(snap.join("etc/group")).unwrap();
+    symlink(&shadow, snap.join("etc/group")).unwrap();
+    fs::remove_file(snap.join("proc/cmdline")).unwrap();
+    symlink("../../cmdline", snap.join("proc/cmdline")).unwrap();
+    let port = snap.join("sys/class/infiniband/rocep194s0/ports/1");
+    fs::remove_file(port.join("state")).unwrap();
+    nix::unistd::mkfifo(&port.join("state"), nix::sys::stat::Mode::S_IRWXU).unwrap();
+    fs::remove_file(port.join("rate")).unwrap();
+    nix::sys::stat::mknod(
+        &port.join("rate"),
+        nix::sys::stat::SFlag::S_IFCHR,
+        nix::sys::stat::Mode::S_IRUSR,
+        nix::sys::stat::makedev(1, 3),
+    )
+    .unwrap();
+    (snap, marker)
+}
+
+#[test]
+fn a_hostile_snapshot_is_read_inside_itself_and_never_blocks() {
+    let top = tempfile::tempdir().unwrap();
+    let (snap, marker) = hostile_snapshot(top.path());
+    let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_halobox"))
+        .args(["detect", "--json", "--sysroot", snap.to_str().unwrap()])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let start = std::time::Instant::now();
+    while child.try_wait().unwrap().is_none() {
+        if start.elapsed() > std::time::Duration::from_secs(20) {
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!("detect --sysroot hung on the FIFO in the snapshot");
+        }
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    let out = child.wait_with_output().unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        !text.contains(marker),
+        "a file of this machine was read:\n{text}"
+    );
+    let facts: serde_json::Value = serde_json::from_str(&text).unwrap();
+    let issues = facts["read_issues"].as_array().unwrap();
+    let issue = |path: &str| {
+        issues
+            .iter()
+            .find(|i| i["path"] == path)
+            .map(|i| i["error"].as_str().unwrap().to_string())
+            .unwrap_or_else(|| panic!("{path} not reported in {issues:?}"))
+    };
+    let group = issue("/etc/group");
+    assert!(
+        group.contains("/etc/group ->") && group.contains("absolute"),
+        "{group}"
+    );
+    assert!(issue("/proc/cmdline").contains("climbs out"));
+    let port = "/sys/class/infiniband/rocep194s0/ports/1";
+    assert!(issue(&format!("{port}/state")).contains("FIFO"));
+    assert!(issue(&format!("{port}/rate")).contains("character device"));
+    // The rest of the snapshot still reads through its relative symlinks.
+    assert_eq!(facts["rdma"]["devices"][0]["name"], "rocep194s0");
+    assert!(
+        !facts["network"]["interfaces"]
+            .as_array()
+            .unwrap()
+            .is_empty()
+    );
+}

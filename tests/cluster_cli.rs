@@ -230,6 +230,48 @@ fn config_errors_are_usage_errors() {
 }
 
 #[test]
+fn timeouts_outside_one_second_to_one_day_are_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    for t in ["0", "86401", "9223372036854775807"] {
+        let file = cluster_file(&dir, &format!("timeout_s = {t}\n{E810_PAIR}"));
+        let o = halobox()
+            .args(["cluster", "up", "--dry-run", "--cluster", &file])
+            .output()
+            .unwrap();
+        let err = out(&o).1;
+        assert_eq!(o.status.code(), Some(2), "timeout_s = {t}: {err}");
+        assert!(
+            err.contains(&format!("timeout_s {t} is not a usable timeout"))
+                && err.contains("1 day"),
+            "{err}"
+        );
+    }
+    let file = cluster_file(&dir, E810_PAIR);
+    for t in [
+        "0",
+        "86401",
+        "18446744073709551615",
+        "99999999999999999999999",
+    ] {
+        let o = halobox()
+            .args([
+                "cluster",
+                "up",
+                "--dry-run",
+                "--cluster",
+                &file,
+                "--timeout",
+                t,
+            ])
+            .output()
+            .unwrap();
+        let err = out(&o).1;
+        assert_eq!(o.status.code(), Some(2), "--timeout {t}: {err}");
+        assert!(err.contains("--timeout") && err.contains("86400"), "{err}");
+    }
+}
+
+#[test]
 fn init_writes_a_file_that_loads() {
     let dir = tempfile::tempdir().unwrap();
     let file = dir.path().join("c.toml").display().to_string();

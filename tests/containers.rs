@@ -614,10 +614,30 @@ fn registry_credentials_work_and_never_show() {
         stderr(&out)
     );
 
+    // Credentials not bound to this registry are not sent to it.
+    let out = halobox()
+        .args(args)
+        .env_remove("HALOBOX_REGISTRY")
+        .env("HALOBOX_REGISTRY_USER", "halobox")
+        .env("HALOBOX_REGISTRY_PASSWORD", password)
+        .output()
+        .unwrap();
+    let err = stderr(&out);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert!(!err.contains(password), "the password leaked:\n{err}");
+    assert!(
+        err.contains("HALOBOX_REGISTRY is not, so they are not sent to 127.0.0.1:5001")
+            && err.contains("authentication required")
+            && err.contains("HALOBOX_REGISTRY=127.0.0.1:5001"),
+        "{err}"
+    );
+    assert!(inspect("podman", name).is_none());
+
     for extra in [&["--dry-run"][..], &[]] {
         let out = halobox()
             .args(args)
             .args(extra)
+            .env("HALOBOX_REGISTRY", "127.0.0.1:5001")
             .env("HALOBOX_REGISTRY_USER", "halobox")
             .env("HALOBOX_REGISTRY_PASSWORD", password)
             .output()

@@ -285,3 +285,76 @@ fn bad_add_is_a_clear_usage_error() {
     assert_eq!(out.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&out.stderr).contains("--load needs --tag"));
 }
+
+#[test]
+fn a_symlinked_source_adds_the_file_it_points_to() {
+    require(PODMAN);
+    let tmp = tempfile::tempdir().unwrap();
+    // As in a ROCm build tree: librccl.so.1 -> librccl.so.1.0.
+    let real = payload(tmp.path());
+    let versioned = tmp.path().join("librccl.so.1.0");
+    std::fs::rename(&real, &versioned).unwrap();
+    std::os::unix::fs::symlink("librccl.so.1.0", &real).unwrap();
+    let want = sha256_of(&versioned);
+    let tag = format!("localhost/halobox-imgtest-deref:{}", std::process::id());
+    let dest = "/opt/rocm/lib/librccl.so.1";
+    let add = format!("{}:{dest}", real.display());
+    add_layer(&[
+        "localhost/halobox-test:1",
+        "--engine",
+        PODMAN,
+        "--add",
+        &add,
+        "--tag",
+        &tag,
+        "--load",
+    ]);
+    let got = inside("podman", &tag, dest);
+    assert!(got.contains(&want) && got.contains("644 0 0"), "{got}");
+    let kind = cli("podman", &["run", "--rm", &tag, "stat", "-c", "%F", dest]);
+    assert_eq!(
+        String::from_utf8_lossy(&kind.stdout).trim(),
+        "regular file",
+        "{}",
+        String::from_utf8_lossy(&kind.stderr)
+    );
+    let _ = cli("podman", &["rmi", "-f", &tag]);
+
+    let refused = halobox()
+        .args([
+            "image",
+            "add-layer",
+            "localhost/halobox-test:1",
+            "--add",
+            &add,
+        ])
+        .args(["--no-dereference", "--output", "/tmp/never-deref.tar"])
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&refused.stderr);
+    assert_eq!(refused.status.code(), Some(2), "{err}");
+    assert!(
+        err.contains("is a symlink (-> librccl.so.1.0)")
+            && err.contains("hint: drop --no-dereference"),
+        "{err}"
+    );
+    std::fs::remove_file(&versioned).unwrap();
+    let dangling = halobox()
+        .args([
+            "image",
+            "add-layer",
+            "localhost/halobox-test:1",
+            "--add",
+            &add,
+        ])
+        .args(["--output", "/tmp/never-deref.tar"])
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&dangling.stderr);
+    assert_eq!(dangling.status.code(), Some(2), "{err}");
+    assert!(
+        err.contains("is a symlink to librccl.so.1.0, which cannot be read"),
+        "{err}"
+    );
+    assert!(!Path::new("/tmp/never-deref.tar").exists());
+}

@@ -25,7 +25,12 @@ fn repo() -> String {
 }
 
 fn publish(args: &[&str], pw: &str) -> Output {
+    publish_env(args, pw, &[])
+}
+
+fn publish_env(args: &[&str], pw: &str, env: &[(&str, &str)]) -> Output {
     halobox()
+        .envs(env.iter().copied())
         .args([
             "publish",
             "--engine",
@@ -206,5 +211,51 @@ fn wrong_password_fails_clearly_and_pushes_nothing() {
         ],
     );
     assert!(!check.status.success(), "no tag reached the registry");
+    let _ = cli("podman", &["rmi", "-f", &local]);
+}
+
+#[test]
+fn credentials_bound_to_another_registry_are_not_sent() {
+    require(PODMAN);
+    let pw = password();
+    let repo = format!("{}-bound", repo());
+    let local = format!("localhost/halobox-imgtest-pub:bound-{}", std::process::id());
+    assert!(
+        cli("podman", &["tag", "localhost/halobox-test:1", &local])
+            .status
+            .success()
+    );
+    let out = publish_env(
+        &[&local, "--channel", "latest", "--to", &repo],
+        &pw,
+        &[("HALOBOX_REGISTRY", "ghcr.io")],
+    );
+    no_secret(&out, &pw);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert!(
+        err.contains("belong to ghcr.io (HALOBOX_REGISTRY)"),
+        "{err}"
+    );
+    assert!(
+        err.contains("authentication required") || err.contains("unauthorized"),
+        "the registry saw no credentials: {err}"
+    );
+    assert!(
+        err.contains("no credentials were sent to 127.0.0.1:5001"),
+        "{err}"
+    );
+    // Bound to it, the same push goes through.
+    let out = publish_env(
+        &[&local, "--channel", "latest", "--to", &repo],
+        &pw,
+        &[("HALOBOX_REGISTRY", "127.0.0.1:5001")],
+    );
+    no_secret(&out, &pw);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     let _ = cli("podman", &["rmi", "-f", &local]);
 }

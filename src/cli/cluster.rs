@@ -86,8 +86,8 @@ pub struct ClusterUpArgs {
     pub file: ClusterFileArgs,
     #[command(flatten)]
     pub plan: DryRunArgs,
-    /// Seconds to wait for every node to register with Ray (default: cluster.toml's timeout_s).
-    #[arg(long, value_name = "S")]
+    /// Seconds to wait for every node to register with Ray, 1..86400 (default: cluster.toml's timeout_s).
+    #[arg(long, value_name = "S", value_parser = crate::units::parse_timeout)]
     pub timeout: Option<u64>,
 }
 

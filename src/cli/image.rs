@@ -43,8 +43,12 @@ pub struct AddLayerArgs {
     /// Base image: a reference in the engine, or an image archive file (OCI or docker).
     pub base: String,
     /// SRC:DEST[:MODE] — a local file or folder, its absolute path in the image, an octal mode.
+    /// A SRC that is a symlink adds the file it points to (as COPY and cp -L do).
     #[arg(long, value_name = "SRC:DEST[:MODE]", required = true)]
     pub add: Vec<crate::image::layer::AddSpec>,
+    /// Refuse an --add SRC that is a symlink instead of adding what it points to.
+    #[arg(long)]
+    pub no_dereference: bool,
     /// Name of the new image (required with --load).
     #[arg(long, value_name = "REF")]
     pub tag: Option<String>,

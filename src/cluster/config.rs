@@ -215,9 +215,7 @@ impl ClusterConfig {
         if self.ray_port == 0 {
             return Err("ray_port 0 is not a port: use 1..65535 (Ray's default is 6379)".into());
         }
-        if self.timeout_s == 0 {
-            return Err("timeout_s must be at least 1 second".into());
-        }
+        crate::units::check_timeout("timeout_s", self.timeout_s)?;
         if self.ray.trim().is_empty() || self.halobox.trim().is_empty() {
             return Err("ray and halobox must name commands (default: `ray`, `halobox`)".into());
         }

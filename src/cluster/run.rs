@@ -225,7 +225,7 @@ pub fn ray_nodes(cfg: &ClusterConfig, want: usize, timeout_s: u64) -> anyhow::Re
         head,
         "the Ray state query",
         &plan::nodes_query(cfg, want, timeout_s, false),
-        Duration::from_secs(timeout_s + 60),
+        Duration::from_secs(timeout_s.saturating_add(60)),
     )?;
     parse_nodes(head, &done.stdout, &done.output)
 }
@@ -266,7 +266,7 @@ impl Waiter {
         Ok(Waiter {
             node,
             proc,
-            timeout: Duration::from_secs(timeout_s + 60),
+            timeout: Duration::from_secs(timeout_s.saturating_add(60)),
         })
     }
 

@@ -32,7 +32,7 @@ pub fn parse_labels(pairs: &[String]) -> Result<BTreeMap<String, String>, UsageE
 }
 
 fn add_layer(args: &AddLayerArgs) -> anyhow::Result<ExitCode> {
-    let entries = layer::entries(&args.add).map_err(UsageError)?;
+    let entries = layer::entries(&args.add, !args.no_dereference).map_err(UsageError)?;
     let labels = parse_labels(&args.label)?;
     if args.output.is_none() && !args.load && !args.mode.dry_run() {
         return Err(

@@ -21,7 +21,11 @@ use crate::image_ref::ImageRef;
 pub fn run(args: &PublishArgs) -> anyhow::Result<ExitCode> {
     let repository = repository(args.to.as_deref())?;
     let registry = auth::registry_of(&repository);
-    let creds = auth::lookup(&registry);
+    let found = auth::lookup(&repository, args.to.as_ref().map(|_| registry.as_str()));
+    let creds = found.credentials;
+    if let Some(w) = &found.withheld {
+        eprintln!("warning: {w}");
+    }
     let who = describe(creds.as_ref(), &registry);
     if let [from, to] = args.promote.as_slice() {
         return promote(
@@ -239,7 +243,7 @@ fn promote(
     }
     block_on(async {
         let engine: Engine = connect(args.engine.engine.as_deref()).await?;
-        engine.pull(&src).await?;
+        engine.pull_with(&src, creds).await?;
         engine.tag(&src.to_string(), &dst).await?;
         let p = engine
             .push(&dst, creds)

@@ -11,7 +11,7 @@ use futures_util::StreamExt;
 
 use super::auth::{self, Credentials};
 use super::progress::LayerProgress;
-use super::{Context, Engine, EngineError};
+use super::{Context, Engine, EngineError, push};
 use crate::image_ref::ImageRef;
 
 /// What halobox needs to know about a local image.
@@ -58,10 +58,29 @@ impl LocalImage {
 
 impl Engine {
     /// Pulls `image`, showing per-layer progress; errors inside the stream
-    /// fail the pull. Credentials come from [`auth::lookup`].
+    /// fail the pull. Credentials come from [`auth::lookup`] (never
+    /// `HALOBOX_REGISTRY_USER/PASSWORD` unless `HALOBOX_REGISTRY` names the
+    /// image's registry; a warning says when they were held back).
     pub async fn pull(&self, image: &ImageRef) -> Result<(), EngineError> {
+        let found = auth::lookup(&image.repository, None);
+        if let Some(w) = &found.withheld {
+            eprintln!("warning: {w}");
+        }
+        self.pull_with(image, found.credentials.as_ref()).await
+    }
+
+    /// Pulls `image` with `creds` (or none), showing per-layer progress.
+    pub async fn pull_with(
+        &self,
+        image: &ImageRef,
+        creds: Option<&Credentials>,
+    ) -> Result<(), EngineError> {
         let reference = image.to_string();
-        let creds: Option<Credentials> = auth::lookup(&auth::registry_of(&image.repository));
+        let registry = auth::registry_of(&image.repository);
+        let hinted = |message: String| match push::auth_hint(&message, &registry, creds) {
+            Some(h) => format!("{}\n  {h}", message.trim()),
+            None => message,
+        };
         let mut opts = CreateImageOptionsBuilder::new().from_image(&image.repository);
         match (&image.digest, &image.tag) {
             (Some(d), _) => opts = opts.tag(d),
@@ -70,13 +89,19 @@ impl Engine {
         }
         let mut stream =
             self.docker
-                .create_image(Some(opts.build()), None, creds.map(|c| c.to_docker()));
+                .create_image(Some(opts.build()), None, creds.map(Credentials::to_docker));
         let mut progress = LayerProgress::new(&format!("pull {reference}"));
         while let Some(item) = stream.next().await {
             let info = match item {
                 Ok(info) => info,
                 Err(e) => {
                     progress.finish();
+                    if let Some(h) = push::auth_hint(&e.to_string(), &registry, creds) {
+                        return Err(EngineError::Stream {
+                            context: format!("pulling {reference}"),
+                            message: format!("{e}\n  {h}"),
+                        });
+                    }
                     return Err(EngineError::Api {
                         context: format!("pulling {reference}"),
                         error: e,
@@ -87,7 +112,7 @@ impl Engine {
                 progress.finish();
                 return Err(EngineError::Stream {
                     context: format!("pulling {reference}"),
-                    message: err,
+                    message: hinted(err),
                 });
             }
             let (cur, tot) = info

@@ -15,6 +15,7 @@ pub mod progress;
 pub mod push;
 mod runtime;
 mod select;
+pub mod tls;
 
 pub use runtime::block_on;
 pub use select::connect;
@@ -23,7 +24,7 @@ use std::fmt;
 
 use bollard::Docker;
 
-use discover::{Candidate, DiscoveryEnv, candidates, unix_path};
+use discover::{Candidate, DiscoveryEnv, Transport, candidates, unix_path};
 
 /// Seconds an API call may take before it is abandoned.
 const API_TIMEOUT_SECS: u64 = 300;
@@ -70,6 +71,14 @@ pub enum EngineError {
     /// Nothing answered at any candidate address.
     #[error("{}", no_engine_message(.0))]
     NotFound(Vec<(Candidate, String)>),
+    /// An address halobox will not use (plain tcp:// across the network).
+    #[error("{}: {}", .candidate.source, .reason)]
+    Refused {
+        /// The address and where it came from.
+        candidate: Candidate,
+        /// Why, with the fix.
+        reason: String,
+    },
     /// An error reported inside a streamed response (pull, push, build).
     #[error("{context}: {message}")]
     Stream {
@@ -127,10 +136,27 @@ impl<T> Context<T> for Result<T, bollard::errors::Error> {
 
 impl Engine {
     /// Connects to the first engine that answers, in discovery order.
+    /// A `tcp://` address that is not loopback is refused unless TLS is
+    /// configured ([`tls::from_env`]).
     pub async fn connect(env: &DiscoveryEnv) -> Result<Engine, EngineError> {
+        let tls = tls::from_env();
         let mut tried = Vec::new();
         for c in candidates(env) {
-            match Self::connect_one(&c.address).await {
+            let checked =
+                discover::transport(&c.address, tls.is_some()).and_then(|how| match (&how, &tls) {
+                    (Transport::Tls(_), Some(files)) => files.check().map(|()| how),
+                    _ => Ok(how),
+                });
+            let how = match checked {
+                Ok(how) => how,
+                Err(reason) => {
+                    return Err(EngineError::Refused {
+                        candidate: c,
+                        reason,
+                    });
+                }
+            };
+            match Self::connect_one(&c.address, &how, tls.as_ref()).await {
                 Ok(engine) => return Ok(engine),
                 Err(why) => tried.push((c, why)),
             }
@@ -138,8 +164,12 @@ impl Engine {
         Err(EngineError::NotFound(tried))
     }
 
-    async fn connect_one(address: &str) -> Result<Engine, String> {
-        let (docker, ping) = if let Some(path) = unix_path(address) {
+    async fn connect_one(
+        address: &str,
+        how: &Transport,
+        tls: Option<&tls::TlsFiles>,
+    ) -> Result<Engine, String> {
+        let (docker, ping) = if let Transport::Unix(path) = how {
             if !path.exists() {
                 return Err("no such socket".into());
             }
@@ -158,13 +188,20 @@ impl Engine {
             let docker = Docker::connect_with_unix(address, API_TIMEOUT_SECS, &version)
                 .map_err(|e| e.to_string())?;
             (docker, ping)
-        } else if address.starts_with("tcp://") || address.starts_with("http://") {
-            let docker =
-                Docker::connect_with_http(address, API_TIMEOUT_SECS, bollard::API_DEFAULT_VERSION)
-                    .map_err(|e| e.to_string())?
-                    .negotiate_version()
-                    .await
-                    .map_err(|e| format!("not answering: {e}"))?;
+        } else {
+            let docker = match (how, tls) {
+                (Transport::Tls(url), Some(files)) => {
+                    files.docker(url, API_TIMEOUT_SECS, bollard::API_DEFAULT_VERSION)?
+                }
+                (Transport::Plain(url), _) => {
+                    Docker::connect_with_http(url, API_TIMEOUT_SECS, bollard::API_DEFAULT_VERSION)
+                        .map_err(|e| e.to_string())?
+                }
+                _ => return Err("no TLS files for an https address".into()),
+            }
+            .negotiate_version()
+            .await
+            .map_err(|e| format!("not answering: {}", causes(&e)))?;
             let v = docker.version().await.map_err(|e| e.to_string())?;
             let podman = v
                 .components
@@ -179,8 +216,6 @@ impl Engine {
                 version: v.version.unwrap_or_default(),
             };
             (docker, ping)
-        } else {
-            return Err("unsupported address (use unix:///path or tcp://host:port)".into());
         };
         let api = docker.client_version();
         Ok(Engine {
@@ -199,6 +234,22 @@ impl Engine {
             docker,
         })
     }
+}
+
+/// An error with its causes (`client error (Connect): invalid peer
+/// certificate: UnknownIssuer`): hyper's own text hides TLS failures.
+fn causes(e: &dyn std::error::Error) -> String {
+    let mut s = e.to_string();
+    let mut next = e.source();
+    while let Some(c) = next {
+        let text = c.to_string();
+        if !s.contains(&text) {
+            s.push_str(": ");
+            s.push_str(&text);
+        }
+        next = c.source();
+    }
+    s
 }
 
 /// A socket under a user's runtime directory (`/run/user/<uid>/…`) belongs

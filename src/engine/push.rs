@@ -13,8 +13,9 @@ use hyperlocal::UnixConnector;
 use serde_json::Value;
 
 use super::auth::Credentials;
-use super::discover::unix_path;
+use super::discover::{Transport, transport};
 use super::progress::LayerProgress;
+use super::tls;
 use super::{Engine, EngineError};
 use crate::image_ref::ImageRef;
 
@@ -52,8 +53,9 @@ pub fn auth_hint(message: &str, registry: &str, creds: Option<&Credentials>) -> 
             c.username, c.source
         ),
         None => format!(
-            "hint: no credentials for {registry}: set HALOBOX_REGISTRY_USER and \
-             HALOBOX_REGISTRY_PASSWORD, or `podman login {registry}` / `docker login {registry}`"
+            "hint: no credentials were sent to {registry}: set HALOBOX_REGISTRY={registry} with \
+             HALOBOX_REGISTRY_USER and HALOBOX_REGISTRY_PASSWORD, or `podman login {registry}` / \
+             `docker login {registry}`"
         ),
     })
 }
@@ -154,24 +156,31 @@ impl Engine {
         auth: &str,
         on_item: impl FnMut(Value),
     ) -> Result<(hyper::StatusCode, Vec<u8>), String> {
-        if let Some(socket) = unix_path(&self.info.address) {
-            let client: Client<UnixConnector, Full<Bytes>> =
-                Client::builder(TokioExecutor::new()).build(UnixConnector);
-            let uri: hyper::Uri = hyperlocal::Uri::new(socket, path).into();
-            send(client, uri, auth, on_item).await
-        } else {
-            let base = self
-                .info
-                .address
-                .replacen("tcp://", "http://", 1)
-                .trim_end_matches('/')
-                .to_string();
-            let uri: hyper::Uri = format!("{base}{path}")
+        let tls = tls::from_env();
+        let how = transport(&self.info.address, tls.is_some())?;
+        let uri = |base: &str| -> Result<hyper::Uri, String> {
+            format!("{base}{path}")
                 .parse()
-                .map_err(|e| format!("{base}{path}: {e}"))?;
-            let client: Client<HttpConnector, Full<Bytes>> =
-                Client::builder(TokioExecutor::new()).build(HttpConnector::new());
-            send(client, uri, auth, on_item).await
+                .map_err(|e| format!("{base}{path}: {e}"))
+        };
+        match (how, tls) {
+            (Transport::Unix(socket), _) => {
+                let client: Client<UnixConnector, Full<Bytes>> =
+                    Client::builder(TokioExecutor::new()).build(UnixConnector);
+                let uri: hyper::Uri = hyperlocal::Uri::new(socket, path).into();
+                send(client, uri, auth, on_item).await
+            }
+            (Transport::Plain(base), _) => {
+                let client: Client<HttpConnector, Full<Bytes>> =
+                    Client::builder(TokioExecutor::new()).build(HttpConnector::new());
+                send(client, uri(&base)?, auth, on_item).await
+            }
+            (Transport::Tls(base), Some(files)) => {
+                let client: Client<_, Full<Bytes>> =
+                    Client::builder(TokioExecutor::new()).build(files.connector()?);
+                send(client, uri(&base)?, auth, on_item).await
+            }
+            (Transport::Tls(_), None) => Err("no TLS files for an https address".into()),
         }
     }
 }

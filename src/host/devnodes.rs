@@ -90,12 +90,9 @@ pub fn read(r: &Reader, table: &StatTable, host_path: &str) -> Option<DeviceNode
     }
     let (mode, uid, gid) = match table.0.get(host_path) {
         Some(&(m, u, g)) => (Some(m), Some(u), Some(g)),
-        None => match std::fs::metadata(r.root().path(host_path)) {
-            Ok(m) => (Some(m.mode() & 0o7777), Some(m.uid()), Some(m.gid())),
-            Err(e) => {
-                r.note(host_path, e.to_string());
-                (None, None, None)
-            }
+        None => match r.metadata(host_path) {
+            Some(m) => (Some(m.mode() & 0o7777), Some(m.uid()), Some(m.gid())),
+            None => (None, None, None),
         },
     };
     Some(DeviceNode {

@@ -4,6 +4,7 @@
 //! another machine is inspected exactly like the machine itself. Read failures
 //! other than "not found" are recorded, not fatal: a host with an unreadable
 //! file still gets a report, and the report says what could not be read.
+//! Snapshot reads stay inside the snapshot ([`confine`]).
 
 use std::cell::RefCell;
 use std::io;
@@ -11,6 +12,8 @@ use std::path::{Path, PathBuf};
 
 use schemars::JsonSchema;
 use serde::Serialize;
+
+use crate::confine;
 
 /// Why a sysroot cannot be used at all.
 #[derive(Debug, thiserror::Error)]
@@ -84,12 +87,31 @@ impl HostRoot {
         self.base.is_none()
     }
 
-    /// The real (absolute, for a snapshot) filesystem path behind a host path.
+    /// The real (absolute, for a snapshot) filesystem path behind a host
+    /// path, as written: for display. Reads go through [`HostRoot::resolve`].
     pub fn path(&self, host_path: &str) -> PathBuf {
         match &self.abs {
             None => PathBuf::from(host_path),
             Some(base) => base.join(host_path.trim_start_matches('/')),
         }
+    }
+
+    /// The real path to open for a host path. In a snapshot every symlink on
+    /// the way is resolved inside it (the last one only with `follow_last`);
+    /// one that is absolute or climbs out is refused, never followed into
+    /// this machine.
+    pub fn resolve(&self, host_path: &str, follow_last: bool) -> io::Result<PathBuf> {
+        match &self.abs {
+            None => Ok(PathBuf::from(host_path)),
+            Some(base) => confine::resolve(base, host_path, follow_last),
+        }
+    }
+
+    /// A regular file's bytes, size-capped; FIFOs, devices and sockets are
+    /// refused before they are opened.
+    fn read(&self, host_path: &str) -> io::Result<Vec<u8>> {
+        let real = self.resolve(host_path, true)?;
+        confine::read_regular(&real, !self.is_live(), confine::MAX_HOST_FILE_BYTES)
     }
 }
 
@@ -130,7 +152,7 @@ impl Reader {
     /// The whole file, or `None` when it does not exist or cannot be read
     /// (the latter is recorded).
     pub fn text(&self, host_path: &str) -> Option<String> {
-        match std::fs::read(self.root.path(host_path)) {
+        match self.root.read(host_path) {
             Ok(bytes) => match String::from_utf8(bytes) {
                 Ok(s) => Some(s),
                 Err(_) => {
@@ -146,14 +168,23 @@ impl Reader {
     }
 
     /// Like [`Reader::text`] but for files whose absence or refusal is normal
-    /// (sysfs returns EINVAL for unused GID attributes): nothing is recorded.
+    /// (sysfs returns EINVAL for unused GID attributes): only what halobox
+    /// itself refused (a symlink out of the snapshot, a FIFO) is recorded.
     pub fn text_quiet(&self, host_path: &str) -> Option<String> {
-        std::fs::read_to_string(self.root.path(host_path)).ok()
+        match self.root.read(host_path) {
+            Ok(bytes) => String::from_utf8(bytes).ok(),
+            Err(e) => {
+                if e.raw_os_error().is_none() && e.kind() != io::ErrorKind::NotFound {
+                    self.note(host_path, e.to_string());
+                }
+                None
+            }
+        }
     }
 
     /// Raw bytes (for NUL-separated procfs files); absence is not recorded.
     pub fn bytes(&self, host_path: &str) -> Option<Vec<u8>> {
-        match std::fs::read(self.root.path(host_path)) {
+        match self.root.read(host_path) {
             Ok(b) => Some(b),
             Err(e) => {
                 self.record_io(host_path, &e);
@@ -169,7 +200,11 @@ impl Reader {
 
     /// The sorted names in a directory; `None` when it does not exist.
     pub fn dir(&self, host_path: &str) -> Option<Vec<String>> {
-        match std::fs::read_dir(self.root.path(host_path)) {
+        match self
+            .root
+            .resolve(host_path, true)
+            .and_then(std::fs::read_dir)
+        {
             Ok(entries) => {
                 let mut names: Vec<String> = entries
                     .filter_map(|e| e.ok())
@@ -187,12 +222,32 @@ impl Reader {
 
     /// True when the host path exists (a file, directory or device node).
     pub fn exists(&self, host_path: &str) -> bool {
-        std::fs::symlink_metadata(self.root.path(host_path)).is_ok()
+        match self.root.resolve(host_path, false) {
+            Ok(real) => std::fs::symlink_metadata(real).is_ok(),
+            Err(e) => {
+                self.record_io(host_path, &e);
+                false
+            }
+        }
+    }
+
+    /// The metadata of what the host path names (symlinks followed inside a
+    /// snapshot); `None` when it does not exist or cannot be read (recorded).
+    pub fn metadata(&self, host_path: &str) -> Option<std::fs::Metadata> {
+        let got = self.root.resolve(host_path, true).and_then(|real| {
+            if self.root.is_live() {
+                std::fs::metadata(real)
+            } else {
+                std::fs::symlink_metadata(real)
+            }
+        });
+        got.map_err(|e| self.record_io(host_path, &e)).ok()
     }
 
     /// The last path component a symlink points at (e.g. a driver name).
     pub fn link_name(&self, host_path: &str) -> Option<String> {
-        let target = std::fs::read_link(self.root.path(host_path)).ok()?;
+        let real = self.root.resolve(host_path, false).ok()?;
+        let target = std::fs::read_link(real).ok()?;
         target.file_name()?.to_str().map(str::to_string)
     }
 

@@ -1,5 +1,6 @@
 //! Command-line tools halobox drives, found on PATH with their versions.
 
+use std::os::unix::fs::PermissionsExt;
 use std::path::PathBuf;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
@@ -76,13 +77,16 @@ pub fn read(r: &Reader, versions: bool) -> Vec<Tool> {
 }
 
 fn locate(r: &Reader, name: &str) -> Option<PathBuf> {
-    match r.root().sysroot_dir() {
-        None => which::which(name).ok(),
-        Some(_) => {
-            let dirs = std::env::join_paths(SNAPSHOT_PATH.iter().map(|d| r.root().path(d))).ok()?;
-            which::which_in(name, Some(dirs), "/").ok()
-        }
+    if r.root().is_live() {
+        return which::which(name).ok();
     }
+    // In a snapshot: an executable regular file, symlinks resolved inside it.
+    SNAPSHOT_PATH.iter().find_map(|d| {
+        let host_path = format!("{d}/{name}");
+        let real = r.root().resolve(&host_path, true).ok()?;
+        let m = std::fs::symlink_metadata(real).ok()?;
+        (m.is_file() && m.permissions().mode() & 0o111 != 0).then(|| r.root().path(&host_path))
+    })
 }
 
 fn version(path: &std::path::Path, flag: &str) -> Option<String> {

@@ -6,6 +6,7 @@
 
 use std::fs::File;
 use std::io::{self, BufReader, BufWriter, Read, Write};
+use std::os::unix::fs::DirBuilderExt;
 use std::path::{Path, PathBuf};
 
 use oci_spec::image::{
@@ -14,6 +15,7 @@ use oci_spec::image::{
 };
 use serde_json::{Value, json};
 
+use super::cleanup;
 use super::layer::HashingWriter;
 
 /// Media type of an uncompressed layer.
@@ -42,7 +44,8 @@ pub struct BaseImage {
     pub layers: Vec<Blob>,
 }
 
-/// A folder removed when dropped.
+/// A private (0700) work folder, removed when dropped and, should halobox be
+/// interrupted (SIGINT, SIGTERM), before it exits.
 #[derive(Debug)]
 pub struct TempDir(PathBuf);
 
@@ -58,8 +61,11 @@ impl TempDir {
                 .map(|d| d.subsec_nanos())
                 .unwrap_or(0);
             let p = base.join(format!("{prefix}-{}-{nanos}-{n}", std::process::id()));
-            match std::fs::create_dir(&p) {
-                Ok(()) => return Ok(TempDir(p)),
+            match std::fs::DirBuilder::new().mode(0o700).create(&p) {
+                Ok(()) => {
+                    cleanup::register(&p);
+                    return Ok(TempDir(p));
+                }
                 Err(e) if e.kind() == io::ErrorKind::AlreadyExists => continue,
                 Err(e) => {
                     return Err(io::Error::new(
@@ -81,6 +87,7 @@ impl TempDir {
 impl Drop for TempDir {
     fn drop(&mut self) {
         let _ = std::fs::remove_dir_all(&self.0);
+        cleanup::unregister(&self.0);
     }
 }
 
@@ -97,13 +104,78 @@ pub fn read_base(archive: &Path, dir: &Path) -> io::Result<BaseImage> {
     read_unpacked(dir).map_err(|e| bad(format!("{}: {e}", archive.display())))
 }
 
-/// Unpacks a tar stream into `dir` (paths that leave `dir` are refused).
+/// Unpacks a tar stream into `dir`. Only files, folders and symlinks that
+/// stay inside the archive (docker links identical layers) are unpacked; a
+/// path or link that leaves it, a hard link, device, FIFO or sparse entry is
+/// refused with the entry's name.
 pub fn unpack(r: impl Read, dir: &Path) -> io::Result<()> {
     let mut a = tar::Archive::new(BufReader::with_capacity(1 << 20, r));
     a.set_preserve_permissions(false);
     a.set_preserve_mtime(false);
     a.set_unpack_xattrs(false);
-    a.unpack(dir)
+    for entry in a.entries()? {
+        let mut e = entry?;
+        let name = e.path()?.display().to_string();
+        let kind = e.header().entry_type();
+        match kind {
+            tar::EntryType::Regular | tar::EntryType::Continuous | tar::EntryType::Directory => {}
+            tar::EntryType::Symlink => {
+                let target = e.link_name()?.map(|t| t.into_owned()).unwrap_or_default();
+                link_stays_inside(&name, &target)?;
+            }
+            other => {
+                return Err(bad(format!(
+                    "archive entry {name:?} is {}: image archives hold only files and folders; refused",
+                    entry_kind(other)
+                )));
+            }
+        }
+        if !e.unpack_in(dir)? {
+            return Err(bad(format!(
+                "archive entry {name:?} leaves the archive; refused"
+            )));
+        }
+    }
+    Ok(())
+}
+
+fn entry_kind(kind: tar::EntryType) -> &'static str {
+    match kind {
+        tar::EntryType::Link => "a hard link",
+        tar::EntryType::Char => "a character device",
+        tar::EntryType::Block => "a block device",
+        tar::EntryType::Fifo => "a FIFO",
+        tar::EntryType::GNUSparse => "a sparse file",
+        _ => "not a file or folder",
+    }
+}
+
+/// A symlink entry's target must be relative and stay inside the archive.
+fn link_stays_inside(name: &str, target: &Path) -> io::Result<()> {
+    use std::path::Component;
+    let refuse = |why: &str| {
+        bad(format!(
+            "archive entry {name:?} is a symlink to {}, {why}; refused",
+            target.display()
+        ))
+    };
+    let mut depth = Path::new(name)
+        .components()
+        .filter(|c| matches!(c, Component::Normal(_)))
+        .count()
+        .saturating_sub(1);
+    for c in target.components() {
+        match c {
+            Component::RootDir | Component::Prefix(_) => {
+                return Err(refuse("outside the archive (an absolute path)"));
+            }
+            Component::ParentDir if depth == 0 => return Err(refuse("outside the archive")),
+            Component::ParentDir => depth -= 1,
+            Component::Normal(_) => depth += 1,
+            Component::CurDir => {}
+        }
+    }
+    Ok(())
 }
 
 fn read_unpacked(dir: &Path) -> io::Result<BaseImage> {
@@ -118,27 +190,56 @@ fn read_unpacked(dir: &Path) -> io::Result<BaseImage> {
     }
 }
 
-fn read_json(path: &Path) -> io::Result<Value> {
-    let bytes = std::fs::read(path)
-        .map_err(|e| io::Error::new(e.kind(), format!("{}: {e}", path.display())))?;
-    serde_json::from_slice(&bytes).map_err(|e| bad(format!("{}: {e}", path.display())))
+/// Largest JSON document read from an archive (index, manifest, config).
+pub const MAX_JSON_BYTES: u64 = 16 << 20;
+
+/// The JSON document at `rel` in the unpacked archive: a regular file of
+/// at most [`MAX_JSON_BYTES`] (and of `size` bytes when a descriptor says).
+fn read_json(dir: &Path, rel: &str, size: Option<u64>) -> io::Result<Value> {
+    let path = regular_file(dir, rel)?;
+    let bytes = crate::confine::read_regular(&path, true, MAX_JSON_BYTES)
+        .map_err(|e| bad(format!("archive entry {rel}: {e}")))?;
+    if let Some(want) = size.filter(|w| *w != bytes.len() as u64) {
+        return Err(bad(format!(
+            "archive entry {rel} is {} bytes, its descriptor says {want}; refused",
+            bytes.len()
+        )));
+    }
+    serde_json::from_slice(&bytes).map_err(|e| bad(format!("archive entry {rel}: {e}")))
 }
 
-fn inside(dir: &Path, rel: &str) -> io::Result<PathBuf> {
+/// The real path of the regular file at `rel` in the unpacked archive:
+/// symlinks resolved inside it, anything but a regular file refused.
+fn regular_file(dir: &Path, rel: &str) -> io::Result<PathBuf> {
     if rel.starts_with('/') || rel.split('/').any(|p| p == "..") {
         return Err(bad(format!("archive path {rel:?} leaves the archive")));
     }
-    Ok(dir.join(rel))
+    let path = crate::confine::resolve(dir, rel, true)
+        .map_err(|e| bad(format!("archive entry {rel}: {e}")))?;
+    let meta = std::fs::symlink_metadata(&path)
+        .map_err(|e| io::Error::new(e.kind(), format!("archive entry {rel}: {e}")))?;
+    if !meta.is_file() {
+        return Err(bad(format!(
+            "archive entry {rel} is not a regular file; refused"
+        )));
+    }
+    Ok(path)
 }
 
-fn blob_path(dir: &Path, digest: &str) -> io::Result<PathBuf> {
+/// `blobs/sha256/<hex>` of a digest.
+fn blob_name(digest: &str) -> io::Result<String> {
     let (alg, hex) = digest
         .split_once(':')
         .ok_or_else(|| bad(format!("{digest:?} is not a digest")))?;
     if alg != "sha256" || !is_sha256_hex(hex) {
         return Err(bad(format!("unsupported digest {digest:?} (only sha256)")));
     }
-    Ok(dir.join("blobs").join(alg).join(hex))
+    Ok(format!("blobs/{alg}/{hex}"))
+}
+
+/// A descriptor's `size`, when it has one.
+fn desc_size(desc: &Value) -> Option<u64> {
+    desc.get("size").and_then(Value::as_u64)
 }
 
 /// True for 64 lowercase hex digits.
@@ -155,14 +256,18 @@ fn str_field<'a>(v: &'a Value, key: &str) -> io::Result<&'a str> {
 }
 
 fn read_oci(dir: &Path) -> io::Result<BaseImage> {
-    let index = read_json(&dir.join("index.json"))?;
+    let index = read_json(dir, "index.json", None)?;
     let mut desc = index
         .get("manifests")
         .and_then(Value::as_array)
         .and_then(|m| m.first())
         .cloned()
         .ok_or_else(|| bad("index.json lists no manifest"))?;
-    let mut manifest = read_json(&blob_path(dir, str_field(&desc, "digest")?)?)?;
+    let mut manifest = read_json(
+        dir,
+        &blob_name(str_field(&desc, "digest")?)?,
+        desc_size(&desc),
+    )?;
     if manifest.get("manifests").is_some() {
         desc = manifest["manifests"]
             .as_array()
@@ -174,12 +279,18 @@ fn read_oci(dir: &Path) -> io::Result<BaseImage> {
             })
             .cloned()
             .ok_or_else(|| bad("the image index has no linux/amd64 manifest"))?;
-        manifest = read_json(&blob_path(dir, str_field(&desc, "digest")?)?)?;
+        manifest = read_json(
+            dir,
+            &blob_name(str_field(&desc, "digest")?)?,
+            desc_size(&desc),
+        )?;
     }
-    let config = read_json(&blob_path(
+    let config_desc = manifest.get("config").unwrap_or(&Value::Null);
+    let config = read_json(
         dir,
-        str_field(manifest.get("config").unwrap_or(&Value::Null), "digest")?,
-    )?)?;
+        &blob_name(str_field(config_desc, "digest")?)?,
+        desc_size(config_desc),
+    )?;
     let mut layers = Vec::new();
     for l in manifest
         .get("layers")
@@ -187,8 +298,15 @@ fn read_oci(dir: &Path) -> io::Result<BaseImage> {
         .ok_or_else(|| bad("the manifest has no layers"))?
     {
         let digest = str_field(l, "digest")?.to_string();
-        let path = blob_path(dir, &digest)?;
+        let name = blob_name(&digest)?;
+        let path = regular_file(dir, &name)?;
         let size = std::fs::metadata(&path)?.len();
+        let want = desc_size(l).ok_or_else(|| bad(format!("layer {digest} has no size")))?;
+        if size != want {
+            return Err(bad(format!(
+                "archive entry {name} is {size} bytes, its descriptor says {want}; refused"
+            )));
+        }
         let media_type = match str_field(l, "mediaType")? {
             "application/vnd.docker.image.rootfs.diff.tar.gzip" => {
                 "application/vnd.oci.image.layer.v1.tar+gzip"
@@ -208,12 +326,12 @@ fn read_oci(dir: &Path) -> io::Result<BaseImage> {
 }
 
 fn read_docker(dir: &Path) -> io::Result<BaseImage> {
-    let manifest = read_json(&dir.join("manifest.json"))?;
+    let manifest = read_json(dir, "manifest.json", None)?;
     let entry = manifest
         .as_array()
         .and_then(|a| a.first())
         .ok_or_else(|| bad("manifest.json lists no image"))?;
-    let config = read_json(&inside(dir, str_field(entry, "Config")?)?)?;
+    let config = read_json(dir, str_field(entry, "Config")?, None)?;
     let diff_ids = diff_ids(&config)?;
     let paths = entry
         .get("Layers")
@@ -231,7 +349,7 @@ fn read_docker(dir: &Path) -> io::Result<BaseImage> {
         let rel = p
             .as_str()
             .ok_or_else(|| bad("a layer path is not a string"))?;
-        let path = inside(dir, rel)?;
+        let path = regular_file(dir, rel)?;
         let size = std::fs::metadata(&path)
             .map_err(|e| bad(format!("layer {rel}: {e}")))?
             .len();
@@ -506,9 +624,12 @@ mod tests {
     #[test]
     fn archive_paths_stay_inside() {
         let d = Path::new("/x");
-        assert!(inside(d, "../etc/passwd").is_err());
-        assert!(inside(d, "/etc/passwd").is_err());
-        assert_eq!(inside(d, "a/b.tar").unwrap(), Path::new("/x/a/b.tar"));
-        assert!(blob_path(d, "sha512:abc").is_err());
+        assert!(regular_file(d, "../etc/passwd").is_err());
+        assert!(regular_file(d, "/etc/passwd").is_err());
+        assert!(blob_name("sha512:abc").is_err());
+        assert!(link_stays_inside("a/layer.tar", Path::new("../b/layer.tar")).is_ok());
+        assert!(link_stays_inside("a/layer.tar", Path::new("../../etc/shadow")).is_err());
+        assert!(link_stays_inside("manifest.json", Path::new("/etc/shadow")).is_err());
+        assert!(link_stays_inside("manifest.json", Path::new("..")).is_err());
     }
 }

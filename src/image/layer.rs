@@ -151,13 +151,16 @@ pub enum EntryKind {
     },
 }
 
-/// Files, folders and symlinks of the `--add` specs, sorted by path. Fails on
-/// a missing source, another file type (device, socket) or the same DEST twice.
-pub fn entries(specs: &[AddSpec]) -> Result<Vec<Entry>, String> {
+/// Files, folders and symlinks of the `--add` specs, sorted by path. A SRC
+/// that is itself a symlink adds what it points to (as `COPY` and `cp -L`
+/// do: `librccl.so.1` is a symlink in ROCm build trees), or with
+/// `dereference` false is refused; symlinks inside an added folder stay
+/// symlinks. Fails on a missing source, another file type (device, socket)
+/// or the same DEST twice.
+pub fn entries(specs: &[AddSpec], dereference: bool) -> Result<Vec<Entry>, String> {
     let mut out = Vec::new();
     for spec in specs {
-        let meta = std::fs::symlink_metadata(&spec.src)
-            .map_err(|e| format!("--add {spec}: cannot read {}: {e}", spec.src.display()))?;
+        let meta = source_metadata(spec, dereference)?;
         collect(
             &spec.src,
             &meta,
@@ -175,6 +178,33 @@ pub fn entries(specs: &[AddSpec]) -> Result<Vec<Entry>, String> {
         ));
     }
     Ok(out)
+}
+
+/// The metadata of an `--add` SRC, through a symlink when `dereference`.
+fn source_metadata(spec: &AddSpec, dereference: bool) -> Result<std::fs::Metadata, String> {
+    let src = &spec.src;
+    let meta = std::fs::symlink_metadata(src)
+        .map_err(|e| format!("--add {spec}: cannot read {}: {e}", src.display()))?;
+    if !meta.file_type().is_symlink() {
+        return Ok(meta);
+    }
+    let target = std::fs::read_link(src)
+        .map(|t| t.display().to_string())
+        .unwrap_or_else(|e| format!("? ({e})"));
+    if !dereference {
+        return Err(format!(
+            "--add {spec}: {} is a symlink (-> {target}) and --no-dereference refuses symlinks\n  \
+             hint: drop --no-dereference to add the file it points to (as COPY and cp -L do), or name the target itself",
+            src.display()
+        ));
+    }
+    std::fs::metadata(src).map_err(|e| {
+        format!(
+            "--add {spec}: {} is a symlink to {target}, which cannot be read: {e}\n  \
+             hint: point SRC at an existing file or folder",
+            src.display()
+        )
+    })
 }
 
 fn collect(

@@ -5,6 +5,7 @@
 
 pub mod archive;
 pub mod build;
+pub mod cleanup;
 pub mod compose;
 pub mod definition;
 pub mod git;

@@ -8,6 +8,7 @@ use std::path::{Path, PathBuf};
 use serde::Serialize;
 
 use super::archive::{self, BaseImage, Blob, TempDir, Written};
+use super::cleanup::OutputFile;
 use super::compose::{self, Appended};
 use super::layer::{self, Entry, Layer, LayerOptions};
 use crate::engine::Engine;
@@ -118,8 +119,10 @@ pub async fn rewrite(
         .map_err(anyhow::Error::msg)?
         .map(compose::rfc3339);
     let config = compose::compose(&base.config, &appended, labels, created.as_deref());
-    let out = match output {
-        Some(p) => p.to_path_buf(),
+    // `--output` is written beside its final name and renamed on success.
+    let staged = output.map(OutputFile::new).transpose()?;
+    let out = match &staged {
+        Some(f) => f.path().to_path_buf(),
         None => work.path().join("image.tar"),
     };
     let tags_owned = tags.to_vec();
@@ -128,6 +131,10 @@ pub async fn rewrite(
         archive::write_archive(&config, &layers, &tags_owned, &out_clone)
     })
     .await??;
+    let out = match staged {
+        Some(f) => f.commit()?,
+        None => out,
+    };
     let loaded = match load {
         Some(engine) => engine.load_archive(&out).await?,
         None => Vec::new(),

@@ -4,6 +4,7 @@
 
 pub mod engines;
 pub mod netns;
+pub mod standin;
 
 use std::path::PathBuf;
 use std::process::Output;
