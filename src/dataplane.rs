@@ -79,6 +79,34 @@ pub fn select(facts: &HostFacts, ip: Option<Ipv4Addr>) -> Selection {
     }
 }
 
+/// Like [`select`], but when several RDMA interfaces have addresses and no
+/// `ip` is given, the one whose subnet holds a peer's address is chosen
+/// (when exactly one does): the peers say which link is the data plane.
+pub fn select_towards(facts: &HostFacts, ip: Option<Ipv4Addr>, peers: &[Ipv4Addr]) -> Selection {
+    let selection = select(facts, ip);
+    let Selection::Ambiguous { candidates } = &selection else {
+        return selection;
+    };
+    let facing: Vec<Ipv4Addr> = candidates
+        .iter()
+        .copied()
+        .filter(|c| {
+            facts.network.interfaces.iter().any(|i| {
+                i.ipv4.iter().any(|a| {
+                    a.address == *c
+                        && peers
+                            .iter()
+                            .any(|p| crate::host::routes::contains(a.address, a.prefix_len, *p))
+                })
+            })
+        })
+        .collect();
+    match facing.as_slice() {
+        [one] => select(facts, Some(*one)),
+        _ => selection,
+    }
+}
+
 /// IPv4 addresses of interfaces that have an RDMA device, up ports first.
 pub fn candidates(facts: &HostFacts) -> Vec<Ipv4Addr> {
     let mut with_state: Vec<(bool, Ipv4Addr)> = Vec::new();
@@ -89,6 +117,7 @@ pub fn candidates(facts: &HostFacts) -> Vec<Ipv4Addr> {
                 .iter()
                 .any(|p| p.number == port.number && p.is_up());
             with_state.extend(iface.ipv4.iter().map(|a| (up, a.address)));
+            with_state.extend(iface.gid_ipv4.iter().map(|a| (up, *a)));
         }
     }
     if with_state.iter().any(|(up, _)| *up) {

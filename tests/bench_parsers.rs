@@ -157,6 +157,58 @@ fn failures_are_diagnosed() {
     assert_eq!(new.cause, Cause::RetryExceeded);
 }
 
+/// Completion errors are decoded into their ibv_wc_status, with the end
+/// (this node or the peer) and the role (client or server) that printed it.
+#[test]
+fn completion_errors_are_decoded() {
+    let d = cause("local_protection_error.txt", Side::Local);
+    assert_eq!(d.cause, Cause::Completion);
+    let wc = d.completion.as_ref().unwrap();
+    assert_eq!((wc.code, wc.name.as_str()), (4, "IBV_WC_LOC_PROT_ERR"));
+    assert!(
+        d.why.contains("this node (client side)") && d.why.contains("local protection error"),
+        "{}",
+        d.why
+    );
+    assert!(d.why.contains("vendor syndrome 0x51"), "{}", d.why);
+    assert!(d.fix.contains("memlock"), "{}", d.fix);
+
+    let d = cause("wr_flushed_server.txt", Side::Peer);
+    assert_eq!(d.completion.as_ref().unwrap().name, "IBV_WC_WR_FLUSH_ERR");
+    assert!(d.why.contains("the peer (server side)"), "{}", d.why);
+    assert!(d.fix.contains("earlier failure"), "{}", d.fix);
+
+    let d = cause("rnr_retry_exceeded.txt", Side::Local);
+    assert_eq!(d.completion.as_ref().unwrap().code, 13);
+    assert!(d.why.contains("RNR retry counter exceeded"), "{}", d.why);
+    assert!(d.fix.contains("no buffer ready"), "{}", d.fix);
+
+    let d = cause("retry_exceeded.txt", Side::Local);
+    assert_eq!(d.completion.as_ref().unwrap().name, "IBV_WC_RETRY_EXC_ERR");
+    assert!(d.fix.contains("UDP 4791"), "{}", d.fix);
+}
+
+/// Every failure line perftest can print on halobox's runs (from its
+/// format strings) gets its cause, not "unknown".
+#[test]
+fn every_perftest_failure_line_is_decoded() {
+    let text = fixture("perftest", "failure_lines.txt");
+    let mut n = 0;
+    for line in text
+        .lines()
+        .filter(|l| !l.starts_with('#') && !l.is_empty())
+    {
+        let (want, failure) = line.split_once('\t').expect("cause<TAB>line");
+        let d = diagnose::perftest(failure, Side::Local, "ib_write_bw")
+            .unwrap_or_else(|| panic!("undiagnosed: {failure:?}"));
+        let got = serde_json::to_value(d.cause).unwrap();
+        assert_eq!(got, want, "{failure:?}: {}", d.why);
+        assert!(!d.fix.is_empty());
+        n += 1;
+    }
+    assert!(n > 60, "{n} lines");
+}
+
 /// The real perftest binaries on a machine without RDMA devices: the
 /// failure is the "no device" one, diagnosed as such.
 #[test]
@@ -201,4 +253,9 @@ fn iperf3_json() {
     assert!(r.sent_gbps >= r.received_gbps * 0.99);
     let e = iperf3::parse(&fixture("iperf3", "refused.json")).unwrap_err();
     assert!(e.contains("Connection refused"), "{e}");
+    assert!(!r.moved_nothing());
+    // A run that connected and moved nothing (real iperf3 3.12 output).
+    let z = iperf3::parse(&fixture("iperf3", "zero_bytes.json")).unwrap();
+    assert_eq!(z.received_bytes, Some(0));
+    assert!(z.moved_nothing());
 }

@@ -71,14 +71,13 @@ fn end(ip: &str) -> NodeContext {
     .unwrap()
 }
 
-#[test]
-fn a_sweep_is_a_row_per_size() {
-    let dir = tempfile::tempdir().unwrap();
+/// A run record with one sweep leg whose raw log is `fixture_name`.
+fn sweep_run(dir: &Path, fixture_name: &str) -> RunRecord {
     let fixture = Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("tests/fixtures/perftest/write_bw_gbits_sweep.txt");
-    let id = "p0-ib_write_bw-sweep";
-    fs::copy(&fixture, dir.path().join(format!("{id}.txt"))).unwrap();
-    let rec = RunRecord {
+        .join("tests/fixtures/perftest")
+        .join(fixture_name);
+    fs::copy(&fixture, dir.join(format!("{SWEEP_LEG}.txt"))).unwrap();
+    RunRecord {
         schema_version: results::SCHEMA_VERSION,
         started_utc: "2026-01-01T00:00:00Z".into(),
         options: BenchOptions {
@@ -104,7 +103,7 @@ fn a_sweep_is_a_row_per_size() {
             local: end("10.0.0.1"),
             peer: end("10.0.0.2"),
             legs: vec![LegRecord {
-                id: id.into(),
+                id: SWEEP_LEG.into(),
                 kind: LegKind::RdmaSweep,
                 streams: 1,
                 commands: vec!["ib_write_bw -a".into()],
@@ -112,7 +111,16 @@ fn a_sweep_is_a_row_per_size() {
             }],
             rdma_counters: None,
         }],
-    };
+    }
+}
+
+const SWEEP_LEG: &str = "p0-ib_write_bw-sweep";
+
+#[test]
+fn a_sweep_is_a_row_per_size() {
+    let dir = tempfile::tempdir().unwrap();
+    let id = SWEEP_LEG;
+    let rec = sweep_run(dir.path(), "write_bw_gbits_sweep.txt");
     let res = results::derive(&rec, dir.path());
     let sizes: Vec<u64> = res.rows.iter().map(|r| r.message_bytes.unwrap()).collect();
     // The capture holds the first three sizes of `-a`.
@@ -125,8 +133,50 @@ fn a_sweep_is_a_row_per_size() {
     let text = report::human(&res);
     assert!(text.contains("rdma ib_write_bw 2 B "), "{text}");
     assert!(text.contains("rdma ib_write_bw 8 B "), "{text}");
+    assert!(!text.contains("collapses"), "{text}");
     // Comparing a run with itself matches row by row (size included).
     let cmp = report::compare(&res, &res);
     assert!(cmp.contains("p0-ib_write_bw-sweep 8 B  Gb/s"), "{cmp}");
     assert!(!cmp.contains("absent"), "{cmp}");
+}
+
+/// Sizes where bandwidth falls to under half of the best smaller size are
+/// marked, and the report says what that means and what to check.
+#[test]
+fn a_collapsing_sweep_is_marked_and_explained() {
+    let dir = tempfile::tempdir().unwrap();
+    let rec = sweep_run(dir.path(), "write_bw_sweep_collapse.txt");
+    let res = results::derive(&rec, dir.path());
+    let warned: Vec<u64> = res
+        .rows
+        .iter()
+        .filter(|r| r.status == "warn")
+        .map(|r| r.message_bytes.unwrap())
+        .collect();
+    // 128 KiB (21.35) is under half of 53.07 at 64 KiB, and so is every size above.
+    assert_eq!(
+        warned,
+        [131072, 262144, 524288, 1048576, 2097152, 4194304, 8388608]
+    );
+    let r = res
+        .rows
+        .iter()
+        .find(|r| r.message_bytes == Some(131072))
+        .unwrap();
+    assert_eq!(r.bandwidth_gbps, Some(21.35), "the measurement is kept");
+    let d = r.diagnosis.as_ref().unwrap();
+    assert!(d.why.contains("against 53.07 Gb/s at 64 KiB"), "{}", d.why);
+    assert!(d.fix.contains("MTU") && d.fix.contains("PFC"), "{}", d.fix);
+    let text = report::human(&res);
+    assert!(
+        text.contains("WARN (under half of 53.07 Gb/s at 64 KiB)"),
+        "{text}"
+    );
+    assert_eq!(
+        text.matches("bandwidth collapses at 128 KiB").count(),
+        1,
+        "one explanation for the sweep: {text}"
+    );
+    // A warning is not a failure.
+    assert!(res.rows.iter().all(|r| r.status != "failed"));
 }

@@ -26,4 +26,7 @@ fuzz_target!(|data: &[u8]| {
     let _ = tcp::parse_latency_log(s);
     let _ = diagnose::perftest(s, Side::Local, "ib_write_bw");
     let _ = diagnose::unknown(s, Side::Peer, "ib_write_lat");
+    if let Some((line, format)) = s.split_once('\n') {
+        let _ = diagnose::matches_format(line, format);
+    }
 });

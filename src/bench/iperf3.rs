@@ -16,6 +16,16 @@ pub struct Iperf3Result {
     pub sent_gbps: f64,
     /// TCP retransmissions, when the kernel reports them.
     pub retransmits: Option<u64>,
+    /// Bytes the receiver got (`end.sum_received.bytes`); 0 means the run
+    /// moved no data, whatever the rates say.
+    pub received_bytes: Option<u64>,
+}
+
+impl Iperf3Result {
+    /// True when the receiver got nothing.
+    pub fn moved_nothing(&self) -> bool {
+        self.received_bytes == Some(0) || self.received_gbps == 0.0
+    }
 }
 
 /// Parses `iperf3 -c … --json` output. A run that failed carries iperf3's
@@ -51,6 +61,7 @@ pub fn parse(text: &str) -> Result<Iperf3Result, String> {
         received_gbps: received / 1e9,
         sent_gbps: sent / 1e9,
         retransmits: end.pointer("/sum_sent/retransmits").and_then(Value::as_u64),
+        received_bytes: end.pointer("/sum_received/bytes").and_then(Value::as_u64),
     })
 }
 

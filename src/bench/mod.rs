@@ -4,7 +4,8 @@
 //! [`plan`] decides what runs (pure), [`run`] runs it (ssh to the peer,
 //! clients here), [`results`] derives the table from the saved raw logs and
 //! [`report`] prints it. The parsers ([`perftest`], [`iperf3`]) and
-//! [`diagnose`] read the tools' own output; [`counters`] reads the RDMA
+//! [`diagnose`] read the tools' own output ([`wc_status`] decodes completion
+//! errors, [`sweep`] finds where a size sweep collapses); [`counters`] reads the RDMA
 //! counters' deltas; [`peer`] picks the peer from the cluster config.
 
 pub mod counters;
@@ -18,4 +19,6 @@ pub mod report;
 pub mod results;
 pub mod run;
 pub mod stats;
+pub mod sweep;
 pub mod tcp;
+pub mod wc_status;

@@ -74,6 +74,7 @@ pub fn human(res: &Results) -> String {
             match (&r.status[..], &r.note) {
                 ("ok", Some(n)) => format!("ok ({n})"),
                 ("ok", None) => "ok".into(),
+                ("warn", Some(n)) => format!("WARN ({n})"),
                 (s, _) => s.to_uppercase(),
             },
         ]);

@@ -15,7 +15,7 @@ use super::diagnose::{self, Diagnosis, Side};
 use super::plan::{BenchOptions, LegKind};
 use super::probe::NodeContext;
 use super::stats::{LatencySummary, summarise};
-use super::{iperf3, perftest, tcp};
+use super::{iperf3, perftest, sweep, tcp};
 use crate::units::{half_rtt, path_ceiling_gbps};
 
 /// Version of `run.json` and `results.json`.
@@ -176,6 +176,12 @@ pub fn server_log(id: &str) -> String {
     format!("{id}.server.txt")
 }
 
+/// A raw log as text; bytes that are not UTF-8 (a tool's stray byte, a
+/// truncated write) become U+FFFD instead of discarding the whole log.
+pub fn read_log(dir: &Path, name: &str) -> std::io::Result<String> {
+    fs::read(dir.join(name)).map(|b| String::from_utf8_lossy(&b).into_owned())
+}
+
 fn path_label(p: &PathRecord) -> String {
     match &p.local.interface {
         Some(i) => format!("{i} {} → {}", p.local_ip, p.peer_ip),
@@ -260,8 +266,7 @@ pub fn derive(rec: &RunRecord, dir: &Path) -> Results {
                 LegStatus::Failed { message } => {
                     row.status = "failed".into();
                     row.note = Some(message.clone());
-                    let server =
-                        fs::read_to_string(dir.join(server_log(&leg.id))).unwrap_or_default();
+                    let server = read_log(dir, &server_log(&leg.id)).unwrap_or_default();
                     row.diagnosis =
                         tool_of(leg.kind).and_then(|t| diagnose::perftest(&server, Side::Peer, t));
                 }
@@ -271,6 +276,7 @@ pub fn derive(rec: &RunRecord, dir: &Path) -> Results {
                 LegKind::RdmaSweep if row.status == "ok" => sweep_rows(&row, leg, dir),
                 _ => vec![row],
             };
+            let per_size = mark_collapses(per_size);
             for mut row in per_size {
                 if let (Some(bw), Some(c)) = (row.bandwidth_gbps, ceiling) {
                     row.ceiling_gbps = Some(c);
@@ -317,24 +323,100 @@ fn tool_of(kind: LegKind) -> Option<&'static str> {
     }
 }
 
-/// A size sweep's rows, one per message size (`row` parsed as a table).
+/// A size sweep's rows, one per message size (`row` parsed as a table); a
+/// size that moved nothing is a failed row.
 fn sweep_rows(row: &Row, leg: &LegRecord, dir: &Path) -> Vec<Row> {
-    let raw = fs::read_to_string(dir.join(client_log(&leg.id, leg.kind))).unwrap_or_default();
+    let raw = read_log(dir, &client_log(&leg.id, leg.kind)).unwrap_or_default();
     match perftest::parse(&raw) {
         Some(perftest::Table::Bandwidth { rows, .. }) => rows
             .iter()
-            .map(|r| Row {
-                message_bytes: Some(r.bytes),
-                bandwidth_gbps: Some(r.average_gbps),
-                ..row.clone()
+            .map(|r| {
+                let mut out = Row {
+                    message_bytes: Some(r.bytes),
+                    bandwidth_gbps: Some(r.average_gbps),
+                    ..row.clone()
+                };
+                if let Some(what) = bw_moved_nothing(r) {
+                    out.bandwidth_gbps = None;
+                    fail_no_data(&mut out, "ib_write_bw", what);
+                }
+                out
             })
             .collect(),
         _ => vec![row.clone()],
     }
 }
 
+/// Marks the sizes of a sweep where bandwidth collapses against the
+/// smaller sizes (status `warn`, with the cause and the fix).
+fn mark_collapses(mut rows: Vec<Row>) -> Vec<Row> {
+    let points: Vec<(u64, f64)> = rows
+        .iter()
+        .filter(|r| r.status == "ok")
+        .filter_map(|r| Some((r.message_bytes?, r.bandwidth_gbps?)))
+        .collect();
+    let found = sweep::collapses(&points);
+    if found.is_empty() {
+        return rows;
+    }
+    let sizes: Vec<String> = found
+        .iter()
+        .map(|c| crate::units::format_bytes(c.bytes))
+        .collect();
+    let first = found[0];
+    let diagnosis = Diagnosis {
+        cause: diagnose::Cause::Collapse,
+        why: format!(
+            "bandwidth collapses at {} (e.g. {:.2} Gb/s at {} against {:.2} Gb/s at {}): it must not fall as messages grow",
+            sizes.join(", "),
+            first.gbps,
+            crate::units::format_bytes(first.bytes),
+            first.best_gbps,
+            crate::units::format_bytes(first.best_bytes)
+        ),
+        fix: "an MTU or flow-control symptom: both ends need the same MTU (9000, RoCE path MTU 4096: `halobox doctor` on both), \
+the same pause/PFC settings on both NICs (both off on a direct cable, or PFC on the same priority end to end); \
+the RDMA counters (above, when read) show retransmissions, out-of-sequence packets and pause/CNP deltas"
+            .into(),
+        completion: None,
+    };
+    for c in &found {
+        if let Some(r) = rows.iter_mut().find(|r| r.message_bytes == Some(c.bytes)) {
+            r.status = "warn".into();
+            r.note = Some(format!(
+                "under half of {:.2} Gb/s at {}",
+                c.best_gbps,
+                crate::units::format_bytes(c.best_bytes)
+            ));
+            r.diagnosis = Some(diagnosis.clone());
+        }
+    }
+    rows
+}
+
+/// Why a bandwidth row measured nothing, or `None` when it did.
+fn bw_moved_nothing(r: &perftest::BwRow) -> Option<String> {
+    if r.iterations == 0 {
+        Some(format!("0 iterations at {} B", r.bytes))
+    } else if r.average_gbps == 0.0 {
+        Some(format!(
+            "{} iterations at {} B averaged 0.00 Gb/s",
+            r.iterations, r.bytes
+        ))
+    } else {
+        None
+    }
+}
+
+fn fail_no_data(row: &mut Row, tool: &str, what: String) {
+    let d = diagnose::no_data(tool, what);
+    row.status = "failed".into();
+    row.note = Some(d.why.clone());
+    row.diagnosis = Some(d);
+}
+
 fn fill(row: &mut Row, leg: &LegRecord, dir: &Path) {
-    let raw = match fs::read_to_string(dir.join(client_log(&leg.id, leg.kind))) {
+    let raw = match read_log(dir, &client_log(&leg.id, leg.kind)) {
         Ok(t) => t,
         Err(e) => {
             row.status = "failed".into();
@@ -364,11 +446,25 @@ fn fill(row: &mut Row, leg: &LegRecord, dir: &Path) {
             Err(e) => fail(row, e),
         },
         LegKind::TcpBandwidth => match tcp::parse_bandwidth_log(&raw) {
+            Ok(s) if s.iter().all(|s| s.bytes == 0) && !s.is_empty() => fail_no_data(
+                row,
+                "the halobox TCP client",
+                format!("{} stream(s), 0 bytes", s.len()),
+            ),
             Ok(s) if !s.is_empty() => row.bandwidth_gbps = Some(tcp::aggregate_gbps(&s)),
             Ok(_) => fail(row, "no stream was measured".into()),
             Err(e) => fail(row, e),
         },
         LegKind::Iperf3 => match iperf3::parse(&raw) {
+            Ok(r) if r.moved_nothing() => fail_no_data(
+                row,
+                "iperf3",
+                format!(
+                    "the receiver got {} bytes in {:.1} s",
+                    r.received_bytes.unwrap_or(0),
+                    r.seconds
+                ),
+            ),
             Ok(r) => {
                 row.bandwidth_gbps = Some(r.received_gbps);
                 row.note = r.retransmits.map(|n| format!("{n} retransmits"));
@@ -380,6 +476,9 @@ fn fill(row: &mut Row, leg: &LegRecord, dir: &Path) {
             match perftest::parse(&raw) {
                 Some(perftest::Table::Latency { rows }) if leg.kind == LegKind::RdmaLatency => {
                     let r = rows[rows.len() - 1];
+                    if r.iterations == 0 {
+                        return fail_no_data(row, tool, format!("0 iterations at {} B", r.bytes));
+                    }
                     match r.typical_us.or(r.avg_us) {
                         Some(median_us) => {
                             row.latency = Some(LatencySummary {
@@ -397,14 +496,22 @@ fn fill(row: &mut Row, leg: &LegRecord, dir: &Path) {
                 Some(perftest::Table::Bandwidth { rows, .. })
                     if leg.kind != LegKind::RdmaLatency =>
                 {
-                    row.bandwidth_gbps = Some(rows[rows.len() - 1].average_gbps);
+                    let last = &rows[rows.len() - 1];
+                    match bw_moved_nothing(last) {
+                        // A sweep judges each size on its own.
+                        Some(what) if leg.kind != LegKind::RdmaSweep => {
+                            fail_no_data(row, tool, what)
+                        }
+                        _ => row.bandwidth_gbps = Some(last.average_gbps),
+                    }
                 }
                 _ => {
-                    let server =
-                        fs::read_to_string(dir.join(server_log(&leg.id))).unwrap_or_default();
-                    let d = diagnose::perftest(&raw, Side::Local, tool)
-                        .or_else(|| diagnose::perftest(&server, Side::Peer, tool))
-                        .unwrap_or_else(|| diagnose::unknown(&raw, Side::Local, tool));
+                    let server = read_log(dir, &server_log(&leg.id)).unwrap_or_default();
+                    let d = diagnose::pick(
+                        diagnose::perftest(&raw, Side::Local, tool),
+                        diagnose::perftest(&server, Side::Peer, tool),
+                    )
+                    .unwrap_or_else(|| diagnose::unknown(&raw, Side::Local, tool));
                     row.status = "failed".into();
                     row.note = Some(d.why.clone());
                     row.diagnosis = Some(d);

@@ -28,4 +28,7 @@ pub struct DoctorArgs {
     /// The node's data-plane IPv4 address (default: the only address on an RDMA interface).
     #[arg(long, value_name = "ADDR")]
     pub ip: Option<Ipv4Addr>,
+    /// A peer's data-plane IPv4 address whose route to check (repeatable; default: the other nodes of cluster.toml).
+    #[arg(long, value_name = "IP")]
+    pub peer: Vec<Ipv4Addr>,
 }

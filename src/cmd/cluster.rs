@@ -150,12 +150,25 @@ fn join(a: &ClusterJoinArgs) -> anyhow::Result<ExitCode> {
         None => HostRoot::live(),
     };
     let facts = host::gather(root, GatherOptions::default());
+    // A snapshot's CPU count is its own, never this machine's.
+    let cpus = match (a.num_cpus, &a.source.sysroot, facts.cpus_online) {
+        (Some(n), _, _) => n,
+        (None, Some(_), Some(n)) => n,
+        (None, Some(dir), None) => {
+            return Err(UsageError(format!(
+                "{} has no sys/devices/system/cpu/online, so its CPU count is unknown\n  hint: pass --num-cpus N",
+                dir.display()
+            ))
+            .into());
+        }
+        (None, None, _) => cpus(),
+    };
     let req = EnvRequest {
         ip: a.ip,
         head: a.head,
         port: a.ray_node.port,
         transport: a.ray_node.transport,
-        cpus: a.num_cpus.unwrap_or_else(cpus),
+        cpus,
         ray: a.ray.clone(),
         ray_args: a.ray_arg.clone(),
         ray_head_args: a.ray_head_arg.clone(),

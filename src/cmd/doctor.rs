@@ -3,14 +3,52 @@
 use std::process::ExitCode;
 
 use crate::cli::DoctorArgs;
-use crate::doctor::{self, DoctorOptions, render};
-use crate::host::{self, GatherOptions};
+use crate::cluster::config;
+use crate::doctor::{self, DoctorOptions, Peer, render};
+use crate::host::{self, GatherOptions, HostFacts};
+
+/// `--ip` and `--peer`, plus this user's cluster.toml on the live host (a
+/// snapshot is another machine: this host's cluster file says nothing of it).
+fn options(args: &DoctorArgs, facts: &HostFacts) -> DoctorOptions {
+    let opts = DoctorOptions {
+        ip: args.ip,
+        peers: args
+            .peer
+            .iter()
+            .map(|ip| Peer {
+                ip: *ip,
+                from: "--peer".into(),
+            })
+            .collect(),
+        cluster_error: None,
+    };
+    if args.source.sysroot.is_some() {
+        return opts;
+    }
+    let Some(path) = config::path(None).filter(|p| p.exists()) else {
+        return opts;
+    };
+    match config::load(&path) {
+        Ok(cfg) => {
+            let nodes: Vec<_> = cfg
+                .nodes
+                .iter()
+                .map(|n| (n.label().to_string(), n.ip))
+                .collect();
+            opts.with_cluster(facts, &nodes)
+        }
+        Err(e) => DoctorOptions {
+            cluster_error: Some(e.to_string()),
+            ..opts
+        },
+    }
+}
 
 /// Gathers facts, diagnoses them and prints the report.
 pub fn run(args: &DoctorArgs, color: bool) -> anyhow::Result<ExitCode> {
     let root = super::root(&args.source)?;
     let facts = host::gather(root, GatherOptions::default());
-    let report = doctor::diagnose(&facts, DoctorOptions { ip: args.ip });
+    let report = doctor::diagnose(&facts, options(args, &facts));
     if args.output.json {
         println!("{}", serde_json::to_string_pretty(&report)?);
     } else {

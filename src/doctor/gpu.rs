@@ -1,9 +1,11 @@
 //! GPU checks: a gfx1151 agent exists and its device nodes can be opened.
 
+use super::kernel::CARVEOUT_LIMIT_BYTES;
 use super::{Check, has_gpu};
 use crate::host::HostFacts;
 use crate::host::devnodes::DeviceNode;
 use crate::host::gpu::KfdNode;
+use crate::units::format_bytes;
 
 /// The GPU target halobox's image is built for.
 pub const TARGET: &str = "gfx1151";
@@ -56,6 +58,7 @@ pub(super) fn checks(facts: &HostFacts) -> Vec<Check> {
             "gpu.render_access",
             "no GPU: no render node to open",
         ));
+        out.push(Check::skip("gpu.carveout", "no GPU: no carve-out"));
         return out;
     }
     out.push(match &facts.gpu.kfd {
@@ -84,13 +87,56 @@ pub(super) fn checks(facts: &HostFacts) -> Vec<Check> {
             Some(node) => access_check("gpu.render_access", facts, node),
         },
     });
+    out.push(carveout(facts));
     out
+}
+
+/// The BIOS carve-out ("UMA frame buffer"): memory the iGPU owns and the
+/// OS never sees. The guides set it to the minimum (512 MB) and give the
+/// GPU system RAM through the GTT instead.
+fn carveout(facts: &HostFacts) -> Check {
+    let id = "gpu.carveout";
+    let Some(bytes) = facts.gpu.carveout_bytes() else {
+        return Check::skip(
+            id,
+            "the iGPU's carve-out is unknown (no /sys/class/drm/card*/device/mem_info_vram_total of an AMD card)",
+        );
+    };
+    let size = format_bytes(bytes);
+    if bytes > CARVEOUT_LIMIT_BYTES {
+        Check::warn(
+            id,
+            format!(
+                "the BIOS reserves {size} of RAM for the iGPU (UMA frame buffer): the OS and the GTT cannot use it, and GTT sizes computed from MemTotal come out too small"
+            ),
+            "in the BIOS set the UMA frame buffer / iGPU memory size to the minimum (512 MB), then size the GTT (kernel.gtt)",
+        )
+    } else {
+        Check::pass(
+            id,
+            format!("BIOS carve-out {size}: the iGPU gets its memory through the GTT"),
+        )
+    }
 }
 
 /// Can the user open `node` for read and write?
 pub(super) fn access_check(id: &str, facts: &HostFacts, node: &DeviceNode) -> Check {
     let user = &facts.user;
     let who = user.name.as_deref().unwrap_or("this user");
+    if node.mode.is_none() {
+        let dev_stat = crate::host::devnodes::DEV_STAT.trim_start_matches('/');
+        return Check::skip(
+            id,
+            if facts.captures_missing.iter().any(|c| c == dev_stat) {
+                format!(
+                    "{}: mode and owner unknown: the snapshot has no {dev_stat} (its device nodes are placeholders)",
+                    node.path
+                )
+            } else {
+                format!("{}: mode and owner could not be read", node.path)
+            },
+        );
+    }
     let group = node.gid.and_then(|g| group_name(facts, g));
     let mode = node.mode.as_deref().unwrap_or("????");
     let others_rw = node.mode_bits().is_some_and(|m| m & 0o006 == 0o006);

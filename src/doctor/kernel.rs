@@ -1,8 +1,10 @@
-//! Kernel parameter checks: IOMMU pass-through, ASPM off, and a GTT large
-//! enough for the iGPU to use this machine's unified memory.
+//! Kernel parameter checks: IOMMU pass-through, `pci=realloc`, ASPM off,
+//! and a GTT large enough for the iGPU to use this machine's unified
+//! memory (computed from the whole RAM: MemTotal plus the BIOS carve-out).
 
 use super::{Check, has_gpu, has_rdma};
 use crate::host::HostFacts;
+use crate::units::format_bytes;
 
 const KIB_PER_GIB: u64 = 1 << 20;
 /// RAM is sold in multiples of this; MemTotal is rounded up to it.
@@ -11,6 +13,8 @@ const RAM_STEP_GIB: u64 = 8;
 const OS_RESERVE_GIB: u64 = 4;
 /// 4 KiB pages per MiB.
 const PAGES_PER_MIB: u64 = 256;
+/// A BIOS carve-out above this is "large": the guides set 512 MB.
+pub const CARVEOUT_LIMIT_BYTES: u64 = 1 << 30;
 
 /// The GTT size (MiB) and TTM page limit recommended for `mem_total_kib` of RAM:
 /// the nominal RAM (MemTotal rounded up to 8 GiB) less 4 GiB for the OS.
@@ -33,21 +37,53 @@ fn boot_fix(args: &str) -> String {
 
 pub(super) fn checks(facts: &HostFacts) -> Vec<Check> {
     let k = &facts.kernel;
+    const IDS: [&str; 4] = [
+        "kernel.iommu",
+        "kernel.pci_realloc",
+        "kernel.pcie_aspm",
+        "kernel.gtt",
+    ];
     if k.cmdline.is_none() {
         let why = "/proc/cmdline could not be read";
-        return ["kernel.iommu", "kernel.pcie_aspm", "kernel.gtt"]
-            .iter()
-            .map(|id| Check::skip(id, why))
-            .collect();
+        return IDS.iter().map(|id| Check::skip(id, why)).collect();
     }
     if !has_gpu(facts) && !has_rdma(facts) {
         let why = "tuning for the iGPU and RDMA NIC; this host has neither";
-        return ["kernel.iommu", "kernel.pcie_aspm", "kernel.gtt"]
-            .iter()
-            .map(|id| Check::skip(id, why))
-            .collect();
+        return IDS.iter().map(|id| Check::skip(id, why)).collect();
     }
-    vec![iommu(facts), aspm(facts), gtt(facts)]
+    vec![iommu(facts), pci_realloc(facts), aspm(facts), gtt(facts)]
+}
+
+fn pci_realloc(facts: &HostFacts) -> Check {
+    let id = "kernel.pci_realloc";
+    // `pci=` takes comma-separated options and may be given more than once.
+    let options: Vec<&str> = facts
+        .kernel
+        .params
+        .iter()
+        .filter(|p| p.key == "pci")
+        .filter_map(|p| p.value.as_deref())
+        .flat_map(|v| v.split(','))
+        .collect();
+    let last = options
+        .iter()
+        .rev()
+        .find(|o| o.starts_with("realloc"))
+        .copied();
+    match last {
+        Some("realloc") | Some("realloc=on") => Check::pass(id, "pci=realloc"),
+        other => Check::warn(
+            id,
+            format!(
+                "{}: the guides boot with pci=realloc so the kernel reassigns PCI BARs the firmware left too small (the 100GbE NIC's and the iGPU's on these boards)",
+                match other {
+                    Some(v) => format!("pci={v}"),
+                    None => "pci=realloc is not set".into(),
+                }
+            ),
+            boot_fix("pci=realloc"),
+        ),
+    }
 }
 
 fn iommu(facts: &HostFacts) -> Check {
@@ -104,13 +140,29 @@ fn gtt(facts: &HostFacts) -> Check {
         return Check::skip(id, "no GPU: GTT size does not matter");
     }
     let k = &facts.kernel;
-    let Some(total) = k.mem_total_kib else {
+    let Some(mem_total) = k.mem_total_kib else {
         return Check::skip(id, "MemTotal unknown: cannot size the GTT");
     };
-    let (rec_mib, rec_pages) = recommended_gtt(total);
-    let fix = boot_fix(&format!(
-        "amdgpu.gttsize={rec_mib} ttm.pages_limit={rec_pages}"
-    ));
+    // MemTotal does not count the BIOS carve-out: the board's RAM is both.
+    let carveout_kib = facts.gpu.carveout_bytes().unwrap_or(0) / 1024;
+    let (rec_mib, rec_pages) = recommended_gtt(mem_total + carveout_kib);
+    let params = format!("amdgpu.gttsize={rec_mib} ttm.pages_limit={rec_pages}");
+    if carveout_kib * 1024 > CARVEOUT_LIMIT_BYTES {
+        return Check::warn(
+            id,
+            format!(
+                "the BIOS reserves {} for the iGPU (gpu.carveout), so MemTotal ({} MiB) is not this machine's RAM: set the carve-out to the minimum first, then give the GTT {rec_mib} MiB",
+                format_bytes(carveout_kib * 1024),
+                mem_total / 1024
+            ),
+            format!(
+                "1. BIOS: UMA frame buffer size (iGPU memory) → the minimum (512 MB)\n2. {}",
+                boot_fix(&params).replace('\n', "\n   ")
+            ),
+        );
+    }
+    let fix = boot_fix(&params);
+    let total = mem_total;
     let total_mib = total / 1024;
     let num = |key: &str| match k.param(key) {
         Some(Some(v)) => Some(v.parse::<u64>().ok()),

@@ -3,13 +3,16 @@
 //!
 //! Everything here is pure: the same facts always give the same report.
 
+mod firewall;
 mod gpu;
 mod kernel;
 mod memlock;
 mod network;
+mod platform;
 mod rdma;
 pub mod render;
 mod system;
+pub mod versions;
 
 use std::net::Ipv4Addr;
 
@@ -31,6 +34,8 @@ pub enum Status {
     Fail,
     /// Does not apply to this host.
     Skip,
+    /// For information: something the user should know about, never a fault.
+    Info,
 }
 
 impl Status {
@@ -41,6 +46,7 @@ impl Status {
             Status::Warn => "WARN",
             Status::Fail => "FAIL",
             Status::Skip => "SKIP",
+            Status::Info => "INFO",
         }
     }
 }
@@ -78,6 +84,11 @@ impl Check {
         Self::new(id, Status::Skip, summary)
     }
 
+    /// Information only.
+    pub fn info(id: &str, summary: impl Into<String>) -> Self {
+        Self::new(id, Status::Info, summary)
+    }
+
     /// A warning with its fix.
     pub fn warn(id: &str, summary: impl Into<String>, fix: impl Into<String>) -> Self {
         Self::new(id, Status::Warn, summary).with_fix(fix)
@@ -105,6 +116,8 @@ pub struct Summary {
     pub fail: usize,
     /// SKIP checks.
     pub skip: usize,
+    /// INFO checks.
+    pub info: usize,
 }
 
 /// The whole diagnosis of a host.
@@ -129,16 +142,55 @@ impl Report {
     }
 }
 
+/// A peer whose data-plane address this node must reach.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Peer {
+    /// Its data-plane address.
+    pub ip: Ipv4Addr,
+    /// Where it came from (`--peer`, `cluster.toml node n2`).
+    pub from: String,
+}
+
 /// What the user told doctor.
-#[derive(Debug, Clone, Copy, Default)]
+#[derive(Debug, Clone, Default)]
 pub struct DoctorOptions {
     /// The data-plane address (`--ip`).
     pub ip: Option<Ipv4Addr>,
+    /// The peers (`--peer`, and the other nodes of cluster.toml).
+    pub peers: Vec<Peer>,
+    /// Why cluster.toml could not be used, when it exists but is broken.
+    pub cluster_error: Option<String>,
+}
+
+impl DoctorOptions {
+    /// Adds the nodes of a cluster file: this node's own address becomes
+    /// the data-plane address (unless `--ip` was given), the others become
+    /// peers. Nodes already given are not repeated.
+    pub fn with_cluster(mut self, facts: &HostFacts, nodes: &[(String, Ipv4Addr)]) -> Self {
+        let own = nodes
+            .iter()
+            .find(|(_, ip)| facts.network.interface_with_ip(*ip).is_some())
+            .map(|(_, ip)| *ip);
+        if self.ip.is_none() {
+            self.ip = own;
+        }
+        for (name, ip) in nodes {
+            if Some(*ip) == self.ip || Some(*ip) == own || self.peers.iter().any(|p| p.ip == *ip) {
+                continue;
+            }
+            self.peers.push(Peer {
+                ip: *ip,
+                from: format!("cluster.toml node {name}"),
+            });
+        }
+        self
+    }
 }
 
 /// Runs every check against `facts`.
 pub fn diagnose(facts: &HostFacts, opts: DoctorOptions) -> Report {
-    let selection = dataplane::select(facts, opts.ip);
+    let peer_ips: Vec<Ipv4Addr> = opts.peers.iter().map(|p| p.ip).collect();
+    let selection = dataplane::select_towards(facts, opts.ip, &peer_ips);
     let plane = match &selection {
         Selection::Chosen(p) => Some(p),
         _ => None,
@@ -148,7 +200,9 @@ pub fn diagnose(facts: &HostFacts, opts: DoctorOptions) -> Report {
     checks.extend(memlock::checks(facts));
     checks.push(network::data_plane(facts, &selection));
     checks.extend(rdma::checks(facts, plane));
-    checks.extend(network::checks(facts, plane));
+    checks.extend(network::checks(facts, plane, &opts));
+    checks.push(firewall::check(facts, plane));
+    checks.extend(platform::checks(facts));
     checks.extend(kernel::checks(facts));
     checks.extend(system::checks(facts));
     let mut summary = Summary::default();
@@ -158,6 +212,7 @@ pub fn diagnose(facts: &HostFacts, opts: DoctorOptions) -> Report {
             Status::Warn => summary.warn += 1,
             Status::Fail => summary.fail += 1,
             Status::Skip => summary.skip += 1,
+            Status::Info => summary.info += 1,
         }
     }
     Report {
@@ -177,4 +232,40 @@ fn has_rdma(facts: &HostFacts) -> bool {
 /// True when the host has an AMD GPU agent in the KFD topology.
 fn has_gpu(facts: &HostFacts) -> bool {
     facts.gpu.nodes.iter().any(|n| n.is_gpu())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::host::{GatherOptions, HostRoot, gather};
+
+    #[test]
+    fn cluster_nodes_give_the_data_plane_and_the_peers() {
+        let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("tests/fixtures/hosts/strix-e810");
+        let facts = gather(HostRoot::sysroot(&dir).unwrap(), GatherOptions::default());
+        let nodes = [
+            ("n1".to_string(), Ipv4Addr::new(192, 168, 100, 1)),
+            ("n2".to_string(), Ipv4Addr::new(192, 168, 100, 2)),
+        ];
+        let opts = DoctorOptions {
+            peers: vec![Peer {
+                ip: Ipv4Addr::new(192, 168, 100, 2),
+                from: "--peer".into(),
+            }],
+            ..DoctorOptions::default()
+        }
+        .with_cluster(&facts, &nodes);
+        assert_eq!(opts.ip, Some(Ipv4Addr::new(192, 168, 100, 1)));
+        assert_eq!(opts.peers.len(), 1, "n2 is not repeated");
+        let opts = DoctorOptions::default().with_cluster(&facts, &nodes);
+        assert_eq!(opts.peers[0].from, "cluster.toml node n2");
+        let report = diagnose(&facts, opts);
+        assert!(
+            report
+                .checks
+                .iter()
+                .any(|c| c.id == "net.route" && c.status == Status::Pass)
+        );
+    }
 }

@@ -58,7 +58,7 @@ pub(super) fn checks(facts: &HostFacts, plane: Option<&DataPlane>) -> Vec<Check>
         .iter()
         .find(|d| d.name == ep.device)
         .expect("endpoint names a device from the facts");
-    vec![
+    let mut out = vec![
         Check::pass(
             "rdma.device",
             format!(
@@ -69,11 +69,46 @@ pub(super) fn checks(facts: &HostFacts, plane: Option<&DataPlane>) -> Vec<Check>
             ),
         ),
         port(dev, ep, p),
-        mode(dev, p),
+        mode(facts, dev, p),
         gid(ep, p),
         pcie(dev, ep),
         firmware(facts, dev, p),
-    ]
+    ];
+    out.extend(others(facts, ep));
+    out
+}
+
+/// RDMA ports other than the data plane's: listed so their state is known,
+/// never judged (a second port left down or a second NIC is not a fault).
+fn others(facts: &HostFacts, ep: &RdmaEndpoint) -> Option<Check> {
+    let list: Vec<String> = facts
+        .rdma
+        .devices
+        .iter()
+        .flat_map(|d| d.ports.iter().map(move |p| (d, p)))
+        .filter(|(d, p)| !(d.name == ep.device && p.number == ep.port))
+        .map(|(d, p)| {
+            let netdev = p
+                .gids
+                .iter()
+                .find_map(|g| g.netdev.clone())
+                .or_else(|| d.netdevs.first().cloned())
+                .map(|n| format!(" ({n})"))
+                .unwrap_or_default();
+            format!(
+                "{} port {}{netdev} {}",
+                d.name,
+                p.number,
+                p.state.as_deref().unwrap_or("state unknown")
+            )
+        })
+        .collect();
+    (!list.is_empty()).then(|| {
+        Check::info(
+            "rdma.others",
+            format!("not on the data plane, not checked: {}", list.join(", ")),
+        )
+    })
 }
 
 fn device_list(facts: &HostFacts) -> String {
@@ -116,19 +151,56 @@ fn port(dev: &RdmaDevice, ep: &RdmaEndpoint, p: &DataPlane) -> Check {
     }
 }
 
-fn mode(dev: &RdmaDevice, p: &DataPlane) -> Check {
+/// The switch from iWARP to RoCE v2 for an E810 on the in-kernel ice/irdma
+/// drivers: ice's devlink parameters (runtime only; iWARP must be off
+/// before RoCE can be turned on, and ice re-plugs irdma itself), made
+/// persistent with a oneshot unit. `options irdma roce_ena=1` exists only
+/// in Intel's out-of-tree irdma.
+pub fn e810_roce_fix(pci: &str) -> String {
+    let set = |name: &str, value: &str| {
+        format!("devlink dev param set pci/{pci} name {name} value {value} cmode runtime")
+    };
+    let (iwarp, roce) = (set("enable_iwarp", "false"), set("enable_roce", "true"));
+    format!(
+        "sudo {iwarp}\n\
+         sudo {roce}   # irdma re-probes the device as roce*\n\
+         # persistent (the parameters are runtime-only): a oneshot unit that sets them at boot\n\
+         printf '[Unit]\\nDescription=E810 {pci} in RoCE v2 mode\\nAfter=systemd-modules-load.service\\n[Service]\\nType=oneshot\\nExecStart=/usr/sbin/{iwarp}\\nExecStart=/usr/sbin/{roce}\\n[Install]\\nWantedBy=multi-user.target\\n' | sudo tee /etc/systemd/system/halobox-e810-roce.service\n\
+         sudo systemctl daemon-reload && sudo systemctl enable halobox-e810-roce.service"
+    )
+}
+
+fn mode(facts: &HostFacts, dev: &RdmaDevice, p: &DataPlane) -> Check {
     let id = "rdma.mode";
     match dev.transport {
         Some(RdmaTransport::Roce) => Check::pass(id, format!("{} runs RoCE", dev.name)),
-        Some(RdmaTransport::Iwarp) => Check::fail(
-            id,
-            format!(
+        Some(RdmaTransport::Iwarp) => {
+            let why = format!(
                 "{} runs iWARP (node type {}), not RoCE v2: RCCL's RoCE path and perftest's GID-based setup need RoCE",
                 dev.name,
                 dev.node_type.as_deref().unwrap_or("RNIC")
-            ),
-            "echo 'options irdma roce_ena=1' | sudo tee /etc/modprobe.d/irdma.conf\nsudo modprobe -r irdma && sudo modprobe irdma   # or reboot; the device is renamed roce*",
-        ),
+            );
+            let pci = dev.pci_address.clone().or_else(|| {
+                facts
+                    .nic_drivers
+                    .iter()
+                    .find(|d| d.netdev == p.interface)
+                    .and_then(|d| d.bus_info.clone())
+            });
+            let fix = match (dev.driver.as_deref(), pci) {
+                (Some("ice"), Some(pci)) => e810_roce_fix(&pci),
+                (Some("ice"), None) => format!(
+                    "{}\n# <bdf> is the bus-info of `ethtool -i {}`",
+                    e810_roce_fix("<bdf>"),
+                    p.interface
+                ),
+                _ => format!(
+                    "switch {} to RoCE v2 with its driver's tool (for the E810: `devlink dev param set pci/<bdf> name enable_roce value true cmode runtime`, after enable_iwarp false)",
+                    dev.name
+                ),
+            };
+            Check::fail(id, why, fix)
+        }
         Some(RdmaTransport::Infiniband) => Check::warn(
             id,
             format!("{} is native InfiniBand, not RoCE", dev.name),
@@ -172,6 +244,10 @@ fn gid(ep: &RdmaEndpoint, p: &DataPlane) -> Check {
     }
 }
 
+/// Share of a PCIe link's coded rate that carries payload (TLP and DLLP
+/// overhead): PCIe 4.0 x4 (63 Gb/s) gives about 55 Gb/s of data.
+pub const PCIE_EFFICIENCY: f64 = 0.87;
+
 fn pcie(dev: &RdmaDevice, ep: &RdmaEndpoint) -> Check {
     let id = "rdma.pcie";
     let Some(link) = &dev.pcie else {
@@ -184,35 +260,45 @@ fn pcie(dev: &RdmaDevice, ep: &RdmaEndpoint) -> Check {
         );
     };
     let ceiling = pcie_link_gbps(speed, width);
+    let usable = ceiling * PCIE_EFFICIENCY;
     let here = format!("{} x{width}", gen_name(speed));
+    let capable = match (link.max_speed_gts, link.max_width) {
+        (Some(s), Some(w)) if s > speed || w > width => {
+            format!(" (the NIC supports {} x{w})", gen_name(s))
+        }
+        _ => String::new(),
+    };
+    let limit = format!("{ceiling:.1} Gb/s raw, about {usable:.0} Gb/s usable");
     // A port that is down reports a placeholder rate, not the link's.
     let port_rate = dev
         .ports
         .iter()
         .find(|x| x.number == ep.port && x.is_up())
         .and_then(|x| x.rate_gbps);
-    let narrowed = link.max_width.is_some_and(|m| width < m);
-    let slowed = link.max_speed_gts.is_some_and(|m| speed < m);
-    let below_port = port_rate.is_some_and(|r| ceiling < r);
-    let limit = format!(
-        "ceiling {ceiling:.1} Gb/s raw (about {:.0} Gb/s achievable){}",
-        ceiling * 0.87,
-        port_rate
-            .map(|r| format!(" vs the port's {r:.0} Gb/s"))
-            .unwrap_or_default()
-    );
-    if !(narrowed || slowed || below_port) {
-        return Check::pass(id, format!("{}: PCIe {here}, {limit}", dev.name));
+    match port_rate {
+        Some(rate) if usable < rate => Check::warn(
+            id,
+            format!(
+                "{}: PCIe {here}{capable}: {limit}, below the port's {rate:.0} Gb/s",
+                dev.name
+            ),
+            "bandwidth is capped by the slot, not the network: use a slot with more lanes or a newer PCIe generation; on boards with only an x4 slot (Framework Desktop) this is expected and RoCE still gives ~5 µs latency",
+        ),
+        Some(rate) => Check::pass(
+            id,
+            format!(
+                "{}: PCIe {here}{capable}: {limit}, above the port's {rate:.0} Gb/s (the port is the limit)",
+                dev.name
+            ),
+        ),
+        None => Check::pass(
+            id,
+            format!(
+                "{}: PCIe {here}{capable}: {limit} (port rate unknown while the port is down)",
+                dev.name
+            ),
+        ),
     }
-    let capable = match (link.max_speed_gts, link.max_width) {
-        (Some(s), Some(w)) => format!(" (the NIC supports {} x{w})", gen_name(s)),
-        _ => String::new(),
-    };
-    Check::warn(
-        id,
-        format!("{}: PCIe {here}{capable}: {limit}", dev.name),
-        "bandwidth is capped by the slot, not the network: use a slot with more lanes or a newer PCIe generation; on boards with only an x4 slot (Framework Desktop) this is expected and RoCE still gives ~5 µs latency",
-    )
 }
 
 fn gen_name(speed: f64) -> String {

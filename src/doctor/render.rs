@@ -22,6 +22,7 @@ impl Style {
             Status::Warn => "33",
             Status::Fail => "31;1",
             Status::Skip => "2",
+            Status::Info => "36",
         };
         format!("\x1b[{code}m{label}\x1b[0m")
     }
@@ -61,9 +62,14 @@ pub fn human(report: &Report, style: Style) -> String {
     } else {
         "ready"
     };
+    let info = if s.info > 0 {
+        format!(", {} for information", s.info)
+    } else {
+        String::new()
+    };
     let _ = writeln!(
         out,
-        "\n{} passed, {} warned, {} failed, {} skipped: {verdict}",
+        "\n{} passed, {} warned, {} failed, {} skipped{info}: {verdict}",
         s.pass, s.warn, s.fail, s.skip
     );
     out

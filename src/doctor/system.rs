@@ -6,10 +6,33 @@ use crate::host::HostFacts;
 
 pub(super) fn checks(facts: &HostFacts) -> Vec<Check> {
     let mut out = vec![env(facts), tools(facts)];
+    if !facts.captures_missing.is_empty() {
+        out.push(snapshot_gaps(facts));
+    }
     if !facts.read_issues.is_empty() {
         out.push(read_issues(facts));
     }
     out
+}
+
+/// What a snapshot without some `captured/` files cannot tell.
+fn snapshot_gaps(facts: &HostFacts) -> Check {
+    let what = facts
+        .captures_missing
+        .iter()
+        .map(|c| {
+            let cost = match c.as_str() {
+                "captured/ip-addr.json" => {
+                    "interface addresses are known only from RoCE v2 GIDs (no prefixes, none for other interfaces)"
+                }
+                "captured/dev-stat.txt" => "device node owners and modes are unknown",
+                _ => "its facts are unknown",
+            };
+            format!("{c} is missing: {cost}")
+        })
+        .collect::<Vec<_>>()
+        .join("; ");
+    Check::info("host.snapshot", what)
 }
 
 fn env(facts: &HostFacts) -> Check {

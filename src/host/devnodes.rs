@@ -3,7 +3,9 @@
 //! A snapshot tree cannot hold device nodes, so it holds empty files plus
 //! `captured/dev-stat.txt`, the output of
 //! `stat -c '%n %a %u %g' /dev/kfd /dev/dri/* /dev/infiniband/*` on that host.
-//! Lines there take precedence over the placeholder files' own metadata.
+//! Only those lines count: the placeholder files' own metadata says nothing
+//! about the captured host, so a node without a line (or a snapshot without
+//! the file) has an unknown mode and owner.
 
 use std::collections::BTreeMap;
 use std::os::unix::fs::MetadataExt;
@@ -40,13 +42,19 @@ impl DeviceNode {
 
 /// Captured `stat` lines of a snapshot, by path.
 #[derive(Debug, Default)]
-pub struct StatTable(BTreeMap<String, (u32, u32, u32)>);
+pub struct StatTable {
+    entries: BTreeMap<String, (u32, u32, u32)>,
+    live: bool,
+}
 
 impl StatTable {
     /// Loads the snapshot's table; empty on the live host.
     pub fn load(r: &Reader) -> Self {
         if r.root().is_live() {
-            return Self::default();
+            return Self {
+                live: true,
+                ..Self::default()
+            };
         }
         let Some(text) = r.text(DEV_STAT) else {
             return Self::default();
@@ -66,7 +74,10 @@ impl StatTable {
                 ),
             }
         }
-        Self(map)
+        Self {
+            entries: map,
+            live: false,
+        }
     }
 }
 
@@ -88,8 +99,9 @@ pub fn read(r: &Reader, table: &StatTable, host_path: &str) -> Option<DeviceNode
     if !r.exists(host_path) {
         return None;
     }
-    let (mode, uid, gid) = match table.0.get(host_path) {
+    let (mode, uid, gid) = match table.entries.get(host_path) {
         Some(&(m, u, g)) => (Some(m), Some(u), Some(g)),
+        None if !table.live => (None, None, None),
         None => match r.metadata(host_path) {
             Some(m) => (Some(m.mode() & 0o7777), Some(m.uid()), Some(m.gid())),
             None => (None, None, None),

@@ -10,6 +10,27 @@ use super::devnodes::{self, DeviceNode, StatTable};
 use super::reader::Reader;
 
 const TOPOLOGY: &str = "/sys/class/kfd/kfd/topology/nodes";
+const DRM: &str = "/sys/class/drm";
+
+/// AMD's PCI vendor id as sysfs prints it.
+pub const AMD_VENDOR: &str = "0x1002";
+
+/// A DRM card (`/sys/class/drm/cardN`) and what amdgpu exposes about it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, JsonSchema)]
+pub struct DrmCard {
+    /// `card1`.
+    pub name: String,
+    /// PCI vendor id (`0x1002` for AMD).
+    pub vendor_id: Option<String>,
+    /// PCI address (`0000:c4:00.0`).
+    pub pci_address: Option<String>,
+    /// `device/mem_info_vram_total` in bytes: on an APU, the BIOS carve-out
+    /// ("UMA frame buffer").
+    pub vram_total_bytes: Option<u64>,
+    /// `device/fw_version/mes_fw_version` as printed (`0x00000080`): the
+    /// MES scheduler firmware amdgpu loaded.
+    pub mes_fw_version: Option<String>,
+}
 
 /// One KFD topology node: a CPU (gfx_target_version 0) or a GPU agent.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, JsonSchema)]
@@ -52,6 +73,27 @@ pub struct GpuFacts {
     pub kfd: Option<DeviceNode>,
     /// Every `/dev/dri/card*` and `/dev/dri/renderD*`.
     pub dri: Vec<DeviceNode>,
+    /// Every DRM card in sysfs.
+    pub cards: Vec<DrmCard>,
+}
+
+impl GpuFacts {
+    /// The BIOS carve-out of the AMD iGPU in bytes (the largest
+    /// `mem_info_vram_total` of an AMD card), when readable.
+    pub fn carveout_bytes(&self) -> Option<u64> {
+        self.amd_cards().filter_map(|c| c.vram_total_bytes).max()
+    }
+
+    /// The MES firmware version amdgpu loaded, when readable.
+    pub fn mes_fw_version(&self) -> Option<&str> {
+        self.amd_cards().find_map(|c| c.mes_fw_version.as_deref())
+    }
+
+    fn amd_cards(&self) -> impl Iterator<Item = &DrmCard> {
+        self.cards
+            .iter()
+            .filter(|c| c.vendor_id.as_deref() == Some(AMD_VENDOR))
+    }
 }
 
 /// Reads the KFD topology and GPU device nodes.
@@ -74,7 +116,37 @@ pub fn read(r: &Reader, stats: &StatTable) -> GpuFacts {
         dri: devnodes::read_dir(r, stats, "/dev/dri", |n| {
             n.starts_with("card") || n.starts_with("renderD")
         }),
+        cards: read_cards(r),
     }
+}
+
+fn read_cards(r: &Reader) -> Vec<DrmCard> {
+    if !r.exists(DRM) {
+        return Vec::new();
+    }
+    r.dir(DRM)
+        .unwrap_or_default()
+        .into_iter()
+        .filter(|n| {
+            n.strip_prefix("card")
+                .is_some_and(|d| !d.is_empty() && d.bytes().all(|b| b.is_ascii_digit()))
+        })
+        .map(|name| {
+            let dev = format!("{DRM}/{name}/device");
+            let quiet = |file: &str| {
+                r.text_quiet(&format!("{dev}/{file}"))
+                    .map(|s| s.trim().to_string())
+                    .filter(|s| !s.is_empty())
+            };
+            DrmCard {
+                vendor_id: quiet("vendor"),
+                pci_address: super::pci::slot_name(r, &dev),
+                vram_total_bytes: quiet("mem_info_vram_total").and_then(|v| v.parse().ok()),
+                mes_fw_version: quiet("fw_version/mes_fw_version"),
+                name,
+            }
+        })
+        .collect()
 }
 
 fn read_node(r: &Reader, id: u32) -> Option<KfdNode> {

@@ -74,11 +74,21 @@ pub fn parse_cmdline(cmdline: &str) -> Vec<KernelParam> {
 }
 
 fn parse_tokens(cmdline: &str) -> Vec<KernelParam> {
-    let mut params = Vec::new();
+    split_words(cmdline)
+        .iter()
+        .map(|w| split_param(w))
+        .collect()
+}
+
+/// Splits text into words the way the kernel splits its command line (and
+/// `iptables-save` quotes its arguments): whitespace separates, double
+/// quotes group and are dropped.
+pub fn split_words(text: &str) -> Vec<String> {
+    let mut words = Vec::new();
     let mut current = String::new();
     let mut in_quotes = false;
     let mut started = false;
-    for c in cmdline.chars() {
+    for c in text.chars() {
         match c {
             '"' => {
                 in_quotes = !in_quotes;
@@ -86,8 +96,7 @@ fn parse_tokens(cmdline: &str) -> Vec<KernelParam> {
             }
             c if c.is_whitespace() && !in_quotes => {
                 if started {
-                    params.push(split_param(&current));
-                    current.clear();
+                    words.push(std::mem::take(&mut current));
                     started = false;
                 }
             }
@@ -98,9 +107,9 @@ fn parse_tokens(cmdline: &str) -> Vec<KernelParam> {
         }
     }
     if started {
-        params.push(split_param(&current));
+        words.push(current);
     }
-    params
+    words
 }
 
 fn split_param(token: &str) -> KernelParam {

@@ -8,19 +8,25 @@
 //! types and checked by the test suite.
 
 pub mod containers_conf;
+pub mod cpu;
 pub mod devnodes;
 pub mod env;
 pub mod ethtool;
 pub mod firewall;
+pub mod firmware;
 pub mod gpu;
 pub mod kernel;
 pub mod limits;
 pub mod memlock;
 pub mod net;
+pub mod netfilter;
+pub mod os;
 pub mod paths;
+pub mod pci;
 pub mod procs;
 pub mod rdma;
 pub mod reader;
+pub mod routes;
 pub mod tools;
 pub mod users;
 
@@ -51,13 +57,21 @@ pub struct HostFacts {
     pub user: users::UserFacts,
     /// Kernel boot parameters and memory.
     pub kernel: kernel::KernelFacts,
+    /// The distribution (`/etc/os-release`).
+    pub os: os::OsFacts,
+    /// The installed GPU firmware package.
+    pub firmware: firmware::FirmwareFacts,
+    /// The IPv4 routing table.
+    pub routes: routes::RouteFacts,
+    /// Online CPUs (`/sys/devices/system/cpu/online`).
+    pub cpus_online: Option<u32>,
     /// Hazardous environment variables that are set.
     pub env_hazards: Vec<env::EnvVar>,
     /// Container, SSH and benchmark tools.
     pub tools: Vec<tools::Tool>,
     /// `ethtool -i` for each RDMA netdev.
     pub nic_drivers: Vec<ethtool::DriverInfo>,
-    /// firewalld state.
+    /// firewalld, ufw, nftables and iptables.
     pub firewall: firewall::FirewallFacts,
     /// The OCI runtime podman is configured with (`[engine] runtime` in
     /// containers.conf); `null` means podman's default, crun.
@@ -66,6 +80,9 @@ pub struct HostFacts {
     pub toolbox_paths: Vec<String>,
     /// Files that exist but could not be read or understood.
     pub read_issues: Vec<ReadIssue>,
+    /// `captured/` files a snapshot lacks (empty for the live host); the
+    /// facts they would give are unknown, not defaulted.
+    pub captures_missing: Vec<String>,
 }
 
 impl HostFacts {
@@ -102,21 +119,35 @@ pub fn gather(root: HostRoot, opts: GatherOptions) -> HostFacts {
         .and_then(|t| t.path.clone());
     let user = users::read(&r);
     let podman_runtime = containers_conf::read(&r, user.home.as_deref());
+    let captures_missing = if r.root().is_live() {
+        Vec::new()
+    } else {
+        [net::IP_ADDR_JSON, devnodes::DEV_STAT]
+            .into_iter()
+            .filter(|p| !r.exists(p))
+            .map(|p| p.trim_start_matches('/').to_string())
+            .collect()
+    };
     HostFacts {
         schema_version: SCHEMA_VERSION,
         sysroot: r.root().sysroot_dir().map(|p| p.display().to_string()),
         gpu: gpu::read(&r, &stats),
         nic_drivers: ethtool::read(&r, &rdma_netdevs, ethtool_path.as_deref()),
+        network: net::read(&r, &rdma),
         rdma,
-        network: net::read(&r),
         limits: memlock::read(&r, &processes),
         user,
         kernel: kernel::read(&r),
+        os: os::read(&r),
+        firmware: firmware::read(&r),
+        routes: routes::read(&r),
+        cpus_online: cpu::online(&r),
         env_hazards: env::read(&r),
         tools,
         firewall: firewall::read(&r, &processes),
         toolbox_paths: paths::read(&r),
         podman_runtime,
         read_issues: r.take_issues(),
+        captures_missing,
     }
 }

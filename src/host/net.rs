@@ -1,6 +1,8 @@
 //! Network interfaces: MTU and state from `/sys/class/net`, IPv4 addresses
 //! from the kernel (getifaddrs) or, in a snapshot, from
-//! `captured/ip-addr.json` (the output of `ip -json addr show`).
+//! `captured/ip-addr.json` (the output of `ip -json addr show`). Addresses
+//! live in no sysfs file, so a snapshot without that file only knows the
+//! addresses its RoCE v2 GID table names (`::ffff:a.b.c.d` on netdev X).
 
 use std::collections::BTreeMap;
 use std::net::Ipv4Addr;
@@ -8,6 +10,7 @@ use std::net::Ipv4Addr;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
+use super::rdma::RdmaFacts;
 use super::reader::Reader;
 
 /// Where a snapshot keeps `ip -json addr show`.
@@ -33,6 +36,24 @@ pub struct Interface {
     pub operstate: Option<String>,
     /// IPv4 addresses.
     pub ipv4: Vec<Ipv4Net>,
+    /// IPv4 addresses known only from a RoCE v2 GID of this netdev (a
+    /// snapshot without `captured/ip-addr.json`); their prefix is unknown.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub gid_ipv4: Vec<Ipv4Addr>,
+}
+
+/// Where the interfaces' addresses came from.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum AddressSource {
+    /// The running kernel (getifaddrs).
+    #[default]
+    Kernel,
+    /// A snapshot's `captured/ip-addr.json`.
+    IpAddrJson,
+    /// A snapshot without `captured/ip-addr.json`: only the IPv4 addresses
+    /// of RoCE v2 GIDs are known.
+    GidTable,
 }
 
 /// Every interface of the host.
@@ -40,6 +61,8 @@ pub struct Interface {
 pub struct NetworkFacts {
     /// Interfaces in name order.
     pub interfaces: Vec<Interface>,
+    /// Where their addresses came from.
+    pub addresses_from: AddressSource,
 }
 
 impl NetworkFacts {
@@ -47,7 +70,7 @@ impl NetworkFacts {
     pub fn interface_with_ip(&self, ip: Ipv4Addr) -> Option<&Interface> {
         self.interfaces
             .iter()
-            .find(|i| i.ipv4.iter().any(|a| a.address == ip))
+            .find(|i| i.ipv4.iter().any(|a| a.address == ip) || i.gid_ipv4.contains(&ip))
     }
 
     /// Every IPv4 address as `a.b.c.d/prefix on <interface>`, for messages
@@ -59,6 +82,11 @@ impl NetworkFacts {
                 i.ipv4
                     .iter()
                     .map(move |a| format!("{}/{} on {}", a.address, a.prefix_len, i.name))
+                    .chain(
+                        i.gid_ipv4
+                            .iter()
+                            .map(move |a| format!("{a} on {} (from its RoCE GID)", i.name)),
+                    )
             })
             .collect()
     }
@@ -69,17 +97,25 @@ impl NetworkFacts {
     }
 }
 
-/// Reads every interface.
-pub fn read(r: &Reader) -> NetworkFacts {
-    let addrs = if r.root().is_live() {
-        live_ipv4()
+/// Reads every interface; `rdma` supplies GID addresses to a snapshot
+/// that has no `captured/ip-addr.json`.
+pub fn read(r: &Reader, rdma: &RdmaFacts) -> NetworkFacts {
+    let (addrs, addresses_from) = if r.root().is_live() {
+        (live_ipv4(), AddressSource::Kernel)
+    } else if r.exists(IP_ADDR_JSON) {
+        (snapshot_ipv4(r), AddressSource::IpAddrJson)
     } else {
-        snapshot_ipv4(r)
+        (BTreeMap::new(), AddressSource::GidTable)
+    };
+    let gid_addrs = if addresses_from == AddressSource::GidTable {
+        gid_ipv4(rdma)
+    } else {
+        BTreeMap::new()
     };
     let names = if r.exists("/sys/class/net") {
         r.dir("/sys/class/net").unwrap_or_default()
     } else {
-        addrs.keys().cloned().collect()
+        addrs.keys().chain(gid_addrs.keys()).cloned().collect()
     };
     let interfaces = names
         .into_iter()
@@ -89,11 +125,34 @@ pub fn read(r: &Reader) -> NetworkFacts {
                 mtu: r.line(&format!("{base}/mtu")).and_then(|s| s.parse().ok()),
                 operstate: r.line(&format!("{base}/operstate")),
                 ipv4: addrs.get(&name).cloned().unwrap_or_default(),
+                gid_ipv4: gid_addrs.get(&name).cloned().unwrap_or_default(),
                 name,
             }
         })
         .collect();
-    NetworkFacts { interfaces }
+    NetworkFacts {
+        interfaces,
+        addresses_from,
+    }
+}
+
+/// The IPv4 address of every RoCE v2 GID, by the netdev it belongs to.
+fn gid_ipv4(rdma: &RdmaFacts) -> BTreeMap<String, Vec<Ipv4Addr>> {
+    let mut map: BTreeMap<String, Vec<Ipv4Addr>> = BTreeMap::new();
+    let gids = rdma
+        .devices
+        .iter()
+        .flat_map(|d| &d.ports)
+        .flat_map(|p| &p.gids);
+    for g in gids.filter(|g| g.is_roce_v2()) {
+        if let (Some(ip), Some(dev)) = (g.ipv4, &g.netdev) {
+            let list = map.entry(dev.clone()).or_default();
+            if !list.contains(&ip) {
+                list.push(ip);
+            }
+        }
+    }
+    map
 }
 
 fn live_ipv4() -> BTreeMap<String, Vec<Ipv4Net>> {
@@ -201,6 +260,7 @@ mod tests {
                         address: Ipv4Addr::new(192, 168, 1, 5),
                         prefix_len: 24,
                     }],
+                    gid_ipv4: vec![],
                 },
                 Interface {
                     name: "rdma".into(),
@@ -210,8 +270,10 @@ mod tests {
                         address: Ipv4Addr::new(192, 168, 100, 1),
                         prefix_len: 30,
                     }],
+                    gid_ipv4: vec![],
                 },
             ],
+            addresses_from: AddressSource::IpAddrJson,
         };
         assert_eq!(
             net.interface_with_ip(Ipv4Addr::new(192, 168, 100, 1))

@@ -105,6 +105,8 @@ pub struct RdmaDevice {
     pub device_id: Option<String>,
     /// The PCI function's driver (`ice`, `mlx5_core`).
     pub driver: Option<String>,
+    /// The PCI function's address (`0000:c2:00.0`, from `device/uevent`).
+    pub pci_address: Option<String>,
     /// PCIe link of the PCI function.
     pub pcie: Option<PcieLink>,
     /// Netdevs of the same PCI function (`device/net/*`).
@@ -184,6 +186,7 @@ fn read_device(r: &Reader, name: &str) -> RdmaDevice {
         vendor_id: r.line(&format!("{dev}/vendor")),
         device_id: r.line(&format!("{dev}/device")),
         driver: r.link_name(&format!("{dev}/driver")),
+        pci_address: super::pci::slot_name(r, &dev),
         pcie,
         netdevs,
         ports,

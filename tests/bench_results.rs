@@ -1,0 +1,153 @@
+//! Results derived from saved raw logs: a leg that moved no data fails
+//! with its reason, a stray non-UTF-8 byte does not cost the leg, and a
+//! failure is diagnosed from whichever end printed the cause.
+
+use std::fs;
+use std::path::Path;
+
+use halobox::bench::diagnose::Cause;
+use halobox::bench::plan::{BenchOptions, LegKind, PathSpec, RdmaMode};
+use halobox::bench::probe::NodeContext;
+use halobox::bench::report;
+use halobox::bench::results::{self, LegRecord, LegStatus, PathRecord, Results, RunRecord};
+
+fn fixture(dir: &str, name: &str) -> Vec<u8> {
+    let p = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/fixtures")
+        .join(dir)
+        .join(name);
+    fs::read(&p).unwrap_or_else(|e| panic!("{}: {e}", p.display()))
+}
+
+fn end(ip: &str) -> NodeContext {
+    serde_json::from_value(serde_json::json!({
+        "ip": ip, "interface": "enp194s0np0", "mtu": 9000, "roce_mtu": 4096,
+        "link_gbps": 100.0, "virtual_link": false, "pcie": null, "pcie_gbps": null,
+        "rdma": {"device": "rocep194s0", "port": 1, "gid_index": 1, "port_up": true, "transport": "roce"},
+        "rdma_devices": 1, "iperf3": true, "perftest": true
+    }))
+    .unwrap()
+}
+
+/// Derives results for one leg whose client (and optionally server) log
+/// holds the given bytes.
+fn one_leg(kind: LegKind, id: &str, client: &[u8], server: Option<&[u8]>) -> Results {
+    let dir = tempfile::tempdir().unwrap();
+    fs::write(dir.path().join(results::client_log(id, kind)), client).unwrap();
+    if let Some(s) = server {
+        fs::write(dir.path().join(results::server_log(id)), s).unwrap();
+    }
+    let rec = RunRecord {
+        schema_version: results::SCHEMA_VERSION,
+        started_utc: "2026-01-01T00:00:00Z".into(),
+        options: BenchOptions {
+            peer: "n2".into(),
+            peer_from: None,
+            peer_halobox: "halobox".into(),
+            ssh_options: vec![],
+            paths: vec![PathSpec {
+                local_ip: "192.168.100.1".parse().unwrap(),
+                peer_ip: "192.168.100.2".parse().unwrap(),
+            }],
+            rdma: RdmaMode::On,
+            duration_s: 10,
+            streams: 1,
+            port: 5301,
+            latency_samples: 1000,
+            sweep: false,
+        },
+        paths: vec![PathRecord {
+            id: "p0".into(),
+            local_ip: "192.168.100.1".parse().unwrap(),
+            peer_ip: "192.168.100.2".parse().unwrap(),
+            local: end("192.168.100.1"),
+            peer: end("192.168.100.2"),
+            legs: vec![LegRecord {
+                id: id.into(),
+                kind,
+                streams: 1,
+                commands: vec![],
+                status: LegStatus::Ran,
+            }],
+            rdma_counters: None,
+        }],
+    };
+    results::derive(&rec, dir.path())
+}
+
+#[test]
+fn iperf3_that_moved_nothing_is_a_failed_leg() {
+    let res = one_leg(
+        LegKind::Iperf3,
+        "p0-iperf3-1",
+        &fixture("iperf3", "zero_bytes.json"),
+        None,
+    );
+    let r = &res.rows[0];
+    assert_eq!(r.status, "failed");
+    assert_eq!(r.bandwidth_gbps, None, "no 0.00 Gb/s");
+    let d = r.diagnosis.as_ref().unwrap();
+    assert_eq!(d.cause, Cause::NoData);
+    assert!(d.why.contains("iperf3 moved no data"), "{}", d.why);
+    let text = report::human(&res);
+    assert!(text.contains("FAILED"), "{text}");
+    assert!(!text.contains("0.00"), "{text}");
+}
+
+#[test]
+fn perftest_with_zero_iterations_is_a_failed_leg() {
+    let res = one_leg(
+        LegKind::RdmaBandwidth,
+        "p0-ib_write_bw-1",
+        &fixture("perftest", "write_bw_zero_iterations.txt"),
+        None,
+    );
+    let r = &res.rows[0];
+    assert_eq!(r.status, "failed");
+    assert_eq!(r.bandwidth_gbps, None);
+    let d = r.diagnosis.as_ref().unwrap();
+    assert_eq!(d.cause, Cause::NoData);
+    assert!(d.why.contains("0 iterations at 65536 B"), "{}", d.why);
+}
+
+/// One invalid UTF-8 byte in a raw log (here in perftest's banner) costs
+/// nothing: the table is still read.
+#[test]
+fn a_stray_byte_does_not_discard_the_leg() {
+    let mut raw = fixture("perftest", "write_bw_gbits_duration.txt");
+    raw.splice(10..10, [0xff, 0xfe]);
+    assert!(String::from_utf8(raw.clone()).is_err());
+    let res = one_leg(LegKind::RdmaBandwidth, "p0-ib_write_bw-1", &raw, None);
+    assert_eq!(res.rows[0].status, "ok", "{:?}", res.rows[0]);
+    assert_eq!(res.rows[0].bandwidth_gbps, Some(0.48));
+
+    let mut json = fixture("iperf3", "veth_1_stream.json");
+    let at = String::from_utf8_lossy(&json).find("system_info").unwrap() + 20;
+    json.insert(at, 0xc3);
+    let res = one_leg(LegKind::Iperf3, "p0-iperf3-1", &json, None);
+    assert_eq!(res.rows[0].status, "ok", "{:?}", res.rows[0]);
+}
+
+/// The client only saw the exchange break; the server's log has the cause.
+#[test]
+fn the_end_that_printed_the_cause_is_named() {
+    let res = one_leg(
+        LegKind::RdmaBandwidth,
+        "p0-ib_write_bw-1",
+        b" ethernet_read_keys: Couldn't read remote address\n Unable to read to socket/rdma_cm\n",
+        Some(&fixture("perftest", "alloc_mr.txt")),
+    );
+    let d = res.rows[0].diagnosis.as_ref().unwrap();
+    assert_eq!(d.cause, Cause::Memlock, "{d:?}");
+    assert!(d.why.contains("on the peer"), "{}", d.why);
+    // Without a cause on the peer, the echo is what there is.
+    let res = one_leg(
+        LegKind::RdmaBandwidth,
+        "p0-ib_write_bw-1",
+        b" ethernet_read_keys: Couldn't read remote address\n",
+        Some(b"\n"),
+    );
+    let d = res.rows[0].diagnosis.as_ref().unwrap();
+    assert_eq!(d.cause, Cause::PeerExited);
+    assert!(d.fix.contains("other end's log"), "{}", d.fix);
+}
