@@ -180,7 +180,12 @@ fn serve_dry_run_masks_the_token() {
     assert!(stdout.contains(
         "vllm serve Qwen/Qwen3-30B-A3B --tensor-parallel-size 2 --distributed-executor-backend ray --gpu-memory-utilization 0.9 --port 8000 --enforce-eager --max-num-seqs 4\n"
     ), "{stdout}");
-    // Not on the head: say where to run it.
+}
+
+#[test]
+fn serve_dry_run_from_a_machine_that_is_not_the_head() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = cluster_file(&dir, E810_PAIR);
     let o = halobox()
         .args([
             "serve",
@@ -191,10 +196,203 @@ fn serve_dry_run_masks_the_token() {
             &fixture("strix-cx5"),
             "--dry-run",
         ])
+        .env_remove("HF_TOKEN")
+        .env_remove("VLLM_API_KEY")
+        .output()
+        .unwrap();
+    let (stdout, stderr) = out(&o);
+    assert!(o.status.success(), "{stderr}");
+    assert!(
+        stdout.starts_with(
+            "vllm serve m --tensor-parallel-size 2 --distributed-executor-backend ray"
+        ),
+        "{stdout}"
+    );
+    assert!(!stdout.lines().any(|l| l.starts_with("NCCL_")), "{stdout}");
+    assert!(
+        stdout.contains("# runs as: halobox enter vllm -- vllm serve m"),
+        "{stdout}"
+    );
+    assert!(
+        stdout.contains(
+            "# note: this machine does not hold the head's address 192.168.100.1 (root@n1)"
+        ) && stdout.contains("(ssh root@n1 halobox serve m …)"),
+        "{stdout}"
+    );
+    // Without --dry-run it still refuses: vLLM's driver runs on the head.
+    let o = halobox()
+        .args(["serve", "m", "--cluster", &file])
         .output()
         .unwrap();
     assert_eq!(o.status.code(), Some(1));
     assert!(out(&o).1.contains("runs on the head"), "{}", out(&o).1);
+}
+
+fn serve_dry(file: &str, args: &[&str]) -> std::process::Output {
+    halobox()
+        .args(["serve", "m", "--cluster", file])
+        .args(["--sysroot", &fixture("strix-e810"), "--dry-run"])
+        .args(args)
+        .env_remove("HF_TOKEN")
+        .env_remove("VLLM_API_KEY")
+        .output()
+        .unwrap()
+}
+
+#[test]
+fn serve_fits_pipeline_parallel_to_the_cluster() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = cluster_file(&dir, E810_PAIR);
+    let o = serve_dry(&file, &["--", "--pipeline-parallel-size", "2"]);
+    let (stdout, stderr) = out(&o);
+    assert!(o.status.success(), "{stderr}");
+    assert!(
+        stdout.contains("vllm serve m --tensor-parallel-size 1 --distributed-executor-backend ray")
+            && stdout.contains("--pipeline-parallel-size 2\n"),
+        "{stdout}"
+    );
+    let o = serve_dry(&file, &["--tp", "2", "--", "-pp", "2"]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(
+        out(&o).1.contains(
+            "--tp 2 × --pipeline-parallel-size 2 = 4 GPU(s), the cluster has 2 node(s) with one GPU each"
+        ),
+        "{}",
+        out(&o).1
+    );
+    let o = serve_dry(&file, &["--", "--pipeline-parallel-size", "3"]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(
+        out(&o).1.contains("does not divide the 2 node(s)"),
+        "{}",
+        out(&o).1
+    );
+    let o = serve_dry(&file, &["--tp", "0"]);
+    assert_eq!(o.status.code(), Some(2));
+}
+
+#[test]
+fn serve_api_key_goes_on_stdin_and_is_masked() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = cluster_file(&dir, E810_PAIR);
+    let o = serve_dry(&file, &["--api-key"]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(
+        out(&o).1.contains("VLLM_API_KEY is not set"),
+        "{}",
+        out(&o).1
+    );
+    let key = "sk-local-very-secret-42";
+    let token = "hf_anothersecret77";
+    let o = halobox()
+        .args(["serve", "m", "--cluster", &file])
+        .args([
+            "--sysroot",
+            &fixture("strix-e810"),
+            "--dry-run",
+            "--api-key",
+        ])
+        .args(["--host", "192.168.1.50", "--clear-cache"])
+        .env("VLLM_API_KEY", key)
+        .env("HF_TOKEN", token)
+        .output()
+        .unwrap();
+    let (stdout, stderr) = out(&o);
+    assert!(o.status.success(), "{stderr}");
+    for secret in [key, token] {
+        assert!(
+            !stdout.contains(secret) && !stderr.contains(secret),
+            "{stdout}"
+        );
+    }
+    assert!(stdout.contains("HF_TOKEN=********"), "{stdout}");
+    assert!(stdout.contains("VLLM_API_KEY=********"), "{stdout}");
+    assert!(
+        stdout.contains("--gpu-memory-utilization 0.9 --host 192.168.1.50 --port 8000"),
+        "{stdout}"
+    );
+    assert!(
+        stdout.contains("# first, in the head's container: rm -rf -- \"${VLLM_CACHE_ROOT:-${XDG_CACHE_HOME:-$HOME/.cache}/vllm}/torch_compile_cache\""),
+        "{stdout}"
+    );
+    assert!(stdout.contains("IFS= read -r VLLM_API_KEY"), "{stdout}");
+    // The key as an argument is refused: it would show in `ps`.
+    let o = serve_dry(&file, &["--", "--api-key", key]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(out(&o).1.contains("export VLLM_API_KEY"), "{}", out(&o).1);
+    let o = serve_dry(&file, &["--host", "not-an-address"]);
+    assert_eq!(o.status.code(), Some(2));
+}
+
+#[test]
+fn join_json_on_a_snapshot_needs_no_engine() {
+    let o = halobox()
+        .args([
+            "cluster",
+            "join",
+            "--head",
+            "192.168.100.1",
+            "--ip",
+            "192.168.100.1",
+        ])
+        .args(["--sysroot", &fixture("strix-e810"), "--dry-run", "--json"])
+        // No engine can be reached: the plan must not need one.
+        .env("CONTAINER_HOST", "unix:///nonexistent/podman.sock")
+        .env("DOCKER_HOST", "unix:///nonexistent/docker.sock")
+        .output()
+        .unwrap();
+    let (stdout, stderr) = out(&o);
+    assert!(o.status.success(), "{stderr}");
+    let r: serde_json::Value = serde_json::from_str(&stdout).unwrap();
+    assert_eq!(r["container"]["backend"], "toolbox");
+    assert_eq!(r["container"]["found"], false);
+    assert!(
+        r["not_inspected"]
+            .as_str()
+            .unwrap()
+            .contains("toolbox container vllm was not inspected"),
+        "{stdout}"
+    );
+    assert_eq!(r["prefix_len"], 30);
+    assert_eq!(r["port_free"], serde_json::Value::Null);
+    assert_eq!(r["env"]["gid_index"], 1);
+    let cmd: Vec<&str> = r["command"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|v| v.as_str().unwrap())
+        .collect();
+    assert_eq!(cmd[..5], ["halobox", "enter", "vllm", "--", "env"]);
+}
+
+#[test]
+fn unsupported_topologies_in_cluster_toml_are_usage_errors() {
+    let dir = tempfile::tempdir().unwrap();
+    for (body, want) in [
+        (
+            E810_PAIR.replace("root@n2", "admin@n1"),
+            "nodes root@n1 and admin@n1 are the same machine (n1)",
+        ),
+        (
+            E810_PAIR.replace(
+                "ip = \"192.168.100.2\"",
+                "ip = [\"192.168.100.2\", \"192.168.101.2\"]",
+            ),
+            "[192.168.100.2, 192.168.101.2]",
+        ),
+    ] {
+        let file = cluster_file(&dir, &body);
+        let o = halobox()
+            .args(["cluster", "up", "--dry-run", "--cluster", &file])
+            .output()
+            .unwrap();
+        let err = out(&o).1;
+        assert_eq!(o.status.code(), Some(2), "{err}");
+        assert!(
+            err.contains(want) && err.contains("one data-plane NIC per node"),
+            "{err}"
+        );
+    }
 }
 
 #[test]

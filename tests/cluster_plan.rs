@@ -185,6 +185,9 @@ fn report(env: NodeEnv, digest: &str) -> JoinReport {
         halobox_version: "0.1.0".into(),
         command: vec![],
         port_free: env.is_head.then_some(true),
+        // strix-e810's data plane: 192.168.100.1/30, back to back.
+        prefix_len: Some(30),
+        not_inspected: None,
         env,
         container: ContainerReport {
             backend: NodeBackend::Toolbox,
@@ -290,21 +293,24 @@ fn preflight_reports_an_unreachable_node_and_host_backend_only_warns() {
 fn serve_req() -> ServeRequest {
     ServeRequest {
         model: "Qwen/Qwen3-30B-A3B".into(),
-        tp: 2,
+        tp: None,
         max_model_len: Some(32768),
         gpu_memory_utilization: 0.90,
         eager: true,
+        host: None,
         port: 8000,
         nccl_debug: true,
+        clear_cache: false,
         extra: vec!["--max-num-seqs".into(), "8".into()],
         hf_token: true,
+        api_key: false,
     }
 }
 
 #[test]
 fn serve_command_and_env() {
     let (cfg, reports) = two_e810s();
-    let p = plan::serve(&serve_req(), &reports[0].env, 2).unwrap();
+    let p = plan::serve(&serve_req(), Some(&reports[0].env), 2).unwrap();
     assert_eq!(
         p.command,
         [
@@ -337,9 +343,13 @@ fn serve_command_and_env() {
             .any(|v| v.name == "NCCL_DEBUG" && v.value == "INFO")
     );
     assert!(p.env.iter().all(|v| v.name != "HF_TOKEN"));
+    assert_eq!(p.secrets, ["HF_TOKEN"]);
     let argv = plan::serve_argv("halobox", cfg.head(), &p);
     assert_eq!(argv[..6], ["halobox", "enter", "vllm", "--", "sh", "-c"]);
-    assert_eq!(argv[6], plan::TOKEN_FROM_STDIN);
+    assert_eq!(
+        argv[6],
+        "IFS= read -r HF_TOKEN || exit 97; export HF_TOKEN; exec \"$@\""
+    );
     let mut podman = cfg.head().clone();
     podman.backend = NodeBackend::Podman;
     assert_eq!(
@@ -357,24 +367,281 @@ fn serve_command_and_env() {
 #[test]
 fn serve_refuses_what_cannot_work() {
     let (_, reports) = two_e810s();
+    let head = Some(&reports[0].env);
     let mut r = serve_req();
-    r.tp = 3;
+    r.tp = Some(3);
     assert!(
-        plan::serve(&r, &reports[0].env, 2)
+        plan::serve(&r, head, 2)
             .unwrap_err()
             .contains("--tp 3 needs 3 GPU(s)")
     );
     let mut r = serve_req();
     r.extra = vec!["--distributed-executor-backend=mp".into()];
-    assert!(plan::serve(&r, &reports[0].env, 2).is_err());
+    assert!(plan::serve(&r, head, 2).is_err());
     let mut r = serve_req();
     r.gpu_memory_utilization = 0.95;
     r.eager = false;
-    let p = plan::serve(&r, &reports[0].env, 2).unwrap();
+    let p = plan::serve(&r, head, 2).unwrap();
     assert_eq!(p.notes.len(), 2, "{:?}", p.notes);
     assert!(!p.command.contains(&"--enforce-eager".to_string()));
     r.gpu_memory_utilization = 1.5;
-    assert!(plan::serve(&r, &reports[0].env, 2).is_err());
+    assert!(plan::serve(&r, head, 2).is_err());
+}
+
+fn tp_of(p: &plan::ServePlan) -> &str {
+    let i = p
+        .command
+        .iter()
+        .position(|a| a == "--tensor-parallel-size")
+        .unwrap();
+    &p.command[i + 1]
+}
+
+#[test]
+fn serve_fits_tensor_times_pipeline_parallel_to_the_nodes() {
+    let (_, reports) = two_e810s();
+    let head = Some(&reports[0].env);
+    let with = |tp: Option<u32>, extra: &[&str]| {
+        let mut r = serve_req();
+        r.tp = tp;
+        r.extra = extra.iter().map(|s| s.to_string()).collect();
+        r
+    };
+    // 2 nodes, pp 2: tp defaults to 2 / 2 = 1, never 2 (that asks for 4 GPUs).
+    for pp in [
+        &["--pipeline-parallel-size", "2"][..],
+        &["--pipeline-parallel-size=2"],
+        &["-pp", "2"],
+        &["--pipeline_parallel_size", "2"],
+    ] {
+        let p = plan::serve(&with(None, pp), head, 2).unwrap();
+        assert_eq!((tp_of(&p), p.tp, p.pp), ("1", 1, 2), "{pp:?}");
+        assert!(p.notes.is_empty(), "{:?}", p.notes);
+    }
+    let e = plan::serve(&with(Some(2), &["-pp", "2"]), head, 2).unwrap_err();
+    assert!(
+        e.contains("--tp 2 × --pipeline-parallel-size 2 = 4 GPU(s), the cluster has 2 node(s)")
+            && e.contains("--tp 1"),
+        "{e}"
+    );
+    let e = plan::serve(&with(None, &["--pipeline-parallel-size", "2"]), head, 3).unwrap_err();
+    assert!(
+        e.contains("--pipeline-parallel-size 2 does not divide the 3 node(s)"),
+        "{e}"
+    );
+    let e = plan::serve(&with(None, &["--pipeline-parallel-size", "x"]), head, 2).unwrap_err();
+    assert!(e.contains("not a pipeline-parallel size"), "{e}");
+    let e = plan::serve(&with(None, &["--tensor-parallel-size", "2"]), head, 2).unwrap_err();
+    assert!(e.contains("--tp N"), "{e}");
+    // 4 nodes, tp 1 × pp 2: two stay idle, and the plan says so.
+    let p = plan::serve(&with(Some(1), &["-pp", "2"]), head, 4).unwrap();
+    assert!(
+        p.notes
+            .iter()
+            .any(|n| n.contains("uses 2 of the 4 node(s): 2 stay idle")),
+        "{:?}",
+        p.notes
+    );
+}
+
+#[test]
+fn serve_api_key_host_and_clear_cache() {
+    let (cfg, reports) = two_e810s();
+    let mut r = serve_req();
+    r.api_key = true;
+    r.clear_cache = true;
+    r.host = Some("127.0.0.1".parse().unwrap());
+    let p = plan::serve(&r, Some(&reports[0].env), 2).unwrap();
+    assert_eq!(p.secrets, ["HF_TOKEN", "VLLM_API_KEY"]);
+    let i = p.command.iter().position(|a| a == "--host").unwrap();
+    assert_eq!(p.command[i + 1], "127.0.0.1");
+    assert!(!p.command.iter().any(|a| a.contains("api-key")));
+    let argv = plan::serve_argv("halobox", cfg.head(), &p);
+    assert_eq!(
+        argv[6],
+        format!(
+            "rm -rf -- \"{c}\" || exit 96; echo \"halobox: removed {c}\" >&2; IFS= read -r HF_TOKEN || exit 97; export HF_TOKEN; IFS= read -r VLLM_API_KEY || exit 97; export VLLM_API_KEY; exec \"$@\"",
+            c = plan::COMPILE_CACHE
+        )
+    );
+    let text = plan::render_serve(&p, &argv);
+    assert!(
+        text.contains("VLLM_API_KEY=******** (from this environment, passed on stdin)"),
+        "{text}"
+    );
+    assert!(
+        text.contains("# first, in the head's container: rm -rf -- \"${VLLM_CACHE_ROOT:-${XDG_CACHE_HOME:-$HOME/.cache}/vllm}/torch_compile_cache\""),
+        "{text}"
+    );
+    // Only the cache to clear, no secret: no stdin needed, podman goes through `enter`.
+    r.hf_token = false;
+    r.api_key = false;
+    let p = plan::serve(&r, Some(&reports[0].env), 2).unwrap();
+    let mut podman = cfg.head().clone();
+    podman.backend = NodeBackend::Podman;
+    let argv = plan::serve_argv("halobox", &podman, &p);
+    assert_eq!(argv[..6], ["halobox", "enter", "vllm", "--", "sh", "-c"]);
+    // Keys in the arguments, and a second --host, are refused.
+    for extra in [&["--api-key", "k"][..], &["--api-key=k"], &["--host", "::"]] {
+        let mut r = serve_req();
+        r.extra = extra.iter().map(|s| s.to_string()).collect();
+        assert!(plan::serve(&r, None, 2).is_err(), "{extra:?}");
+    }
+}
+
+#[test]
+fn the_serve_wrapper_clears_the_cache_and_reads_secrets_from_stdin() {
+    use std::io::Write;
+    let home = tempfile::tempdir().unwrap();
+    let cache = home.path().join(".cache/vllm");
+    std::fs::create_dir_all(cache.join("torch_compile_cache/abc/rank_0_0")).unwrap();
+    std::fs::create_dir_all(cache.join("modelinfos")).unwrap();
+    let mut r = serve_req();
+    r.api_key = true;
+    r.clear_cache = true;
+    let p = plan::serve(&r, None, 2).unwrap();
+    let wrapper = plan::serve_wrapper(&p).unwrap();
+    let mut child = std::process::Command::new("sh")
+        .args(["-c", &wrapper, "halobox-serve", "sh", "-c"])
+        .arg("echo \"$HF_TOKEN|$VLLM_API_KEY\"; ls \"$HOME/.cache/vllm\"")
+        .env("HOME", home.path())
+        .env_remove("VLLM_CACHE_ROOT")
+        .env_remove("XDG_CACHE_HOME")
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(b"hf_secret\nkey secret\n")
+        .unwrap();
+    let out = child.wait_with_output().unwrap();
+    assert!(out.status.success());
+    assert_eq!(
+        String::from_utf8_lossy(&out.stdout),
+        "hf_secret|key secret\nmodelinfos\n"
+    );
+    assert!(String::from_utf8_lossy(&out.stderr).contains("halobox: removed"));
+    // VLLM_CACHE_ROOT moves it, as in vLLM.
+    let root = tempfile::tempdir().unwrap();
+    std::fs::create_dir_all(root.path().join("torch_compile_cache")).unwrap();
+    let mut r = serve_req();
+    r.hf_token = false;
+    r.clear_cache = true;
+    let p = plan::serve(&r, None, 2).unwrap();
+    let st = std::process::Command::new("sh")
+        .args([
+            "-c",
+            &plan::serve_wrapper(&p).unwrap(),
+            "halobox-serve",
+            "true",
+        ])
+        .env("VLLM_CACHE_ROOT", root.path())
+        .stdin(std::process::Stdio::null())
+        .status()
+        .unwrap();
+    assert!(st.success());
+    assert!(!root.path().join("torch_compile_cache").exists());
+}
+
+#[test]
+fn serve_plan_without_the_head_env() {
+    let p = plan::serve(&serve_req(), None, 2).unwrap();
+    assert!(p.env.iter().all(|v| v.name == "NCCL_DEBUG"), "{:?}", p.env);
+    assert_eq!(tp_of(&p), "2");
+}
+
+fn three_in_a_chain() -> (ClusterConfig, Vec<JoinReport>) {
+    let (mut cfg, mut reports) = two_e810s();
+    cfg.nodes
+        .push(node("n3", "192.168.100.5", NodeBackend::Toolbox));
+    let mut third = reports[1].clone();
+    third.env.ip = "192.168.100.5".parse().unwrap();
+    reports.push(third);
+    (cfg, reports)
+}
+
+#[test]
+fn preflight_refuses_a_switchless_chain_and_names_the_node() {
+    // Two nodes back to back on one /30: supported.
+    let (cfg, reports) = two_e810s();
+    let f = plan::preflight(
+        &cfg,
+        &reports.into_iter().map(Ok).collect::<Vec<_>>(),
+        "0.1.0",
+    );
+    assert!(fails(&f).is_empty(), "{f:#?}");
+    // A third node on the next link (its own /30): a daisy chain.
+    let (cfg, reports) = three_in_a_chain();
+    let f = plan::preflight(
+        &cfg,
+        &reports.into_iter().map(Ok).collect::<Vec<_>>(),
+        "0.1.0",
+    );
+    assert_eq!(
+        fails(&f),
+        [("topology".to_string(), Some("n3".to_string()))]
+    );
+    let m = &f.iter().find(|x| x.check == "topology").unwrap().message;
+    assert!(
+        m.contains("192.168.100.5 (enp194s0np0) is outside the head's subnet 192.168.100.0/30 (enp194s0np0 on n1)")
+            && m.contains("switchless chain of 3+ nodes")
+            && m.contains("one data-plane NIC per node")
+            && m.contains("exactly 2 nodes back to back"),
+        "{m}"
+    );
+    // One switch, one /24: three nodes are fine.
+    let (cfg, mut reports) = three_in_a_chain();
+    for r in &mut reports {
+        r.prefix_len = Some(24);
+    }
+    let f = plan::preflight(
+        &cfg,
+        &reports.into_iter().map(Ok).collect::<Vec<_>>(),
+        "0.1.0",
+    );
+    assert!(fails(&f).is_empty(), "{f:#?}");
+    // The head's prefix unknown (an address known only from a GID): not judged.
+    let (cfg, mut reports) = three_in_a_chain();
+    reports[0].prefix_len = None;
+    let f = plan::preflight(
+        &cfg,
+        &reports.into_iter().map(Ok).collect::<Vec<_>>(),
+        "0.1.0",
+    );
+    assert!(fails(&f).is_empty(), "{f:#?}");
+}
+
+#[test]
+fn preflight_fails_a_container_that_was_not_inspected() {
+    let (cfg, mut reports) = two_e810s();
+    reports[1].not_inspected = Some(plan::snapshot_not_inspected(NodeBackend::Toolbox, "vllm"));
+    let f = plan::preflight(
+        &cfg,
+        &reports.into_iter().map(Ok).collect::<Vec<_>>(),
+        "0.1.0",
+    );
+    assert_eq!(
+        fails(&f),
+        [("container".to_string(), Some("n2".to_string()))]
+    );
+}
+
+#[test]
+fn prefix_len_comes_from_the_interface() {
+    let f = facts("strix-e810");
+    assert_eq!(
+        plan::prefix_len(&f, "192.168.100.1".parse().unwrap()),
+        Some(30)
+    );
+    assert_eq!(
+        plan::prefix_len(&f, "192.168.1.50".parse().unwrap()),
+        Some(24)
+    );
+    assert_eq!(plan::prefix_len(&f, "10.1.1.1".parse().unwrap()), None);
 }
 
 #[test]

@@ -1,7 +1,7 @@
 //! `cluster init|up|join|status|down|tui` and `serve`: the Ray cluster and
 //! vLLM on it.
 
-use std::net::Ipv4Addr;
+use std::net::{IpAddr, Ipv4Addr};
 
 use clap::{Args, Subcommand};
 
@@ -147,8 +147,8 @@ pub struct ServeArgs {
     pub model: String,
     #[command(flatten)]
     pub file: ClusterFileArgs,
-    /// Tensor-parallel size (default: the number of nodes).
-    #[arg(long, value_name = "N")]
+    /// Tensor-parallel size (default: the nodes divided by `--pipeline-parallel-size` given after `--`, else the number of nodes); tp × pp must fit one GPU per node.
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..))]
     pub tp: Option<u32>,
     /// `--max-model-len`.
     #[arg(long, value_name = "L")]
@@ -162,9 +162,18 @@ pub struct ServeArgs {
     /// Allow CUDA-graph capture.
     #[arg(long, overrides_with = "eager")]
     pub no_eager: bool,
+    /// The API's bind address (default: every interface, as vLLM binds).
+    #[arg(long, value_name = "ADDR")]
+    pub host: Option<IpAddr>,
     /// The API port.
     #[arg(long, value_name = "P", default_value_t = 8000)]
     pub port: u16,
+    /// Require an API key: VLLM_API_KEY from the environment (it goes to vLLM on stdin; set, it is passed even without this flag).
+    #[arg(long)]
+    pub api_key: bool,
+    /// Remove vLLM's compile cache (${VLLM_CACHE_ROOT:-~/.cache/vllm}/torch_compile_cache) in the head's container first: after a crash.
+    #[arg(long)]
+    pub clear_cache: bool,
     /// Set NCCL_DEBUG=INFO and report which transport NCCL really used.
     #[arg(long)]
     pub nccl_debug: bool,

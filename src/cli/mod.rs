@@ -94,7 +94,7 @@ pub enum Command {
     Cluster(ClusterCommand),
     /// Start `vllm serve` on the cluster's head, tensor-parallel over Ray (run it on the head).
     #[command(
-        after_help = "Examples:\n  halobox serve Qwen/Qwen3-30B-A3B --dry-run\n  HF_TOKEN=hf_... halobox serve meta-llama/Llama-3.1-70B-Instruct --max-model-len 32768\n  halobox serve MODEL --tp 2 --nccl-debug -- --max-num-seqs 8\n\nHF_TOKEN is read from this environment and handed to vLLM on stdin: it never appears in a command line, a log or --dry-run.\n--sysroot goes with --dry-run."
+        after_help = "Examples:\n  halobox serve Qwen/Qwen3-30B-A3B --dry-run\n  HF_TOKEN=hf_... halobox serve meta-llama/Llama-3.1-70B-Instruct --max-model-len 32768\n  halobox serve MODEL --tp 2 --nccl-debug -- --max-num-seqs 8\n  halobox serve MODEL --clear-cache -- --pipeline-parallel-size 2\n  VLLM_API_KEY=... halobox serve MODEL --api-key --host 0.0.0.0\n\nHF_TOKEN and VLLM_API_KEY are read from this environment and handed to vLLM on stdin: they never appear in a command line, a log or --dry-run.\n--dry-run prints the plan from any machine (the head's env only on the head); --sysroot goes with --dry-run.\n--clear-cache removes ${VLLM_CACHE_ROOT:-~/.cache/vllm}/torch_compile_cache in the head's container before vLLM starts (after a crash)."
     )]
     Serve(ServeArgs),
     /// Build an image from images/<name>.toml through the engine's build API (classic builder).

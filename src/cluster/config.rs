@@ -104,7 +104,9 @@ pub struct NodeConfig {
     pub name: Option<String>,
     /// ssh destination (`host`, `user@host`, a Host of ~/.ssh/config); may differ from `ip`.
     pub ssh: String,
-    /// The node's data-plane IPv4 address (NCCL, Ray and vLLM traffic).
+    /// The node's data-plane IPv4 address (NCCL, Ray and vLLM traffic): one
+    /// per node (a list is refused: one data-plane NIC per node).
+    #[serde(deserialize_with = "one_ip")]
     pub ip: Ipv4Addr,
     /// Container name (ignored by the `host` backend).
     #[serde(default = "default_container")]
@@ -122,6 +124,40 @@ impl NodeConfig {
     pub fn label(&self) -> &str {
         self.name.as_deref().unwrap_or(&self.ssh)
     }
+}
+
+/// One IPv4 address; a list says why a node has only one.
+fn one_ip<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Ipv4Addr, D::Error> {
+    struct One;
+    impl<'de> serde::de::Visitor<'de> for One {
+        type Value = Ipv4Addr;
+        fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+            f.write_str("one IPv4 address")
+        }
+        fn visit_str<E: serde::de::Error>(self, s: &str) -> Result<Ipv4Addr, E> {
+            s.parse()
+                .map_err(|_| E::custom(format!("{s:?} is not an IPv4 address")))
+        }
+        fn visit_seq<A: serde::de::SeqAccess<'de>>(self, mut seq: A) -> Result<Ipv4Addr, A::Error> {
+            let mut ips = Vec::new();
+            while let Some(ip) = seq.next_element::<String>()? {
+                ips.push(ip);
+            }
+            Err(serde::de::Error::custom(format!(
+                "a node with the data-plane addresses [{}]: halobox supports one data-plane NIC per node, so `ip` is one address (two NICs: bond them, or use one and leave the other out)",
+                ips.join(", ")
+            )))
+        }
+    }
+    d.deserialize_any(One)
+}
+
+/// The host part of an ssh target (`root@n1` -> `n1`), lowercased.
+fn ssh_host(target: &str) -> String {
+    target
+        .rsplit_once('@')
+        .map_or(target, |(_, h)| h)
+        .to_ascii_lowercase()
 }
 
 fn default_container() -> String {
@@ -254,6 +290,14 @@ impl ClusterConfig {
                         n.label()
                     ));
                 }
+                if ssh_host(&m.ssh) == ssh_host(&n.ssh) {
+                    return Err(format!(
+                        "nodes {} and {} are the same machine ({}): halobox supports one data-plane NIC per node, so each machine is one [[node]] with one `ip` (two NICs: bond them, or use one)",
+                        m.label(),
+                        n.label(),
+                        ssh_host(&n.ssh)
+                    ));
+                }
             }
         }
         Ok(())
@@ -377,6 +421,27 @@ cpus = 4
         assert!(e.contains("n2") && e.contains("127.0.0.1"), "{e}");
         let e = parse(&TWO.replace("\"n2\"", "\"root@n1\"")).unwrap_err();
         assert!(e.contains("two nodes are called root@n1"), "{e}");
+        let e = parse(&TWO.replace("\"n2\"", "\"admin@N1\"")).unwrap_err();
+        assert!(
+            e.contains("nodes root@n1 and admin@N1 are the same machine (n1)")
+                && e.contains("one data-plane NIC per node"),
+            "{e}"
+        );
+        let e = parse(&TWO.replace(
+            "ip = \"192.168.100.2\"",
+            "ip = [\"192.168.100.2\", \"192.168.101.2\"]",
+        ))
+        .unwrap_err();
+        assert!(
+            e.contains("[192.168.100.2, 192.168.101.2]")
+                && e.contains("one data-plane NIC per node"),
+            "{e}"
+        );
+        let e = parse(&TWO.replace("192.168.100.2", "192.168.100.256")).unwrap_err();
+        assert!(
+            e.contains("\"192.168.100.256\" is not an IPv4 address"),
+            "{e}"
+        );
     }
 
     #[test]

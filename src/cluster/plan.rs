@@ -2,10 +2,13 @@
 //! where: host or container), the preflight verdict over every node's
 //! report, and the `vllm serve` command with its environment.
 
+use std::net::{IpAddr, Ipv4Addr};
+
 use serde::{Deserialize, Serialize};
 
 use super::config::{ClusterConfig, NodeBackend, NodeConfig};
 use super::env::{EnvVar, NodeEnv, Resolved};
+use crate::host::HostFacts;
 use crate::shell;
 
 /// `cmd` as run in a node's container: directly for `host`, else through
@@ -30,8 +33,12 @@ pub fn in_container(
     a
 }
 
-/// `env NAME=value … cmd` (the variables are not secret).
+/// `env NAME=value … cmd` (the variables are not secret); `cmd` alone
+/// without variables.
 pub fn with_env(vars: &[EnvVar], cmd: &[String]) -> Vec<String> {
+    if vars.is_empty() {
+        return cmd.to_vec();
+    }
     let mut a = vec!["env".to_string()];
     a.extend(vars.iter().map(|v| format!("{}={}", v.name, v.value)));
     a.extend(cmd.iter().cloned());
@@ -199,6 +206,39 @@ pub struct ContainerReport {
     pub kfd: bool,
 }
 
+impl ContainerReport {
+    /// A container nothing is known about (it was not inspected).
+    pub fn unknown(backend: NodeBackend, name: &str) -> ContainerReport {
+        ContainerReport {
+            backend,
+            name: Some(name.into()),
+            found: false,
+            image_digest: None,
+            memlock: None,
+            kfd: false,
+        }
+    }
+}
+
+/// Why a snapshot's container is not inspected.
+pub fn snapshot_not_inspected(backend: NodeBackend, name: &str) -> String {
+    format!(
+        "a snapshot (--sysroot) has no container engine to ask, so the {backend} container {name} was not inspected (image, memlock, /dev/kfd unknown): run `halobox cluster join --dry-run --json` on the node itself to see them"
+    )
+}
+
+/// The prefix length of `ip` on the interface that holds it (`None` when
+/// only a RoCE GID names the address).
+pub fn prefix_len(facts: &HostFacts, ip: Ipv4Addr) -> Option<u8> {
+    facts
+        .network
+        .interface_with_ip(ip)?
+        .ipv4
+        .iter()
+        .find(|a| a.address == ip)
+        .map(|a| a.prefix_len)
+}
+
 /// What `cluster join --dry-run --json` prints: a node's view of itself.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct JoinReport {
@@ -208,6 +248,14 @@ pub struct JoinReport {
     pub env: NodeEnv,
     /// Where Ray would run.
     pub container: ContainerReport,
+    /// Why `container` was not inspected (a snapshot has no engine to ask);
+    /// its facts are then unknown.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub not_inspected: Option<String>,
+    /// The prefix length of the data-plane address on its interface (`None`
+    /// when only a RoCE GID names the address).
+    #[serde(default)]
+    pub prefix_len: Option<u8>,
     /// On the head: whether the Ray port is free on the data-plane address.
     pub port_free: Option<bool>,
     /// The exact command that starts Ray (argv on the node).
@@ -274,6 +322,10 @@ pub fn preflight(
                     r.halobox_version
                 ),
             ));
+        }
+        if let Some(why) = &r.not_inspected {
+            out.push(finding(Level::Fail, "container", Some(node), why.clone()));
+            continue;
         }
         let c = &r.container;
         // Outside a container halobox made nothing: GPU access and memlock
@@ -392,6 +444,7 @@ pub fn preflight(
             }
         }
     }
+    out.extend(topology(&ok));
     if !out.iter().any(|f| f.level == Level::Fail) {
         let t = ok
             .first()
@@ -407,6 +460,54 @@ pub fn preflight(
         ));
     }
     out
+}
+
+/// What halobox supports: every node's data plane on one NIC, and all of
+/// them in one subnet.
+pub const SUPPORTED_TOPOLOGY: &str = "halobox supports one data-plane NIC per node, with every node in one subnet: through a switch, or exactly 2 nodes back to back";
+
+/// Topologies NCCL would fail in, from the nodes' reports. Detected: a node
+/// whose data-plane address is outside the head's subnet (the head's
+/// address and prefix as its interface holds them): a switchless daisy
+/// chain of 3+ nodes with each link its own /30–/31 (or /24), or nodes on
+/// different routed subnets. Not detected here: one machine reached under
+/// two ssh names (`cluster.toml` refuses the same host twice), a second NIC
+/// that carries no node's address (information only), or a head whose
+/// prefix is unknown (an address known only from a RoCE GID).
+fn topology(ok: &[(&NodeConfig, &JoinReport)]) -> Vec<Finding> {
+    let Some((head, h)) = ok.iter().find(|(_, r)| r.env.is_head) else {
+        return vec![];
+    };
+    let Some(p) = h.prefix_len else {
+        return vec![];
+    };
+    let net = Ipv4Addr::from(
+        u32::from(h.env.ip) & u32::MAX.checked_shl(32 - u32::from(p.min(32))).unwrap_or(0),
+    );
+    ok.iter()
+        .filter(|(_, r)| !r.env.is_head)
+        .filter(|(_, r)| !crate::host::routes::contains(h.env.ip, p, r.env.ip))
+        .map(|(n, r)| {
+            finding(
+                Level::Fail,
+                "topology",
+                Some(n),
+                format!(
+                    "its data-plane address {} ({}) is outside the head's subnet {net}/{p} ({} on {}): {}{}; put every node's data-plane NIC in one subnet (a switch), or use 2 nodes back to back",
+                    r.env.ip,
+                    r.env.interface,
+                    h.env.interface,
+                    head.label(),
+                    if ok.len() > 2 {
+                        "a switchless chain of 3+ nodes (one subnet per link) is not supported, NCCL does not route between links; "
+                    } else {
+                        ""
+                    },
+                    SUPPORTED_TOPOLOGY
+                ),
+            )
+        })
+        .collect()
 }
 
 fn where_(c: &ContainerReport) -> String {
@@ -425,22 +526,28 @@ fn show(mtu: Option<u32>) -> String {
 pub struct ServeRequest {
     /// Model id or path.
     pub model: String,
-    /// Tensor-parallel size.
-    pub tp: u32,
+    /// Tensor-parallel size (default: the nodes divided by the pipeline-parallel size).
+    pub tp: Option<u32>,
     /// `--max-model-len`.
     pub max_model_len: Option<u32>,
     /// `--gpu-memory-utilization`.
     pub gpu_memory_utilization: f64,
     /// `--enforce-eager`.
     pub eager: bool,
+    /// The API's bind address (default: vLLM's, every interface).
+    pub host: Option<IpAddr>,
     /// API port.
     pub port: u16,
     /// `NCCL_DEBUG=INFO`.
     pub nccl_debug: bool,
+    /// Remove vLLM's torch.compile cache in the head's container first.
+    pub clear_cache: bool,
     /// Extra `vllm serve` arguments.
     pub extra: Vec<String>,
     /// Whether `HF_TOKEN` is set (its value never enters a plan).
     pub hf_token: bool,
+    /// Whether `VLLM_API_KEY` is set (its value never enters a plan).
+    pub api_key: bool,
 }
 
 /// The `vllm serve` command on the head and its environment.
@@ -448,10 +555,17 @@ pub struct ServeRequest {
 pub struct ServePlan {
     /// `vllm serve …` (argv, no secrets).
     pub command: Vec<String>,
-    /// Environment besides `HF_TOKEN` (the head's node env).
+    /// Environment besides the secrets (the head's node env; empty when
+    /// it is not known here: this machine is not the head).
     pub env: Vec<EnvVar>,
-    /// `HF_TOKEN` is passed through the process environment.
-    pub hf_token: bool,
+    /// Tensor-parallel size.
+    pub tp: u32,
+    /// Pipeline-parallel size (from the extra arguments; 1 without).
+    pub pp: u32,
+    /// The secrets handed over on stdin, in order (names only).
+    pub secrets: Vec<String>,
+    /// vLLM's compile cache is removed in the head's container first.
+    pub clear_cache: bool,
     /// Notes (warnings) about the request.
     pub notes: Vec<String>,
 }
@@ -460,26 +574,116 @@ pub struct ServePlan {
 /// hosts into swap (the field's experience).
 pub const SAFE_GPU_MEMORY: f64 = 0.90;
 
-/// Builds the serve plan; `nodes` is the cluster's size.
-pub fn serve(req: &ServeRequest, head: &NodeEnv, nodes: usize) -> Result<ServePlan, String> {
-    if req.tp == 0 || req.tp as usize > nodes {
+/// vLLM's torch.compile cache as the shell in the head's container names it:
+/// `VLLM_CACHE_ROOT` (default `${XDG_CACHE_HOME:-~/.cache}/vllm`, as
+/// vllm/envs.py computes it) + `torch_compile_cache` (vllm/compilation).
+/// A crash while compiling can leave it unusable: the guides' "erase vLLM
+/// cache".
+pub const COMPILE_CACHE: &str =
+    "${VLLM_CACHE_ROOT:-${XDG_CACHE_HOME:-$HOME/.cache}/vllm}/torch_compile_cache";
+
+/// The value of `flag` (any of `names`, `--a_b` spelled `--a-b` too) in
+/// `args`: `--flag V` or `--flag=V`.
+fn extra_value<'a>(args: &'a [String], names: &[&str]) -> Option<(&'a str, Option<&'a str>)> {
+    args.iter().enumerate().find_map(|(i, a)| {
+        let (flag, inline) = match a.split_once('=') {
+            Some((f, v)) => (f, Some(v)),
+            None => (a.as_str(), None),
+        };
+        let flag_norm = if flag.starts_with("--") {
+            flag.replace('_', "-")
+        } else {
+            flag.to_string()
+        };
+        names
+            .contains(&flag_norm.as_str())
+            .then(|| (flag, inline.or_else(|| args.get(i + 1).map(String::as_str))))
+    })
+}
+
+/// Tensor x pipeline parallel against `nodes` GPUs (one per node): the
+/// sizes, or why they cannot run.
+fn parallel(req: &ServeRequest, nodes: usize) -> Result<(u32, u32, Option<String>), String> {
+    let n = u32::try_from(nodes).unwrap_or(u32::MAX);
+    if let Some((flag, _)) = extra_value(&req.extra, &["--tensor-parallel-size", "-tp"]) {
         return Err(format!(
-            "--tp {} needs {} GPU(s), the cluster has {nodes} node(s) with one GPU each: use --tp 1..{nodes}",
-            req.tp, req.tp
+            "{flag} after `--`: give the tensor-parallel size as `halobox serve … --tp N` (checked against the cluster)"
         ));
     }
+    let pp = match extra_value(&req.extra, &["--pipeline-parallel-size", "-pp"]) {
+        None => 1,
+        Some((flag, v)) => match v.and_then(|v| v.parse::<u32>().ok()) {
+            Some(p) if p >= 1 => p,
+            _ => {
+                return Err(format!(
+                    "{flag} {}: not a pipeline-parallel size (a whole number from 1)",
+                    v.unwrap_or("(missing)")
+                ));
+            }
+        },
+    };
+    let tp = match req.tp {
+        Some(t) => t,
+        None if n % pp != 0 => {
+            return Err(format!(
+                "--pipeline-parallel-size {pp} does not divide the {n} node(s): tp × pp GPUs run on one GPU per node, so pp must divide {n} (or give --tp N with N × {pp} ≤ {n})"
+            ));
+        }
+        None => n / pp,
+    };
+    if tp == 0 || u64::from(tp) * u64::from(pp) > u64::from(n) {
+        return Err(if pp == 1 {
+            format!(
+                "--tp {tp} needs {tp} GPU(s), the cluster has {n} node(s) with one GPU each: use --tp 1..{n}"
+            )
+        } else {
+            format!(
+                "--tp {tp} × --pipeline-parallel-size {pp} = {} GPU(s), the cluster has {n} node(s) with one GPU each: use tp × pp ≤ {n} (e.g. --tp {})",
+                u64::from(tp) * u64::from(pp),
+                (n / pp).max(1)
+            )
+        });
+    }
+    let idle = (tp * pp < n).then(|| {
+        format!(
+            "tp {tp} × pp {pp} uses {} of the {n} node(s): {} stay idle",
+            tp * pp,
+            n - tp * pp
+        )
+    });
+    Ok((tp, pp, idle))
+}
+
+/// Builds the serve plan; `head` is the head's env (`None`: not known on
+/// this machine), `nodes` the cluster's size.
+pub fn serve(
+    req: &ServeRequest,
+    head: Option<&NodeEnv>,
+    nodes: usize,
+) -> Result<ServePlan, String> {
+    let (tp, pp, idle) = parallel(req, nodes)?;
     let u = req.gpu_memory_utilization;
     if !(u > 0.0 && u <= 1.0) {
         return Err(format!(
             "--gpu-memory-utilization {u} is not a fraction in (0, 1]: the default {SAFE_GPU_MEMORY} is safe on unified memory"
         ));
     }
-    if req.extra.iter().any(|a| {
-        a == "--distributed-executor-backend" || a.starts_with("--distributed-executor-backend=")
-    }) {
-        return Err("halobox serve always uses --distributed-executor-backend ray: drop it from the extra arguments".into());
+    if let Some((flag, _)) = extra_value(&req.extra, &["--distributed-executor-backend"]) {
+        return Err(format!(
+            "halobox serve always uses --distributed-executor-backend ray: drop {flag} from the extra arguments"
+        ));
     }
-    let mut notes = Vec::new();
+    if let Some((flag, _)) = extra_value(&req.extra, &["--api-key"]) {
+        return Err(format!(
+            "{flag} after `--` would put the key in the process arguments: export VLLM_API_KEY instead (halobox hands it to vLLM on stdin)"
+        ));
+    }
+    if let Some((flag, _)) = extra_value(&req.extra, &["--host"]) {
+        return Err(format!(
+            "{flag} after `--`: give the bind address as `halobox serve … --host ADDR`"
+        ));
+    }
+    let mut notes: Vec<String> = idle.into_iter().collect();
     if u > SAFE_GPU_MEMORY {
         notes.push(format!(
             "--gpu-memory-utilization {u} is above {SAFE_GPU_MEMORY}: on unified memory the host may swap"
@@ -495,14 +699,18 @@ pub fn serve(req: &ServeRequest, head: &NodeEnv, nodes: usize) -> Result<ServePl
         "serve".into(),
         req.model.clone(),
         "--tensor-parallel-size".into(),
-        req.tp.to_string(),
+        tp.to_string(),
         "--distributed-executor-backend".into(),
         "ray".into(),
         "--gpu-memory-utilization".into(),
         format!("{u}"),
-        "--port".into(),
-        req.port.to_string(),
     ];
+    if let Some(h) = req.host {
+        c.push("--host".into());
+        c.push(h.to_string());
+    }
+    c.push("--port".into());
+    c.push(req.port.to_string());
     if let Some(l) = req.max_model_len {
         c.push("--max-model-len".into());
         c.push(l.to_string());
@@ -511,43 +719,65 @@ pub fn serve(req: &ServeRequest, head: &NodeEnv, nodes: usize) -> Result<ServePl
         c.push("--enforce-eager".into());
     }
     c.extend(req.extra.iter().cloned());
-    let mut env = head.vars.clone();
+    let mut env = head.map(|h| h.vars.clone()).unwrap_or_default();
     if req.nccl_debug {
         env.push(EnvVar {
             name: "NCCL_DEBUG".into(),
             value: "INFO".into(),
         });
     }
+    let secrets = [("HF_TOKEN", req.hf_token), ("VLLM_API_KEY", req.api_key)]
+        .into_iter()
+        .filter(|(_, set)| *set)
+        .map(|(name, _)| name.to_string())
+        .collect();
     Ok(ServePlan {
         command: c,
         env,
-        hf_token: req.hf_token,
+        tp,
+        pp,
+        secrets,
+        clear_cache: req.clear_cache,
         notes,
     })
 }
 
-/// Reads HF_TOKEN from stdin into the environment, then runs the command:
-/// the token never appears in an argument list.
-pub const TOKEN_FROM_STDIN: &str = "IFS= read -r HF_TOKEN || exit 97; export HF_TOKEN; exec \"$@\"";
+/// The shell program in front of `vllm serve` (run as `sh -c PROGRAM
+/// halobox-serve CMD…`): removes the compile cache when asked, reads each
+/// secret from one stdin line into the environment, then runs the command;
+/// no secret ever appears in an argument list. `None` when there is nothing
+/// to do.
+pub fn serve_wrapper(plan: &ServePlan) -> Option<String> {
+    if plan.secrets.is_empty() && !plan.clear_cache {
+        return None;
+    }
+    let mut s = String::new();
+    if plan.clear_cache {
+        s.push_str(&format!(
+            "rm -rf -- \"{COMPILE_CACHE}\" || exit 96; echo \"halobox: removed {COMPILE_CACHE}\" >&2; "
+        ));
+    }
+    for name in &plan.secrets {
+        s.push_str(&format!("IFS= read -r {name} || exit 97; export {name}; "));
+    }
+    s.push_str("exec \"$@\"");
+    Some(s)
+}
 
 /// The serve command as run on the head: the node env as `env` words and,
-/// with a token, the stdin reader in front (argv; no secret in it).
+/// with secrets or `--clear-cache`, [`serve_wrapper`] in front (argv; no
+/// secret in it).
 pub fn serve_argv(cfg_halobox: &str, head: &NodeConfig, plan: &ServePlan) -> Vec<String> {
     let mut cmd = with_env(&plan.env, &plan.command);
-    if plan.hf_token {
-        let mut w = vec![
-            "sh".to_string(),
-            "-c".into(),
-            TOKEN_FROM_STDIN.into(),
-            "halobox-serve".into(),
-        ];
-        w.append(&mut cmd);
-        cmd = w;
+    if let Some(w) = serve_wrapper(plan) {
+        let mut a = vec!["sh".to_string(), "-c".into(), w, "halobox-serve".into()];
+        a.append(&mut cmd);
+        cmd = a;
     }
     match head.backend {
         // An API exec attaches no stdin without a terminal: use the engine's
         // CLI, which passes it on.
-        NodeBackend::Podman | NodeBackend::Docker if plan.hf_token => {
+        NodeBackend::Podman | NodeBackend::Docker if !plan.secrets.is_empty() => {
             let mut a = vec![
                 head.backend.to_string(),
                 "exec".into(),
@@ -561,14 +791,21 @@ pub fn serve_argv(cfg_halobox: &str, head: &NodeConfig, plan: &ServePlan) -> Vec
     }
 }
 
-/// The `--dry-run` text of a serve plan (HF_TOKEN masked).
+/// The `--dry-run` text of a serve plan (secrets masked).
 pub fn render_serve(plan: &ServePlan, argv: &[String]) -> String {
     let mut s = String::new();
     for v in &plan.env {
         s.push_str(&format!("{}={}\n", v.name, v.value));
     }
-    if plan.hf_token {
-        s.push_str("HF_TOKEN=******** (from this environment, passed on stdin)\n");
+    for name in &plan.secrets {
+        s.push_str(&format!(
+            "{name}=******** (from this environment, passed on stdin)\n"
+        ));
+    }
+    if plan.clear_cache {
+        s.push_str(&format!(
+            "# first, in the head's container: rm -rf -- \"{COMPILE_CACHE}\" (vLLM's compile cache, --clear-cache)\n"
+        ));
     }
     s.push_str(&shell::line(&plan.command));
     s.push('\n');

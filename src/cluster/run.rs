@@ -92,7 +92,13 @@ pub fn join_report(
     check_port: bool,
 ) -> anyhow::Result<JoinReport> {
     let env = env::plan(facts, req).map_err(|e| anyhow::anyhow!("{e}"))?;
-    let report = container_report(facts, backend, container, engine)?;
+    // A snapshot (`check_port` false) has no engine to ask about its container.
+    let not_inspected = (!check_port && backend.is_container())
+        .then(|| plan::snapshot_not_inspected(backend, container));
+    let report = match not_inspected {
+        Some(_) => ContainerReport::unknown(backend, container),
+        None => container_report(facts, backend, container, engine)?,
+    };
     let port_free = (env.is_head && check_port).then(|| port_free(req.ip, req.port));
     let command = in_container(
         halobox,
@@ -104,6 +110,8 @@ pub fn join_report(
         halobox_version: VERSION.into(),
         env,
         container: report,
+        not_inspected,
+        prefix_len: plan::prefix_len(facts, req.ip),
         port_free,
         command,
     })

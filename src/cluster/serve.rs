@@ -1,7 +1,7 @@
 //! `vllm serve` on the head: the head's env from its own facts, the plan
-//! and command, and the run itself. `HF_TOKEN` is handed to the command on
-//! stdin, never in an argument; with `--nccl-debug` vLLM's output is copied
-//! through and the transport NCCL chose is said once.
+//! and command, and the run itself. `HF_TOKEN` and `VLLM_API_KEY` are handed
+//! to the command on stdin, never in an argument; with `--nccl-debug` vLLM's
+//! output is copied through and the transport NCCL chose is said once.
 
 use std::io::{BufRead, BufReader, Read, Write};
 use std::process::{Command, Stdio};
@@ -13,17 +13,23 @@ use super::plan::{self, ServePlan, ServeRequest};
 use crate::error::UsageError;
 use crate::host::HostFacts;
 
-/// `HF_TOKEN` from this process's environment, when set and not empty.
-pub fn hf_token() -> Option<String> {
-    std::env::var("HF_TOKEN").ok().filter(|t| !t.is_empty())
+/// The secrets vLLM may need, in the order the plan names them.
+pub const SECRETS: [&str; 2] = ["HF_TOKEN", "VLLM_API_KEY"];
+
+/// `name` from this process's environment, when set and not empty.
+pub fn secret(name: &str) -> Option<String> {
+    std::env::var(name).ok().filter(|t| !t.is_empty())
 }
 
 /// The serve plan for this head (whose facts are `facts`) and the full
-/// command that runs it in the head's container.
+/// command that runs it in the head's container. With `dry_run`, a machine
+/// that is not the head still gets the plan, without the head's env (that
+/// comes from the head's own facts) and with a note saying so.
 pub fn prepare(
     cfg: &ClusterConfig,
     facts: &HostFacts,
     req: &ServeRequest,
+    dry_run: bool,
 ) -> anyhow::Result<(ServePlan, Vec<String>)> {
     let head = cfg.head();
     let env_req = EnvRequest {
@@ -36,42 +42,56 @@ pub fn prepare(
         ray_args: vec![],
         ray_head_args: vec![],
     };
-    let head_env = env::plan(facts, &env_req).map_err(|e| match e {
-        EnvError::IpNotFound { .. } => anyhow::anyhow!(
-            "this machine does not hold the head's address {} ({}): `halobox serve` runs on the head, next to the Ray driver\n  hint: ssh {} halobox serve {} …",
-            head.ip,
-            head.label(),
-            head.ssh,
-            req.model
-        ),
-        other => anyhow::anyhow!("head {}: {other}", head.label()),
-    })?;
-    let p = plan::serve(req, &head_env, cfg.nodes.len()).map_err(UsageError)?;
+    let where_ = format!("{} ({})", head.ip, head.label());
+    let run_there = format!("ssh {} halobox serve {} …", head.ssh, req.model);
+    let head_env = match env::plan(facts, &env_req) {
+        Ok(e) => Some(e),
+        Err(EnvError::IpNotFound { .. }) if dry_run => None,
+        Err(EnvError::IpNotFound { .. }) => {
+            return Err(anyhow::anyhow!(
+                "this machine does not hold the head's address {where_}: `halobox serve` runs on the head, next to the Ray driver\n  hint: {run_there}"
+            ));
+        }
+        Err(other) => return Err(anyhow::anyhow!("head {}: {other}", head.label())),
+    };
+    let mut p = plan::serve(req, head_env.as_ref(), cfg.nodes.len()).map_err(UsageError)?;
+    if head_env.is_none() {
+        p.notes.insert(
+            0,
+            format!(
+                "this machine does not hold the head's address {where_}: `halobox serve` runs on the head ({run_there}), whose own facts give the NCCL/Ray env left out above"
+            ),
+        );
+    }
     let argv = plan::serve_argv(&cfg.halobox, head, &p);
     Ok((p, argv))
 }
 
-/// Runs `argv` with `token` (if any) on its stdin; with `nccl_debug` copies
+/// Runs `argv` with `secrets` (the values, in the plan's order) on its
+/// stdin, one a line; with `nccl_debug` copies
 /// its output through and says which transport NCCL used. Returns its exit
 /// status.
-pub fn run(argv: &[String], token: Option<&str>, nccl_debug: bool) -> anyhow::Result<u8> {
+pub fn run(argv: &[String], secrets: &[String], nccl_debug: bool) -> anyhow::Result<u8> {
     let (prog, args) = argv.split_first().expect("serve argv");
     let mut cmd = Command::new(prog);
-    cmd.args(args)
-        .env_remove("HF_TOKEN")
-        .stdin(if token.is_some() {
-            Stdio::piped()
-        } else {
-            Stdio::null()
-        });
+    cmd.args(args).stdin(if secrets.is_empty() {
+        Stdio::null()
+    } else {
+        Stdio::piped()
+    });
+    for name in SECRETS {
+        cmd.env_remove(name);
+    }
     if nccl_debug {
         cmd.stdout(Stdio::piped()).stderr(Stdio::piped());
     }
     let mut child = cmd
         .spawn()
         .map_err(|e| anyhow::anyhow!("cannot run {prog}: {e}"))?;
-    if let (Some(t), Some(mut stdin)) = (token, child.stdin.take()) {
-        stdin.write_all(format!("{t}\n").as_bytes())?;
+    if let Some(mut stdin) = child.stdin.take() {
+        for value in secrets {
+            stdin.write_all(format!("{value}\n").as_bytes())?;
+        }
     }
     let seen = AtomicBool::new(false);
     let out = child.stdout.take();

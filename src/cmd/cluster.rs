@@ -196,12 +196,6 @@ fn join(a: &ClusterJoinArgs) -> anyhow::Result<ExitCode> {
         println!("# runs as: {}", shell::line(&full));
         return Ok(ExitCode::SUCCESS);
     }
-    if a.source.sysroot.is_some() && a.ray_node.backend.is_container() {
-        return Err(UsageError(
-            "--json with --sysroot cannot inspect a container of the snapshot: use --backend host, or drop --json".into(),
-        )
-        .into());
-    }
     let report = run::join_report(
         &facts,
         &req,
@@ -319,7 +313,7 @@ fn down(a: &ClusterDownArgs) -> anyhow::Result<ExitCode> {
 }
 
 fn tui(a: &ClusterFileArgs) -> anyhow::Result<ExitCode> {
-    use dialoguer::{Confirm, Input, Select};
+    use dialoguer::Select;
     if !std::io::stdin().is_terminal() {
         return Err(UsageError(
             "the menu needs a terminal: use `halobox cluster up|status|down` and `halobox serve` instead".into(),
@@ -333,7 +327,7 @@ fn tui(a: &ClusterFileArgs) -> anyhow::Result<ExitCode> {
         "status",
         "up (dry run: preflight and plan)",
         "up",
-        "serve a model (on this head)",
+        "serve a model (vLLM on the head)",
         "down",
         "show cluster.toml",
         "quit",
@@ -354,29 +348,7 @@ fn tui(a: &ClusterFileArgs) -> anyhow::Result<ExitCode> {
                 plan: DryRunArgs { dry_run: pick == 1 },
                 timeout: None,
             }),
-            3 => {
-                let model: String = Input::new().with_prompt("model").interact_text()?;
-                let args = |dry_run| crate::cli::ServeArgs {
-                    model: model.clone(),
-                    file: file(),
-                    tp: None,
-                    max_model_len: None,
-                    gpu_memory_utilization: plan::SAFE_GPU_MEMORY,
-                    eager: true,
-                    no_eager: false,
-                    port: 8000,
-                    nccl_debug: false,
-                    source: SourceArgs { sysroot: None },
-                    plan: DryRunArgs { dry_run },
-                    extra: vec![],
-                };
-                match super::serve::run(&args(true)) {
-                    Ok(_) if Confirm::new().with_prompt("start it?").interact()? => {
-                        super::serve::run(&args(false))
-                    }
-                    other => other,
-                }
-            }
+            3 => serve_menu(a),
             4 => down(&ClusterDownArgs {
                 file: file(),
                 plan: DryRunArgs { dry_run: false },
@@ -392,5 +364,71 @@ fn tui(a: &ClusterFileArgs) -> anyhow::Result<ExitCode> {
         if let Err(e) = outcome {
             eprintln!("error: {e:#}");
         }
+    }
+}
+
+/// The menu's serve item: what the guides' launcher asks (model, tensor
+/// parallel size, context length, eager mode, erase the compile cache),
+/// then the plan (`serve --dry-run`) and, confirmed, `serve`.
+fn serve_menu(a: &ClusterFileArgs) -> anyhow::Result<ExitCode> {
+    use dialoguer::{Confirm, Input};
+    let (_, cfg) = config::open(a.cluster.as_deref())?;
+    let n = u32::try_from(cfg.nodes.len()).unwrap_or(u32::MAX);
+    let model: String = Input::new().with_prompt("model").interact_text()?;
+    let tp: u32 = Input::new()
+        .with_prompt(format!("tensor parallel size (1..{n}, one GPU per node)"))
+        .default(n)
+        .validate_with(|v: &u32| {
+            if (1..=n).contains(v) {
+                Ok(())
+            } else {
+                Err(format!("use 1..{n}: the cluster has {n} node(s)"))
+            }
+        })
+        .interact_text()?;
+    let context: String = Input::new()
+        .with_prompt("context length (--max-model-len; empty: the model's own)")
+        .allow_empty(true)
+        .validate_with(|v: &String| {
+            let v = v.trim();
+            if v.is_empty() || v.parse::<u32>().is_ok_and(|l| l > 0) {
+                Ok(())
+            } else {
+                Err("a number of tokens (e.g. 131072), or empty")
+            }
+        })
+        .interact_text()?;
+    let eager = Confirm::new()
+        .with_prompt("force eager mode (CUDA graphs can deadlock on distributed APUs)")
+        .default(true)
+        .interact()?;
+    let clear_cache = Confirm::new()
+        .with_prompt("erase vLLM's compile cache first (yes when restarting after a crash)")
+        .default(false)
+        .interact()?;
+    let args = |dry_run| crate::cli::ServeArgs {
+        model: model.clone(),
+        file: ClusterFileArgs {
+            cluster: a.cluster.clone(),
+        },
+        tp: Some(tp),
+        max_model_len: context.trim().parse().ok(),
+        gpu_memory_utilization: plan::SAFE_GPU_MEMORY,
+        eager,
+        no_eager: !eager,
+        host: None,
+        port: 8000,
+        api_key: false,
+        clear_cache,
+        nccl_debug: false,
+        source: SourceArgs { sysroot: None },
+        plan: DryRunArgs { dry_run },
+        extra: vec![],
+    };
+    match super::serve::run(&args(true)) {
+        Ok(_) if Confirm::new().with_prompt("start it?").interact()? => {
+            super::serve::run(&args(false))
+        }
+        other => other,
     }
 }

@@ -1,7 +1,8 @@
 //! `halobox serve MODEL …`: `vllm serve` in the head's container with
 //! `--distributed-executor-backend ray` and the head's node env. Runs on the
-//! head (its env comes from its own facts). `HF_TOKEN` is taken from this
-//! process's environment and handed over on stdin, never in an argument.
+//! head (its env comes from its own facts; `--dry-run` prints the plan from
+//! anywhere). `HF_TOKEN` and `VLLM_API_KEY` are taken from this process's
+//! environment and handed over on stdin, never in an argument.
 
 use std::process::ExitCode;
 
@@ -26,21 +27,38 @@ pub fn run(a: &ServeArgs) -> anyhow::Result<ExitCode> {
         None => HostRoot::live(),
     };
     let facts = host::gather(root, GatherOptions::default());
-    let token = serve::hf_token();
+    let secrets: Vec<Option<String>> = serve::SECRETS.iter().map(|n| serve::secret(n)).collect();
+    if let Some(name) = serve::SECRETS.iter().zip(&secrets).find_map(|(n, v)| {
+        v.as_ref()
+            .is_some_and(|v| v.contains(['\n', '\r']))
+            .then_some(n)
+    }) {
+        return Err(UsageError(format!(
+            "{name} holds a line break: it goes to vLLM as one line on stdin\n  hint: export it again without the newline"
+        ))
+        .into());
+    }
+    if a.api_key && secrets[1].is_none() {
+        return Err(UsageError(
+            "--api-key: VLLM_API_KEY is not set in this environment\n  hint: `read -rs VLLM_API_KEY; export VLLM_API_KEY` (halobox hands it to vLLM on stdin, never in an argument)".into(),
+        )
+        .into());
+    }
     let req = ServeRequest {
         model: a.model.clone(),
-        tp: a
-            .tp
-            .unwrap_or(u32::try_from(cfg.nodes.len()).unwrap_or(u32::MAX)),
+        tp: a.tp,
         max_model_len: a.max_model_len,
         gpu_memory_utilization: a.gpu_memory_utilization,
         eager: !a.no_eager,
+        host: a.host,
         port: a.port,
         nccl_debug: a.nccl_debug,
+        clear_cache: a.clear_cache,
         extra: a.extra.clone(),
-        hf_token: token.is_some(),
+        hf_token: secrets[0].is_some(),
+        api_key: secrets[1].is_some(),
     };
-    let (p, argv) = serve::prepare(&cfg, &facts, &req)?;
+    let (p, argv) = serve::prepare(&cfg, &facts, &req, a.plan.dry_run)?;
     if a.plan.dry_run {
         print!("{}", plan::render_serve(&p, &argv));
         return Ok(ExitCode::SUCCESS);
@@ -48,6 +66,7 @@ pub fn run(a: &ServeArgs) -> anyhow::Result<ExitCode> {
     for n in &p.notes {
         eprintln!("warning: {n}");
     }
-    let code = serve::run(&argv, token.as_deref(), a.nccl_debug)?;
+    let values: Vec<String> = secrets.into_iter().flatten().collect();
+    let code = serve::run(&argv, &values, a.nccl_debug)?;
     Ok(ExitCode::from(code))
 }
