@@ -1,6 +1,8 @@
 //! `halobox cluster tui` in a real terminal (tmux): the menu shows, its
-//! entries run the same operations as the flags, errors keep the menu alive,
-//! and quit leaves with status 0. Its ssh targets are loopback addresses
+//! entries run the same operations as the flags, serve asks what the guides'
+//! launcher asks (model, tensor parallel size, context length, eager, erase
+//! the compile cache) and shows the plan, errors keep the menu alive, and
+//! quit leaves with status 0. Its ssh targets are loopback addresses
 //! where nothing listens, so nothing leaves this machine.
 
 use std::process::Command;
@@ -21,7 +23,7 @@ impl Tmux {
     }
 
     fn screen(&self) -> String {
-        self.run(&["capture-pane", "-t", "tui", "-p", "-S", "-200"])
+        self.run(&["capture-pane", "-t", "tui", "-p", "-J", "-S", "-200"])
     }
 
     fn wait_for(&self, text: &str) -> String {
@@ -42,6 +44,12 @@ impl Tmux {
             std::thread::sleep(Duration::from_millis(50));
         }
     }
+}
+
+/// Types `text` and Enter.
+fn type_line(tmux: &Tmux, text: &str) {
+    tmux.run(&["send-keys", "-t", "tui", "-l", text]);
+    tmux.keys(&["Enter"]);
 }
 
 impl Drop for Tmux {
@@ -97,6 +105,50 @@ fn menu_shows_the_config_survives_errors_and_quits() {
     tmux.keys(&["Enter"]);
     let s = tmux.wait_for("127.0.0.9");
     assert!(s.contains("error"), "{s}");
+
+    // serve (fourth entry) asks what the guides' launcher asks, then shows
+    // the plan; this machine is not the head, so the plan says so.
+    tmux.wait_for("serve a model");
+    tmux.keys(&["Down", "Down", "Down", "Enter"]);
+    tmux.wait_for("model");
+    type_line(&tmux, "Qwen/Qwen3-0.6B");
+    tmux.wait_for("tensor parallel size (1..2");
+    // Out of range: refused with the reason, asked again.
+    type_line(&tmux, "3");
+    tmux.wait_for("use 1..2: the cluster has 2 node(s)");
+    tmux.keys(&["BSpace", "BSpace"]);
+    type_line(&tmux, "1");
+    tmux.wait_for("context length");
+    type_line(&tmux, "4096");
+    tmux.wait_for("force eager mode");
+    tmux.keys(&["n"]);
+    tmux.wait_for("erase vLLM's compile cache");
+    tmux.keys(&["y"]);
+    let s = tmux.wait_for("start it?");
+    let plan = s
+        .lines()
+        .find(|l| l.starts_with("vllm serve"))
+        .unwrap_or_else(|| panic!("no plan:\n{s}"));
+    assert_eq!(
+        plan,
+        "vllm serve Qwen/Qwen3-0.6B --tensor-parallel-size 1 --distributed-executor-backend ray --gpu-memory-utilization 0.9 --port 8000 --max-model-len 4096"
+    );
+    assert!(
+        s.contains("# first, in the head's container: rm -rf --")
+            && s.contains("torch_compile_cache"),
+        "{s}"
+    );
+    assert!(
+        s.contains("does not hold the head's address 10.9.0.1"),
+        "{s}"
+    );
+    assert!(
+        s.contains("CUDA-graph capture (--no-eager) can deadlock"),
+        "{s}"
+    );
+    // Not started: the menu comes back.
+    tmux.keys(&["n"]);
+    tmux.wait_for("halobox cluster");
 
     // quit is the last entry.
     tmux.keys(&["Up", "Enter"]);
