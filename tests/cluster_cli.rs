@@ -541,3 +541,88 @@ fn down_dry_run_prints_ssh_commands() {
     );
     assert!(!stdout.contains("StrictHostKeyChecking=no"));
 }
+
+/// An IPv4 address this machine holds (not loopback), from the same facts
+/// halobox reads.
+fn a_local_address() -> String {
+    let facts = halobox::host::gather(
+        halobox::host::HostRoot::live(),
+        halobox::host::GatherOptions::default(),
+    );
+    facts
+        .network
+        .interfaces
+        .iter()
+        .flat_map(|i| i.ipv4.iter())
+        .map(|a| a.address)
+        .find(|a| !a.is_loopback())
+        .expect("this machine has a non-loopback IPv4 address")
+        .to_string()
+}
+
+#[test]
+fn serve_on_the_head_hands_secrets_on_stdin_and_clears_the_cache() {
+    use std::os::unix::fs::PermissionsExt;
+    let dir = tempfile::tempdir().unwrap();
+    let ip = a_local_address();
+    let file = cluster_file(
+        &dir,
+        &format!("[[node]]\nssh = \"head\"\nip = \"{ip}\"\nbackend = \"host\"\n"),
+    );
+    // A stand-in `vllm` that records what it was given.
+    let bin = dir.path().join("bin");
+    std::fs::create_dir(&bin).unwrap();
+    let vllm = bin.join("vllm");
+    std::fs::write(
+        &vllm,
+        "#!/bin/sh\n{ echo \"HF_TOKEN=$HF_TOKEN\"; echo \"VLLM_API_KEY=$VLLM_API_KEY\"; echo \"ARGS=$*\"; \
+         ls \"$HOME/.cache/vllm\"; } > \"$SERVE_OUT\"\n",
+    )
+    .unwrap();
+    std::fs::set_permissions(&vllm, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let home = dir.path().join("home");
+    std::fs::create_dir_all(home.join(".cache/vllm/torch_compile_cache/0a1b2c3d4e/rank_0_0"))
+        .unwrap();
+    std::fs::create_dir_all(home.join(".cache/vllm/modelinfos")).unwrap();
+    let record = dir.path().join("record.txt");
+    let path = format!("{}:{}", bin.display(), std::env::var("PATH").unwrap());
+    let (token, key) = ("hf_livesecret1", "sk-livesecret2");
+    let o = halobox()
+        .args([
+            "serve",
+            "m",
+            "--cluster",
+            &file,
+            "--clear-cache",
+            "--api-key",
+        ])
+        .args(["--host", &ip])
+        .env("PATH", &path)
+        .env("HOME", &home)
+        .env_remove("VLLM_CACHE_ROOT")
+        .env_remove("XDG_CACHE_HOME")
+        .env("SERVE_OUT", &record)
+        .env("HF_TOKEN", token)
+        .env("VLLM_API_KEY", key)
+        .output()
+        .unwrap();
+    let (stdout, stderr) = out(&o);
+    assert!(o.status.success(), "{stdout}{stderr}");
+    assert!(
+        !stdout.contains(token) && !stderr.contains(key),
+        "{stdout}{stderr}"
+    );
+    let got = std::fs::read_to_string(&record).unwrap();
+    let lines: Vec<&str> = got.lines().collect();
+    assert_eq!(lines[0], format!("HF_TOKEN={token}"));
+    assert_eq!(lines[1], format!("VLLM_API_KEY={key}"));
+    assert_eq!(
+        lines[2],
+        format!(
+            "ARGS=serve m --tensor-parallel-size 1 --distributed-executor-backend ray --gpu-memory-utilization 0.9 --host {ip} --port 8000 --enforce-eager"
+        )
+    );
+    // The compile cache is gone, the rest of vLLM's cache stays.
+    assert_eq!(lines[3..], ["modelinfos"]);
+    assert!(stderr.contains("halobox: removed"), "{stderr}");
+}

@@ -570,6 +570,10 @@ pub struct ServePlan {
     pub notes: Vec<String>,
 }
 
+/// The secrets vLLM may take from halobox's environment, in the order
+/// they are read from stdin.
+pub const SECRETS: [&str; 2] = ["HF_TOKEN", "VLLM_API_KEY"];
+
 /// The greatest `--gpu-memory-utilization` that does not push unified-memory
 /// hosts into swap (the field's experience).
 pub const SAFE_GPU_MEMORY: f64 = 0.90;
@@ -726,8 +730,9 @@ pub fn serve(
             value: "INFO".into(),
         });
     }
-    let secrets = [("HF_TOKEN", req.hf_token), ("VLLM_API_KEY", req.api_key)]
+    let secrets = SECRETS
         .into_iter()
+        .zip([req.hf_token, req.api_key])
         .filter(|(_, set)| *set)
         .map(|(name, _)| name.to_string())
         .collect();

@@ -13,9 +13,6 @@ use super::plan::{self, ServePlan, ServeRequest};
 use crate::error::UsageError;
 use crate::host::HostFacts;
 
-/// The secrets vLLM may need, in the order the plan names them.
-pub const SECRETS: [&str; 2] = ["HF_TOKEN", "VLLM_API_KEY"];
-
 /// `name` from this process's environment, when set and not empty.
 pub fn secret(name: &str) -> Option<String> {
     std::env::var(name).ok().filter(|t| !t.is_empty())
@@ -79,7 +76,7 @@ pub fn run(argv: &[String], secrets: &[String], nccl_debug: bool) -> anyhow::Res
     } else {
         Stdio::piped()
     });
-    for name in SECRETS {
+    for name in plan::SECRETS {
         cmd.env_remove(name);
     }
     if nccl_debug {

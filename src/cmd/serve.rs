@@ -27,8 +27,8 @@ pub fn run(a: &ServeArgs) -> anyhow::Result<ExitCode> {
         None => HostRoot::live(),
     };
     let facts = host::gather(root, GatherOptions::default());
-    let secrets: Vec<Option<String>> = serve::SECRETS.iter().map(|n| serve::secret(n)).collect();
-    if let Some(name) = serve::SECRETS.iter().zip(&secrets).find_map(|(n, v)| {
+    let secrets: Vec<Option<String>> = plan::SECRETS.iter().map(|n| serve::secret(n)).collect();
+    if let Some(name) = plan::SECRETS.iter().zip(&secrets).find_map(|(n, v)| {
         v.as_ref()
             .is_some_and(|v| v.contains(['\n', '\r']))
             .then_some(n)
