@@ -456,6 +456,13 @@ fn serve_api_key_host_and_clear_cache() {
     let i = p.command.iter().position(|a| a == "--host").unwrap();
     assert_eq!(p.command[i + 1], "127.0.0.1");
     assert!(!p.command.iter().any(|a| a.contains("api-key")));
+    assert!(
+        p.notes
+            .iter()
+            .any(|n| n.contains("clears the head's compile cache only")),
+        "{:?}",
+        p.notes
+    );
     let argv = plan::serve_argv("halobox", cfg.head(), &p);
     assert_eq!(
         argv[6],

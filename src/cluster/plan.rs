@@ -698,6 +698,11 @@ pub fn serve(
             "CUDA-graph capture (--no-eager) can deadlock on distributed Strix Halo APUs".into(),
         );
     }
+    if req.clear_cache && nodes > 1 {
+        notes.push(format!(
+            "--clear-cache clears the head's compile cache only: after a crash on a worker, run `rm -rf -- \"{COMPILE_CACHE}\"` in its container too"
+        ));
+    }
     let mut c: Vec<String> = vec![
         "vllm".into(),
         "serve".into(),
