@@ -103,8 +103,8 @@ fn env_credentials_reach_only_their_registry() {
 }
 
 #[test]
-fn the_default_docker_hub_pull_carries_no_env_credentials() {
-    for extra in [None, Some(("HALOBOX_REGISTRY", "ghcr.io"))] {
+fn the_default_image_pull_carries_no_credentials_bound_elsewhere() {
+    for extra in [None, Some(("HALOBOX_REGISTRY", "docker.io"))] {
         let dir = tempfile::tempdir().unwrap();
         let engine = StandIn::start(dir.path());
         let mut env = CREDS.to_vec();
@@ -131,8 +131,8 @@ fn the_default_docker_hub_pull_carries_no_env_credentials() {
             .collect();
         assert_eq!(pulls.len(), 1, "{err}\n{:?}", engine.requests());
         assert!(
-            pulls[0].path.contains("kyuz0%2Fvllm-therock-gfx1151")
-                || pulls[0].path.contains("kyuz0/vllm-therock-gfx1151"),
+            pulls[0].path.contains("ghcr.io%2Fhalobox%2Fvllm-therock-gfx1151")
+                || pulls[0].path.contains("ghcr.io/halobox/vllm-therock-gfx1151"),
             "{pulls:?}"
         );
         assert_eq!(
@@ -140,7 +140,7 @@ fn the_default_docker_hub_pull_carries_no_env_credentials() {
             (None, None),
             "{extra:?}: {pulls:?}"
         );
-        assert!(err.contains("not sent to docker.io"), "{err}");
+        assert!(err.contains("not sent to ghcr.io"), "{err}");
         assert!(err.contains("HALOBOX_REGISTRY="), "{err}");
     }
 }
