@@ -131,8 +131,12 @@ fn the_default_image_pull_carries_no_credentials_bound_elsewhere() {
             .collect();
         assert_eq!(pulls.len(), 1, "{err}\n{:?}", engine.requests());
         assert!(
-            pulls[0].path.contains("ghcr.io%2Fhalobox%2Fvllm-therock-gfx1151")
-                || pulls[0].path.contains("ghcr.io/halobox/vllm-therock-gfx1151"),
+            pulls[0]
+                .path
+                .contains("ghcr.io%2Fhalobox%2Fvllm-therock-gfx1151")
+                || pulls[0]
+                    .path
+                    .contains("ghcr.io/halobox/vllm-therock-gfx1151"),
             "{pulls:?}"
         );
         assert_eq!(
