@@ -86,7 +86,10 @@ fn enter_output(name: &str, engine: &str, cmd: &[&str]) -> (String, i32) {
 fn podman_refresh_enter_update_and_rollback() {
     require(PODMAN);
     let name = "hbx-podman";
-    cleanup("podman", &[name, "hbx-podman-halobox-new"]);
+    cleanup(
+        "podman",
+        &[name, "hbx-podman-halobox-new", "hbx-podman-prev"],
+    );
     ok(&podman_refresh(name, &format!("{REPO}:1"), &[]));
     let c = inspect("podman", name).unwrap();
     assert_eq!(c["State"]["Running"], true);
@@ -138,7 +141,7 @@ fn podman_refresh_enter_update_and_rollback() {
 
     // A new image version: a new container, and both versions stay pinned.
     let first = id("podman", name);
-    ok(&podman_refresh(name, &format!("{REPO}:2"), &[]));
+    ok(&podman_refresh(name, &format!("{REPO}:2"), &["--yes"]));
     assert_ne!(id("podman", name), first);
     let c = inspect("podman", name).unwrap();
     assert_eq!(
@@ -154,14 +157,22 @@ fn podman_refresh_enter_update_and_rollback() {
     }
     assert!(inspect("podman", "hbx-podman-halobox-old").is_none());
 
-    // Rollback re-creates it from the previous pinned image.
+    // Rollback brings back the container the update replaced.
     ok(&refresh(
         PODMAN,
         name,
-        &["--backend", "podman", "--rollback", "--memlock", "8M"],
+        &[
+            "--backend",
+            "podman",
+            "--rollback",
+            "--memlock",
+            "8M",
+            "--yes",
+        ],
     ));
     let c = inspect("podman", name).unwrap();
     assert_eq!(c["Config"]["Image"], format!("{REPO}:20240101-000000"));
+    assert_eq!(c["Id"], first.as_str());
 
     let (list, code) = common::run_json(&["list", "--json", "--engine", PODMAN]);
     assert_eq!(code, 0);
@@ -171,7 +182,7 @@ fn podman_refresh_enter_update_and_rollback() {
             .iter()
             .any(|c| c["name"] == name && c["labels"]["dev.halobox.backend"] == "podman")
     );
-    cleanup("podman", &[name]);
+    cleanup("podman", &[name, "hbx-podman-prev"]);
 }
 
 #[test]
@@ -393,7 +404,10 @@ fn memlock_that_cannot_be_granted_fails_before_creating_anything() {
 fn missing_image_and_name_conflict_leave_containers_alone() {
     require(PODMAN);
     let name = "hbx-conflict";
-    cleanup("podman", &[name, "hbx-conflict-halobox-new"]);
+    cleanup(
+        "podman",
+        &[name, "hbx-conflict-halobox-new", "hbx-conflict-prev"],
+    );
     assert!(
         cli(
             "podman",
@@ -412,11 +426,25 @@ fn missing_image_and_name_conflict_leave_containers_alone() {
     );
     assert_eq!(id("podman", name), foreign);
 
-    ok(&podman_refresh(name, &format!("{REPO}:1"), &["--adopt"]));
+    ok(&podman_refresh(
+        name,
+        &format!("{REPO}:1"),
+        &["--adopt", "--yes"],
+    ));
     let ours = id("podman", name);
     assert_ne!(ours, foreign);
+    // The adopted container is kept like any replaced one; the next
+    // refresh lets it go only with --adopt again.
+    assert_eq!(id("podman", "hbx-conflict-prev"), foreign);
+    let out = podman_refresh(name, "127.0.0.1:5000/halobox/nope:1", &["--yes"]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(
+        stderr(&out).contains("hbx-conflict-prev exists and was not made by halobox"),
+        "{}",
+        stderr(&out)
+    );
 
-    let out = podman_refresh(name, "127.0.0.1:5000/halobox/nope:1", &[]);
+    let out = podman_refresh(name, "127.0.0.1:5000/halobox/nope:1", &["--yes", "--adopt"]);
     assert_eq!(out.status.code(), Some(1));
     let err = stderr(&out);
     assert!(
@@ -426,7 +454,7 @@ fn missing_image_and_name_conflict_leave_containers_alone() {
     assert_eq!(id("podman", name), ours);
     assert_eq!(inspect("podman", name).unwrap()["State"]["Running"], true);
     assert!(inspect("podman", "hbx-conflict-halobox-new").is_none());
-    cleanup("podman", &[name]);
+    cleanup("podman", &[name, "hbx-conflict-prev"]);
 }
 
 #[test]
@@ -500,7 +528,10 @@ impl Drop for Registry {
 fn registry_stopped_leaves_the_old_container_and_a_failed_start_cleans_up() {
     require(PODMAN);
     let name = "hbx-regstop";
-    cleanup("podman", &[name, "hbx-regstop-halobox-new"]);
+    cleanup(
+        "podman",
+        &[name, "hbx-regstop-halobox-new", "hbx-regstop-prev"],
+    );
     let mut registry = Registry::start();
     let copy = |src: &str, dst: &str| {
         let out = cli(
@@ -555,18 +586,20 @@ fn registry_stopped_leaves_the_old_container_and_a_failed_start_cleans_up() {
         "containers-storage:localhost/halobox-nosh:1",
         "docker://127.0.0.1:5002/halobox/nosh:1",
     );
-    let out = podman_refresh(name, "127.0.0.1:5002/halobox/nosh:1", &[]);
+    let out = podman_refresh(name, "127.0.0.1:5002/halobox/nosh:1", &["--yes"]);
     assert_eq!(out.status.code(), Some(1));
     let err = stderr(&out);
     assert!(
-        err.contains("starting the new container (it was removed again)"),
+        err.contains("refresh failed while starting the new container")
+            && err.contains("was left as it was")
+            && err.contains("was removed"),
         "{err}"
     );
     assert!(inspect("podman", "hbx-regstop-halobox-new").is_none());
     assert_eq!(id("podman", name), before);
 
     registry.stop();
-    let out = podman_refresh(name, "127.0.0.1:5002/halobox/test:1", &[]);
+    let out = podman_refresh(name, "127.0.0.1:5002/halobox/test:1", &["--yes"]);
     assert_eq!(out.status.code(), Some(1));
     let err = stderr(&out);
     assert!(

@@ -306,6 +306,7 @@ fn refresh_opts(backend: Backend, memlock: &str, clamp: bool) -> RefreshOptions 
         keep: 3,
         adopt: false,
         runtime_dir: None,
+        settle: std::time::Duration::from_secs(3),
     }
 }
 
@@ -317,7 +318,11 @@ fn plan_on(
     existing: Option<&halobox::engine::containers::ContainerInfo>,
     opts: &RefreshOptions,
 ) -> Result<plan::RefreshPlan, PlanError> {
-    plan::plan(f, &engine(kind), creator, existing, None, pull(), opts)
+    let found = plan::Found {
+        existing,
+        ..Default::default()
+    };
+    plan::plan(f, &engine(kind), creator, found, pull(), opts)
 }
 
 fn pull() -> Source {

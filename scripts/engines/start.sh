@@ -91,6 +91,14 @@ if ! sock_ping "$PODMAN_SOCK" >/dev/null 2>&1; then
   wait_until "podman API ($PODMAN_SOCK)" podman sock_ping "$PODMAN_SOCK"
 fi
 up+=("podman($(curl -s --unix-socket "$PODMAN_SOCK" http://d/version | jq -r '.Version+"/api "+.ApiVersion'))")
+# The first toolbox command after a podman install or upgrade runs `podman
+# system migrate`, which stops every running container (stamp:
+# ~/.config/toolbox/podman-system-migrate). Let that happen here, before any
+# test has a container running, not in the middle of one.
+if command -v toolbox >/dev/null && [ ! -s "$HOME/.config/toolbox/podman-system-migrate" ]; then
+  log "letting toolbox migrate to this podman once (it stops running containers)"
+  toolbox list >/dev/null 2>&1 || true
+fi
 
 # --- dockerd (config: /etc/docker/daemon.json from install.sh) ----------------
 if ! sock_ping "$DOCKER_SOCK" >/dev/null 2>&1; then

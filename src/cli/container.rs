@@ -30,9 +30,15 @@ pub struct RefreshArgs {
     /// Pinned images of the repository to keep.
     #[arg(long, value_name = "N", default_value_t = 3)]
     pub keep: usize,
-    /// Re-create the container from the previous pinned image.
+    /// Bring back NAME-prev, the container the last refresh replaced (with its files; the current one becomes NAME-prev, so a second rollback swaps back); with none kept, re-create from the previous pinned image.
     #[arg(long, conflicts_with = "image")]
     pub rollback: bool,
+    /// Seconds the new container must keep running (same start, no restart) before it replaces the old one.
+    #[arg(long, value_name = "SECONDS", default_value = "3", value_parser = parse_settle)]
+    pub settle: std::time::Duration,
+    /// When another halobox run is changing this container, wait for it instead of failing.
+    #[arg(long)]
+    pub wait: bool,
     /// Replace a container of that name that halobox did not make.
     #[arg(long)]
     pub adopt: bool,
@@ -72,4 +78,15 @@ pub struct RmArgs {
     pub engine: EngineArgs,
     #[command(flatten)]
     pub confirm: YesArgs,
+}
+
+/// `--settle`: seconds, 0 to 600.
+fn parse_settle(s: &str) -> Result<std::time::Duration, String> {
+    let secs: f64 = s
+        .parse()
+        .map_err(|_| format!("{s:?} is not a number of seconds"))?;
+    if !(0.0..=600.0).contains(&secs) {
+        return Err(format!("{s} is outside 0..600 seconds"));
+    }
+    Ok(std::time::Duration::from_secs_f64(secs))
 }

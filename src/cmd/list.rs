@@ -1,4 +1,5 @@
-//! `halobox list`: the containers halobox made.
+//! `halobox list`: the containers halobox made (after repairing what an
+//! interrupted refresh left).
 
 use std::process::ExitCode;
 
@@ -7,14 +8,21 @@ use crate::container::spec::{
     LABEL_BACKEND, LABEL_CHANNEL, LABEL_IMAGE, LABEL_MANAGED, LABEL_MEMLOCK,
 };
 use crate::engine::{block_on, connect};
+use crate::refresh::repair;
 
 /// Lists halobox's containers.
 pub fn run(args: &ListArgs) -> anyhow::Result<ExitCode> {
     block_on(async {
         let engine = connect(args.engine.engine.as_deref()).await?;
-        let list = engine
-            .containers_with_label(&format!("{LABEL_MANAGED}=true"))
-            .await?;
+        let label = format!("{LABEL_MANAGED}=true");
+        let mut list = engine.containers_with_label(&label).await?;
+        let repairs = repair::heal_all(&engine, &list).await;
+        if !repairs.is_empty() {
+            for line in &repairs {
+                eprintln!("halobox: {line}");
+            }
+            list = engine.containers_with_label(&label).await?;
+        }
         if args.output.json {
             println!("{}", serde_json::to_string_pretty(&list)?);
             return Ok(ExitCode::SUCCESS);

@@ -9,12 +9,17 @@ use anyhow::Context as _;
 use crate::cli::RefreshArgs;
 use crate::container::backend::Backend;
 use crate::container::cli::create_command;
-use crate::engine::{block_on, connect};
+use crate::engine::lifecycle::Changes;
+use crate::engine::{Engine, block_on, connect};
+use crate::error::UsageError;
 use crate::host::{self, GatherOptions, HostRoot};
+use crate::refresh::journal::Journal;
 use crate::refresh::plan::{RefreshPlan, Source};
 use crate::refresh::prepare::{self, RefreshRequest};
-use crate::refresh::run;
+use crate::refresh::repair::{self, Action, Decision};
+use crate::refresh::{lock, run, signals};
 use crate::shell;
+use crate::units::format_bytes;
 
 /// Runs `halobox refresh`.
 pub fn run(args: &RefreshArgs) -> anyhow::Result<ExitCode> {
@@ -28,34 +33,61 @@ pub fn run(args: &RefreshArgs) -> anyhow::Result<ExitCode> {
         keep: args.keep,
         rollback: args.rollback,
         adopt: args.adopt,
+        settle: args.settle,
     };
     let target = prepare::target(&req)?;
     let facts = host::gather(HostRoot::live(), GatherOptions::default());
     block_on(async {
         let mut engine = connect(args.engine.engine.as_deref()).await?;
-        let plan = prepare::plan(&mut engine, &facts, &req, &target).await?;
         if args.mode.dry_run() {
-            print_plan(&plan, args.mode.json())?;
+            let repairs = repair::survey(&engine, &target.name).await?;
+            let plan = prepare::plan(&mut engine, &facts, &req, &target).await?;
+            print_plan(&plan, &repairs, args.mode.json())?;
             return Ok(ExitCode::SUCCESS);
         }
-        if plan.replaces.is_some() && !args.confirm.yes && std::io::stdin().is_terminal() {
-            let go = dialoguer::Confirm::new()
-                .with_prompt(format!(
-                    "Replace {} once the new container runs?",
-                    plan.name
-                ))
-                .default(true)
-                .interact()
-                .context("reading the answer")?;
-            if !go {
-                eprintln!("nothing changed");
-                return Ok(ExitCode::FAILURE);
-            }
+        let address = engine.info.address.clone();
+        let _lock = lock::acquire(&address, &target.name, args.wait, &mut |holder| {
+            eprintln!(
+                "==> waiting for the halobox run{} that is changing {}",
+                holder.map(|p| format!(" (pid {p})")).unwrap_or_default(),
+                target.name
+            )
+        })?;
+        let healed = repair::heal(&engine, &target.name).await?;
+        for line in &healed.done {
+            eprintln!("==> repaired {}: {line}", target.name);
+        }
+        if !healed.unresolved.is_empty() {
+            anyhow::bail!(
+                "{} cannot be refreshed until what an interrupted refresh left is cleared up:\n  {}",
+                target.name,
+                healed.unresolved.join("\n  ")
+            );
+        }
+        let plan = prepare::plan(&mut engine, &facts, &req, &target).await?;
+        if !confirm(&engine, &plan, args.confirm.yes).await? {
+            eprintln!("nothing changed");
+            return Ok(ExitCode::FAILURE);
         }
         for note in &plan.notes {
             eprintln!("note: {note}");
         }
-        let outcome = run::execute(&engine, &plan, &mut |line| eprintln!("==> {line}")).await?;
+        let journal = Journal::open(&address, &plan.name)?;
+        let mut caught = signals::Caught::install().context("catching SIGINT and SIGTERM")?;
+        let result = run::execute(&engine, &plan, &journal, &mut caught, &mut |line| {
+            eprintln!("==> {line}")
+        })
+        .await;
+        let outcome = match result {
+            Ok(o) => o,
+            Err(e) => {
+                if let Some(s) = e.signal() {
+                    eprintln!("error: {e}");
+                    signals::reraise(s);
+                }
+                return Err(e.into());
+            }
+        };
         if args.mode.json() {
             println!("{}", serde_json::to_string_pretty(&outcome)?);
         } else {
@@ -64,21 +96,114 @@ pub fn run(args: &RefreshArgs) -> anyhow::Result<ExitCode> {
                 outcome.name,
                 outcome.image,
                 outcome
-                    .replaced
+                    .kept
                     .as_ref()
-                    .map(|r| format!(" (replaced the old {r})"))
+                    .map(|k| format!(" (the old one is kept, stopped, as {k})"))
                     .unwrap_or_default()
             );
+            if let Some(d) = &outcome.deleted {
+                println!("deleted the older {d}");
+            }
             println!("enter it with: halobox enter {}", outcome.name);
         }
         for w in &outcome.warnings {
             eprintln!("warning: {w}");
         }
+        if let Some(s) = outcome.signal {
+            eprintln!(
+                "{} arrived during the swap: the swap was finished first, pruning was skipped",
+                signals::name(s)
+            );
+            signals::reraise(s);
+        }
         Ok(ExitCode::SUCCESS)
     })?
 }
 
-fn print_plan(plan: &RefreshPlan, json: bool) -> anyhow::Result<()> {
+/// Asks before a refresh replaces a container: on a terminal with what is
+/// stopped, kept and deleted (default no); without one only `--yes` goes on.
+async fn confirm(engine: &Engine, plan: &RefreshPlan, yes: bool) -> anyhow::Result<bool> {
+    let Some(current) = &plan.current else {
+        return Ok(true);
+    };
+    if yes {
+        return Ok(true);
+    }
+    if !std::io::stdin().is_terminal() {
+        return Err(UsageError(format!(
+            "not replacing {} without confirmation: pass --yes\n  hint: {}",
+            plan.name,
+            consequences(plan, None, None).join(" ")
+        ))
+        .into());
+    }
+    let mine = engine.changes(&current.id).await.ok();
+    let older = match &plan.retired {
+        Some(r) => engine.changes(&r.id).await.ok(),
+        None => None,
+    };
+    for line in consequences(plan, Some(mine), Some(older)) {
+        eprintln!("{line}");
+    }
+    let question = match &plan.source {
+        Source::Prev { container } => format!("Roll {} back to {}?", plan.name, container.name),
+        _ => format!("Replace {} once the new container stays up?", plan.name),
+    };
+    dialoguer::Confirm::new()
+        .with_prompt(question)
+        .default(false)
+        .interact()
+        .context("reading the answer")
+}
+
+/// What a refresh does to the containers that exist: `mine` and `older` are
+/// the filesystem changes of the current container and of the `NAME-prev`
+/// that is deleted (outer `None`: not read).
+fn consequences(
+    plan: &RefreshPlan,
+    mine: Option<Option<Changes>>,
+    older: Option<Option<Changes>>,
+) -> Vec<String> {
+    let said = |c: Option<Option<Changes>>| match c {
+        None => String::new(),
+        Some(None) => "; its changes could not be read".to_string(),
+        Some(Some(c)) => format!(
+            "; {} changed path{}{}",
+            c.paths,
+            if c.paths == 1 { "" } else { "s" },
+            c.bytes
+                .and_then(|b| u64::try_from(b).ok())
+                .map(|b| format!(", {}", format_bytes(b)))
+                .unwrap_or_default()
+        ),
+    };
+    let mut lines = Vec::new();
+    if let Some(current) = &plan.current {
+        lines.push(format!(
+            "{} ({}{}) will be stopped and kept as {} with its files.",
+            plan.name,
+            current.image,
+            said(mine),
+            plan.prev_name
+        ));
+    }
+    match (&plan.source, &plan.retired) {
+        (Source::Prev { container }, _) => lines.push(format!(
+            "{} ({}) takes the name {} again; nothing is deleted.",
+            container.name, container.image, plan.name
+        )),
+        (_, Some(r)) => lines.push(format!(
+            "The older {} ({}{}) will be deleted: what was changed in it is lost.",
+            r.name,
+            r.image,
+            said(older)
+        )),
+        (_, None) => lines.push("Nothing is deleted.".to_string()),
+    }
+    lines
+}
+
+fn print_plan(plan: &RefreshPlan, repairs: &Decision, json: bool) -> anyhow::Result<()> {
     let command = if plan.backend == Backend::Distrobox {
         crate::container::distrobox::create_command(&plan.spec, !plan.engine.rootless)
     } else {
@@ -89,6 +214,7 @@ fn print_plan(plan: &RefreshPlan, json: bool) -> anyhow::Result<()> {
             "dry_run": true,
             "plan": plan,
             "create_command": shell::line(&command),
+            "repairs_first": repair_lines(repairs),
         });
         println!("{}", serde_json::to_string_pretty(&v)?);
         return Ok(());
@@ -110,10 +236,8 @@ fn print_plan(plan: &RefreshPlan, json: bool) -> anyhow::Result<()> {
         n += 1;
         println!("  {n}. {text}");
     };
-    if let Some(stale) = &plan.stale_temp {
-        step(format!(
-            "remove {stale}, left over from an interrupted refresh"
-        ));
+    for line in repair_lines(repairs) {
+        step(format!("repair first: {line}"));
     }
     match &plan.source {
         Source::Pull { reference } => {
@@ -124,18 +248,47 @@ fn print_plan(plan: &RefreshPlan, json: bool) -> anyhow::Result<()> {
             ));
         }
         Source::Pinned { reference } => step(format!("use the pinned image {reference}")),
+        Source::Prev { .. } => {}
     }
-    step(format!(
-        "create {} and check that it runs:\n       {}",
-        plan.temp_name,
-        shell::line(&command)
-    ));
+    let settle = plan.settle_secs;
+    let ready = plan
+        .ready_stamps
+        .as_ref()
+        .map(|d| format!(", after toolbx's readiness stamp in {d}"))
+        .unwrap_or_default();
+    let new = match &plan.source {
+        Source::Prev { container } => {
+            step(format!(
+                "start {} (kept by the last refresh, with its files) and check it keeps running for {settle:.1}s{ready}",
+                container.name
+            ));
+            container.name.clone()
+        }
+        _ => {
+            step(format!(
+                "create {} and check it keeps running for {settle:.1}s{ready}:\n       {}",
+                plan.temp_name,
+                shell::line(&command)
+            ));
+            plan.temp_name.clone()
+        }
+    };
     match &plan.replaces {
-        Some(old) => step(format!(
-            "replace {old}: rename it to {}, rename {} to {}, remove {}",
-            plan.old_name, plan.temp_name, plan.name, plan.old_name
-        )),
-        None => step(format!("rename {} to {}", plan.temp_name, plan.name)),
+        Some(old) => {
+            step(format!(
+                "swap: rename {old} to {}, then {new} to {}",
+                plan.old_name, plan.name
+            ));
+            step(format!(
+                "stop the old container and keep it as {}{}",
+                plan.prev_name,
+                plan.retired
+                    .as_ref()
+                    .map(|r| format!(" (deleting the older {} {})", r.name, r.image))
+                    .unwrap_or_default()
+            ));
+        }
+        None => step(format!("rename {new} to {}", plan.name)),
     }
     step(format!(
         "keep the newest {} pinned images of {}, and any a container uses",
@@ -145,4 +298,19 @@ fn print_plan(plan: &RefreshPlan, json: bool) -> anyhow::Result<()> {
         println!("  note: {note}");
     }
     Ok(())
+}
+
+fn repair_lines(d: &Decision) -> Vec<String> {
+    let mut out: Vec<String> = d
+        .actions
+        .iter()
+        .filter_map(|a| match a {
+            Action::Rename { why, .. } | Action::Stop { why, .. } | Action::Remove { why, .. } => {
+                Some(why.clone())
+            }
+            Action::ClearJournal => None,
+        })
+        .collect();
+    out.extend(d.unresolved.iter().map(|u| format!("needs you: {u}")));
+    out
 }

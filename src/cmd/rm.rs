@@ -1,4 +1,6 @@
-//! `halobox rm NAME`: remove a container halobox made (asks unless `--yes`).
+//! `halobox rm NAME`: remove a container halobox made, and the `NAME-prev`
+//! a refresh kept of it (asks unless `--yes`). Takes the refresh lock of
+//! the name, so it never races a refresh.
 
 use std::io::IsTerminal;
 use std::process::ExitCode;
@@ -8,12 +10,15 @@ use anyhow::Context as _;
 use crate::cli::RmArgs;
 use crate::engine::{block_on, connect};
 use crate::error::UsageError;
-use crate::refresh::plan::is_managed;
+use crate::refresh::lock;
+use crate::refresh::plan::{PREV_SUFFIX, is_managed};
 
 /// Removes the container.
 pub fn run(args: &RmArgs) -> anyhow::Result<ExitCode> {
     block_on(async {
         let engine = connect(args.engine.engine.as_deref()).await?;
+        let base = args.name.strip_suffix(PREV_SUFFIX).unwrap_or(&args.name);
+        let _lock = lock::acquire(&engine.info.address, base, false, &mut |_| {})?;
         let Some(c) = engine.container(&args.name).await? else {
             return Err(UsageError(format!(
                 "there is no container {}\n  hint: halobox list shows halobox's containers",
@@ -28,16 +33,26 @@ pub fn run(args: &RmArgs) -> anyhow::Result<ExitCode> {
             ))
             .into());
         }
+        let kept = engine
+            .container(&format!("{}{PREV_SUFFIX}", args.name))
+            .await?
+            .filter(is_managed);
+        let mut what = format!("{} ({})", c.name, c.image);
+        if let Some(k) = &kept {
+            what.push_str(&format!(
+                " and {} ({}, kept by the last refresh)",
+                k.name, k.image
+            ));
+        }
         if !args.confirm.yes {
             if !std::io::stdin().is_terminal() {
                 return Err(UsageError(format!(
-                    "not removing {} without confirmation: pass --yes",
-                    c.name
+                    "not removing {what} without confirmation: pass --yes"
                 ))
                 .into());
             }
             let go = dialoguer::Confirm::new()
-                .with_prompt(format!("Remove container {} ({})?", c.name, c.image))
+                .with_prompt(format!("Remove {what}?"))
                 .default(false)
                 .interact()
                 .context("reading the answer")?;
@@ -46,8 +61,10 @@ pub fn run(args: &RmArgs) -> anyhow::Result<ExitCode> {
                 return Ok(ExitCode::FAILURE);
             }
         }
-        engine.remove(&c.name).await?;
-        println!("removed {}", c.name);
+        for victim in std::iter::once(&c).chain(kept.as_ref()) {
+            engine.remove(&victim.id).await?;
+            println!("removed {}", victim.name);
+        }
         Ok(ExitCode::SUCCESS)
     })?
 }

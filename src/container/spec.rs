@@ -50,11 +50,17 @@ pub struct SpecOptions {
     pub runtime_dir: Option<String>,
 }
 
-/// A command that keeps a plain container alive and stops at once on SIGTERM,
-/// with any POSIX shell (busybox included).
+/// The entry point of a plain container: halobox's own, so an image's
+/// ENTRYPOINT (a server, a script that exits) never decides whether the
+/// container stays up.
+pub fn idle_entrypoint() -> Vec<String> {
+    vec!["/bin/sh".into()]
+}
+
+/// The arguments to [`idle_entrypoint`]: keep the container alive and stop
+/// at once on SIGTERM, with any POSIX shell (busybox included).
 pub fn idle_command() -> Vec<String> {
     vec![
-        "/bin/sh".into(),
         "-c".into(),
         "trap 'exit 0' TERM INT; while :; do sleep 3600 & wait $!; done".into(),
     ]
@@ -111,7 +117,7 @@ pub fn build(facts: &HostFacts, engine: &EngineTraits, opts: &SpecOptions) -> Co
         env: Vec::new(),
         hostname: None,
         user: None,
-        entrypoint: None,
+        entrypoint: Some(idle_entrypoint()),
         cmd: idle_command(),
         notes,
     };

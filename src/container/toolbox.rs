@@ -17,6 +17,30 @@ pub const TOOLBOX_LABEL: &str = "com.github.containers.toolbox";
 /// Where the toolbox binary is mounted inside the container.
 const TOOLBOX_IN_CONTAINER: &str = "/usr/bin/toolbox";
 
+/// The host directory bound into the container for toolbx's runtime files:
+/// `/run/toolbox` for root, else the user's runtime directory.
+fn run_dir(uid: u32, runtime_dir: Option<&str>) -> String {
+    if uid == 0 {
+        "/run/toolbox".to_string()
+    } else {
+        runtime_dir
+            .map(str::to_string)
+            .unwrap_or_else(|| format!("/run/user/{uid}"))
+    }
+}
+
+/// Where toolbx's init-container writes `container-initialized-<pid>` (the
+/// entry point's pid) once the container is ready: `toolbox run`/`enter`
+/// wait for that file (toolbx's runtime directory: `/run/toolbox` for root,
+/// `$XDG_RUNTIME_DIR/toolbox` for users).
+pub fn init_stamp_dir(uid: u32, runtime_dir: Option<&str>) -> String {
+    if uid == 0 {
+        run_dir(uid, runtime_dir)
+    } else {
+        format!("{}/toolbox", run_dir(uid, runtime_dir))
+    }
+}
+
 /// Turns a plain spec into a toolbx-compatible one.
 pub fn apply(
     facts: &HostFacts,
@@ -34,13 +58,7 @@ pub fn apply(
         .tool("toolbox")
         .and_then(|t| t.path.clone())
         .unwrap_or_else(|| TOOLBOX_IN_CONTAINER.into());
-    let run_dir = if uid == 0 {
-        "/run/toolbox".to_string()
-    } else {
-        runtime_dir
-            .map(str::to_string)
-            .unwrap_or_else(|| format!("/run/user/{uid}"))
-    };
+    let run_dir = run_dir(uid, runtime_dir);
 
     spec.labels.insert(TOOLBOX_LABEL.into(), "true".into());
     spec.privileged = true;

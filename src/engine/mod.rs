@@ -8,6 +8,7 @@ pub mod discover;
 pub mod exec;
 pub mod images;
 pub mod libpod;
+pub mod lifecycle;
 pub mod load;
 pub mod local;
 pub mod ping;

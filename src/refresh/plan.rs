@@ -2,12 +2,15 @@
 //! the engine, the existing container and the user's options. Nothing here
 //! touches the engine.
 
+use std::time::Duration;
+
 use serde::Serialize;
 
 use crate::container::backend::Backend;
 use crate::container::memlock::{Grant, MemlockRequest};
 use crate::container::model::{ContainerSpec, EngineTraits};
 use crate::container::spec::{self, SpecOptions};
+use crate::container::toolbox;
 use crate::engine::EngineInfo;
 use crate::engine::containers::ContainerInfo;
 use crate::host::HostFacts;
@@ -18,6 +21,9 @@ use crate::image_ref::ImageRef;
 pub const NEW_SUFFIX: &str = "-halobox-new";
 /// Suffix the old container carries while the new one takes its name.
 pub const OLD_SUFFIX: &str = "-halobox-old";
+/// Suffix of the replaced container, kept stopped (one generation) until
+/// the next successful refresh or `halobox rm`; `--rollback` brings it back.
+pub const PREV_SUFFIX: &str = "-prev";
 
 /// Where the new container's image comes from.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
@@ -28,11 +34,53 @@ pub enum Source {
         /// The reference pulled.
         reference: String,
     },
-    /// Re-create from an already pinned image (rollback).
+    /// Re-create from an already pinned image (rollback when no container
+    /// was kept).
     Pinned {
         /// The pinned reference.
         reference: String,
     },
+    /// Bring back the kept `NAME-prev` container itself, with its files
+    /// (rollback).
+    Prev {
+        /// The kept container.
+        container: Known,
+    },
+}
+
+/// A container that exists, as the plan refers to it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Known {
+    /// Its name now.
+    pub name: String,
+    /// Its id (what the executor acts on).
+    pub id: String,
+    /// The image reference it was made from.
+    pub image: String,
+}
+
+impl Known {
+    /// The plan's view of `c`.
+    pub fn of(c: &ContainerInfo) -> Known {
+        Known {
+            name: c.name.clone(),
+            id: c.id.clone(),
+            image: c
+                .labels
+                .get(spec::LABEL_IMAGE)
+                .cloned()
+                .unwrap_or_else(|| c.image.clone()),
+        }
+    }
+}
+
+/// The containers of the refreshed name that exist now.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Found<'a> {
+    /// The container named `NAME`.
+    pub existing: Option<&'a ContainerInfo>,
+    /// The container named `NAME-prev`.
+    pub prev: Option<&'a ContainerInfo>,
 }
 
 /// What the user asked `refresh` for.
@@ -56,6 +104,9 @@ pub struct RefreshOptions {
     pub adopt: bool,
     /// The user's `XDG_RUNTIME_DIR`.
     pub runtime_dir: Option<String>,
+    /// How long the new container must keep running before it replaces
+    /// the old one.
+    pub settle: Duration,
 }
 
 /// Everything `refresh` will do.
@@ -75,10 +126,19 @@ pub struct RefreshPlan {
     pub temp_name: String,
     /// The name the old container carries during the swap.
     pub old_name: String,
+    /// The name the replaced container is kept under.
+    pub prev_name: String,
     /// The container being replaced, if any.
     pub replaces: Option<String>,
-    /// A leftover container from an interrupted refresh, removed first.
-    pub stale_temp: Option<String>,
+    /// The container now named `NAME`: stopped and kept as `NAME-prev`.
+    pub current: Option<Known>,
+    /// The `NAME-prev` a successful refresh deletes to keep one generation.
+    pub retired: Option<Known>,
+    /// Seconds the new container must keep running before the swap.
+    pub settle_secs: f64,
+    /// toolbox backend: the host directory where toolbx's init-container
+    /// writes its `container-initialized-<pid>` stamp when it is ready.
+    pub ready_stamps: Option<String>,
     /// The spec (its image is replaced by the pinned reference after the pull).
     pub spec: ContainerSpec,
     /// Pinned images kept.
@@ -145,11 +205,12 @@ pub enum PlanError {
         /// The fix.
         fix: String,
     },
-    /// A leftover temporary container that halobox did not make blocks the name.
+    /// A container that halobox did not make holds the name the replaced
+    /// container is kept under.
     #[error(
-        "a container named {0} exists and was not made by halobox; it blocks the refresh\n  hint: rename or remove it"
+        "a container named {0} exists and was not made by halobox; refresh keeps the replaced container under that name and deletes the one there before\n  hint: if it is what an --adopt refresh replaced, pass --adopt again to let it go; else rename or remove it"
     )]
-    TempTaken(String),
+    PrevTaken(String),
 }
 
 /// The memlock fix for the engine's service.
@@ -162,11 +223,11 @@ pub fn plan(
     facts: &HostFacts,
     engine: &EngineInfo,
     creator: Option<&crate::host::procs::Process>,
-    existing: Option<&ContainerInfo>,
-    leftover: Option<&ContainerInfo>,
+    found: Found<'_>,
     source: Source,
     opts: &RefreshOptions,
 ) -> Result<RefreshPlan, PlanError> {
+    let Found { existing, prev } = found;
     if !opts.backend.supports(engine.kind) {
         return Err(PlanError::BackendEngine {
             backend: opts.backend,
@@ -187,25 +248,30 @@ pub fn plan(
             image: c.image.clone(),
         });
     }
-    let temp_name = format!("{}{NEW_SUFFIX}", opts.name);
-    if let Some(t) = leftover
-        && !is_managed(t)
+    if let Some(p) = prev
+        && !is_managed(p)
+        && !opts.adopt
     {
-        return Err(PlanError::TempTaken(t.name.clone()));
+        return Err(PlanError::PrevTaken(p.name.clone()));
     }
+    let temp_name = format!("{}{NEW_SUFFIX}", opts.name);
     let mut notes = Vec::new();
-    let memlock = if opts.backend == Backend::Distrobox {
+    let reuses_prev = matches!(source, Source::Prev { .. });
+    let memlock = if reuses_prev {
+        opts.memlock
+    } else if opts.backend == Backend::Distrobox {
         distrobox_memlock(facts, opts, &mut notes)?
     } else {
         engine_memlock(opts, creator, &mut notes)?
     };
-    if memlock.0 != LimitValue::Unlimited {
+    if memlock.0 != LimitValue::Unlimited && !reuses_prev {
         notes.push(format!(
             "memlock is {memlock}, not unlimited: fine for testing, small for RCCL over RDMA"
         ));
     }
     let image = match &source {
         Source::Pull { reference } | Source::Pinned { reference } => reference.clone(),
+        Source::Prev { container } => container.image.clone(),
     };
     let traits = EngineTraits {
         kind: engine.kind,
@@ -234,8 +300,14 @@ pub fn plan(
         name: opts.name.clone(),
         old_name: format!("{}{OLD_SUFFIX}", opts.name),
         temp_name,
+        prev_name: format!("{}{PREV_SUFFIX}", opts.name),
         replaces: existing.map(|c| c.name.clone()),
-        stale_temp: leftover.map(|c| c.name.clone()),
+        current: existing.map(Known::of),
+        retired: prev.filter(|_| !reuses_prev).map(Known::of),
+        settle_secs: opts.settle.as_secs_f64(),
+        ready_stamps: (opts.backend == Backend::Toolbox).then(|| {
+            toolbox::init_stamp_dir(facts.user.uid.unwrap_or(0), opts.runtime_dir.as_deref())
+        }),
         spec,
         keep: opts.keep,
         notes,

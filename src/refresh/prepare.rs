@@ -3,7 +3,7 @@
 //! containers of that name, the pinned images for `--rollback`), handed to
 //! the pure [`super::plan`].
 
-use super::plan::{self, NEW_SUFFIX, RefreshOptions, RefreshPlan, Source};
+use super::plan::{self, Found, Known, PREV_SUFFIX, RefreshOptions, RefreshPlan, Source};
 use crate::config::{self, DEFAULT_IMAGE};
 use crate::container::backend::Backend;
 use crate::container::memlock::MemlockRequest;
@@ -36,6 +36,8 @@ pub struct RefreshRequest {
     pub rollback: bool,
     /// `--adopt`.
     pub adopt: bool,
+    /// `--settle`.
+    pub settle: std::time::Duration,
 }
 
 /// The image, container and backend a request means once the config file
@@ -87,11 +89,11 @@ pub async fn plan(
         .backend
         .unwrap_or_else(|| Backend::default_for(engine.info.kind, facts.tool("toolbox").is_some()));
     let name = &target.name;
-    let temp = format!("{name}{NEW_SUFFIX}");
-    let (existing, leftover) = tokio::join!(engine.container(name), engine.container(&temp));
-    let (existing, leftover) = (existing?, leftover?);
+    let prev_name = format!("{name}{PREV_SUFFIX}");
+    let (existing, prev) = tokio::join!(engine.container(name), engine.container(&prev_name));
+    let (existing, prev) = (existing?, prev?);
     let (source, repository) = if req.rollback {
-        rollback_source(engine, existing.as_ref(), name).await?
+        rollback_source(engine, existing.as_ref(), prev.as_ref(), name).await?
     } else {
         (
             Source::Pull {
@@ -110,23 +112,28 @@ pub async fn plan(
         keep: req.keep,
         adopt: req.adopt,
         runtime_dir: std::env::var("XDG_RUNTIME_DIR").ok(),
+        settle: req.settle,
     };
     let creator = local::engine_process(facts, &engine.info);
     Ok(plan::plan(
         facts,
         &engine.info,
         creator,
-        existing.as_ref(),
-        leftover.as_ref(),
+        Found {
+            existing: existing.as_ref(),
+            prev: prev.as_ref(),
+        },
         source,
         &opts,
     )?)
 }
 
-/// The pinned image before the one the container `name` runs.
+/// What `--rollback` brings back: the kept `NAME-prev` container with its
+/// files, else (none kept) the pinned image before the one `name` runs.
 async fn rollback_source(
     engine: &Engine,
     existing: Option<&ContainerInfo>,
+    prev: Option<&ContainerInfo>,
     name: &str,
 ) -> anyhow::Result<(Source, ImageRef)> {
     let current = existing.ok_or_else(|| {
@@ -134,6 +141,11 @@ async fn rollback_source(
             "there is no container {name} to roll back\n  hint: halobox list shows halobox's containers"
         ))
     })?;
+    if let Some(p) = prev.filter(|p| plan::is_managed(p)) {
+        let container = Known::of(p);
+        let image = ImageRef::parse(&container.image).map_err(UsageError)?;
+        return Ok((Source::Prev { container }, image));
+    }
     let reference = current
         .labels
         .get(LABEL_IMAGE)

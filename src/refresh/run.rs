@@ -1,10 +1,19 @@
 //! Carries out a [`RefreshPlan`] against the engine. Until the new container
-//! runs, nothing about the old one changes; any failure before that removes
-//! what this run created and leaves the old container exactly as it was.
+//! has kept running through the settle window nothing about the old one
+//! changes; any failure before that removes what this run created (by the id
+//! the engine gave it) and leaves the old container exactly as it was. The
+//! swap is two renames, recorded in the [`journal`](super::journal) and
+//! shielded from SIGINT/SIGTERM; the old container is then stopped and kept
+//! as `NAME-prev`, and the `NAME-prev` before it is deleted.
+
+use std::time::Duration;
 
 use serde::Serialize;
 
-use super::plan::{RefreshPlan, Source};
+use super::check::{self, Readiness};
+use super::journal::{Entry, Journal, JournalError, Step};
+use super::plan::{Known, RefreshPlan, Source};
+use super::signals::{self, Caught};
 use crate::container::backend::Backend;
 use crate::container::distrobox;
 use crate::container::spec::{LABEL_DIGEST, LABEL_IMAGE};
@@ -14,31 +23,45 @@ use crate::image_ref::{ImageRef, date_tag};
 
 /// The OCI label that dates an image.
 pub const CREATED_LABEL: &str = "org.opencontainers.image.created";
+/// How long a stopped container gets between SIGTERM and SIGKILL.
+pub const STOP_GRACE: Duration = Duration::from_secs(10);
 
 /// What a finished refresh did.
 #[derive(Debug, Clone, Serialize)]
 pub struct Outcome {
     /// The container now in place.
     pub name: String,
-    /// The pinned image it runs.
+    /// The image it runs (pinned).
     pub image: String,
     /// The image's digest, when it has one.
     pub digest: Option<String>,
     /// The container it replaced.
     pub replaced: Option<String>,
+    /// Where the replaced container is kept (stopped, with its files).
+    pub kept: Option<String>,
+    /// The older kept container deleted to keep one generation.
+    pub deleted: Option<String>,
     /// Pinned images removed.
     pub pruned: Vec<String>,
     /// Things that went wrong after the new container was in place.
     pub warnings: Vec<String>,
     /// How long each step took.
     pub timings: Vec<StepTime>,
+    /// The signal that arrived during the swap: the swap was finished, then
+    /// the run stopped before pruning.
+    pub interrupted: Option<String>,
+    /// That signal's number.
+    #[serde(skip)]
+    pub signal: Option<i32>,
 }
 
 /// The wall time of one step.
 #[derive(Debug, Clone, Serialize)]
 pub struct StepTime {
-    /// `pull`, `pin`, `create`, `start_check`, `swap` (old container
-    /// moved aside and removed), `prune`.
+    /// `pull`, `pin`, `create`, `start_check` (start, readiness and the
+    /// settle window), `swap` (the renames), `retire_and_prune` (old
+    /// container stopped and kept, older one deleted; pinned images
+    /// pruned alongside).
     pub step: &'static str,
     /// Milliseconds.
     pub ms: f64,
@@ -68,6 +91,20 @@ impl Laps {
     }
 }
 
+/// Why a step failed.
+#[derive(Debug, thiserror::Error)]
+pub enum Cause {
+    /// The engine refused or failed.
+    #[error(transparent)]
+    Engine(#[from] EngineError),
+    /// The journal could not be written.
+    #[error(transparent)]
+    Journal(#[from] JournalError),
+    /// SIGINT or SIGTERM arrived.
+    #[error("interrupted by {}", signals::name(*.0))]
+    Signal(i32),
+}
+
 /// A refresh that stopped.
 #[derive(Debug, thiserror::Error)]
 #[error("refresh failed while {step}: {cause}\n  {state}")]
@@ -75,69 +112,154 @@ pub struct RefreshError {
     /// The step that failed.
     pub step: String,
     /// Why (shown in the message, so not chained again).
-    pub cause: EngineError,
-    /// What state the containers are in.
+    pub cause: Box<Cause>,
+    /// What state the containers are in: the real result of every undo.
     pub state: String,
 }
 
-/// Runs `plan`; `say` receives one line per step. The steps are the plan's:
-/// clear a leftover, pull, pin, create, check, swap, prune.
+impl RefreshError {
+    /// The signal that stopped the run, if one did.
+    pub fn signal(&self) -> Option<i32> {
+        match *self.cause {
+            Cause::Signal(s) => Some(s),
+            _ => None,
+        }
+    }
+}
+
+/// Runs `plan`, recording its steps in `journal`; `say` receives one line
+/// per step. `signals` stop the run before the swap and are held across it.
 pub async fn execute(
     engine: &Engine,
     plan: &RefreshPlan,
+    journal: &Journal,
+    signals: &mut Caught,
     say: &mut dyn FnMut(String),
 ) -> Result<Outcome, RefreshError> {
-    let mut steps = Steps::new(engine, plan, say);
+    let mut steps = Steps::new(engine, plan, journal, say);
     let mut laps = Laps::new();
-    steps.remove_leftover().await?;
-    let local = steps.pull().await?;
-    laps.lap("pull");
-    let digest = local.digest_for(&plan.repository);
-    let pinned = steps.pin(&local).await?;
-    laps.lap("pin");
-    let temp = steps.create(&pinned, digest.as_deref()).await?;
-    laps.lap("create");
-    steps.check(&temp).await?;
+    let (new_id, image, digest) = match &plan.source {
+        Source::Prev { container } => {
+            steps.reuse(container)?;
+            (container.id.clone(), container.image.clone(), None)
+        }
+        Source::Pull { .. } | Source::Pinned { .. } => {
+            let pulled = tokio::select! {
+                r = steps.pull() => r,
+                s = signals.wait() => Err(steps.fail("pulling", Cause::Signal(s))),
+            };
+            let local = pulled?;
+            laps.lap("pull");
+            let digest = local.digest_for(&plan.repository);
+            let pinned = steps.pin(&local).await?;
+            laps.lap("pin");
+            steps
+                .checkpoint("creating the new container", signals)
+                .await?;
+            let id = steps.create(&pinned, digest.as_deref()).await?;
+            laps.lap("create");
+            (id, pinned, digest)
+        }
+    };
+    steps
+        .checkpoint("starting the new container", signals)
+        .await?;
+    steps.check(&new_id, signals).await?;
     laps.lap("start_check");
-    let mut warnings = steps.swap(&temp).await?;
+    steps.checkpoint("swapping", signals).await?;
+    steps.swap(&new_id).await?;
     laps.lap("swap");
-    let (pruned, prune_warnings) = prune(engine, plan, &pinned).await;
+    // Retiring the old container and pruning images are independent: run
+    // them together. A signal cancels the pruning, never the retiring.
+    let pruning = async {
+        if signals.arrived().is_some() {
+            return (Vec::new(), Vec::new());
+        }
+        tokio::select! {
+            done = prune(engine, plan, &image) => done,
+            _ = signals.wait() => (Vec::new(), Vec::new()),
+        }
+    };
+    let ((kept, deleted, mut warnings), (pruned, prune_warnings)) =
+        tokio::join!(steps.retire(), pruning);
     warnings.extend(prune_warnings);
-    laps.lap("prune");
+    laps.lap("retire_and_prune");
     for p in &pruned {
         steps.say(format!("removed old image {p}"));
     }
+    let signal = signals.arrived();
     Ok(Outcome {
         name: plan.name.clone(),
-        image: pinned,
+        image,
         digest,
         replaced: plan.replaces.clone(),
+        kept,
+        deleted,
         pruned,
         warnings,
         timings: laps.done,
+        interrupted: signal.map(|s| signals::name(s).to_string()),
+        signal,
     })
+}
+
+/// Pauses at `point` when `HALOBOX_TEST_PAUSE_AT` names it, for
+/// `HALOBOX_TEST_PAUSE_SECS` seconds (default 5), after printing
+/// `HALOBOX_TEST_PAUSED at POINT (pid N)`: the tests use it to signal or
+/// kill a real refresh between the two renames (`swap`) and to hold its
+/// lock. Nothing else reads these variables.
+async fn test_pause(point: &str) {
+    if std::env::var("HALOBOX_TEST_PAUSE_AT").as_deref() != Ok(point) {
+        return;
+    }
+    let secs = std::env::var("HALOBOX_TEST_PAUSE_SECS")
+        .ok()
+        .and_then(|s| s.parse::<f64>().ok())
+        .filter(|s| (0.0..=600.0).contains(s))
+        .unwrap_or(5.0);
+    eprintln!(
+        "HALOBOX_TEST_PAUSED at {point} (pid {})",
+        std::process::id()
+    );
+    tokio::time::sleep(Duration::from_secs_f64(secs)).await;
 }
 
 /// The steps of one refresh, each undoing what it made when it fails.
 struct Steps<'a> {
     engine: &'a Engine,
     plan: &'a RefreshPlan,
+    journal: &'a Journal,
     say: &'a mut dyn FnMut(String),
-    /// What a failure leaves as it was (said in every error).
-    untouched: String,
+    /// What this run records of itself.
+    entry: Entry,
+    /// The engine's command, for the commands failure messages suggest.
+    cli: String,
 }
 
 impl<'a> Steps<'a> {
-    fn new(engine: &'a Engine, plan: &'a RefreshPlan, say: &'a mut dyn FnMut(String)) -> Self {
-        let untouched = match &plan.replaces {
-            Some(name) => format!("the existing container {name} was left as it was"),
-            None => "no container was changed".to_string(),
+    fn new(
+        engine: &'a Engine,
+        plan: &'a RefreshPlan,
+        journal: &'a Journal,
+        say: &'a mut dyn FnMut(String),
+    ) -> Self {
+        let entry = Entry {
+            engine: engine.info.address.clone(),
+            name: plan.name.clone(),
+            pid: std::process::id(),
+            step: Step::Creating,
+            new_id: None,
+            new_created: true,
+            old_id: plan.current.as_ref().map(|c| c.id.clone()),
+            prev_id: plan.retired.as_ref().map(|c| c.id.clone()),
         };
         Self {
             engine,
             plan,
+            journal,
             say,
-            untouched,
+            entry,
+            cli: engine.info.kind.to_string(),
         }
     }
 
@@ -145,12 +267,96 @@ impl<'a> Steps<'a> {
         (self.say)(line);
     }
 
-    fn fail(&self, step: &str, cause: EngineError) -> RefreshError {
+    /// What is true of the old container while it is untouched.
+    fn untouched(&self) -> String {
+        match &self.plan.replaces {
+            Some(name) => format!("the existing container {name} was left as it was"),
+            None => "no existing container was changed".to_string(),
+        }
+    }
+
+    fn fail(&self, step: &str, cause: impl Into<Cause>) -> RefreshError {
         RefreshError {
             step: step.to_string(),
-            cause,
-            state: self.untouched.clone(),
+            cause: Box::new(cause.into()),
+            state: self.untouched(),
         }
+    }
+
+    /// Writes the journal at `step`.
+    fn record(&mut self, step: Step) -> Result<(), RefreshError> {
+        self.entry.step = step;
+        self.journal
+            .write(&self.entry)
+            .map_err(|e| self.fail("recording the refresh journal", e))
+    }
+
+    /// Stops the run when a signal arrived, undoing what it made.
+    async fn checkpoint(&mut self, step: &str, signals: &mut Caught) -> Result<(), RefreshError> {
+        match signals.arrived() {
+            None => Ok(()),
+            Some(s) => Err(self.undo(step, Cause::Signal(s)).await),
+        }
+    }
+
+    /// Undoes what the run made before the swap (the container it created
+    /// is removed by its id; a `NAME-prev` it started is stopped again) and
+    /// returns `cause` with the real result of each undo.
+    async fn undo(&mut self, step: &str, cause: Cause) -> RefreshError {
+        let head = self.untouched();
+        self.undo_after(step, cause, head, true).await
+    }
+
+    /// [`Self::undo`] after the old container was moved: `head` says what
+    /// became of it, and the journal stays unless it is back (`old_back`).
+    async fn undo_after(
+        &mut self,
+        step: &str,
+        cause: Cause,
+        head: String,
+        old_back: bool,
+    ) -> RefreshError {
+        let mut state = vec![head];
+        let mut clean = old_back;
+        if let Some(id) = self.entry.new_id.clone() {
+            let (did, result) = if self.entry.new_created {
+                ("removed", self.engine.remove(&id).await)
+            } else {
+                ("stopped again", self.engine.stop(&id, STOP_GRACE).await)
+            };
+            let which = if self.entry.new_created {
+                format!("the new container {}", short(&id))
+            } else {
+                self.plan.prev_name.clone()
+            };
+            match result {
+                Ok(()) => state.push(format!("{which} was {did}")),
+                Err(e) => {
+                    clean = false;
+                    let fix = if self.entry.new_created {
+                        format!("{} rm -f {}", self.cli, short(&id))
+                    } else {
+                        format!("{} stop {}", self.cli, short(&id))
+                    };
+                    state.push(format!("{which} could not be {did} ({e}): run `{fix}`"));
+                }
+            }
+        }
+        if clean && let Err(e) = self.journal.clear() {
+            state.push(e.to_string());
+        }
+        RefreshError {
+            step: step.to_string(),
+            cause: Box::new(cause),
+            state: state.join("; "),
+        }
+    }
+
+    /// Rollback: the kept `NAME-prev` is the container that takes the name.
+    fn reuse(&mut self, prev: &Known) -> Result<(), RefreshError> {
+        self.entry.new_id = Some(prev.id.clone());
+        self.entry.new_created = false;
+        self.record(Step::Created)
     }
 
     /// The image the plan names, and whether it is pulled and pinned (not
@@ -159,21 +365,8 @@ impl<'a> Steps<'a> {
         match &self.plan.source {
             Source::Pull { reference } => (reference, true),
             Source::Pinned { reference } => (reference, false),
+            Source::Prev { container } => (&container.image, false),
         }
-    }
-
-    /// Removes the container an interrupted refresh left behind.
-    async fn remove_leftover(&mut self) -> Result<(), RefreshError> {
-        let Some(stale) = &self.plan.stale_temp else {
-            return Ok(());
-        };
-        self.say(format!(
-            "removing {stale}, left over from an interrupted refresh"
-        ));
-        self.engine
-            .remove(stale)
-            .await
-            .map_err(|e| self.fail("removing a leftover container", e))
     }
 
     /// Pulls the image (unless it is already pinned) and inspects it.
@@ -251,9 +444,8 @@ impl<'a> Steps<'a> {
             .map_err(|e| self.fail("pinning the image", e))?;
         Ok(pinned.to_string())
     }
-
     /// Creates the new container under its temporary name from the pinned
-    /// image; returns that name.
+    /// image; returns its id.
     async fn create(&mut self, pinned: &str, digest: Option<&str>) -> Result<String, RefreshError> {
         let plan = self.plan;
         let mut spec = plan.spec.clone();
@@ -263,61 +455,168 @@ impl<'a> Steps<'a> {
             spec.labels.insert(LABEL_DIGEST.into(), d.to_string());
         }
         self.say(format!("creating {} ({} backend)", spec.name, plan.backend));
+        self.record(Step::Creating)?;
         let created = if plan.backend == Backend::Distrobox {
-            run_program(&distrobox::create_command(&spec, !plan.engine.rootless)).await
+            match run_program(&distrobox::create_command(&spec, !plan.engine.rootless)).await {
+                Ok(()) => self.engine.container(&spec.name).await.and_then(|c| {
+                    c.map(|c| c.id).ok_or_else(|| EngineError::Stream {
+                        context: format!("distrobox create {}", spec.name),
+                        message: "it reported success but there is no such container".into(),
+                    })
+                }),
+                Err(e) => Err(e),
+            }
         } else {
-            self.engine.create(&spec).await.map(|_| ())
+            self.engine.create(&spec).await
         };
-        if let Err(e) = created {
-            let _ = self.engine.remove(&spec.name).await;
-            return Err(self.fail("creating the new container", e));
+        match created {
+            Ok(id) => {
+                self.entry.new_id = Some(id.clone());
+                self.record(Step::Created)?;
+                Ok(id)
+            }
+            Err(e) => {
+                // The journal says this run was creating it, under the lock:
+                // a container of that name now is this run's own.
+                if let Ok(Some(c)) = self.engine.container(&spec.name).await {
+                    self.entry.new_id = Some(c.id);
+                }
+                Err(self.undo("creating the new container", e.into()).await)
+            }
         }
-        Ok(spec.name)
     }
 
-    /// Starts the new container and checks that it keeps running.
-    async fn check(&mut self, temp: &str) -> Result<(), RefreshError> {
-        self.say(format!("starting {temp} and checking it runs"));
-        if let Err(e) = self.engine.start_and_check(temp).await {
-            let _ = self.engine.remove(temp).await;
-            return Err(self.fail("starting the new container (it was removed again)", e));
+    /// Starts the new container and checks that it stays up.
+    async fn check(&mut self, id: &str, signals: &mut Caught) -> Result<(), RefreshError> {
+        let shown = match &self.plan.source {
+            Source::Prev { container } => container.name.clone(),
+            _ => self.plan.temp_name.clone(),
+        };
+        self.say(format!(
+            "starting {shown} and checking it keeps running for {:.1}s",
+            self.plan.settle_secs
+        ));
+        let ready = Readiness {
+            toolbox_stamps: self.plan.ready_stamps.as_ref().map(Into::into),
+            settle: Duration::from_secs_f64(self.plan.settle_secs),
+        };
+        let checked = tokio::select! {
+            r = check::start_and_settle(self.engine, id, &ready) => r.map(|_| ()).map_err(Cause::from),
+            s = signals.wait() => Err(Cause::Signal(s)),
+        };
+        match checked {
+            Ok(()) => Ok(()),
+            Err(cause) => Err(self.undo("starting the new container", cause).await),
         }
-        Ok(())
     }
 
-    /// Puts the new container in the old one's place and removes the old
-    /// one; returns warnings from after the swap.
-    async fn swap(&mut self, temp: &str) -> Result<Vec<String>, RefreshError> {
+    /// Puts the new container in the old one's place: the old one is renamed
+    /// aside, then the new one takes the name. Each failure puts back what
+    /// was moved and says whether that worked.
+    async fn swap(&mut self, new_id: &str) -> Result<(), RefreshError> {
         let (engine, plan) = (self.engine, self.plan);
-        if plan.replaces.is_some() {
+        self.record(Step::Swapping)?;
+        if let Some(current) = &plan.current {
             self.say(format!("replacing {}", plan.name));
-            if let Err(e) = engine.rename(&plan.name, &plan.old_name).await {
-                let _ = engine.remove(temp).await;
-                return Err(self.fail(
-                    "moving the old container aside (the new one was removed)",
-                    e,
+            if let Err(e) = engine.rename(&current.id, &plan.old_name).await {
+                return Err(self
+                    .undo(&format!("moving {} aside", plan.name), e.into())
+                    .await);
+            }
+        }
+        test_pause("swap").await;
+        let Err(e) = engine.rename(new_id, &plan.name).await else {
+            return self.record(Step::Swapped);
+        };
+        let (head, back) = match &plan.current {
+            None => (self.untouched(), true),
+            Some(current) => match engine.rename(&current.id, &plan.name).await {
+                Ok(()) => (
+                    format!("the old {} was put back under its name", plan.name),
+                    true,
+                ),
+                Err(back) => (
+                    format!(
+                        "putting the old {} back failed ({back}): it is {} now; run `{} rename {} {}` once the name is free",
+                        plan.name,
+                        plan.old_name,
+                        self.cli,
+                        short(&current.id),
+                        plan.name
+                    ),
+                    false,
+                ),
+            },
+        };
+        let step = format!("giving the new container the name {}", plan.name);
+        Err(self.undo_after(&step, e.into(), head, back).await)
+    }
+
+    /// After the swap: stops the old container and keeps it as `NAME-prev`,
+    /// deleting the `NAME-prev` before it. Returns (kept, deleted, warnings);
+    /// the journal stays when something is left undone, for the next run.
+    async fn retire(&mut self) -> (Option<String>, Option<String>, Vec<String>) {
+        let (engine, plan) = (self.engine, self.plan);
+        let mut warnings = Vec::new();
+        let (mut kept, mut deleted) = (None, None);
+        if let Some(current) = &plan.current {
+            self.say(format!(
+                "stopping the old {} and keeping it as {}",
+                plan.name, plan.prev_name
+            ));
+            let cli = &self.cli;
+            let id = short(&current.id);
+            let deleting = async {
+                match &plan.retired {
+                    Some(older) => Some((older, engine.remove(&older.id).await)),
+                    None => None,
+                }
+            };
+            let (stopped, removed) = tokio::join!(engine.stop(&current.id, STOP_GRACE), deleting);
+            if let Err(e) = stopped {
+                warnings.push(format!(
+                    "could not stop the old container {} ({e}): run `{cli} stop {id}`",
+                    plan.old_name
                 ));
             }
-            if let Err(e) = engine.rename(temp, &plan.name).await {
-                let _ = engine.rename(&plan.old_name, &plan.name).await;
-                let _ = engine.remove(temp).await;
-                return Err(self.fail("renaming the new container (the old one was put back)", e));
+            let mut free = true;
+            if let Some((older, removed)) = removed {
+                match removed {
+                    Ok(()) => deleted = Some(older.name.clone()),
+                    Err(e) => {
+                        free = false;
+                        warnings.push(format!(
+                            "could not delete the older {} ({e}); the old container stays as {}: run `{cli} rm -f {}` then `{cli} rename {id} {}`",
+                            older.name,
+                            plan.old_name,
+                            short(&older.id),
+                            plan.prev_name
+                        ));
+                    }
+                }
             }
-        } else if let Err(e) = engine.rename(temp, &plan.name).await {
-            let _ = engine.remove(temp).await;
-            return Err(self.fail("naming the new container (it was removed)", e));
+            if free {
+                match engine.rename(&current.id, &plan.prev_name).await {
+                    Ok(()) => kept = Some(plan.prev_name.clone()),
+                    Err(e) => warnings.push(format!(
+                        "could not rename the old container {} to {} ({e}): run `{cli} rename {id} {}`",
+                        plan.old_name, plan.prev_name, plan.prev_name
+                    )),
+                }
+            }
         }
-        let mut warnings = Vec::new();
-        if plan.replaces.is_some()
-            && let Err(e) = engine.remove(&plan.old_name).await
+        if warnings.is_empty()
+            && let Err(e) = self.journal.clear()
         {
-            warnings.push(format!(
-                "could not remove the old container {}: {e}; remove it with `halobox rm {}`",
-                plan.old_name, plan.old_name
-            ));
+            warnings.push(e.to_string());
         }
-        Ok(warnings)
+        (kept, deleted, warnings)
     }
+}
+
+/// The first 12 characters of an id.
+fn short(id: &str) -> &str {
+    id.get(..12).unwrap_or(id)
 }
 
 /// Removes pinned images beyond `plan.keep`; returns (removed, warnings).

@@ -1,0 +1,168 @@
+//! The refresh journal: one small JSON file per engine and container name
+//! under `$XDG_STATE_HOME/halobox/refresh/` (else
+//! `~/.local/state/halobox/refresh/`), written before each step that
+//! changes containers and removed when the refresh ends. A run that dies
+//! (SIGKILL, power loss) leaves it behind, and [`super::repair`] reads it
+//! to know which container ids that run made and how far it got.
+
+use std::io::Write;
+use std::path::{Path, PathBuf};
+
+use serde::{Deserialize, Serialize};
+use sha2::{Digest, Sha256};
+
+use super::lock::{LockError, private_dir};
+
+/// How far a refresh got.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Step {
+    /// Creating the new container (its id is not known yet).
+    Creating,
+    /// The new container exists under the temporary name.
+    Created,
+    /// Renaming: the old container may be aside, the new one may be named.
+    Swapping,
+    /// The new container has the name; the old one is being retired.
+    Swapped,
+}
+
+/// What a running refresh records.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Entry {
+    /// The engine address.
+    pub engine: String,
+    /// The container name.
+    pub name: String,
+    /// The pid of the run.
+    pub pid: u32,
+    /// How far it got.
+    pub step: Step,
+    /// The container that takes the name.
+    pub new_id: Option<String>,
+    /// Whether this run created `new_id` (a rollback reuses `NAME-prev`).
+    pub new_created: bool,
+    /// The container that had the name.
+    pub old_id: Option<String>,
+    /// The `NAME-prev` container the run deletes once it succeeded.
+    pub prev_id: Option<String>,
+}
+
+/// The journal file of one engine and name.
+#[derive(Debug, Clone)]
+pub struct Journal {
+    path: PathBuf,
+}
+
+/// Why the journal cannot be used.
+#[derive(Debug, thiserror::Error)]
+#[error("refresh journal {}: {message}\n  hint: set XDG_STATE_HOME to a directory you can write", path.display())]
+pub struct JournalError {
+    /// The file or directory.
+    pub path: PathBuf,
+    /// What went wrong.
+    pub message: String,
+}
+
+/// A short, file-name-safe key for an engine address and container name.
+pub fn key(engine: &str, name: &str) -> String {
+    let digest = Sha256::digest(engine.as_bytes());
+    format!("{}-{name}", &hex::encode(digest)[..12])
+}
+
+/// `$XDG_STATE_HOME/halobox/refresh`, else `~/.local/state/halobox/refresh`.
+pub fn dir() -> Result<PathBuf, JournalError> {
+    let base = std::env::var_os("XDG_STATE_HOME")
+        .filter(|d| !d.is_empty())
+        .map(PathBuf::from)
+        .or_else(|| dirs::home_dir().map(|h| h.join(".local/state")))
+        .ok_or_else(|| JournalError {
+            path: PathBuf::from("$XDG_STATE_HOME"),
+            message: "neither XDG_STATE_HOME nor HOME is set".into(),
+        })?;
+    let dir = base.join("halobox").join("refresh");
+    let uid = nix::unistd::geteuid().as_raw();
+    private_dir(&dir, uid).map_err(|e| match e {
+        LockError::Unusable { path, message } => JournalError { path, message },
+        other => JournalError {
+            path: dir.clone(),
+            message: other.to_string(),
+        },
+    })?;
+    Ok(dir)
+}
+
+impl Journal {
+    /// The journal of `name` on `engine`.
+    pub fn open(engine: &str, name: &str) -> Result<Journal, JournalError> {
+        Ok(Journal {
+            path: dir()?.join(format!("{}.json", key(engine, name))),
+        })
+    }
+
+    /// Where it is kept.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    fn fail(&self, e: impl ToString) -> JournalError {
+        JournalError {
+            path: self.path.clone(),
+            message: e.to_string(),
+        }
+    }
+
+    /// The entry a run left, if any.
+    pub fn read(&self) -> Result<Option<Entry>, JournalError> {
+        match std::fs::read(&self.path) {
+            Ok(bytes) => serde_json::from_slice(&bytes)
+                .map(Some)
+                .map_err(|e| self.fail(format!("unreadable ({e}); remove it to go on"))),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
+            Err(e) => Err(self.fail(e)),
+        }
+    }
+
+    /// Records `entry` (a whole new file, renamed into place and synced).
+    pub fn write(&self, entry: &Entry) -> Result<(), JournalError> {
+        let tmp = self.path.with_extension("json.tmp");
+        let body = serde_json::to_vec_pretty(entry).map_err(|e| self.fail(e))?;
+        let written = std::fs::File::create(&tmp).and_then(|mut f| {
+            f.write_all(&body)?;
+            f.sync_all()
+        });
+        written
+            .and_then(|()| std::fs::rename(&tmp, &self.path))
+            .map_err(|e| self.fail(e))
+    }
+
+    /// Removes the entry (the refresh ended, or was repaired).
+    pub fn clear(&self) -> Result<(), JournalError> {
+        match std::fs::remove_file(&self.path) {
+            Err(e) if e.kind() != std::io::ErrorKind::NotFound => Err(self.fail(e)),
+            _ => Ok(()),
+        }
+    }
+}
+
+/// The names with a journal entry on `engine`.
+pub fn names(engine: &str) -> Vec<String> {
+    let prefix = key(engine, "");
+    let Ok(dir) = dir() else {
+        return Vec::new();
+    };
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return Vec::new();
+    };
+    let mut out: Vec<String> = entries
+        .filter_map(|e| e.ok())
+        .filter_map(|e| {
+            let file = e.file_name().into_string().ok()?;
+            file.strip_prefix(&prefix)?
+                .strip_suffix(".json")
+                .map(str::to_string)
+        })
+        .collect();
+    out.sort();
+    out
+}

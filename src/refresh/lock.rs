@@ -1,0 +1,179 @@
+//! One refresh at a time per engine and container name: an `flock` on a
+//! file under `$XDG_RUNTIME_DIR/halobox/` (else `/run/user/UID/halobox/`,
+//! else `/tmp/halobox-UID/`, a 0700 directory this user owns). The file
+//! holds the pid of the run that has it, so a second run can name it. The
+//! lock goes away with its process, however that process ends.
+
+use std::fs::{DirBuilder, File, OpenOptions};
+use std::io::{Read, Seek, Write};
+use std::os::unix::fs::{DirBuilderExt, MetadataExt, OpenOptionsExt};
+use std::path::{Path, PathBuf};
+
+use nix::fcntl::{Flock, FlockArg};
+
+use super::journal;
+
+/// A held refresh lock; dropping it releases it.
+#[derive(Debug)]
+pub struct RefreshLock {
+    _file: Flock<File>,
+}
+
+/// Why the lock could not be had.
+#[derive(Debug, thiserror::Error)]
+pub enum LockError {
+    /// Another run holds it.
+    #[error(
+        "another halobox run{} is changing container {name} on {engine}; lock {}\n  hint: let it finish, or pass --wait to wait for it",
+        holder.map(|p| format!(" (pid {p})")).unwrap_or_default(),
+        path.display()
+    )]
+    Busy {
+        /// The container name.
+        name: String,
+        /// The engine address.
+        engine: String,
+        /// The pid the holder wrote, if it wrote one yet.
+        holder: Option<u32>,
+        /// The lock file.
+        path: PathBuf,
+    },
+    /// The lock directory or file cannot be used.
+    #[error("cannot use the refresh lock {}: {message}", path.display())]
+    Unusable {
+        /// The file or directory.
+        path: PathBuf,
+        /// What is wrong.
+        message: String,
+    },
+}
+
+/// Takes the lock for `name` on `engine`; with `wait`, blocks until the
+/// holder lets go (calling `waiting` once with its pid first).
+pub fn acquire(
+    engine: &str,
+    name: &str,
+    wait: bool,
+    waiting: &mut dyn FnMut(Option<u32>),
+) -> Result<RefreshLock, LockError> {
+    match try_acquire(engine, name)? {
+        Ok(lock) => Ok(lock),
+        Err(busy) if !wait => Err(busy),
+        Err(LockError::Busy { holder, path, .. }) => {
+            waiting(holder);
+            let file = open(&path)?;
+            let file = Flock::lock(file, FlockArg::LockExclusive).map_err(|(_, e)| {
+                LockError::Unusable {
+                    path: path.clone(),
+                    message: e.to_string(),
+                }
+            })?;
+            Ok(RefreshLock {
+                _file: own(file, &path)?,
+            })
+        }
+        Err(other) => Err(other),
+    }
+}
+
+/// Takes the lock if it is free: `Ok(Err(Busy))` names the holder.
+pub fn try_acquire(engine: &str, name: &str) -> Result<Result<RefreshLock, LockError>, LockError> {
+    let path = lock_dir()?.join(format!("refresh-{}.lock", journal::key(engine, name)));
+    let file = open(&path)?;
+    match Flock::lock(file, FlockArg::LockExclusiveNonblock) {
+        Ok(file) => Ok(Ok(RefreshLock {
+            _file: own(file, &path)?,
+        })),
+        Err((mut file, nix::errno::Errno::EWOULDBLOCK)) => {
+            let mut text = String::new();
+            let _ = file.read_to_string(&mut text);
+            Ok(Err(LockError::Busy {
+                name: name.to_string(),
+                engine: engine.to_string(),
+                holder: text.trim().parse().ok(),
+                path,
+            }))
+        }
+        Err((_, e)) => Err(LockError::Unusable {
+            path,
+            message: e.to_string(),
+        }),
+    }
+}
+
+fn open(path: &Path) -> Result<File, LockError> {
+    OpenOptions::new()
+        .read(true)
+        .write(true)
+        .create(true)
+        .truncate(false)
+        .mode(0o600)
+        .custom_flags(nix::libc::O_NOFOLLOW)
+        .open(path)
+        .map_err(|e| LockError::Unusable {
+            path: path.to_path_buf(),
+            message: e.to_string(),
+        })
+}
+
+/// Writes this process's pid into a freshly taken lock.
+fn own(mut file: Flock<File>, path: &Path) -> Result<Flock<File>, LockError> {
+    let written = file
+        .set_len(0)
+        .and_then(|()| file.rewind())
+        .and_then(|()| write!(file, "{}", std::process::id()));
+    written.map_err(|e| LockError::Unusable {
+        path: path.to_path_buf(),
+        message: e.to_string(),
+    })?;
+    Ok(file)
+}
+
+/// The directory the locks live in, created 0700 and checked to be this
+/// user's own (not a symlink, nobody else can write it).
+pub fn lock_dir() -> Result<PathBuf, LockError> {
+    let uid = nix::unistd::geteuid().as_raw();
+    let runtime = std::env::var_os("XDG_RUNTIME_DIR")
+        .filter(|d| !d.is_empty())
+        .map(PathBuf::from)
+        .or_else(|| {
+            let d = PathBuf::from(format!("/run/user/{uid}"));
+            d.metadata()
+                .is_ok_and(|m| m.is_dir() && m.uid() == uid)
+                .then_some(d)
+        });
+    let dir = match runtime {
+        Some(d) => d.join("halobox"),
+        None => std::env::temp_dir().join(format!("halobox-{uid}")),
+    };
+    private_dir(&dir, uid)?;
+    Ok(dir)
+}
+
+/// Creates `dir` 0700 if missing and checks it is a directory of `uid`'s
+/// that no one else may write.
+pub fn private_dir(dir: &Path, uid: u32) -> Result<(), LockError> {
+    let bad = |message: String| LockError::Unusable {
+        path: dir.to_path_buf(),
+        message,
+    };
+    if let Err(e) = DirBuilder::new().recursive(true).mode(0o700).create(dir) {
+        return Err(bad(e.to_string()));
+    }
+    let m = std::fs::symlink_metadata(dir).map_err(|e| bad(e.to_string()))?;
+    if !m.is_dir() || m.uid() != uid || m.mode() & 0o022 != 0 {
+        return Err(bad(format!(
+            "it must be a directory of uid {uid} that only its owner can write (it is {}, uid {}, mode {:o})\n  hint: remove it, halobox creates it again",
+            if m.file_type().is_symlink() {
+                "a symlink"
+            } else if m.is_dir() {
+                "a directory"
+            } else {
+                "a file"
+            },
+            m.uid(),
+            m.mode() & 0o7777
+        )));
+    }
+    Ok(())
+}
