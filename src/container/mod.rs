@@ -1,9 +1,11 @@
 //! Containers: the spec (a pure plan from host facts and options), its
-//! request and command-line forms, the backends, which container a command
+//! request and command-line forms, the backends, what halobox binds in
+//! (itself, the Hugging Face cache), which container a command
 //! means, and running a command inside one.
 
 pub mod api;
 pub mod backend;
+pub mod binds;
 pub mod cli;
 pub mod distrobox;
 pub mod enter;

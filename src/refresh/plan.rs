@@ -56,6 +56,10 @@ pub struct RefreshOptions {
     pub adopt: bool,
     /// The user's `XDG_RUNTIME_DIR`.
     pub runtime_dir: Option<String>,
+    /// The real path of this halobox binary (made available inside).
+    pub halobox_exe: Option<std::path::PathBuf>,
+    /// The Hugging Face cache to bind (podman/docker).
+    pub hf_home: Option<String>,
 }
 
 /// Everything `refresh` will do.
@@ -224,6 +228,8 @@ pub fn plan(
             backend: opts.backend,
             memlock,
             runtime_dir: opts.runtime_dir.clone(),
+            halobox_exe: opts.halobox_exe.clone(),
+            hf_home: opts.hf_home.clone(),
         },
     );
     Ok(RefreshPlan {
