@@ -35,6 +35,8 @@ pub fn prepare(
         ray: cfg.ray.clone(),
         ray_args: vec![],
         ray_head_args: vec![],
+        env: env::vars(&cfg.env),
+        node_env: env::vars(&head.env),
     };
     let head_env = env::plan(facts, &env_req).map_err(|e| match e {
         EnvError::IpNotFound { .. } => anyhow::anyhow!(
