@@ -96,6 +96,8 @@ fn a_sweep_is_a_row_per_size() {
             port: 5301,
             latency_samples: 1000,
             sweep: true,
+            local_in: None,
+            peer_container: None,
         },
         paths: vec![PathRecord {
             id: "p0".into(),
