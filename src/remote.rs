@@ -36,12 +36,18 @@ kill -KILL 0 ) >/dev/null 2>&1 & ); \"$@\" 3<&-; exit $?";
 
 /// The node's shell line that runs `cmd` (argv there) under the guard.
 pub fn guarded(cmd: &[String]) -> String {
-    let mut s = format!("setsid -w sh -c {} halobox-guard", shell::quote(GUARD));
-    for a in cmd {
-        s.push(' ');
-        s.push_str(&shell::quote(a));
-    }
-    s
+    shell::line(&guard_argv(cmd))
+}
+
+/// `cmd` under the guard, as argv: stopped when its stdin closes (used
+/// where the command is not a shell line, as in a container's exec).
+pub fn guard_argv(cmd: &[String]) -> Vec<String> {
+    let mut a: Vec<String> = ["setsid", "-w", "sh", "-c", GUARD, "halobox-guard"]
+        .iter()
+        .map(|w| w.to_string())
+        .collect();
+    a.extend(cmd.iter().cloned());
+    a
 }
 
 /// A node reached over ssh.

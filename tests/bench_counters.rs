@@ -145,6 +145,7 @@ fn counters_before_and_after_from_a_snapshot() {
         schema_version: 1,
         started_utc: "2026-01-01T00:00:00Z".into(),
         peer: "n2".into(),
+        ran_in: String::new(),
         context: vec![],
         rows: vec![],
         counters: counters::reports("p0", &s).to_vec(),

@@ -45,7 +45,17 @@ impl Hosts {
         extra: &[&str],
     ) -> Command {
         let peer = format!("root@{peer_ip}");
-        let mut args = vec!["bench", "run", "--peer", &peer, "--peer-ip", peer_ip];
+        // These nodes have no container engine of their own: both ends on the hosts.
+        let mut args = vec![
+            "bench",
+            "run",
+            "--on",
+            "host",
+            "--peer",
+            &peer,
+            "--peer-ip",
+            peer_ip,
+        ];
         args.extend(["--peer-halobox", halobox]);
         for o in options {
             args.extend(["--ssh-option", o]);
@@ -73,8 +83,8 @@ impl Hosts {
             &file,
             format!(
                 "halobox = \"{}\"\nssh_options = {}\n\
-                 [[node]]\nname = \"a\"\nssh = \"root@{a}\"\nip = \"{a}\"\n\
-                 [[node]]\nname = \"b\"\nssh = \"root@{b}\"\nip = \"{b}\"\n",
+                 [[node]]\nname = \"a\"\nssh = \"root@{a}\"\nip = \"{a}\"\nbackend = \"host\"\n\
+                 [[node]]\nname = \"b\"\nssh = \"root@{b}\"\nip = \"{b}\"\nbackend = \"host\"\n",
                 env!("CARGO_BIN_EXE_halobox"),
                 serde_json::to_string(ssh_options).unwrap(),
                 a = self.ip(1),

@@ -55,6 +55,8 @@ fn one_leg(kind: LegKind, id: &str, client: &[u8], server: Option<&[u8]>) -> Res
             port: 5301,
             latency_samples: 1000,
             sweep: false,
+            local_in: None,
+            peer_container: None,
         },
         paths: vec![PathRecord {
             id: "p0".into(),

@@ -95,6 +95,8 @@ fn sweep_run(dir: &Path, fixture_name: &str) -> RunRecord {
             port: 5301,
             latency_samples: 1000,
             sweep: true,
+            local_in: None,
+            peer_container: None,
         },
         paths: vec![PathRecord {
             id: "p0".into(),

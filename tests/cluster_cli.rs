@@ -28,6 +28,10 @@ fn join_dry_run_prints_env_lines_and_ray_start() {
             &fixture("strix-e810"),
             "--num-cpus",
             "16",
+            "--env",
+            "NCCL_IB_TC=106",
+            "--node-env",
+            "NCCL_DEBUG=INFO",
             "--dry-run",
         ])
         .output()
@@ -44,7 +48,10 @@ fn join_dry_run_prints_env_lines_and_ray_start() {
             "NCCL_IB_GID_INDEX=1",
             "NCCL_NET_GDR_LEVEL=0",
             "VLLM_HOST_IP=192.168.100.1",
+            "RAY_EXPERIMENTAL_NOSET_HIP_VISIBLE_DEVICES=1",
             "RAY_EXPERIMENTAL_NOSET_ROCR_VISIBLE_DEVICES=1",
+            "NCCL_IB_TC=106",
+            "NCCL_DEBUG=INFO",
             "ray start --head --port=6379 --node-ip-address=192.168.100.1 --num-gpus=1 --num-cpus=16 --disable-usage-stats",
         ]
     );
@@ -55,6 +62,30 @@ fn join_dry_run_prints_env_lines_and_ray_start() {
     assert!(
         stdout.contains("# runs as: halobox enter vllm -- env NCCL_SOCKET_IFNAME==enp194s0np0"),
         "{stdout}"
+    );
+    assert!(
+        stdout.contains("# this node's own (vLLM must not copy the head's): NCCL_SOCKET_IFNAME GLOO_SOCKET_IFNAME NCCL_IB_HCA NCCL_IB_GID_INDEX VLLM_HOST_IP NCCL_DEBUG\n"),
+        "{stdout}"
+    );
+    // A per-node data-plane variable cannot be set by hand.
+    let o = halobox()
+        .args([
+            "cluster",
+            "join",
+            "--head",
+            "192.168.100.1",
+            "--ip",
+            "192.168.100.1",
+        ])
+        .args(["--sysroot", &fixture("strix-e810"), "--dry-run"])
+        .args(["--env", "NCCL_IB_GID_INDEX=3"])
+        .output()
+        .unwrap();
+    let (_, stderr) = out(&o);
+    assert_eq!(o.status.code(), Some(2), "{stderr}");
+    assert!(
+        stderr.contains("--env NCCL_IB_GID_INDEX is computed on each node from its own facts"),
+        "{stderr}"
     );
 }
 

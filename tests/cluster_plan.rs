@@ -7,6 +7,7 @@ use std::path::PathBuf;
 use halobox::cluster::config::{ClusterConfig, NodeBackend, NodeConfig, Transport};
 use halobox::cluster::env::{self, EnvError, EnvRequest, NodeEnv, Resolved};
 use halobox::cluster::plan::{self, ContainerReport, JoinReport, Level, ServeRequest};
+use halobox::cluster::view::{DeviceAccess, RuntimeView};
 use halobox::host::{self, GatherOptions, HostFacts, HostRoot};
 
 fn facts(name: &str) -> HostFacts {
@@ -26,6 +27,8 @@ fn req(ip: &str, head: &str, transport: Transport) -> EnvRequest {
         ray: "ray".into(),
         ray_args: vec![],
         ray_head_args: vec!["--include-dashboard=false".into()],
+        env: vec![],
+        node_env: vec![],
     }
 }
 
@@ -54,7 +57,18 @@ fn e810_uses_roce_with_gid_index_1() {
             "NCCL_IB_GID_INDEX=1",
             "NCCL_NET_GDR_LEVEL=0",
             "VLLM_HOST_IP=192.168.100.1",
+            "RAY_EXPERIMENTAL_NOSET_HIP_VISIBLE_DEVICES=1",
             "RAY_EXPERIMENTAL_NOSET_ROCR_VISIBLE_DEVICES=1",
+        ]
+    );
+    assert_eq!(
+        e.per_node,
+        [
+            "NCCL_SOCKET_IFNAME",
+            "GLOO_SOCKET_IFNAME",
+            "NCCL_IB_HCA",
+            "NCCL_IB_GID_INDEX",
+            "VLLM_HOST_IP"
         ]
     );
     assert_eq!(
@@ -177,6 +191,7 @@ fn node(name: &str, ip: &str, backend: NodeBackend) -> NodeConfig {
         container: "vllm".into(),
         backend,
         cpus: None,
+        env: Default::default(),
     }
 }
 
@@ -196,7 +211,15 @@ fn report(env: NodeEnv, digest: &str) -> JoinReport {
             image_digest: Some(digest.into()),
             memlock: Some(-1),
             kfd: true,
+            state: Some("running".into()),
+            node_kfd: true,
+            node_infiniband: vec!["/dev/infiniband/uverbs0".into()],
+            halobox: Some("/run/host/usr/bin/halobox".into()),
         },
+        view: None,
+        inside_version: Some("0.1.0".into()),
+        inside_error: None,
+        carry_over: None,
     }
 }
 
@@ -246,6 +269,7 @@ fn preflight_names_each_failing_node() {
     reports[1].container.image_digest = Some("sha256:bbb".into());
     reports[1].container.memlock = Some(8 << 20);
     reports[1].halobox_version = "0.0.9".into();
+    reports[1].inside_version = Some("0.0.9".into());
     reports[0].port_free = Some(false);
     let f = plan::preflight(
         &cfg,
@@ -681,4 +705,243 @@ fn join_command_carries_the_cluster_settings() {
         plan::stop_command(&cfg, &cfg.nodes[1]),
         ["halobox", "enter", "vllm", "--", "ray", "stop"]
     );
+}
+
+const WITH_ENV: &str = r#"
+[env]
+NCCL_IB_TC = "106"
+NCCL_NET_GDR_LEVEL = "1"
+RAY_memory_monitor_refresh_ms = "0"
+
+[[node]]
+name = "n1"
+ssh = "root@n1"
+ip = "192.168.100.1"
+
+[[node]]
+name = "n2"
+ssh = "root@n2"
+ip = "192.168.100.2"
+env = { NCCL_DEBUG = "INFO" }
+"#;
+
+#[test]
+fn env_table_reaches_every_node_and_node_env_stays_its_own() {
+    let cfg = halobox::cluster::config::parse(WITH_ENV).unwrap();
+    assert_eq!(cfg.env["NCCL_IB_TC"], "106");
+    assert_eq!(cfg.nodes[1].env["NCCL_DEBUG"], "INFO");
+    assert_eq!(
+        halobox::cluster::config::parse(&cfg.to_toml()).unwrap(),
+        cfg
+    );
+    let w = plan::join_command(&cfg, &cfg.nodes[1], true);
+    for want in [
+        "--env=NCCL_IB_TC=106",
+        "--env=RAY_memory_monitor_refresh_ms=0",
+        "--node-env=NCCL_DEBUG=INFO",
+    ] {
+        assert!(w.contains(&want.to_string()), "{want} not in {w:?}");
+    }
+    assert!(
+        !plan::join_command(&cfg, &cfg.nodes[0], true)
+            .iter()
+            .any(|a| a.starts_with("--node-env"))
+    );
+    let mut r = req("192.168.100.1", "192.168.100.1", Transport::Auto);
+    r.env = env::vars(&cfg.env);
+    r.node_env = env::vars(&cfg.nodes[1].env);
+    let e = env::plan(&facts("strix-e810"), &r).unwrap();
+    // A cluster-wide setting replaces halobox's default in place; the others follow.
+    assert_eq!(var(&e, "NCCL_NET_GDR_LEVEL"), Some("1"));
+    assert_eq!(var(&e, "NCCL_IB_TC"), Some("106"));
+    assert_eq!(var(&e, "NCCL_DEBUG"), Some("INFO"));
+    assert_eq!(var(&e, "NCCL_IB_GID_INDEX"), Some("1"));
+    assert!(e.per_node.contains(&"NCCL_DEBUG".to_string()));
+    assert!(!e.per_node.contains(&"NCCL_IB_TC".to_string()));
+    let text = plan::render_env(&e);
+    assert!(
+        text.contains("# this node's own (vLLM must not copy the head's): NCCL_SOCKET_IFNAME GLOO_SOCKET_IFNAME NCCL_IB_HCA NCCL_IB_GID_INDEX VLLM_HOST_IP NCCL_DEBUG"),
+        "{text}"
+    );
+    // What the node's halobox runs inside its container.
+    let inside = plan::inside_join("/run/halobox/bin/halobox", &r, true);
+    assert_eq!(
+        inside[..4],
+        [
+            "/run/halobox/bin/halobox",
+            "cluster",
+            "join",
+            "--head=192.168.100.1"
+        ]
+    );
+    for want in [
+        "--backend=host",
+        "--num-cpus=16",
+        "--env=NCCL_IB_TC=106",
+        "--node-env=NCCL_DEBUG=INFO",
+        "--dry-run",
+        "--json",
+    ] {
+        assert!(
+            inside.contains(&want.to_string()),
+            "{want} not in {inside:?}"
+        );
+    }
+}
+
+#[test]
+fn env_table_refuses_per_node_variables_and_secrets() {
+    let bad = |table: &str| {
+        halobox::cluster::config::parse(&WITH_ENV.replace("NCCL_IB_TC = \"106\"", table))
+            .unwrap_err()
+    };
+    let e = bad("NCCL_SOCKET_IFNAME = \"eth0\"");
+    assert!(
+        e.contains("[env]: NCCL_SOCKET_IFNAME is computed on each node from its own facts"),
+        "{e}"
+    );
+    let e = bad("NCCL_IB_DISABLE = \"1\"");
+    assert!(e.contains("transport = \"ethernet\""), "{e}");
+    let e = bad("HF_TOKEN = \"hf_abc\"");
+    assert!(
+        e.contains("HF_TOKEN is a secret") && !e.contains("hf_abc"),
+        "{e}"
+    );
+    let e = bad("\"1BAD\" = \"x\"");
+    assert!(e.contains("\"1BAD\" is not a variable name"), "{e}");
+    let e = bad("NCCL_DEBUG = \"a\\nb\"");
+    assert!(e.contains("line break"), "{e}");
+    let e = halobox::cluster::config::parse(
+        &WITH_ENV.replace("NCCL_DEBUG = \"INFO\"", "VLLM_HOST_IP = \"10.0.0.9\""),
+    )
+    .unwrap_err();
+    assert!(
+        e.contains("node n2: env: VLLM_HOST_IP is computed on each node"),
+        "{e}"
+    );
+}
+
+fn viewed(mut r: JoinReport) -> JoinReport {
+    r.view = Some(RuntimeView {
+        user: "root".into(),
+        memlock: Some(-1),
+        groups: vec![0],
+        kfd: Some(DeviceAccess {
+            path: "/dev/kfd".into(),
+            mode: Some("0660".into()),
+            gid: Some(992),
+            usable: true,
+        }),
+        render: vec![],
+        infiniband: vec![DeviceAccess {
+            path: "/dev/infiniband/uverbs0".into(),
+            mode: Some("0666".into()),
+            gid: Some(0),
+            usable: true,
+        }],
+        rdma_ports: vec![],
+    });
+    r
+}
+
+fn findings_for(change: impl Fn(&mut JoinReport), transport: Resolved) -> Vec<plan::Finding> {
+    let (cfg, reports) = two_e810s();
+    let mut reports: Vec<JoinReport> = reports.into_iter().map(viewed).collect();
+    for r in &mut reports {
+        r.env.transport = transport;
+    }
+    change(&mut reports[1]);
+    plan::preflight(
+        &cfg,
+        &reports.into_iter().map(Ok).collect::<Vec<_>>(),
+        "0.1.0",
+    )
+    .into_iter()
+    .filter(|f| f.level != Level::Pass)
+    .collect()
+}
+
+fn one(f: &[plan::Finding]) -> (Level, String, String) {
+    assert_eq!(f.len(), 1, "{f:#?}");
+    (f[0].level, f[0].check.clone(), f[0].message.clone())
+}
+
+#[test]
+fn preflight_reads_what_the_container_sees() {
+    let roce = Resolved::Roce;
+    let (l, c, m) = one(&findings_for(
+        |r| r.container.state = Some("exited".into()),
+        roce,
+    ));
+    assert_eq!((l, c.as_str()), (Level::Fail, "container"));
+    assert!(
+        m.contains(
+            "container vllm is exited, not running: start it with `halobox enter vllm -- true`"
+        ),
+        "{m}"
+    );
+    let (l, c, m) = one(&findings_for(|r| r.container.halobox = None, roce));
+    assert_eq!((l, c.as_str()), (Level::Fail, "halobox"));
+    assert!(m.contains("`halobox refresh --name vllm`"), "{m}");
+    let (l, c, m) = one(&findings_for(
+        |r| r.inside_error = Some("halobox does not run inside container vllm".into()),
+        roce,
+    ));
+    assert_eq!((l, c.as_str()), (Level::Fail, "inside"));
+    assert!(m.contains("does not run inside"), "{m}");
+    let (l, c, m) = one(&findings_for(
+        |r| r.inside_version = Some("0.0.1".into()),
+        roce,
+    ));
+    assert_eq!((l, c.as_str()), (Level::Fail, "version"));
+    assert!(m.contains("halobox in container vllm"), "{m}");
+    // Made without devices: no /dev/kfd inside although the node has one.
+    let (l, c, m) = one(&findings_for(|r| r.view.as_mut().unwrap().kfd = None, roce));
+    assert_eq!((l, c.as_str()), (Level::Fail, "devices"));
+    assert!(
+        m.contains("/dev/kfd is not in container vllm (made without the GPU devices?)")
+            && m.contains("`halobox refresh --name vllm` on that node"),
+        "{m}"
+    );
+    // There, but the container's user cannot open it.
+    let (l, c, m) = one(&findings_for(
+        |r| {
+            let v = r.view.as_mut().unwrap();
+            v.user = "halo".into();
+            v.kfd.as_mut().unwrap().usable = false;
+        },
+        roce,
+    ));
+    assert_eq!((l, c.as_str()), (Level::Fail, "devices"));
+    assert!(
+        m.contains("user halo in container vllm cannot open /dev/kfd (mode 0660, group 992)"),
+        "{m}"
+    );
+    // RDMA devices and memlock: failures with RDMA, warnings over TCP.
+    let no_ib = |r: &mut JoinReport| r.view.as_mut().unwrap().infiniband.clear();
+    let (l, c, m) = one(&findings_for(no_ib, roce));
+    assert_eq!((l, c.as_str()), (Level::Fail, "rdma"));
+    assert!(
+        m.contains("/dev/infiniband/uverbs0 of the node not in container vllm"),
+        "{m}"
+    );
+    let (l, _, _) = one(&findings_for(no_ib, Resolved::Ethernet));
+    assert_eq!(l, Level::Warn);
+    let low = |r: &mut JoinReport| r.view.as_mut().unwrap().memlock = Some(8 << 20);
+    let (l, c, m) = one(&findings_for(low, Resolved::Ethernet));
+    assert_eq!((l, c.as_str()), (Level::Warn, "memlock"));
+    assert!(
+        m.contains("memlock is 8388608 bytes in container vllm"),
+        "{m}"
+    );
+    assert_eq!(one(&findings_for(low, roce)).0, Level::Fail);
+    // The node has no GPU at all: named as such.
+    let (_, _, m) = one(&findings_for(
+        |r| {
+            r.view.as_mut().unwrap().kfd = None;
+            r.container.node_kfd = false;
+        },
+        roce,
+    ));
+    assert!(m.contains("the node has no /dev/kfd"), "{m}");
 }

@@ -884,3 +884,95 @@ fn interactive_enter_has_a_tty_and_passes_the_exit_code() {
     let _ = tmux(&["kill-server"]);
     cleanup("podman", &[name]);
 }
+
+/// The Debian test image (glibc, like the host the halobox binary is built
+/// on) in the plain-HTTP registry.
+const DISTRO: &str = "127.0.0.1:5000/halobox/distro:1";
+
+/// Refresh, enter, upgrade in place and refresh again with `engine`: the
+/// container runs the host's halobox from /run/halobox/bin (the binary's
+/// folder, read-only), an upgrade by rename reaches it without a refresh,
+/// and a file in the Hugging Face cache survives the refresh.
+fn halobox_inside_and_weights_survive(program: &str, engine: &str) {
+    require(engine);
+    let name = format!("hbx-inside-{program}");
+    let temp = format!("{name}-halobox-new");
+    cleanup(program, &[&name, &temp]);
+    let dir = tempfile::tempdir().unwrap();
+    let bin = dir.path().join("bin");
+    std::fs::create_dir(&bin).unwrap();
+    let exe = bin.join("halobox");
+    std::fs::copy(env!("CARGO_BIN_EXE_halobox"), &exe).unwrap();
+    let hf = dir.path().join("hf");
+    let refresh = || {
+        let out = Command::new(&exe)
+            .args(["refresh", "--engine", engine, "--name", &name, "--backend"])
+            .args([program, "--image", DISTRO, "--memlock", "8M", "--yes"])
+            .env("HF_HOME", &hf)
+            .output()
+            .unwrap();
+        ok(&out);
+        id(program, &name)
+    };
+    let first = refresh();
+    let c = inspect(program, &name).unwrap();
+    assert_eq!(
+        c["Config"]["Labels"]["dev.halobox.halobox"],
+        "/run/halobox/bin/halobox"
+    );
+    let (version, code) = enter_output(&name, engine, &["/run/halobox/bin/halobox", "--version"]);
+    assert_eq!(
+        (version.as_str(), code),
+        (concat!("halobox ", env!("CARGO_PKG_VERSION")), 0)
+    );
+    // Read-only: nothing inside can change the host's binary.
+    let (_, code) = enter_output(&name, engine, &["sh", "-c", "echo x > /run/halobox/bin/x"]);
+    assert_ne!(code, 0, "the binary's folder must be read-only inside");
+    // Weights downloaded inside land in the host's cache.
+    let (hf_home, _) = enter_output(&name, engine, &["sh", "-c", "echo $HF_HOME"]);
+    assert_eq!(hf_home, hf.display().to_string());
+    let (_, code) = enter_output(
+        &name,
+        engine,
+        &[
+            "sh",
+            "-c",
+            "mkdir -p $HF_HOME/hub && echo weights-1 > $HF_HOME/hub/marker",
+        ],
+    );
+    assert_eq!(code, 0);
+    assert_eq!(
+        std::fs::read_to_string(hf.join("hub/marker")).unwrap(),
+        "weights-1\n"
+    );
+    // An upgrade by rename (as `install` and package managers do) reaches
+    // the running container: its folder is bound, not the old inode.
+    let next = bin.join(".halobox.new");
+    std::fs::write(&next, "#!/bin/sh\necho halobox-upgraded\n").unwrap();
+    std::fs::set_permissions(&next, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+    std::fs::rename(&next, &exe).unwrap();
+    assert_eq!(
+        enter_output(&name, engine, &["/run/halobox/bin/halobox"]),
+        ("halobox-upgraded".into(), 0)
+    );
+    std::fs::copy(env!("CARGO_BIN_EXE_halobox"), &next).unwrap();
+    std::fs::rename(&next, &exe).unwrap();
+    // A refresh makes a new container; the weights are still there.
+    let second = refresh();
+    assert_ne!(first, second, "refresh made no new container");
+    assert_eq!(
+        enter_output(&name, engine, &["sh", "-c", "cat $HF_HOME/hub/marker"]),
+        ("weights-1".into(), 0)
+    );
+    cleanup(program, &[&name, &temp]);
+}
+
+#[test]
+fn podman_container_runs_halobox_and_keeps_the_hf_cache() {
+    halobox_inside_and_weights_survive("podman", PODMAN);
+}
+
+#[test]
+fn docker_container_runs_halobox_and_keeps_the_hf_cache() {
+    halobox_inside_and_weights_survive("docker", DOCKER);
+}

@@ -7,7 +7,7 @@ use common::fixture_path;
 use halobox::container::backend::Backend;
 use halobox::container::memlock::MemlockRequest;
 use halobox::container::spec::{self, ContainerSpec, EngineTraits, KEEP_GROUPS, SpecOptions};
-use halobox::container::{api, cli, distrobox};
+use halobox::container::{api, binds, cli, distrobox};
 use halobox::engine::{EngineInfo, EngineKind};
 use halobox::host::{self, GatherOptions, HostFacts, HostRoot};
 use halobox::refresh::plan::{self, PlanError, RefreshOptions, Source};
@@ -37,6 +37,8 @@ fn opts(backend: Backend, memlock: &str) -> SpecOptions {
         backend,
         memlock: memlock.parse().unwrap(),
         runtime_dir: Some("/run/user/1000".into()),
+        halobox_exe: Some("/usr/local/bin/halobox".into()),
+        hf_home: Some("/home/user/.cache/huggingface".into()),
     }
 }
 
@@ -307,6 +309,8 @@ fn refresh_opts(backend: Backend, memlock: &str, clamp: bool) -> RefreshOptions 
         adopt: false,
         runtime_dir: None,
         settle: std::time::Duration::from_secs(3),
+        halobox_exe: None,
+        hf_home: None,
     }
 }
 
@@ -444,4 +448,47 @@ fn refresh_refuses_wrong_engine_foreign_names_and_root_distrobox() {
     )
     .unwrap_err();
     assert!(matches!(err, PlanError::DistroboxMemlock { .. }), "{err}");
+}
+
+#[test]
+fn halobox_and_the_hf_cache_go_into_podman_and_docker_containers() {
+    for (kind, backend) in [
+        (EngineKind::Podman, Backend::Podman),
+        (EngineKind::Docker, Backend::Docker),
+    ] {
+        let s = build("strix-e810", kind, "runc", false, backend);
+        let vols: Vec<String> = s.mounts.iter().map(|m| m.volume()).collect();
+        // The folder, not the file: an upgrade by rename reaches the container.
+        assert!(
+            vols.contains(&"/usr/local/bin:/run/halobox/bin:ro".to_string()),
+            "{vols:?}"
+        );
+        assert_eq!(s.labels[binds::LABEL_HALOBOX], "/run/halobox/bin/halobox");
+        let hf = "/home/user/.cache/huggingface";
+        assert!(vols.contains(&format!("{hf}:{hf}")), "{vols:?}");
+        assert!(s.env.contains(&("HF_HOME".to_string(), hf.to_string())));
+        assert!(s.ensure_dirs.contains(&hf.to_string()));
+        let line = halobox::shell::line(&cli::create_command(&s, kind));
+        assert!(
+            line.contains("--volume /usr/local/bin:/run/halobox/bin:ro")
+                && line.contains(&format!("--env HF_HOME={hf}")),
+            "{line}"
+        );
+    }
+    // toolbox and distrobox see the host under /run/host and share $HOME.
+    for backend in [Backend::Toolbox, Backend::Distrobox] {
+        let s = build("strix-e810", EngineKind::Podman, "crun", false, backend);
+        assert_eq!(
+            s.labels[binds::LABEL_HALOBOX],
+            "/run/host/usr/local/bin/halobox"
+        );
+        assert!(
+            !s.mounts
+                .iter()
+                .any(|m| m.destination == binds::BIN_DIR || m.destination.ends_with("huggingface")),
+            "{:?}",
+            s.mounts
+        );
+        assert!(!s.env.iter().any(|(k, _)| k == "HF_HOME"));
+    }
 }

@@ -7,6 +7,7 @@ use std::net::Ipv4Addr;
 use serde::{Deserialize, Serialize};
 
 use super::probe::NodeContext;
+use crate::container::inside::Inside;
 
 /// Whether to run the RDMA leg.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -56,6 +57,59 @@ pub struct BenchOptions {
     /// Also sweep RDMA message sizes (`ib_write_bw -a`).
     #[serde(default)]
     pub sweep: bool,
+    /// This node's container its end runs in (`None`: on the host).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub local_in: Option<Inside>,
+    /// The peer's container its end runs in (`None`: on the peer's host).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub peer_container: Option<String>,
+}
+
+impl BenchOptions {
+    /// Where each end runs, for the report.
+    pub fn ran_in(&self) -> String {
+        format!(
+            "this node: {}; peer: {}",
+            self.local_in
+                .as_ref()
+                .map_or("host".to_string(), Inside::describe),
+            self.peer_container
+                .as_ref()
+                .map_or("host".to_string(), |n| format!("container {n}"))
+        )
+    }
+}
+
+/// `cmd` (argv on the peer; its first word the peer's halobox or a tool) as
+/// the peer runs it: through `halobox bench exec` in its container when its
+/// end runs there.
+pub fn on_peer(opts: &BenchOptions, cmd: Vec<String>) -> Vec<String> {
+    let Some(name) = &opts.peer_container else {
+        return cmd;
+    };
+    let mut a = vec![
+        opts.peer_halobox.clone(),
+        "bench".into(),
+        "exec".into(),
+        "--container".into(),
+        name.clone(),
+        "--".into(),
+    ];
+    let mut cmd = cmd;
+    if cmd.first() == Some(&opts.peer_halobox) {
+        cmd[0] = "halobox".into();
+    }
+    a.extend(cmd);
+    a
+}
+
+/// `cmd` (argv here) as this node runs it: in its container when its end
+/// runs there.
+pub fn here(opts: &BenchOptions, cmd: Vec<String>) -> Vec<String> {
+    match &opts.local_in {
+        Some(i) => i.argv(&cmd),
+        None => cmd,
+    }
 }
 
 /// What a leg measures.
@@ -123,6 +177,8 @@ pub const RDMA_BW_BYTES: u32 = 65536;
 pub const TCP_LATENCY_BYTES: u32 = 64;
 /// Seconds the halobox server waits for a connection before exiting.
 pub const SERVE_IDLE_S: u32 = 60;
+/// The first word of a client that is halobox's own, run in this process.
+pub const BUILT_IN: &str = "(built in)";
 
 /// The peer as the remote runner reaches it.
 pub fn peer(opts: &BenchOptions) -> crate::remote::Node {
@@ -139,13 +195,38 @@ pub fn peer(opts: &BenchOptions) -> crate::remote::Node {
 
 /// The probe of the peer's end of `path` (argv on the peer).
 pub fn probe_command(opts: &BenchOptions, path: &PathSpec) -> Vec<String> {
-    vec![
-        opts.peer_halobox.clone(),
-        "bench".into(),
-        "probe".into(),
-        "--ip".into(),
-        path.peer_ip.to_string(),
-    ]
+    on_peer(
+        opts,
+        vec![
+            opts.peer_halobox.clone(),
+            "bench".into(),
+            "probe".into(),
+            "--ip".into(),
+            path.peer_ip.to_string(),
+        ],
+    )
+}
+
+/// halobox's TCP client as a command in this node's container (its end
+/// runs there): `--latency SAMPLES` or `--streams N`.
+fn tcp_client(opts: &BenchOptions, spec: &PathSpec, kind: LegKind, n: u32) -> Vec<String> {
+    let mut c = vec![
+        s("halobox"),
+        s("bench"),
+        s("client"),
+        s("--to"),
+        format!("{}:{}", spec.peer_ip, opts.port),
+        s("--from"),
+        s(spec.local_ip),
+        s("--duration"),
+        s(opts.duration_s),
+    ];
+    if kind == LegKind::TcpLatency {
+        c.extend([s("--latency"), s(opts.latency_samples)]);
+    } else {
+        c.extend([s("--streams"), s(n)]);
+    }
+    here(opts, c)
 }
 
 /// Builds the plan. `ends[i]` is path i's local context and the peer's
@@ -181,29 +262,40 @@ fn path_plan(
     } else {
         vec![1]
     };
-    let tcp_server = vec![
-        opts.peer_halobox.clone(),
-        s("bench"),
-        s("serve"),
-        s("--bind"),
-        peer_ip.clone(),
-        s("--port"),
-        s(opts.port),
-        s("--idle-timeout"),
-        s(SERVE_IDLE_S),
-    ];
+    let tcp_server = on_peer(
+        opts,
+        vec![
+            opts.peer_halobox.clone(),
+            s("bench"),
+            s("serve"),
+            s("--bind"),
+            peer_ip.clone(),
+            s("--port"),
+            s(opts.port),
+            s("--idle-timeout"),
+            s(SERVE_IDLE_S),
+        ],
+    );
+    let built_in = |kind: LegKind, n: u32, what: String| {
+        if opts.local_in.is_some() {
+            tcp_client(opts, spec, kind, n)
+        } else {
+            vec![s(BUILT_IN), what]
+        }
+    };
     let mut legs = vec![Leg {
         id: format!("{id}-tcp-latency"),
         kind: LegKind::TcpLatency,
         streams: 1,
         server: None,
-        client: vec![
-            s("(built in)"),
+        client: built_in(
+            LegKind::TcpLatency,
+            1,
             format!(
                 "{} round trips of {TCP_LATENCY_BYTES} B to {peer_ip}:{} from {local_ip} (at most {} s)",
                 opts.latency_samples, opts.port, opts.duration_s
             ),
-        ],
+        ),
         skip: None,
     }];
     for &n in &streams_set {
@@ -212,13 +304,14 @@ fn path_plan(
             kind: LegKind::TcpBandwidth,
             streams: n,
             server: None,
-            client: vec![
-                s("(built in)"),
+            client: built_in(
+                LegKind::TcpBandwidth,
+                n,
                 format!(
                     "{n} stream(s) to {peer_ip}:{} from {local_ip} for {} s",
                     opts.port, opts.duration_s
                 ),
-            ],
+            ),
             skip: None,
         });
     }
@@ -234,30 +327,36 @@ fn path_plan(
             id: format!("{id}-iperf3-{n}"),
             kind: LegKind::Iperf3,
             streams: n,
-            server: Some(vec![
-                s("iperf3"),
-                s("-s"),
-                s("-1"),
-                s("--forceflush"),
-                s("-B"),
-                peer_ip.clone(),
-                s("-p"),
-                s(IPERF3_PORT),
-            ]),
-            client: vec![
-                s("iperf3"),
-                s("-c"),
-                peer_ip.clone(),
-                s("-B"),
-                local_ip.clone(),
-                s("-p"),
-                s(IPERF3_PORT),
-                s("-t"),
-                s(opts.duration_s),
-                s("-P"),
-                s(n),
-                s("--json"),
-            ],
+            server: Some(on_peer(
+                opts,
+                vec![
+                    s("iperf3"),
+                    s("-s"),
+                    s("-1"),
+                    s("--forceflush"),
+                    s("-B"),
+                    peer_ip.clone(),
+                    s("-p"),
+                    s(IPERF3_PORT),
+                ],
+            )),
+            client: here(
+                opts,
+                vec![
+                    s("iperf3"),
+                    s("-c"),
+                    peer_ip.clone(),
+                    s("-B"),
+                    local_ip.clone(),
+                    s("-p"),
+                    s(IPERF3_PORT),
+                    s("-t"),
+                    s(opts.duration_s),
+                    s("-P"),
+                    s(n),
+                    s("--json"),
+                ],
+            ),
             skip: iperf3_skip.clone(),
         });
     }
@@ -334,8 +433,8 @@ fn path_plan(
             id: format!("{id}-{tool}{suffix}"),
             kind,
             streams: n,
-            server: Some(server),
-            client,
+            server: Some(on_peer(opts, server)),
+            client: here(opts, client),
             skip: rdma_skip.clone(),
         }
     };
@@ -397,6 +496,7 @@ pub fn render(opts: &BenchOptions, plan: &Plan) -> String {
     if let Some(from) = &opts.peer_from {
         let _ = writeln!(out, "peer {}: {from}", opts.peer);
     }
+    let _ = writeln!(out, "runs in: {}", opts.ran_in());
     for p in &plan.paths {
         let _ = writeln!(
             out,
@@ -428,7 +528,7 @@ pub fn render(opts: &BenchOptions, plan: &Plan) -> String {
             if let Some(server) = &leg.server {
                 let _ = writeln!(out, "    peer:  {}", crate::shell::line(&peer.argv(server)));
             }
-            let client = if leg.client.first().is_some_and(|c| c == "(built in)") {
+            let client = if leg.client.first().is_some_and(|c| c == BUILT_IN) {
                 leg.client.join(" ")
             } else {
                 crate::shell::line(&leg.client)

@@ -46,6 +46,9 @@ fn test_label(r: &Row) -> String {
 pub fn human(res: &Results) -> String {
     let mut out = String::new();
     let _ = writeln!(out, "halobox bench  {}  peer {}", res.started_utc, res.peer);
+    if !res.ran_in.is_empty() {
+        let _ = writeln!(out, "  ran in: {}", res.ran_in);
+    }
     for c in &res.context {
         let _ = writeln!(out, "  {c}");
     }

@@ -129,6 +129,9 @@ pub struct Results {
     pub started_utc: String,
     /// The peer's ssh destination.
     pub peer: String,
+    /// Where each end ran (`this node: container vllm (podman); peer: host`).
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub ran_in: String,
     /// Per path: a line of context (interfaces, MTUs, link rates, ceiling).
     pub context: Vec<String>,
     /// The rows.
@@ -290,6 +293,7 @@ pub fn derive(rec: &RunRecord, dir: &Path) -> Results {
         schema_version: SCHEMA_VERSION,
         started_utc: rec.started_utc.clone(),
         peer: rec.options.peer.clone(),
+        ran_in: rec.options.ran_in(),
         context: rec.paths.iter().map(context_line).collect(),
         rows,
         counters: rec

@@ -207,7 +207,7 @@ fn run_path(
             .server
             .iter()
             .map(|s| crate::shell::line(&peer.argv(s)))
-            .chain([crate::shell::line(&leg.client)])
+            .chain([client_line(leg)])
             .collect();
         if let Some(reason) = &leg.skip {
             out.push(record(
@@ -277,7 +277,7 @@ fn run_tcp(
 ) -> anyhow::Result<Vec<LegRecord>> {
     let peer = plan::peer(opts);
     let server_line = crate::shell::line(&peer.argv(&p.tcp_server));
-    let commands = |leg: &Leg| vec![server_line.clone(), leg.client.join(" ")];
+    let commands = |leg: &Leg| vec![server_line.clone(), client_line(leg)];
     let server = start_server(
         &peer,
         &p.tcp_server,
@@ -308,19 +308,17 @@ fn run_tcp(
     let duration = Duration::from_secs(u64::from(opts.duration_s.max(1)));
     let mut out = Vec::new();
     for leg in legs {
-        let raw = match leg.kind {
-            LegKind::TcpLatency => tcp::latency(
-                &target,
-                &LatencyOptions {
-                    message_bytes: plan::TCP_LATENCY_BYTES,
-                    warmup: 100,
-                    samples: opts.latency_samples,
-                    max_time: duration,
-                },
-            )
-            .map(|r| tcp::format_latency_log(&r)),
-            _ => tcp::bandwidth(&target, leg.streams, duration)
-                .map(|s| tcp::format_bandwidth_log(&s)),
+        let raw = if leg.client.first().is_some_and(|c| c == plan::BUILT_IN) {
+            let samples = (leg.kind == LegKind::TcpLatency).then_some(opts.latency_samples);
+            tcp_client(&target, samples, leg.streams, duration).map_err(|e| e.to_string())
+        } else {
+            // halobox's client in this node's container.
+            let done = proc::run(&leg.client, duration * 2 + Duration::from_secs(60))?;
+            if done.status.is_some_and(|s| s.success()) {
+                Ok(done.stdout)
+            } else {
+                Err(remote::tail(&done.output, 3))
+            }
         };
         let status = match raw {
             Ok(raw) => {
@@ -348,6 +346,75 @@ fn run_tcp(
     let log = server.finish(STOP_GRACE);
     fs::write(dir.join(format!("{}-tcp.server.txt", p.id)), log)?;
     Ok(out)
+}
+
+/// halobox's TCP client: `samples` round trips (latency), else `streams`
+/// streams for `duration` (bandwidth); the raw log.
+pub fn tcp_client(
+    target: &Target,
+    samples: Option<u32>,
+    streams: u32,
+    duration: Duration,
+) -> std::io::Result<String> {
+    match samples {
+        Some(samples) => tcp::latency(
+            target,
+            &LatencyOptions {
+                message_bytes: plan::TCP_LATENCY_BYTES,
+                warmup: 100,
+                samples,
+                max_time: duration,
+            },
+        )
+        .map(|r| tcp::format_latency_log(&r)),
+        None => tcp::bandwidth(target, streams, duration).map(|s| tcp::format_bandwidth_log(&s)),
+    }
+}
+
+/// This node's end of `ip`: read here, or by halobox in its container when
+/// its end runs there.
+pub fn local_context(
+    opts: &BenchOptions,
+    facts: &crate::host::HostFacts,
+    ip: Ipv4Addr,
+) -> anyhow::Result<NodeContext> {
+    if opts.local_in.is_none() {
+        return Ok(probe::context(facts, &Reader::new(HostRoot::live()), ip));
+    }
+    let argv = plan::here(
+        opts,
+        vec![
+            "halobox".into(),
+            "bench".into(),
+            "probe".into(),
+            "--ip".into(),
+            ip.to_string(),
+        ],
+    );
+    let done = proc::run(&argv, Duration::from_secs(60))?;
+    let line = done
+        .stdout
+        .lines()
+        .rev()
+        .find(|l| l.starts_with('{'))
+        .filter(|_| done.status.is_some_and(|s| s.success()))
+        .with_context(|| {
+            format!(
+                "`halobox bench probe` in this node's container failed: {}",
+                remote::tail(&done.output, 3)
+            )
+        })?
+        .to_string();
+    remote::parse_json(&line).with_context(|| format!("the probe printed {line}"))
+}
+
+/// The client as the record shows it.
+fn client_line(leg: &Leg) -> String {
+    if leg.client.first().is_some_and(|c| c == plan::BUILT_IN) {
+        leg.client.join(" ")
+    } else {
+        crate::shell::line(&leg.client)
+    }
 }
 
 fn backoff(attempt: u32) -> Duration {
@@ -407,7 +474,11 @@ fn run_perftest(
                 message: format!(
                     "{}: {} exited before the client connected: {}",
                     peer.label(),
-                    leg.client[0],
+                    if leg.kind == LegKind::RdmaLatency {
+                        "ib_write_lat"
+                    } else {
+                        "ib_write_bw"
+                    },
                     remote::tail(&server.output(), 3)
                 ),
             };

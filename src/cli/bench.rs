@@ -6,7 +6,7 @@ use std::path::PathBuf;
 
 use clap::{Args, Subcommand};
 
-use super::common::{ClusterFileArgs, OutputArgs, PlanOutputArgs, SourceArgs};
+use super::common::{ClusterFileArgs, EngineArgs, OutputArgs, PlanOutputArgs, SourceArgs};
 
 /// `halobox bench` subcommands.
 #[derive(Debug, Subcommand)]
@@ -26,6 +26,16 @@ pub enum BenchCommand {
         after_help = "Examples:\n  halobox bench probe --ip 192.168.100.2\n  halobox bench probe --ip 10.0.0.1 --sysroot tests/fixtures/hosts/strix-cx5"
     )]
     Probe(BenchProbeArgs),
+    /// halobox's TCP client end (what `bench run` runs in this node's container): prints the raw log.
+    #[command(
+        after_help = "Examples:\n  halobox bench client --to 192.168.100.2:5301 --from 192.168.100.1 --latency 20000\n  halobox bench client --to 192.168.100.2:5301 --from 192.168.100.1 --streams 4 --duration 10"
+    )]
+    Client(BenchClientArgs),
+    /// Run a command in this node's halobox container with stdin attached, stopped when stdin closes (what `bench run` runs on the peer); `halobox` as the command means halobox inside the container.
+    #[command(
+        after_help = "Examples:\n  halobox bench exec --container vllm -- iperf3 -s -1\n  halobox bench exec -- halobox bench probe --ip 192.168.100.2"
+    )]
+    Exec(BenchExecArgs),
     /// Re-render a saved run from its raw logs.
     #[command(
         after_help = "Examples:\n  halobox bench report ~/.local/state/halobox/bench/20260101T120000Z\n  halobox bench report RUN_DIR --json"
@@ -92,6 +102,56 @@ pub struct BenchRunArgs {
     /// Latency samples (TCP round trips and ib_write_lat iterations).
     #[arg(long, value_name = "N", default_value_t = 20000, value_parser = clap::value_parser!(u32).range(100..=10_000_000))]
     pub samples: u32,
+    /// Where both ends run: in each node's halobox container (the default when this node has one: what RCCL sees) or on the hosts.
+    #[arg(long, value_enum, value_name = "WHERE")]
+    pub on: Option<BenchOn>,
+    /// The container (default: this node's `container` in the cluster file, else the config's `name`, else vllm; the peer's from the cluster file, else the same name).
+    #[arg(long, value_name = "NAME")]
+    pub container: Option<String>,
+    #[command(flatten)]
+    pub engine: EngineArgs,
+}
+
+/// Where `bench run`'s ends run.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum BenchOn {
+    /// In the nodes' halobox containers.
+    Container,
+    /// On the hosts.
+    Host,
+}
+
+/// `halobox bench client`.
+#[derive(Debug, Args)]
+pub struct BenchClientArgs {
+    /// The server's address and port.
+    #[arg(long, value_name = "IP:PORT")]
+    pub to: std::net::SocketAddr,
+    /// This node's address to send from.
+    #[arg(long, value_name = "IP")]
+    pub from: Option<Ipv4Addr>,
+    /// Measure latency with this many round trips.
+    #[arg(long, value_name = "SAMPLES", conflicts_with = "streams", value_parser = clap::value_parser!(u32).range(1..=10_000_000))]
+    pub latency: Option<u32>,
+    /// Measure bandwidth with this many streams.
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..=64))]
+    pub streams: Option<u32>,
+    /// Seconds of the bandwidth test (the latency test's time bound).
+    #[arg(long, value_name = "S", default_value_t = 10, value_parser = clap::value_parser!(u32).range(1..=3600))]
+    pub duration: u32,
+}
+
+/// `halobox bench exec`.
+#[derive(Debug, Args)]
+pub struct BenchExecArgs {
+    /// The container (default: the config's `name`, else vllm).
+    #[arg(long, value_name = "NAME")]
+    pub container: Option<String>,
+    #[command(flatten)]
+    pub engine: EngineArgs,
+    /// The command.
+    #[arg(last = true, required = true)]
+    pub command: Vec<String>,
 }
 
 /// `halobox bench serve`.

@@ -25,7 +25,7 @@ pub enum ClusterCommand {
     Up(ClusterUpArgs),
     /// Start Ray on this node with the env computed from its own facts (what `up` runs on each node).
     #[command(
-        after_help = "Examples:\n  halobox cluster join --head 192.168.100.1 --ip 192.168.100.2 --dry-run\n  halobox cluster join --head 192.168.100.1 --ip 192.168.100.1 --sysroot tests/fixtures/hosts/strix-e810 --dry-run\n\n--dry-run prints the env (NAME=value lines) and the exact `ray start`; with --json, the node's report (what `up` reads). --sysroot and --json go with --dry-run."
+        after_help = "Examples:\n  halobox cluster join --head 192.168.100.1 --ip 192.168.100.2 --dry-run\n  halobox cluster join --head 192.168.100.1 --ip 192.168.100.1 --sysroot tests/fixtures/hosts/strix-e810 --dry-run\n\n--dry-run prints the env (NAME=value lines), the variables vLLM must not copy from the head, what Ray will see (devices, groups, memlock, RDMA ports: inside the container for container backends) and the exact command; with --json, the node's report (what `up` reads). --sysroot and --json go with --dry-run."
     )]
     Join(ClusterJoinArgs),
     /// Nodes in Ray with their GPUs and CPUs, transport and env in force.
@@ -114,6 +114,12 @@ pub struct ClusterJoinArgs {
     /// Extra `ray start` argument used only when this node is the head.
     #[arg(long, value_name = "ARG", allow_hyphen_values = true)]
     pub ray_head_arg: Vec<String>,
+    /// A variable for Ray on every node, NAME=VALUE (cluster.toml's `[env]`; repeat).
+    #[arg(long, value_name = "NAME=VALUE")]
+    pub env: Vec<String>,
+    /// A variable for this node only, NAME=VALUE (its `env` in cluster.toml; repeat): vLLM does not copy the head's value to the workers.
+    #[arg(long, value_name = "NAME=VALUE")]
+    pub node_env: Vec<String>,
     #[command(flatten)]
     pub source: SourceArgs,
     #[command(flatten)]

@@ -14,8 +14,8 @@ use std::path::PathBuf;
 use clap::{Parser, Subcommand, ValueEnum};
 
 pub use bench::{
-    BenchCommand, BenchCompareArgs, BenchPortArgs, BenchProbeArgs, BenchReportArgs, BenchRunArgs,
-    BenchServeArgs,
+    BenchClientArgs, BenchCommand, BenchCompareArgs, BenchExecArgs, BenchOn, BenchPortArgs,
+    BenchProbeArgs, BenchReportArgs, BenchRunArgs, BenchServeArgs,
 };
 pub use cluster::{
     ClusterCommand, ClusterDownArgs, ClusterInitArgs, ClusterJoinArgs, ClusterStatusArgs,

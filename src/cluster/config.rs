@@ -2,6 +2,7 @@
 //! reach each one and where its Ray runs, plus cluster-wide settings. Loaded
 //! and validated here; nothing is guessed.
 
+use std::collections::BTreeMap;
 use std::fmt;
 use std::net::Ipv4Addr;
 use std::path::{Path, PathBuf};
@@ -117,6 +118,10 @@ pub struct NodeConfig {
     /// CPUs Ray may schedule on this node (default: the node's CPU count).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cpus: Option<u32>,
+    /// Variables for this node's Ray only (over `[env]`); vLLM does not copy
+    /// the head's values of these to the workers.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub env: BTreeMap<String, String>,
 }
 
 impl NodeConfig {
@@ -205,6 +210,10 @@ pub struct ClusterConfig {
     /// Extra `ssh -o` options (host key checking cannot be turned off).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub ssh_options: Vec<String>,
+    /// Variables for every node's Ray (`NCCL_IB_TC`, `NCCL_DEBUG`, Ray's
+    /// memory monitor, …); never the per-node data-plane ones.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub env: BTreeMap<String, String>,
     /// The nodes; the first is the head.
     #[serde(default, rename = "node")]
     pub nodes: Vec<NodeConfig>,
@@ -222,6 +231,7 @@ impl ClusterConfig {
             ray_args: vec![],
             ray_head_args: vec![],
             ssh_options: vec![],
+            env: BTreeMap::new(),
             nodes,
         }
     }
@@ -256,7 +266,14 @@ impl ClusterConfig {
             return Err("ray and halobox must name commands (default: `ray`, `halobox`)".into());
         }
         crate::ssh::check_options(&self.ssh_options)?;
+        for (k, v) in &self.env {
+            super::env::check_user_var(k, v).map_err(|e| format!("[env]: {e}"))?;
+        }
         for (i, n) in self.nodes.iter().enumerate() {
+            for (k, v) in &n.env {
+                super::env::check_user_var(k, v)
+                    .map_err(|e| format!("node {}: env: {e}", n.label()))?;
+            }
             crate::ssh::check_target(&n.ssh).map_err(|e| format!("node {}: {e}", i + 1))?;
             if n.ip.is_unspecified() || n.ip.is_loopback() || n.ip.is_broadcast() {
                 return Err(format!(

@@ -53,6 +53,84 @@ pub struct EnvRequest {
     pub ray_args: Vec<String>,
     /// Extra `ray start` arguments (head only).
     pub ray_head_args: Vec<String>,
+    /// Variables for every node (`[env]` of cluster.toml).
+    #[serde(default)]
+    pub env: Vec<EnvVar>,
+    /// Variables for this node only (its `env` in cluster.toml).
+    #[serde(default)]
+    pub node_env: Vec<EnvVar>,
+}
+
+/// Variables halobox computes on each node from that node's own facts. They
+/// differ between nodes, so cluster.toml cannot set them, and vLLM must not
+/// copy the head's values to the workers.
+pub const PER_NODE: [&str; 6] = [
+    "NCCL_SOCKET_IFNAME",
+    "GLOO_SOCKET_IFNAME",
+    "NCCL_IB_HCA",
+    "NCCL_IB_GID_INDEX",
+    "NCCL_IB_DISABLE",
+    "VLLM_HOST_IP",
+];
+
+/// Ray ≥ 2.45 masks AMD GPUs through `HIP_VISIBLE_DEVICES` and reads only
+/// this switch (ray-project/ray#51104; 2.51.1 of the image, 2.60.0 of the
+/// venv); older Ray used `ROCR_VISIBLE_DEVICES` and the other one. Both
+/// are set.
+pub const RAY_NOSET: [&str; 2] = [
+    "RAY_EXPERIMENTAL_NOSET_HIP_VISIBLE_DEVICES",
+    "RAY_EXPERIMENTAL_NOSET_ROCR_VISIBLE_DEVICES",
+];
+
+/// Checks one variable of cluster.toml's `[env]` or a node's `env` (also
+/// `cluster join --env`/`--node-env`): a plain name, a one-line value, not a
+/// secret, and never one of the per-node data-plane variables.
+pub fn check_user_var(name: &str, value: &str) -> Result<(), String> {
+    let plain = name
+        .chars()
+        .next()
+        .is_some_and(|c| c.is_ascii_alphabetic() || c == '_')
+        && name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_');
+    if !plain {
+        return Err(format!(
+            "{name:?} is not a variable name: use letters, digits and '_', not starting with a digit"
+        ));
+    }
+    if PER_NODE.contains(&name) {
+        let how = match name {
+            "NCCL_IB_DISABLE" => "set transport = \"ethernet\" to use TCP",
+            "VLLM_HOST_IP" => "it is the node's `ip`",
+            _ => "it follows from the node's `ip` (the interface, RDMA port and GID that carry it)",
+        };
+        return Err(format!(
+            "{name} is computed on each node from its own facts, so cluster.toml cannot set it: remove it ({how})"
+        ));
+    }
+    if name == "HF_TOKEN" {
+        return Err(
+            "HF_TOKEN is a secret and cluster.toml is shown by --dry-run: remove it and export HF_TOKEN where you run `halobox serve` (it reaches vLLM on stdin)".into(),
+        );
+    }
+    if value.chars().any(|c| c.is_control() && c != '\t') {
+        return Err(format!(
+            "the value of {name} has a line break or control character: use one line"
+        ));
+    }
+    Ok(())
+}
+
+/// A cluster.toml env table as variables (in name order).
+pub fn vars(table: &std::collections::BTreeMap<String, String>) -> Vec<EnvVar> {
+    table.iter().map(|(k, v)| var(k, v.clone())).collect()
+}
+
+/// `NAME=VALUE` as `--env`/`--node-env` take it, checked.
+pub fn parse_assignment(s: &str) -> Result<EnvVar, String> {
+    let (name, value) = s
+        .split_once('=')
+        .ok_or_else(|| format!("{s:?} is not NAME=VALUE"))?;
+    check_user_var(name, value)?;
+    Ok(var(name, value.to_string()))
 }
 
 /// One environment variable.
@@ -87,6 +165,11 @@ pub struct NodeEnv {
     pub gid_index: Option<u32>,
     /// The variables, in the order they are printed.
     pub vars: Vec<EnvVar>,
+    /// Names of the variables that are this node's own (the per-node
+    /// data-plane ones it has, and its `env` from cluster.toml): vLLM must
+    /// not copy the head's values of these to the workers.
+    #[serde(default)]
+    pub per_node: Vec<String>,
     /// `ray start …` (argv).
     pub ray_start: Vec<String>,
 }
@@ -159,10 +242,22 @@ pub fn plan(facts: &HostFacts, req: &EnvRequest) -> Result<NodeEnv, EnvError> {
     }
     vars.push(var("NCCL_NET_GDR_LEVEL", "0".into()));
     vars.push(var("VLLM_HOST_IP", req.ip.to_string()));
-    vars.push(var(
-        "RAY_EXPERIMENTAL_NOSET_ROCR_VISIBLE_DEVICES",
-        "1".into(),
-    ));
+    for name in RAY_NOSET {
+        vars.push(var(name, "1".into()));
+    }
+    let mut per_node: Vec<String> = vars
+        .iter()
+        .map(|v| v.name.clone())
+        .filter(|n| PER_NODE.contains(&n.as_str()))
+        .collect();
+    for user in req.env.iter().chain(&req.node_env) {
+        match vars.iter_mut().find(|v| v.name == user.name) {
+            Some(v) => v.value = user.value.clone(),
+            None => vars.push(user.clone()),
+        }
+    }
+    per_node.extend(req.node_env.iter().map(|v| v.name.clone()));
+    per_node.dedup();
     let is_head = req.ip == req.head;
     Ok(NodeEnv {
         ip: req.ip,
@@ -175,6 +270,7 @@ pub fn plan(facts: &HostFacts, req: &EnvRequest) -> Result<NodeEnv, EnvError> {
         rdma_port: rdma.map(|r| r.port),
         gid_index: rdma.and_then(|r| r.gid_index),
         vars,
+        per_node,
         ray_start: ray_start(req, is_head),
     })
 }

@@ -2,12 +2,18 @@
 //! turned into one Ray cluster for vLLM with tensor parallelism over RoCE.
 //!
 //! [`config`] reads `cluster.toml`, [`env`] computes a node's NCCL/Ray
-//! settings from its own facts, [`plan`] builds the commands and the
-//! preflight verdict (pure), [`run`] executes them over ssh, and [`serve`]
-//! runs vLLM on the head.
+//! settings from its own facts, [`view`] is what RCCL will see where Ray
+//! runs, [`plan`] builds the commands (pure) and [`preflight`] the verdict
+//! over every node's report, [`run`] executes them over ssh (and, on a
+//! node, halobox inside its container), [`carry`] writes vLLM's list of
+//! per-node variables, and [`serve`] runs vLLM on the head.
 
+pub mod carry;
 pub mod config;
 pub mod env;
+pub mod join;
 pub mod plan;
+pub mod preflight;
 pub mod run;
 pub mod serve;
+pub mod view;

@@ -7,8 +7,11 @@ use std::net::{IpAddr, Ipv4Addr};
 use serde::{Deserialize, Serialize};
 
 use super::config::{ClusterConfig, NodeBackend, NodeConfig};
-use super::env::{EnvVar, NodeEnv, Resolved};
+use super::env::{EnvRequest, EnvVar, NodeEnv};
+use super::view::RuntimeView;
 use crate::host::HostFacts;
+
+pub use super::preflight::{Finding, Level, preflight};
 use crate::shell;
 
 /// `cmd` as run in a node's container: directly for `host`, else through
@@ -71,6 +74,47 @@ pub fn join_command(cfg: &ClusterConfig, node: &NodeConfig, dry_run: bool) -> Ve
                 .map(|r| format!("--ray-head-arg={r}")),
         );
     }
+    a.extend(cfg.env.iter().map(|(k, v)| format!("--env={k}={v}")));
+    a.extend(node.env.iter().map(|(k, v)| format!("--node-env={k}={v}")));
+    if dry_run {
+        a.push("--dry-run".into());
+        a.push("--json".into());
+    }
+    a
+}
+
+/// `cluster join` as the node's halobox runs it inside the container (at
+/// `inside`, its path there): the same request with `--backend=host`, so
+/// the env, the view and Ray's start all happen where Ray runs.
+pub fn inside_join(inside: &str, req: &EnvRequest, dry_run: bool) -> Vec<String> {
+    let mut a = vec![
+        inside.to_string(),
+        "cluster".into(),
+        "join".into(),
+        format!("--head={}", req.head),
+        format!("--ip={}", req.ip),
+        format!("--port={}", req.port),
+        format!("--transport={}", req.transport),
+        "--backend=host".into(),
+        format!("--ray={}", req.ray),
+        format!("--num-cpus={}", req.cpus),
+    ];
+    a.extend(req.ray_args.iter().map(|r| format!("--ray-arg={r}")));
+    a.extend(
+        req.ray_head_args
+            .iter()
+            .map(|r| format!("--ray-head-arg={r}")),
+    );
+    a.extend(
+        req.env
+            .iter()
+            .map(|v| format!("--env={}={}", v.name, v.value)),
+    );
+    a.extend(
+        req.node_env
+            .iter()
+            .map(|v| format!("--node-env={}={}", v.name, v.value)),
+    );
     if dry_run {
         a.push("--dry-run".into());
         a.push("--json".into());
@@ -189,7 +233,8 @@ impl RayNodes {
     }
 }
 
-/// The container (or host) a node's Ray runs in, as `join` sees it.
+/// The container (or host) a node's Ray runs in, as `join` sees it from
+/// the node (the engine's record of the container).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct ContainerReport {
     /// Backend.
@@ -198,12 +243,31 @@ pub struct ContainerReport {
     pub name: Option<String>,
     /// The container exists (always true for `host`).
     pub found: bool,
+    /// The engine's state of it (`running`, `exited`, …).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub state: Option<String>,
     /// The image digest label (`dev.halobox.image-digest`).
     pub image_digest: Option<String>,
     /// Memlock soft limit in the container (-1 unlimited), when known.
     pub memlock: Option<i64>,
     /// `/dev/kfd` reaches the container.
     pub kfd: bool,
+    /// The node itself has `/dev/kfd`.
+    #[serde(default)]
+    pub node_kfd: bool,
+    /// The node's `/dev/infiniband/*`.
+    #[serde(default)]
+    pub node_infiniband: Vec<String>,
+    /// Where halobox is inside the container, when it was made with it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub halobox: Option<String>,
+}
+
+impl ContainerReport {
+    /// Found, and running (always true for `host`).
+    pub fn running(&self) -> bool {
+        self.found && self.state.as_deref().is_none_or(|s| s == "running")
+    }
 }
 
 impl ContainerReport {
@@ -213,9 +277,13 @@ impl ContainerReport {
             backend,
             name: Some(name.into()),
             found: false,
+            state: None,
             image_digest: None,
             memlock: None,
             kfd: false,
+            node_kfd: false,
+            node_infiniband: vec![],
+            halobox: None,
         }
     }
 }
@@ -260,265 +328,81 @@ pub struct JoinReport {
     pub port_free: Option<bool>,
     /// The exact command that starts Ray (argv on the node).
     pub command: Vec<String>,
+    /// What RCCL will see where Ray runs (inside the container, as its user).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub view: Option<RuntimeView>,
+    /// halobox's version inside the container.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub inside_version: Option<String>,
+    /// Why halobox could not look from inside the container.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub inside_error: Option<String>,
+    /// The vLLM file `join` writes where Ray runs ([`super::carry`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub carry_over: Option<String>,
 }
 
-/// How bad a preflight finding is.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum Level {
-    /// Fine.
-    Pass,
-    /// Ray will start, vLLM may not.
-    Warn,
-    /// `up` stops here.
-    Fail,
-}
-
-/// One preflight finding.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct Finding {
-    /// Verdict.
-    pub level: Level,
-    /// Check id (`reach`, `version`, `image`, `memlock`, `devices`, `mtu`, `transport`, `port`).
-    pub check: String,
-    /// The node it is about, when one.
-    pub node: Option<String>,
-    /// What was found, with the fix.
-    pub message: String,
-}
-
-fn finding(level: Level, check: &str, node: Option<&NodeConfig>, message: String) -> Finding {
-    Finding {
-        level,
-        check: check.into(),
-        node: node.map(|n| n.label().to_string()),
-        message,
-    }
-}
-
-/// The preflight verdict over every node's report (`Err` is why the node
-/// could not report), against this halobox's `version`.
-pub fn preflight(
-    cfg: &ClusterConfig,
-    reports: &[Result<JoinReport, String>],
-    version: &str,
-) -> Vec<Finding> {
-    let mut out = Vec::new();
-    let mut ok: Vec<(&NodeConfig, &JoinReport)> = Vec::new();
-    for (node, r) in cfg.nodes.iter().zip(reports) {
-        match r {
-            Ok(r) => ok.push((node, r)),
-            Err(e) => out.push(finding(Level::Fail, "reach", Some(node), e.clone())),
-        }
-    }
-    for (node, r) in &ok {
-        if r.halobox_version != version {
-            out.push(finding(
-                Level::Fail,
-                "version",
-                Some(node),
-                format!(
-                    "runs halobox {}, this machine {version}: install the same halobox on every node",
-                    r.halobox_version
-                ),
-            ));
-        }
-        if let Some(why) = &r.not_inspected {
-            out.push(finding(Level::Fail, "container", Some(node), why.clone()));
-            continue;
-        }
-        let c = &r.container;
-        // Outside a container halobox made nothing: GPU access and memlock
-        // there are the host's business, so they only warn.
-        let level = if c.backend.is_container() {
-            Level::Fail
-        } else {
-            Level::Warn
-        };
-        if !c.found {
-            out.push(finding(
-                Level::Fail,
-                "container",
-                Some(node),
-                format!(
-                    "there is no container {}: create it with `halobox refresh --name {}` on that node",
-                    node.container, node.container
-                ),
-            ));
-            continue;
-        }
-        match c.memlock {
-            Some(-1) => {}
-            other => out.push(finding(
-                level,
-                "memlock",
-                Some(node),
-                format!(
-                    "memlock is {} in {}: RDMA needs it unlimited (`halobox refresh` sets it; on the host: limits.d memlock unlimited)",
-                    other.map_or("unknown".into(), |v| format!("{v} bytes")),
-                    where_(c)
-                ),
-            )),
-        }
-        if !c.kfd {
-            out.push(finding(
-                level,
-                "devices",
-                Some(node),
-                format!(
-                    "/dev/kfd is not in {}: vLLM will not see the GPU (`halobox doctor` on that node, then `halobox refresh`)",
-                    where_(c)
-                ),
-            ));
-        }
-        if r.env.is_head && r.port_free == Some(false) {
-            out.push(finding(
-                Level::Fail,
-                "port",
-                Some(node),
-                format!(
-                    "port {} on {} is already in use: stop what holds it (`ss -ltnp 'sport = :{}'`, `halobox cluster down`) or set ray_port in cluster.toml",
-                    cfg.ray_port, r.env.ip, cfg.ray_port
-                ),
-            ));
-        }
-    }
-    let digests: Vec<(&NodeConfig, Option<&String>)> = ok
-        .iter()
-        .filter(|(_, r)| r.container.backend.is_container() && r.container.found)
-        .map(|(n, r)| (*n, r.container.image_digest.as_ref()))
-        .collect();
-    if let Some((first, Some(want))) = digests.first() {
-        for (n, d) in &digests[1..] {
-            if *d != Some(want) {
-                out.push(finding(
-                    Level::Fail,
-                    "image",
-                    Some(n),
-                    format!(
-                        "its container runs image {}, {} runs {want}: `halobox refresh` every node to the same image",
-                        d.map_or("without a digest label", |s| s.as_str()),
-                        first.label()
-                    ),
-                ));
-            }
-        }
-    } else if let Some((first, None)) = digests.first() {
-        out.push(finding(
-            Level::Fail,
-            "image",
-            Some(first),
-            "its container has no dev.halobox.image-digest label: re-create it with `halobox refresh`".into(),
-        ));
-    }
-    if let Some((head, h)) = ok.iter().find(|(_, r)| r.env.is_head) {
-        for (n, r) in ok.iter().filter(|(_, r)| !r.env.is_head) {
-            if r.env.mtu != h.env.mtu {
-                out.push(finding(
-                    Level::Fail,
-                    "mtu",
-                    Some(n),
-                    format!(
-                        "MTU {} on {} ({}), but {} on {} of the head {}: set the same MTU on both ends (9000 for RoCE), e.g. `ip link set {} mtu {}`",
-                        show(r.env.mtu),
-                        r.env.interface,
-                        r.env.ip,
-                        show(h.env.mtu),
-                        h.env.interface,
-                        head.label(),
-                        r.env.interface,
-                        show(h.env.mtu)
-                    ),
-                ));
-            }
-            if r.env.transport != h.env.transport {
-                out.push(finding(
-                    Level::Fail,
-                    "transport",
-                    Some(n),
-                    format!(
-                        "resolved to {} ({}), the head to {}: every node must use the same transport; fix that node's RDMA port or set transport in cluster.toml",
-                        r.env.transport, r.env.reason, h.env.transport
-                    ),
-                ));
-            }
-        }
-    }
-    out.extend(topology(&ok));
-    if !out.iter().any(|f| f.level == Level::Fail) {
-        let t = ok
-            .first()
-            .map_or(Resolved::Ethernet, |(_, r)| r.env.transport);
-        out.push(finding(
-            Level::Pass,
-            "preflight",
-            None,
-            format!(
-                "{} node(s) ready: same halobox, same image (containers), same MTU, transport {t}",
-                cfg.nodes.len()
-            ),
-        ));
-    }
-    out
-}
-
-/// What halobox supports: every node's data plane on one NIC, and all of
-/// them in one subnet.
-pub const SUPPORTED_TOPOLOGY: &str = "halobox supports one data-plane NIC per node, with every node in one subnet: through a switch, or exactly 2 nodes back to back";
-
-/// Topologies NCCL would fail in, from the nodes' reports. Detected: a node
-/// whose data-plane address is outside the head's subnet (the head's
-/// address and prefix as its interface holds them): a switchless daisy
-/// chain of 3+ nodes with each link its own /30–/31 (or /24), or nodes on
-/// different routed subnets. Not detected here: one machine reached under
-/// two ssh names (`cluster.toml` refuses the same host twice), a second NIC
-/// that carries no node's address (information only), or a head whose
-/// prefix is unknown (an address known only from a RoCE GID).
-fn topology(ok: &[(&NodeConfig, &JoinReport)]) -> Vec<Finding> {
-    let Some((head, h)) = ok.iter().find(|(_, r)| r.env.is_head) else {
-        return vec![];
-    };
-    let Some(p) = h.prefix_len else {
-        return vec![];
-    };
-    let net = Ipv4Addr::from(
-        u32::from(h.env.ip) & u32::MAX.checked_shl(32 - u32::from(p.min(32))).unwrap_or(0),
+/// A node's env as `join --dry-run` prints it: the transport and why, the
+/// variables, the ones vLLM must not copy from the head, and `ray start`.
+pub fn render_env(env: &NodeEnv) -> String {
+    let mut s = format!(
+        "# node {}{}: transport {}: {}\n",
+        env.ip,
+        if env.is_head { " (head)" } else { "" },
+        env.transport,
+        env.reason
     );
-    ok.iter()
-        .filter(|(_, r)| !r.env.is_head)
-        .filter(|(_, r)| !crate::host::routes::contains(h.env.ip, p, r.env.ip))
-        .map(|(n, r)| {
-            finding(
-                Level::Fail,
-                "topology",
-                Some(n),
-                format!(
-                    "its data-plane address {} ({}) is outside the head's subnet {net}/{p} ({} on {}): {}{}; put every node's data-plane NIC in one subnet (a switch), or use 2 nodes back to back",
-                    r.env.ip,
-                    r.env.interface,
-                    h.env.interface,
-                    head.label(),
-                    if ok.len() > 2 {
-                        "a switchless chain of 3+ nodes (one subnet per link) is not supported, NCCL does not route between links; "
-                    } else {
-                        ""
-                    },
-                    SUPPORTED_TOPOLOGY
-                ),
-            )
-        })
-        .collect()
-}
-
-fn where_(c: &ContainerReport) -> String {
-    match &c.name {
-        Some(n) if c.backend.is_container() => format!("container {n}"),
-        _ => "the host environment".into(),
+    for line in env.assignments() {
+        s.push_str(&line);
+        s.push('\n');
     }
+    s.push_str(&format!(
+        "# this node's own (vLLM must not copy the head's): {}\n",
+        env.per_node.join(" ")
+    ));
+    s.push_str(&shell::line(&env.ray_start));
+    s.push('\n');
+    s
 }
 
-fn show(mtu: Option<u32>) -> String {
-    mtu.map_or("unknown".into(), |m| m.to_string())
+/// The text form of a node's report (`join --dry-run`).
+pub fn render_join(r: &JoinReport) -> String {
+    let mut s = render_env(&r.env);
+    let c = &r.container;
+    if let Some(name) = &c.name {
+        s.push_str(&format!(
+            "# container {name} ({}): {}\n",
+            c.backend,
+            if !c.found {
+                "not found: `halobox refresh --name NAME` creates it".to_string()
+            } else {
+                format!(
+                    "{}, halobox inside: {}",
+                    c.state.as_deref().unwrap_or("?"),
+                    c.halobox.as_deref().unwrap_or("none (made without it)")
+                )
+            }
+        ));
+    }
+    if let Some(v) = &r.view {
+        let place = c
+            .name
+            .as_deref()
+            .map_or("here".to_string(), |n| format!("in {n}"));
+        for line in v.lines() {
+            s.push_str(&format!("# {place}: {line}\n"));
+        }
+    }
+    if let Some(e) = &r.inside_error {
+        s.push_str(&format!("# inside: {e}\n"));
+    }
+    if let Some(p) = &r.carry_over {
+        s.push_str(&format!("# vLLM's list of per-node variables: {p}\n"));
+    }
+    if !r.command.is_empty() {
+        s.push_str(&format!("# runs as: {}\n", shell::line(&r.command)));
+    }
+    s
 }
 
 /// What `serve` was asked for.

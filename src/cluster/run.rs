@@ -1,165 +1,26 @@
-//! Executes the cluster plans: `join` on this node (Ray in the container or
-//! on the host), and `up`/`status`/`down` over ssh to every node, in
-//! parallel where the order does not matter.
+//! Executes the cluster plans over ssh: `up`/`status`/`down` on every node,
+//! in parallel where the order does not matter (what runs on each node is
+//! [`super::join`]).
 
-use std::net::{Ipv4Addr, TcpListener};
+use std::net::Ipv4Addr;
 use std::path::Path;
-use std::process::Command;
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, bail};
 use serde::{Deserialize, Serialize};
 
 use super::config::{ClusterConfig, NodeBackend, NodeConfig};
-use super::env::{self, EnvRequest, NodeEnv};
-use super::plan::{
-    self, ContainerReport, Finding, JoinReport, Level, RayNodes, in_container, with_env,
-};
-use crate::host::HostFacts;
+use super::env::NodeEnv;
+use super::join::VERSION;
+use super::plan::{self, Finding, JoinReport, Level, RayNodes};
 use crate::proc::{Finished, Proc, WaitError};
 use crate::remote::{self, Failure, RemoteError};
 use crate::shell;
-
-/// This halobox's version (compared across nodes).
-pub const VERSION: &str = env!("CARGO_PKG_VERSION");
 
 /// How long one node's `join` (Ray start included) may take over ssh.
 const JOIN_TIMEOUT: Duration = Duration::from_secs(180);
 /// How long a read-only command on a node may take over ssh.
 const QUERY_TIMEOUT: Duration = Duration::from_secs(60);
-
-/// Whether `ip:port` can be bound (nothing listens there).
-pub fn port_free(ip: Ipv4Addr, port: u16) -> bool {
-    !matches!(TcpListener::bind((ip, port)), Err(e) if e.kind() == std::io::ErrorKind::AddrInUse)
-}
-
-/// Where this node's Ray would run, as seen from here.
-pub fn container_report(
-    facts: &HostFacts,
-    backend: NodeBackend,
-    name: &str,
-    engine: Option<&str>,
-) -> anyhow::Result<ContainerReport> {
-    let host_kfd = facts.gpu.kfd.is_some();
-    if backend == NodeBackend::Host {
-        let memlock = facts.limits.memlock.map(|l| match l.soft {
-            crate::host::limits::LimitValue::Unlimited => -1,
-            crate::host::limits::LimitValue::Finite(v) => i64::try_from(v).unwrap_or(i64::MAX),
-        });
-        return Ok(ContainerReport {
-            backend,
-            name: None,
-            found: true,
-            image_digest: None,
-            memlock,
-            kfd: host_kfd,
-        });
-    }
-    let info = crate::engine::block_on(async {
-        let engine = crate::engine::connect(engine).await?;
-        anyhow::Ok(engine.container(name).await?)
-    })??;
-    Ok(match info {
-        None => ContainerReport {
-            backend,
-            name: Some(name.into()),
-            found: false,
-            image_digest: None,
-            memlock: None,
-            kfd: false,
-        },
-        Some(c) => ContainerReport {
-            backend,
-            name: Some(name.into()),
-            found: true,
-            image_digest: c.labels.get(crate::container::spec::LABEL_DIGEST).cloned(),
-            memlock: c.memlock,
-            // toolbox and distrobox bind the host's /dev.
-            kfd: c.devices.iter().any(|d| d.starts_with("/dev/kfd"))
-                || (matches!(backend, NodeBackend::Toolbox | NodeBackend::Distrobox) && host_kfd),
-        },
-    })
-}
-
-/// This node's report and env (what `join --dry-run --json` prints).
-pub fn join_report(
-    facts: &HostFacts,
-    req: &EnvRequest,
-    backend: NodeBackend,
-    container: &str,
-    engine: Option<&str>,
-    halobox: &str,
-    check_port: bool,
-) -> anyhow::Result<JoinReport> {
-    let env = env::plan(facts, req).map_err(|e| anyhow::anyhow!("{e}"))?;
-    // A snapshot (`check_port` false) has no engine to ask about its container.
-    let not_inspected = (!check_port && backend.is_container())
-        .then(|| plan::snapshot_not_inspected(backend, container));
-    let report = match not_inspected {
-        Some(_) => ContainerReport::unknown(backend, container),
-        None => container_report(facts, backend, container, engine)?,
-    };
-    let port_free = (env.is_head && check_port).then(|| port_free(req.ip, req.port));
-    let command = in_container(
-        halobox,
-        backend,
-        container,
-        &with_env(&env.vars, &env.ray_start),
-    );
-    Ok(JoinReport {
-        halobox_version: VERSION.into(),
-        env,
-        container: report,
-        not_inspected,
-        prefix_len: plan::prefix_len(facts, req.ip),
-        port_free,
-        command,
-    })
-}
-
-/// Starts Ray on this node as the report says; fails with Ray's own words.
-pub fn join(report: &JoinReport, container: &str, engine: Option<String>) -> anyhow::Result<()> {
-    let env = &report.env;
-    if env.is_head && report.port_free == Some(false) {
-        bail!(
-            "port {} on {} is already in use, so the Ray head cannot start there\n  hint: stop what holds it (`ss -ltnp`), `halobox cluster down`, or choose another ray_port",
-            port_of(&env.ray_start),
-            env.ip
-        );
-    }
-    if report.container.backend == NodeBackend::Host {
-        let (prog, args) = env.ray_start.split_first().expect("ray start argv");
-        let status = Command::new(prog)
-            .args(args)
-            .envs(env.vars.iter().map(|v| (&v.name, &v.value)))
-            .env("RAY_USAGE_STATS_ENABLED", "0")
-            .status()
-            .map_err(|e| anyhow::anyhow!("cannot run {prog}: {e}\n  hint: install Ray (scripts/ray-venv.sh) or set `ray` in cluster.toml to its path"))?;
-        if !status.success() {
-            bail!("`ray start` failed on {} ({status})", env.ip);
-        }
-        return Ok(());
-    }
-    if !report.container.found {
-        bail!(
-            "there is no container {container}\n  hint: create it with `halobox refresh --name {container}`"
-        );
-    }
-    let command = with_env(&env.vars, &env.ray_start);
-    let code = crate::container::enter::run(Some(container), engine.as_deref(), &command)?;
-    if code != 0 {
-        bail!("`ray start` failed on {} in container {container}", env.ip);
-    }
-    Ok(())
-}
-
-fn port_of(ray_start: &[String]) -> String {
-    ray_start
-        .iter()
-        .find_map(|a| a.strip_prefix("--port="))
-        .unwrap_or("?")
-        .to_string()
-}
 
 /// `node` as the remote runner reaches it.
 fn remote_node(cfg: &ClusterConfig, node: &NodeConfig) -> remote::Node {

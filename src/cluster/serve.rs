@@ -38,6 +38,8 @@ pub fn prepare(
         ray: cfg.ray.clone(),
         ray_args: vec![],
         ray_head_args: vec![],
+        env: env::vars(&cfg.env),
+        node_env: env::vars(&head.env),
     };
     let where_ = format!("{} ({})", head.ip, head.label());
     let run_there = format!("ssh {} halobox serve {} …", head.ssh, req.model);

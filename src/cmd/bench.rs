@@ -12,10 +12,14 @@ use crate::bench::plan::{self, BenchOptions, RdmaMode};
 use crate::bench::probe::{self, NodeContext};
 use crate::bench::results::{self, Results};
 use crate::bench::{peer as bench_peer, report, run as exec, tcp};
-use crate::cli::{BenchCommand, BenchCompareArgs, BenchReportArgs, BenchRunArgs, BenchServeArgs};
+use crate::cli::{
+    BenchClientArgs, BenchCommand, BenchCompareArgs, BenchExecArgs, BenchOn, BenchReportArgs,
+    BenchRunArgs, BenchServeArgs,
+};
 use crate::cluster::config;
+use crate::container::inside::{self, Inside};
 use crate::error::UsageError;
-use crate::host::{self, GatherOptions, HostRoot, Reader};
+use crate::host::{self, GatherOptions, HostRoot};
 
 /// Runs a `bench` subcommand.
 pub fn run(cmd: BenchCommand) -> anyhow::Result<ExitCode> {
@@ -30,6 +34,8 @@ pub fn run(cmd: BenchCommand) -> anyhow::Result<ExitCode> {
             println!("{}", serde_json::to_string(&probe::probe(root, args.ip))?);
             Ok(ExitCode::SUCCESS)
         }
+        BenchCommand::Client(args) => client(&args),
+        BenchCommand::Exec(args) => exec_in(&args),
         BenchCommand::Report(args) => report_cmd(&args),
         BenchCommand::Compare(args) => compare(&args),
     }
@@ -50,6 +56,39 @@ fn serve(args: &BenchServeArgs) -> anyhow::Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
+fn client(args: &BenchClientArgs) -> anyhow::Result<ExitCode> {
+    let target = tcp::Target {
+        peer: args.to,
+        local: args.from,
+    };
+    let log = exec::tcp_client(
+        &target,
+        args.latency,
+        args.streams.unwrap_or(1),
+        Duration::from_secs(u64::from(args.duration)),
+    )
+    .with_context(|| format!("halobox TCP client to {}", args.to))?;
+    print!("{log}");
+    Ok(ExitCode::SUCCESS)
+}
+
+fn exec_in(args: &BenchExecArgs) -> anyhow::Result<ExitCode> {
+    let name = default_container(args.container.as_deref())?;
+    let inside = inside::find(&name, args.engine.engine.as_deref())?.ok_or_else(|| {
+        UsageError(format!(
+            "there is no container {name} on this node\n  hint: create it with `halobox refresh --name {name}`"
+        ))
+    })?;
+    let argv = inside.argv(&args.command);
+    let status = std::process::Command::new(&argv[0])
+        .args(&argv[1..])
+        .status()
+        .with_context(|| format!("cannot run {}: install its command-line tool", argv[0]))?;
+    Ok(ExitCode::from(
+        u8::try_from(status.code().unwrap_or(1).clamp(0, 255)).unwrap_or(1),
+    ))
+}
+
 /// The peer as the flags and the cluster file give it.
 struct Peer {
     ssh: String,
@@ -58,6 +97,15 @@ struct Peer {
     halobox: String,
     ssh_options: Vec<String>,
     from: Option<String>,
+    /// This node's container (`None`: the cluster file runs its Ray on the host).
+    container: Option<String>,
+    /// The peer's container (`None`: on its host).
+    peer_container: Option<String>,
+}
+
+/// The container `--container`, else the config file's `name`, else vllm.
+fn default_container(args_container: Option<&str>) -> anyhow::Result<String> {
+    crate::container::name::resolve(args_container)
 }
 
 /// `--peer` with `--peer-ip` stand alone; otherwise the cluster file names
@@ -74,6 +122,8 @@ fn resolve_peer(args: &BenchRunArgs, facts: &host::HostFacts) -> anyhow::Result<
                 .unwrap_or_else(|| "halobox".into()),
             ssh_options: args.ssh_option.clone(),
             from: None,
+            container: Some(default_container(args.container.as_deref())?),
+            peer_container: Some(default_container(args.container.as_deref())?),
         });
     }
     let path = config::path(args.file.cluster.as_deref()).ok_or_else(|| {
@@ -102,7 +152,24 @@ fn resolve_peer(args: &BenchRunArgs, facts: &host::HostFacts) -> anyhow::Result<
     };
     let mut ssh_options = cfg.ssh_options.clone();
     ssh_options.extend(args.ssh_option.iter().cloned());
+    let in_container = |n: &config::NodeConfig| {
+        n.backend.is_container().then(|| {
+            args.container
+                .clone()
+                .unwrap_or_else(|| n.container.clone())
+        })
+    };
+    let container = match choice
+        .this
+        .as_ref()
+        .and_then(|t| cfg.nodes.iter().find(|n| n.ip == t.ip))
+    {
+        Some(n) => in_container(n),
+        None => Some(default_container(args.container.as_deref())?),
+    };
     Ok(Peer {
+        container,
+        peer_container: in_container(&choice.node),
         ssh: args.peer.clone().unwrap_or_else(|| choice.node.ssh.clone()),
         peer_ips: if from_config {
             vec![choice.node.ip]
@@ -119,6 +186,40 @@ fn resolve_peer(args: &BenchRunArgs, facts: &host::HostFacts) -> anyhow::Result<
     })
 }
 
+/// Where the ends run: `--on`, else this node's container when it has one
+/// (and then the peer's), else the hosts.
+fn placement(args: &BenchRunArgs, peer: &Peer) -> anyhow::Result<(Option<Inside>, Option<String>)> {
+    let engine = args.engine.engine.as_deref();
+    match (args.on, &peer.container) {
+        (Some(BenchOn::Host), _) => Ok((None, None)),
+        (Some(BenchOn::Container), None) => Err(UsageError(
+            "--on container, but the cluster file runs this node's Ray on the host: pass --container NAME".into(),
+        )
+        .into()),
+        (Some(BenchOn::Container), Some(name)) => {
+            let inside = inside::find(name, engine)?.ok_or_else(|| {
+                UsageError(format!(
+                    "there is no container {name} on this node\n  hint: create it with `halobox refresh --name {name}`, or pass --on host"
+                ))
+            })?;
+            Ok((Some(inside), peer.peer_container.clone().or(Some(name.clone()))))
+        }
+        (None, None) => Ok((None, None)),
+        (None, Some(name)) => {
+            let connected = crate::engine::block_on(crate::engine::connect(engine))
+                .ok()
+                .and_then(Result::ok);
+            if connected.is_none() {
+                return Ok((None, None));
+            }
+            match inside::find(name, engine)? {
+                Some(i) => Ok((Some(i), peer.peer_container.clone())),
+                None => Ok((None, None)),
+            }
+        }
+    }
+}
+
 fn options(
     args: &BenchRunArgs,
     peer: Peer,
@@ -126,7 +227,10 @@ fn options(
 ) -> anyhow::Result<BenchOptions> {
     crate::ssh::check_target(&peer.ssh).map_err(|e| anyhow::anyhow!("the peer {e}"))?;
     crate::ssh::check_options(&peer.ssh_options).map_err(anyhow::Error::msg)?;
+    let (local_in, peer_container) = placement(args, &peer)?;
     Ok(BenchOptions {
+        local_in,
+        peer_container,
         peer: peer.ssh,
         peer_from: peer.from,
         peer_halobox: peer.halobox,
@@ -152,12 +256,11 @@ fn bench_run(args: &BenchRunArgs) -> anyhow::Result<ExitCode> {
     let peer = resolve_peer(args, &facts)?;
     let paths = exec::paths(&peer.peer_ips, &peer.iface_ips)?;
     let opts = options(args, peer, paths)?;
-    let reader = Reader::new(HostRoot::live());
     let locals: Vec<NodeContext> = opts
         .paths
         .iter()
-        .map(|p| probe::context(&facts, &reader, p.local_ip))
-        .collect();
+        .map(|p| exec::local_context(&opts, &facts, p.local_ip))
+        .collect::<anyhow::Result<_>>()?;
     if args.mode.dry_run() {
         let ends: Vec<(NodeContext, Option<NodeContext>)> =
             locals.into_iter().map(|l| (l, None)).collect();

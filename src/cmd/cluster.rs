@@ -10,6 +10,7 @@ use crate::cli::{
 };
 use crate::cluster::config::{self, ClusterConfig, NodeConfig};
 use crate::cluster::env::{self, EnvRequest};
+use crate::cluster::join::{self, JoinRequest};
 use crate::cluster::plan::{self, in_container, with_env};
 use crate::cluster::run;
 use crate::error::UsageError;
@@ -43,6 +44,7 @@ fn parse_node(spec: &str, a: &ClusterInitArgs) -> Result<NodeConfig, String> {
         container: a.ray_node.container.clone(),
         backend: a.ray_node.backend,
         cpus: a.cpus,
+        env: Default::default(),
     })
 }
 
@@ -163,30 +165,34 @@ fn join(a: &ClusterJoinArgs) -> anyhow::Result<ExitCode> {
         }
         (None, None, _) => cpus(),
     };
-    let req = EnvRequest {
-        ip: a.ip,
-        head: a.head,
-        port: a.ray_node.port,
-        transport: a.ray_node.transport,
-        cpus,
-        ray: a.ray.clone(),
-        ray_args: a.ray_arg.clone(),
-        ray_head_args: a.ray_head_arg.clone(),
+    let parse = |list: &[String]| -> Result<Vec<env::EnvVar>, UsageError> {
+        list.iter()
+            .map(|s| env::parse_assignment(s).map_err(|e| UsageError(format!("--env {e}"))))
+            .collect()
+    };
+    let req = JoinRequest {
+        env: EnvRequest {
+            ip: a.ip,
+            head: a.head,
+            port: a.ray_node.port,
+            transport: a.ray_node.transport,
+            cpus,
+            ray: a.ray.clone(),
+            ray_args: a.ray_arg.clone(),
+            ray_head_args: a.ray_head_arg.clone(),
+            env: parse(&a.env)?,
+            node_env: parse(&a.node_env)?,
+        },
+        backend: a.ray_node.backend,
+        container: a.ray_node.container.clone(),
+        engine: a.engine.engine.clone(),
+        halobox: "halobox".into(),
+        check_port: a.source.sysroot.is_none(),
     };
     let named = |e: String| anyhow::anyhow!("node {}: {e}", a.ip);
-    if a.mode.dry_run() && !a.mode.json() {
-        let env = env::plan(&facts, &req).map_err(|e| named(e.to_string()))?;
-        println!(
-            "# node {}{}: transport {}: {}",
-            env.ip,
-            if env.is_head { " (head)" } else { "" },
-            env.transport,
-            env.reason
-        );
-        for line in env.assignments() {
-            println!("{line}");
-        }
-        println!("{}", shell::line(&env.ray_start));
+    if a.source.sysroot.is_some() && a.ray_node.backend.is_container() && !a.mode.json() {
+        let env = env::plan(&facts, &req.env).map_err(|e| named(e.to_string()))?;
+        print!("{}", plan::render_env(&env));
         let full = in_container(
             "halobox",
             a.ray_node.backend,
@@ -196,22 +202,16 @@ fn join(a: &ClusterJoinArgs) -> anyhow::Result<ExitCode> {
         println!("# runs as: {}", shell::line(&full));
         return Ok(ExitCode::SUCCESS);
     }
-    let report = run::join_report(
-        &facts,
-        &req,
-        a.ray_node.backend,
-        &a.ray_node.container,
-        a.engine.engine.as_deref(),
-        "halobox",
-        a.source.sysroot.is_none(),
-    )
-    .map_err(|e| named(format!("{e:#}")))?;
+    let report = join::report(&facts, &req).map_err(|e| named(format!("{e:#}")))?;
     if a.mode.dry_run() {
-        println!("{}", serde_json::to_string(&report)?);
+        if a.mode.json() {
+            println!("{}", serde_json::to_string(&report)?);
+        } else {
+            print!("{}", plan::render_join(&report));
+        }
         return Ok(ExitCode::SUCCESS);
     }
-    run::join(&report, &a.ray_node.container, a.engine.engine.clone())
-        .map_err(|e| named(format!("{e:#}")))?;
+    join::start(&report, &req).map_err(|e| named(format!("{e:#}")))?;
     Ok(ExitCode::SUCCESS)
 }
 

@@ -1,12 +1,16 @@
 //! Containers: the spec (a pure plan from host facts and options), its
-//! request and command-line forms, the backends, which container a command
-//! means, and running a command inside one.
+//! request and command-line forms, the backends, what halobox binds in
+//! (itself, the Hugging Face cache), which container a command
+//! means, and running a command inside one (interactively, or guarded with
+//! stdin attached).
 
 pub mod api;
 pub mod backend;
+pub mod binds;
 pub mod cli;
 pub mod distrobox;
 pub mod enter;
+pub mod inside;
 pub mod memlock;
 pub mod model;
 pub mod name;

@@ -4,8 +4,10 @@
 //! into an engine request and [`crate::container::cli`] into a command line.
 
 use std::collections::BTreeMap;
+use std::path::PathBuf;
 
 use super::backend::Backend;
+use super::binds;
 use super::memlock::MemlockRequest;
 use super::model::Rlimit;
 use super::toolbox;
@@ -48,6 +50,11 @@ pub struct SpecOptions {
     pub memlock: MemlockRequest,
     /// The user's `XDG_RUNTIME_DIR` (toolbox binds it for non-root users).
     pub runtime_dir: Option<String>,
+    /// The real path of the halobox binary, made available inside
+    /// ([`super::binds`]).
+    pub halobox_exe: Option<PathBuf>,
+    /// The host's Hugging Face cache, bound into podman/docker containers.
+    pub hf_home: Option<String>,
 }
 
 /// The entry point of a plain container: halobox's own, so an image's
@@ -124,6 +131,12 @@ pub fn build(facts: &HostFacts, engine: &EngineTraits, opts: &SpecOptions) -> Co
     if opts.backend == Backend::Toolbox {
         toolbox::apply(facts, engine, opts.runtime_dir.as_deref(), &mut spec);
     }
+    binds::apply(
+        &mut spec,
+        opts.backend,
+        opts.halobox_exe.as_deref(),
+        opts.hf_home.as_deref(),
+    );
     spec
 }
 

@@ -107,6 +107,10 @@ pub struct RefreshOptions {
     /// How long the new container must keep running before it replaces
     /// the old one.
     pub settle: Duration,
+    /// The real path of this halobox binary (made available inside).
+    pub halobox_exe: Option<std::path::PathBuf>,
+    /// The Hugging Face cache to bind (podman/docker).
+    pub hf_home: Option<String>,
 }
 
 /// Everything `refresh` will do.
@@ -290,6 +294,8 @@ pub fn plan(
             backend: opts.backend,
             memlock,
             runtime_dir: opts.runtime_dir.clone(),
+            halobox_exe: opts.halobox_exe.clone(),
+            hf_home: opts.hf_home.clone(),
         },
     );
     Ok(RefreshPlan {

@@ -6,6 +6,7 @@
 use super::plan::{self, Found, Known, PREV_SUFFIX, RefreshOptions, RefreshPlan, Source};
 use crate::config::{self, DEFAULT_IMAGE};
 use crate::container::backend::Backend;
+use crate::container::binds;
 use crate::container::memlock::MemlockRequest;
 use crate::container::name;
 use crate::container::spec::LABEL_IMAGE;
@@ -113,6 +114,11 @@ pub async fn plan(
         adopt: req.adopt,
         runtime_dir: std::env::var("XDG_RUNTIME_DIR").ok(),
         settle: req.settle,
+        halobox_exe: std::env::current_exe().and_then(|p| p.canonicalize()).ok(),
+        hf_home: binds::hf_home(
+            std::env::var("HF_HOME").ok().as_deref(),
+            facts.user.home.as_deref(),
+        ),
     };
     let creator = local::engine_process(facts, &engine.info);
     Ok(plan::plan(

@@ -16,7 +16,15 @@ pub fn halobox() -> assert_cmd::Command {
     let mut cmd = assert_cmd::Command::cargo_bin("halobox").expect("halobox binary");
     cmd.current_dir(env!("CARGO_MANIFEST_DIR"));
     cmd.env_remove("HSA_OVERRIDE_GFX_VERSION");
+    // Containers get the Hugging Face cache bound in: a test folder, not
+    // the user's own.
+    cmd.env("HF_HOME", test_hf_home());
     cmd
+}
+
+/// The Hugging Face cache the tests' containers get.
+pub fn test_hf_home() -> PathBuf {
+    std::env::temp_dir().join("halobox-test-hf")
 }
 
 /// Runs halobox with `args`, returning its output.

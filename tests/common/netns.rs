@@ -25,9 +25,24 @@ pub struct Nodes {
     pub dir: tempfile::TempDir,
 }
 
+/// Where the node registry keeps its images between runs (so the test
+/// image is pushed once).
+pub const REGISTRY_DATA: &str = "/var/cache/halobox-engines/node-registry";
+
 impl Nodes {
     /// One node per MTU (`&["9000", "9000"]`: a and b).
     pub fn up(mtus: &[&str]) -> Nodes {
+        Nodes::start(mtus, None)
+    }
+
+    /// One node per `MTU[:IFNAME]`, each a machine with its own `engine`
+    /// (`podman` or `docker`), stand-in GPU and RDMA device nodes, and a
+    /// registry on the bridge ([`Nodes::registry`]).
+    pub fn up_with_engine(specs: &[&str], engine: &str) -> Nodes {
+        Nodes::start(specs, Some(engine))
+    }
+
+    fn start(specs: &[&str], engine: Option<&str>) -> Nodes {
         let k = NEXT.fetch_add(1, Ordering::SeqCst);
         let pid = std::process::id();
         let nodes = Nodes {
@@ -35,13 +50,16 @@ impl Nodes {
             n: (pid * 7 + k) % 250 + 1,
             dir: tempfile::tempdir().expect("tempdir"),
         };
-        let out = Command::new("bash")
-            .arg(script())
+        let mut cmd = Command::new("bash");
+        cmd.arg(script())
             .args(["up", &nodes.tag, &nodes.n.to_string()])
             .arg(nodes.dir.path())
-            .args(mtus)
-            .output()
-            .expect("run scripts/netns/nodes.sh");
+            .args(specs);
+        if let Some(e) = engine {
+            cmd.env("HB_NODE_ENGINE", e)
+                .env("HB_NODE_REGISTRY_DATA", REGISTRY_DATA);
+        }
+        let out = cmd.output().expect("run scripts/netns/nodes.sh");
         assert!(
             out.status.success(),
             "scripts/netns/nodes.sh failed (run the tests as root with iproute2 and openssh-server installed):\n{}",
@@ -63,6 +81,35 @@ impl Nodes {
     /// A file in the nodes' folder.
     pub fn path(&self, name: &str) -> PathBuf {
         self.dir.path().join(name)
+    }
+
+    /// The node registry (`HOST:PORT`), with [`Nodes::up_with_engine`].
+    pub fn registry(&self) -> String {
+        format!("10.77.{}.254:5000", self.n)
+    }
+
+    /// Node `x`'s PID 1 as this machine sees it.
+    pub fn pid(&self, x: char) -> u32 {
+        std::fs::read_to_string(self.path(&format!("node_{x}.pid")))
+            .expect("node pid file")
+            .trim()
+            .parse()
+            .expect("a pid")
+    }
+
+    /// `argv` run on node `x`: in its network, mount and PID namespaces, as
+    /// a login there would (its own /root, /run and engine), not waited for.
+    pub fn on_node(&self, x: char, argv: &[&str]) -> Command {
+        let mut cmd = Command::new("nsenter");
+        cmd.args(["-t", &self.pid(x).to_string(), "-m", "-p", "-n", "--"])
+            .args(argv)
+            .env_remove("SSH_AUTH_SOCK")
+            .env_remove("CONTAINER_HOST")
+            .env_remove("DOCKER_HOST")
+            .env_remove("XDG_RUNTIME_DIR")
+            .env("HOME", "/root")
+            .env("XDG_STATE_HOME", self.path("state"));
+        cmd
     }
 
     /// The ssh options that reach the nodes (their known_hosts and key).

@@ -1,0 +1,272 @@
+//! `cluster join` on this node: its report (what `up`'s preflight reads)
+//! and Ray's start. With the `host` backend both happen in this process:
+//! the env and the [`view`](super::view) from its own facts, vLLM's list
+//! of per-node variables written, `ray start` run. With a container, the
+//! engine says whether the container is there, running and made with
+//! halobox inside; then halobox runs *inside* it as `cluster join
+//! --backend host`, so the env, the view, the vLLM file and Ray are the
+//! container's own, as its user has them.
+
+use std::net::{Ipv4Addr, TcpListener};
+use std::path::PathBuf;
+use std::process::Command;
+use std::time::Duration;
+
+use anyhow::bail;
+
+use super::carry;
+use super::config::NodeBackend;
+use super::env::{self, EnvRequest};
+use super::plan::{self, ContainerReport, JoinReport, in_container, with_env};
+use super::view;
+use crate::container::binds;
+use crate::host::HostFacts;
+use crate::host::limits::LimitValue;
+
+/// This halobox's version (compared across nodes and with the one inside).
+pub const VERSION: &str = env!("CARGO_PKG_VERSION");
+
+/// How long halobox inside the container may take to report.
+const INSIDE_TIMEOUT: Duration = Duration::from_secs(60);
+
+/// What `join` is asked for on this node.
+#[derive(Debug, Clone)]
+pub struct JoinRequest {
+    /// The env request (CPUs resolved).
+    pub env: EnvRequest,
+    /// Where Ray runs.
+    pub backend: NodeBackend,
+    /// The container (container backends).
+    pub container: String,
+    /// `--engine`.
+    pub engine: Option<String>,
+    /// The `halobox` command on this node (as printed).
+    pub halobox: String,
+    /// Check that the head's port is free (not for snapshots).
+    pub check_port: bool,
+}
+
+/// Whether `ip:port` can be bound (nothing listens there).
+pub fn port_free(ip: Ipv4Addr, port: u16) -> bool {
+    !matches!(TcpListener::bind((ip, port)), Err(e) if e.kind() == std::io::ErrorKind::AddrInUse)
+}
+
+/// The real path of this halobox binary.
+fn own_exe() -> anyhow::Result<PathBuf> {
+    std::env::current_exe()
+        .and_then(|p| p.canonicalize())
+        .map_err(|e| anyhow::anyhow!("cannot find this halobox binary: {e}"))
+}
+
+/// Where this node's Ray would run, as the node (and its engine) sees it.
+pub fn container_report(facts: &HostFacts, req: &JoinRequest) -> anyhow::Result<ContainerReport> {
+    let node_kfd = facts.gpu.kfd.is_some();
+    let node_infiniband: Vec<String> = facts
+        .rdma
+        .dev_nodes
+        .iter()
+        .map(|d| d.path.clone())
+        .collect();
+    let mut report = ContainerReport {
+        backend: req.backend,
+        name: None,
+        found: true,
+        state: None,
+        image_digest: None,
+        memlock: facts.limits.memlock.map(|l| match l.soft {
+            LimitValue::Unlimited => -1,
+            LimitValue::Finite(v) => i64::try_from(v).unwrap_or(i64::MAX),
+        }),
+        kfd: node_kfd,
+        node_kfd,
+        node_infiniband,
+        halobox: None,
+    };
+    if req.backend == NodeBackend::Host {
+        return Ok(report);
+    }
+    let name = req.container.as_str();
+    let info = crate::engine::block_on(async {
+        let engine = crate::engine::connect(req.engine.as_deref()).await?;
+        anyhow::Ok(engine.container(name).await?)
+    })??;
+    report.name = Some(name.into());
+    report.memlock = None;
+    report.kfd = false;
+    let Some(c) = info else {
+        report.found = false;
+        return Ok(report);
+    };
+    let shares_dev = matches!(req.backend, NodeBackend::Toolbox | NodeBackend::Distrobox);
+    report.state = Some(c.state.clone());
+    report.image_digest = c.labels.get(crate::container::spec::LABEL_DIGEST).cloned();
+    report.memlock = c.memlock;
+    // toolbox and distrobox bind the host's /dev.
+    report.kfd = c.devices.iter().any(|d| d.starts_with("/dev/kfd")) || (shares_dev && node_kfd);
+    report.halobox =
+        binds::existing_inside_path(&c.labels, Some(&req.backend.to_string()), &own_exe()?);
+    Ok(report)
+}
+
+/// This node's report (what `join --dry-run --json` prints).
+pub fn report(facts: &HostFacts, req: &JoinRequest) -> anyhow::Result<JoinReport> {
+    let env = env::plan(facts, &req.env).map_err(|e| anyhow::anyhow!("{e}"))?;
+    let prefix_len = plan::prefix_len(facts, req.env.ip);
+    // A snapshot (`check_port` false) has no engine to ask about its container.
+    if !req.check_port && req.backend.is_container() {
+        return Ok(JoinReport {
+            halobox_version: VERSION.into(),
+            command: in_container(
+                &req.halobox,
+                req.backend,
+                &req.container,
+                &with_env(&env.vars, &env.ray_start),
+            ),
+            env,
+            container: ContainerReport::unknown(req.backend, &req.container),
+            not_inspected: Some(plan::snapshot_not_inspected(req.backend, &req.container)),
+            prefix_len,
+            port_free: None,
+            view: None,
+            inside_version: None,
+            inside_error: None,
+            carry_over: None,
+        });
+    }
+    let container = container_report(facts, req)?;
+    if req.backend == NodeBackend::Host {
+        let port_free =
+            (env.is_head && req.check_port).then(|| port_free(req.env.ip, req.env.port));
+        return Ok(JoinReport {
+            halobox_version: VERSION.into(),
+            command: with_env(&env.vars, &env.ray_start),
+            env,
+            container,
+            not_inspected: None,
+            prefix_len,
+            port_free,
+            view: Some(view::from_facts(facts)),
+            inside_version: None,
+            inside_error: None,
+            carry_over: carry::path().map(|p| p.display().to_string()),
+        });
+    }
+    let mut report = JoinReport {
+        halobox_version: VERSION.into(),
+        command: vec![],
+        env,
+        container,
+        not_inspected: None,
+        prefix_len,
+        port_free: None,
+        view: None,
+        inside_version: None,
+        inside_error: None,
+        carry_over: None,
+    };
+    let Some(inside) = report.container.halobox.clone() else {
+        return Ok(report);
+    };
+    report.command = in_container(
+        &req.halobox,
+        req.backend,
+        &req.container,
+        &plan::inside_join(&inside, &req.env, false),
+    );
+    if !report.container.running() {
+        return Ok(report);
+    }
+    match look_inside(req, &inside) {
+        Ok(r) => {
+            report.inside_version = Some(r.halobox_version);
+            report.env = r.env;
+            report.view = r.view;
+            report.port_free = r.port_free;
+            report.carry_over = r.carry_over;
+        }
+        Err(e) => report.inside_error = Some(e),
+    }
+    Ok(report)
+}
+
+/// halobox's report from inside the container (`cluster join --backend
+/// host --dry-run --json` there, through `halobox enter`).
+fn look_inside(req: &JoinRequest, inside: &str) -> Result<JoinReport, String> {
+    let name = &req.container;
+    let exe = own_exe().map_err(|e| e.to_string())?;
+    let mut argv = vec![exe.display().to_string(), "enter".into(), name.clone()];
+    if let Some(e) = &req.engine {
+        argv.extend(["--engine".into(), e.clone()]);
+    }
+    argv.push("--".into());
+    argv.extend(plan::inside_join(inside, &req.env, true));
+    let done = crate::proc::run(&argv, INSIDE_TIMEOUT)
+        .map_err(|e| format!("cannot run halobox enter {name}: {e}"))?;
+    let tail = crate::remote::tail(&done.output, 3);
+    let line = done.stdout.lines().rev().find(|l| l.starts_with('{'));
+    match (done.status.and_then(|s| s.code()), line) {
+        (Some(0), Some(line)) => crate::remote::parse_json(line).map_err(|e| {
+            format!("halobox inside container {name} answered in a form this one does not read ({e}): `halobox refresh --name {name}`")
+        }),
+        (_, _) if done.timed_out.is_some() => Err(format!(
+            "halobox inside container {name} did not answer within {} s: {tail}",
+            INSIDE_TIMEOUT.as_secs()
+        )),
+        (Some(126 | 127), _) => Err(format!(
+            "halobox does not run inside container {name} ({inside}): {tail}\n  hint: the image needs a C library at least as new as the host's (halobox is built against it), or a static halobox (`cargo build --release --target x86_64-unknown-linux-musl`); `halobox refresh --name {name}` after installing it"
+        )),
+        _ => Err(format!("halobox inside container {name}: {tail}")),
+    }
+}
+
+/// Starts Ray on this node as `report` says; fails with Ray's own words.
+pub fn start(report: &JoinReport, req: &JoinRequest) -> anyhow::Result<()> {
+    let env = &report.env;
+    if env.is_head && report.port_free == Some(false) {
+        bail!(
+            "port {} on {} is already in use, so the Ray head cannot start there\n  hint: stop what holds it (`ss -ltnp`), `halobox cluster down`, or choose another ray_port",
+            req.env.port,
+            env.ip
+        );
+    }
+    let name = &req.container;
+    if req.backend == NodeBackend::Host {
+        match report.carry_over.as_deref() {
+            Some(p) => carry::write(std::path::Path::new(p), &env.per_node)?,
+            None => eprintln!(
+                "warning: no HOME: vLLM's list of per-node variables ({}) was not written, so vLLM may copy the head's values to the workers",
+                carry::FILE
+            ),
+        }
+        let (prog, args) = env.ray_start.split_first().expect("ray start argv");
+        let status = Command::new(prog)
+            .args(args)
+            .envs(env.vars.iter().map(|v| (&v.name, &v.value)))
+            .env("RAY_USAGE_STATS_ENABLED", "0")
+            .status()
+            .map_err(|e| anyhow::anyhow!("cannot run {prog}: {e}\n  hint: install Ray (scripts/ray-venv.sh) or set `ray` in cluster.toml to its path"))?;
+        if !status.success() {
+            bail!("`ray start` failed on {} ({status})", env.ip);
+        }
+        return Ok(());
+    }
+    if !report.container.found {
+        bail!(
+            "there is no container {name}\n  hint: create it with `halobox refresh --name {name}`"
+        );
+    }
+    let Some(inside) = &report.container.halobox else {
+        bail!(
+            "container {name} was made without halobox inside\n  hint: re-create it with `halobox refresh --name {name}`"
+        );
+    };
+    let command = plan::inside_join(inside, &req.env, false);
+    let code = crate::container::enter::run(Some(name), req.engine.as_deref(), &command)?;
+    if code != 0 {
+        bail!(
+            "`halobox cluster join` failed in container {name} on {}",
+            env.ip
+        );
+    }
+    Ok(())
+}

@@ -1,0 +1,396 @@
+//! The preflight verdict of `cluster up` over every node's report: each
+//! node alone (reached, same halobox, its container there, running and made
+//! with halobox inside; what RCCL will see in it: GPU and RDMA devices it
+//! can open, memlock; the head's Ray port free), then the nodes together
+//! (same image, MTU and transport). Pure; every finding names its node and
+//! the fix.
+
+use std::net::Ipv4Addr;
+
+use serde::{Deserialize, Serialize};
+
+use super::config::{ClusterConfig, NodeConfig};
+use super::env::Resolved;
+use super::plan::{ContainerReport, JoinReport};
+use super::view::{DeviceAccess, RuntimeView};
+
+/// How bad a preflight finding is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Level {
+    /// Fine.
+    Pass,
+    /// Ray will start, vLLM may not.
+    Warn,
+    /// `up` stops here.
+    Fail,
+}
+
+/// One preflight finding.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Finding {
+    /// Verdict.
+    pub level: Level,
+    /// Check id (`reach`, `version`, `container`, `halobox`, `inside`,
+    /// `image`, `memlock`, `devices`, `rdma`, `mtu`, `transport`, `port`).
+    pub check: String,
+    /// The node it is about, when one.
+    pub node: Option<String>,
+    /// What was found, with the fix.
+    pub message: String,
+}
+
+fn finding(level: Level, check: &str, node: Option<&NodeConfig>, message: String) -> Finding {
+    Finding {
+        level,
+        check: check.into(),
+        node: node.map(|n| n.label().to_string()),
+        message,
+    }
+}
+
+/// The preflight verdict over every node's report (`Err` is why the node
+/// could not report), against this halobox's `version`.
+pub fn preflight(
+    cfg: &ClusterConfig,
+    reports: &[Result<JoinReport, String>],
+    version: &str,
+) -> Vec<Finding> {
+    let mut out = Vec::new();
+    let mut ok: Vec<(&NodeConfig, &JoinReport)> = Vec::new();
+    for (node, r) in cfg.nodes.iter().zip(reports) {
+        match r {
+            Ok(r) => ok.push((node, r)),
+            Err(e) => out.push(finding(Level::Fail, "reach", Some(node), e.clone())),
+        }
+    }
+    let rdma = ok
+        .iter()
+        .any(|(_, r)| r.env.transport != Resolved::Ethernet);
+    for (node, r) in &ok {
+        out.extend(node_findings(cfg, node, r, version, rdma));
+    }
+    out.extend(together(&ok));
+    out.extend(topology(&ok));
+    if !out.iter().any(|f| f.level == Level::Fail) {
+        let t = ok
+            .first()
+            .map_or(Resolved::Ethernet, |(_, r)| r.env.transport);
+        out.push(finding(
+            Level::Pass,
+            "preflight",
+            None,
+            format!(
+                "{} node(s) ready: same halobox, same image (containers), same MTU, transport {t}",
+                cfg.nodes.len()
+            ),
+        ));
+    }
+    out
+}
+
+/// What one node's report says about that node alone. `rdma`: the cluster
+/// uses RDMA, so memlock and the RDMA devices are needed.
+fn node_findings(
+    cfg: &ClusterConfig,
+    node: &NodeConfig,
+    r: &JoinReport,
+    version: &str,
+    rdma: bool,
+) -> Vec<Finding> {
+    let mut out = Vec::new();
+    let mut add = |level, check, message| out.push(finding(level, check, Some(node), message));
+    if r.halobox_version != version {
+        add(
+            Level::Fail,
+            "version",
+            format!(
+                "runs halobox {}, this machine {version}: install the same halobox on every node",
+                r.halobox_version
+            ),
+        );
+    }
+    if let Some(why) = &r.not_inspected {
+        add(Level::Fail, "container", why.clone());
+        return out;
+    }
+    let c = &r.container;
+    let name = &node.container;
+    if !c.found {
+        add(
+            Level::Fail,
+            "container",
+            format!(
+                "there is no container {name}: create it with `halobox refresh --name {name}` on that node"
+            ),
+        );
+        return out;
+    }
+    if !c.running() {
+        add(
+            Level::Fail,
+            "container",
+            format!(
+                "container {name} is {}, not running: start it with `halobox enter {name} -- true` on that node",
+                c.state.as_deref().unwrap_or("not running")
+            ),
+        );
+        return out;
+    }
+    if c.backend.is_container() {
+        match (&c.halobox, &r.inside_error, &r.inside_version) {
+            (None, _, _) => add(
+                Level::Fail,
+                "halobox",
+                format!(
+                    "container {name} was made without halobox inside (by hand, or by an older halobox): re-create it with `halobox refresh --name {name}` on that node"
+                ),
+            ),
+            (Some(_), Some(e), _) => add(Level::Fail, "inside", e.clone()),
+            (Some(path), None, Some(v)) if v != &r.halobox_version => add(
+                Level::Fail,
+                "version",
+                format!(
+                    "halobox in container {name} ({path}) is {v}, the node's is {}: the container sees the binary's folder of its last refresh; `halobox refresh --name {name}` on that node",
+                    r.halobox_version
+                ),
+            ),
+            _ => {}
+        }
+    }
+    // Outside a container halobox made nothing: GPU access and memlock
+    // there are the host's business, so they only warn. Memlock and the
+    // RDMA devices matter only when RCCL uses RDMA.
+    let gpu_level = if c.backend.is_container() {
+        Level::Fail
+    } else {
+        Level::Warn
+    };
+    let rdma_level = if rdma { gpu_level } else { Level::Warn };
+    let place = where_(c);
+    let fix = if c.backend.is_container() {
+        format!("`halobox refresh --name {name}` on that node")
+    } else {
+        "`halobox doctor` on that node".to_string()
+    };
+    let view = r.view.as_ref();
+    match view.map_or(c.memlock, |v| v.memlock) {
+        Some(-1) => {}
+        other => add(
+            rdma_level,
+            "memlock",
+            format!(
+                "memlock is {} in {place}: RDMA needs it unlimited ({})",
+                other.map_or("unknown".into(), |v| format!("{v} bytes")),
+                if c.backend.is_container() {
+                    format!("{fix} sets it")
+                } else {
+                    "limits.d memlock unlimited".to_string()
+                }
+            ),
+        ),
+    }
+    let kfd_in = view.map_or(c.kfd, |v| v.kfd.is_some());
+    if !kfd_in {
+        let why = if c.node_kfd || !c.backend.is_container() {
+            format!(
+                "/dev/kfd is not in {place} (made without the GPU devices?): vLLM will not see the GPU; {fix}"
+            )
+        } else {
+            "the node has no /dev/kfd: vLLM will not see a GPU there (`halobox doctor` on that node)"
+                .to_string()
+        };
+        add(gpu_level, "devices", why);
+    }
+    if let Some(v) = view {
+        let blocked: Vec<&DeviceAccess> = v
+            .kfd
+            .iter()
+            .chain(&v.render)
+            .filter(|d| !d.usable)
+            .collect();
+        if !blocked.is_empty() {
+            add(gpu_level, "devices", cannot_open(v, &blocked, &place, &fix));
+        }
+        let missing: Vec<&String> = c
+            .node_infiniband
+            .iter()
+            .filter(|p| !v.infiniband.iter().any(|d| &d.path == *p))
+            .collect();
+        if !missing.is_empty() {
+            add(
+                rdma_level,
+                "rdma",
+                format!(
+                    "{} of the node not in {place}: RCCL cannot use RDMA there; {fix}",
+                    missing
+                        .iter()
+                        .map(|s| s.as_str())
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                ),
+            );
+        }
+        let blocked: Vec<&DeviceAccess> = v.infiniband.iter().filter(|d| !d.usable).collect();
+        if !blocked.is_empty() {
+            add(rdma_level, "rdma", cannot_open(v, &blocked, &place, &fix));
+        }
+    }
+    if r.env.is_head && r.port_free == Some(false) {
+        add(
+            Level::Fail,
+            "port",
+            format!(
+                "port {} on {} is already in use: stop what holds it (`ss -ltnp 'sport = :{}'`, `halobox cluster down`) or set ray_port in cluster.toml",
+                cfg.ray_port, r.env.ip, cfg.ray_port
+            ),
+        );
+    }
+    out
+}
+
+fn cannot_open(v: &RuntimeView, blocked: &[&DeviceAccess], place: &str, fix: &str) -> String {
+    let list: Vec<String> = blocked
+        .iter()
+        .map(|d| {
+            format!(
+                "{} (mode {}, group {})",
+                d.path,
+                d.mode.as_deref().unwrap_or("?"),
+                d.gid.map_or("?".into(), |g| g.to_string())
+            )
+        })
+        .collect();
+    format!(
+        "user {} in {place} cannot open {}: it is in groups {:?}; give it the device groups ({fix}; podman keeps them with crun, else halobox adds the numeric GIDs)",
+        v.user,
+        list.join(", "),
+        v.groups
+    )
+}
+
+/// What the nodes must share: image, MTU and transport.
+fn together(ok: &[(&NodeConfig, &JoinReport)]) -> Vec<Finding> {
+    let mut out = Vec::new();
+    let digests: Vec<(&NodeConfig, Option<&String>)> = ok
+        .iter()
+        .filter(|(_, r)| r.container.backend.is_container() && r.container.found)
+        .map(|(n, r)| (*n, r.container.image_digest.as_ref()))
+        .collect();
+    if let Some((first, Some(want))) = digests.first() {
+        for (n, d) in &digests[1..] {
+            if *d != Some(want) {
+                out.push(finding(
+                    Level::Fail,
+                    "image",
+                    Some(n),
+                    format!(
+                        "its container runs image {}, {} runs {want}: `halobox refresh` every node to the same image",
+                        d.map_or("without a digest label", |s| s.as_str()),
+                        first.label()
+                    ),
+                ));
+            }
+        }
+    } else if let Some((first, None)) = digests.first() {
+        out.push(finding(
+            Level::Fail,
+            "image",
+            Some(first),
+            "its container has no dev.halobox.image-digest label: re-create it with `halobox refresh`".into(),
+        ));
+    }
+    if let Some((head, h)) = ok.iter().find(|(_, r)| r.env.is_head) {
+        for (n, r) in ok.iter().filter(|(_, r)| !r.env.is_head) {
+            if r.env.mtu != h.env.mtu {
+                out.push(finding(
+                    Level::Fail,
+                    "mtu",
+                    Some(n),
+                    format!(
+                        "MTU {} on {} ({}), but {} on {} of the head {}: set the same MTU on both ends (9000 for RoCE), e.g. `ip link set {} mtu {}`",
+                        show(r.env.mtu),
+                        r.env.interface,
+                        r.env.ip,
+                        show(h.env.mtu),
+                        h.env.interface,
+                        head.label(),
+                        r.env.interface,
+                        show(h.env.mtu)
+                    ),
+                ));
+            }
+            if r.env.transport != h.env.transport {
+                out.push(finding(
+                    Level::Fail,
+                    "transport",
+                    Some(n),
+                    format!(
+                        "resolved to {} ({}), the head to {}: every node must use the same transport; fix that node's RDMA port or set transport in cluster.toml",
+                        r.env.transport, r.env.reason, h.env.transport
+                    ),
+                ));
+            }
+        }
+    }
+    out
+}
+
+/// What halobox supports: every node's data plane on one NIC, and all of
+/// them in one subnet.
+pub const SUPPORTED_TOPOLOGY: &str = "halobox supports one data-plane NIC per node, with every node in one subnet: through a switch, or exactly 2 nodes back to back";
+
+/// Topologies NCCL would fail in, from the nodes' reports. Detected: a node
+/// whose data-plane address is outside the head's subnet (the head's
+/// address and prefix as its interface holds them): a switchless daisy
+/// chain of 3+ nodes with each link its own /30–/31 (or /24), or nodes on
+/// different routed subnets. Not detected here: one machine reached under
+/// two ssh names (`cluster.toml` refuses the same host twice), a second NIC
+/// that carries no node's address (information only), or a head whose
+/// prefix is unknown (an address known only from a RoCE GID).
+fn topology(ok: &[(&NodeConfig, &JoinReport)]) -> Vec<Finding> {
+    let Some((head, h)) = ok.iter().find(|(_, r)| r.env.is_head) else {
+        return vec![];
+    };
+    let Some(p) = h.prefix_len else {
+        return vec![];
+    };
+    let net = Ipv4Addr::from(
+        u32::from(h.env.ip) & u32::MAX.checked_shl(32 - u32::from(p.min(32))).unwrap_or(0),
+    );
+    ok.iter()
+        .filter(|(_, r)| !r.env.is_head)
+        .filter(|(_, r)| !crate::host::routes::contains(h.env.ip, p, r.env.ip))
+        .map(|(n, r)| {
+            finding(
+                Level::Fail,
+                "topology",
+                Some(n),
+                format!(
+                    "its data-plane address {} ({}) is outside the head's subnet {net}/{p} ({} on {}): {}{}; put every node's data-plane NIC in one subnet (a switch), or use 2 nodes back to back",
+                    r.env.ip,
+                    r.env.interface,
+                    h.env.interface,
+                    head.label(),
+                    if ok.len() > 2 {
+                        "a switchless chain of 3+ nodes (one subnet per link) is not supported, NCCL does not route between links; "
+                    } else {
+                        ""
+                    },
+                    SUPPORTED_TOPOLOGY
+                ),
+            )
+        })
+        .collect()
+}
+
+fn where_(c: &ContainerReport) -> String {
+    match &c.name {
+        Some(n) if c.backend.is_container() => format!("container {n}"),
+        _ => "the host environment".into(),
+    }
+}
+
+fn show(mtu: Option<u32>) -> String {
+    mtu.map_or("unknown".into(), |m| m.to_string())
+}
