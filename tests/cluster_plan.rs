@@ -6,7 +6,8 @@ use std::path::PathBuf;
 
 use halobox::cluster::config::{ClusterConfig, NodeBackend, NodeConfig, Transport};
 use halobox::cluster::env::{self, EnvError, EnvRequest, NodeEnv, Resolved};
-use halobox::cluster::plan::{self, ContainerReport, JoinReport, Level, ServeRequest};
+use halobox::cluster::plan::{self, ContainerReport, JoinReport, ServeRequest};
+use halobox::cluster::preflight::{self, Level};
 use halobox::cluster::view::{DeviceAccess, RuntimeView};
 use halobox::host::{self, GatherOptions, HostFacts, HostRoot};
 
@@ -240,7 +241,7 @@ fn two_e810s() -> (ClusterConfig, Vec<JoinReport>) {
     )
 }
 
-fn fails(findings: &[plan::Finding]) -> Vec<(String, Option<String>)> {
+fn fails(findings: &[preflight::Finding]) -> Vec<(String, Option<String>)> {
     findings
         .iter()
         .filter(|f| f.level == Level::Fail)
@@ -251,7 +252,7 @@ fn fails(findings: &[plan::Finding]) -> Vec<(String, Option<String>)> {
 #[test]
 fn preflight_passes_a_consistent_cluster() {
     let (cfg, reports) = two_e810s();
-    let f = plan::preflight(
+    let f = preflight::preflight(
         &cfg,
         &reports.into_iter().map(Ok).collect::<Vec<_>>(),
         "0.1.0",
@@ -271,7 +272,7 @@ fn preflight_names_each_failing_node() {
     reports[1].halobox_version = "0.0.9".into();
     reports[1].inside_version = Some("0.0.9".into());
     reports[0].port_free = Some(false);
-    let f = plan::preflight(
+    let f = preflight::preflight(
         &cfg,
         &reports.into_iter().map(Ok).collect::<Vec<_>>(),
         "0.1.0",
@@ -306,7 +307,7 @@ fn preflight_reports_an_unreachable_node_and_host_backend_only_warns() {
         Ok(reports.remove(0)),
         Err("node n2 (root@n2): cannot reach it over ssh".to_string()),
     ];
-    let f = plan::preflight(&cfg, &rs, "0.1.0");
+    let f = preflight::preflight(&cfg, &rs, "0.1.0");
     assert_eq!(fails(&f), [("reach".to_string(), Some("n2".to_string()))]);
     assert!(
         f.iter()
@@ -599,7 +600,7 @@ fn three_in_a_chain() -> (ClusterConfig, Vec<JoinReport>) {
 fn preflight_refuses_a_switchless_chain_and_names_the_node() {
     // Two nodes back to back on one /30: supported.
     let (cfg, reports) = two_e810s();
-    let f = plan::preflight(
+    let f = preflight::preflight(
         &cfg,
         &reports.into_iter().map(Ok).collect::<Vec<_>>(),
         "0.1.0",
@@ -607,7 +608,7 @@ fn preflight_refuses_a_switchless_chain_and_names_the_node() {
     assert!(fails(&f).is_empty(), "{f:#?}");
     // A third node on the next link (its own /30): a daisy chain.
     let (cfg, reports) = three_in_a_chain();
-    let f = plan::preflight(
+    let f = preflight::preflight(
         &cfg,
         &reports.into_iter().map(Ok).collect::<Vec<_>>(),
         "0.1.0",
@@ -629,7 +630,7 @@ fn preflight_refuses_a_switchless_chain_and_names_the_node() {
     for r in &mut reports {
         r.prefix_len = Some(24);
     }
-    let f = plan::preflight(
+    let f = preflight::preflight(
         &cfg,
         &reports.into_iter().map(Ok).collect::<Vec<_>>(),
         "0.1.0",
@@ -638,7 +639,7 @@ fn preflight_refuses_a_switchless_chain_and_names_the_node() {
     // The head's prefix unknown (an address known only from a GID): not judged.
     let (cfg, mut reports) = three_in_a_chain();
     reports[0].prefix_len = None;
-    let f = plan::preflight(
+    let f = preflight::preflight(
         &cfg,
         &reports.into_iter().map(Ok).collect::<Vec<_>>(),
         "0.1.0",
@@ -650,7 +651,7 @@ fn preflight_refuses_a_switchless_chain_and_names_the_node() {
 fn preflight_fails_a_container_that_was_not_inspected() {
     let (cfg, mut reports) = two_e810s();
     reports[1].not_inspected = Some(plan::snapshot_not_inspected(NodeBackend::Toolbox, "vllm"));
-    let f = plan::preflight(
+    let f = preflight::preflight(
         &cfg,
         &reports.into_iter().map(Ok).collect::<Vec<_>>(),
         "0.1.0",
@@ -844,14 +845,14 @@ fn viewed(mut r: JoinReport) -> JoinReport {
     r
 }
 
-fn findings_for(change: impl Fn(&mut JoinReport), transport: Resolved) -> Vec<plan::Finding> {
+fn findings_for(change: impl Fn(&mut JoinReport), transport: Resolved) -> Vec<preflight::Finding> {
     let (cfg, reports) = two_e810s();
     let mut reports: Vec<JoinReport> = reports.into_iter().map(viewed).collect();
     for r in &mut reports {
         r.env.transport = transport;
     }
     change(&mut reports[1]);
-    plan::preflight(
+    preflight::preflight(
         &cfg,
         &reports.into_iter().map(Ok).collect::<Vec<_>>(),
         "0.1.0",
@@ -861,7 +862,7 @@ fn findings_for(change: impl Fn(&mut JoinReport), transport: Resolved) -> Vec<pl
     .collect()
 }
 
-fn one(f: &[plan::Finding]) -> (Level, String, String) {
+fn one(f: &[preflight::Finding]) -> (Level, String, String) {
     assert_eq!(f.len(), 1, "{f:#?}");
     (f[0].level, f[0].check.clone(), f[0].message.clone())
 }

@@ -267,11 +267,11 @@ impl ClusterConfig {
         }
         crate::ssh::check_options(&self.ssh_options)?;
         for (k, v) in &self.env {
-            super::env::check_user_var(k, v).map_err(|e| format!("[env]: {e}"))?;
+            super::vars::check_user_var(k, v).map_err(|e| format!("[env]: {e}"))?;
         }
         for (i, n) in self.nodes.iter().enumerate() {
             for (k, v) in &n.env {
-                super::env::check_user_var(k, v)
+                super::vars::check_user_var(k, v)
                     .map_err(|e| format!("node {}: env: {e}", n.label()))?;
             }
             crate::ssh::check_target(&n.ssh).map_err(|e| format!("node {}: {e}", i + 1))?;

@@ -16,4 +16,5 @@ pub mod plan;
 pub mod preflight;
 pub mod run;
 pub mod serve;
+pub mod vars;
 pub mod view;

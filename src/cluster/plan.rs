@@ -11,7 +11,6 @@ use super::env::{EnvRequest, EnvVar, NodeEnv};
 use super::view::RuntimeView;
 use crate::host::HostFacts;
 
-pub use super::preflight::{Finding, Level, preflight};
 use crate::shell;
 
 /// `cmd` as run in a node's container: directly for `host`, else through

@@ -12,7 +12,8 @@ use serde::{Deserialize, Serialize};
 use super::config::{ClusterConfig, NodeBackend, NodeConfig};
 use super::env::NodeEnv;
 use super::join::VERSION;
-use super::plan::{self, Finding, JoinReport, Level, RayNodes};
+use super::plan::{self, JoinReport, RayNodes};
+use super::preflight::{self, Finding, Level};
 use crate::proc::{Finished, Proc, WaitError};
 use crate::remote::{self, Failure, RemoteError};
 use crate::shell;
@@ -214,7 +215,7 @@ pub fn up(
     let t0 = Instant::now();
     println!("preflight of {} node(s):", cfg.nodes.len());
     let reports = reports(cfg);
-    let findings = plan::preflight(cfg, &reports, VERSION);
+    let findings = preflight::preflight(cfg, &reports, VERSION);
     print_findings(&findings);
     let failed: Vec<&Finding> = findings.iter().filter(|f| f.level == Level::Fail).collect();
     if !failed.is_empty() {

@@ -9,9 +9,8 @@ use std::io::Write;
 use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
-use sha2::{Digest, Sha256};
 
-use super::lock::{LockError, private_dir};
+use super::lock::{LockError, key, private_dir};
 
 /// How far a refresh got.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -62,12 +61,6 @@ pub struct JournalError {
     pub path: PathBuf,
     /// What went wrong.
     pub message: String,
-}
-
-/// A short, file-name-safe key for an engine address and container name.
-pub fn key(engine: &str, name: &str) -> String {
-    let digest = Sha256::digest(engine.as_bytes());
-    format!("{}-{name}", &hex::encode(digest)[..12])
 }
 
 /// `$XDG_STATE_HOME/halobox/refresh`, else `~/.local/state/halobox/refresh`.

@@ -10,8 +10,7 @@ use std::os::unix::fs::{DirBuilderExt, MetadataExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
 
 use nix::fcntl::{Flock, FlockArg};
-
-use super::journal;
+use sha2::{Digest, Sha256};
 
 /// A held refresh lock; dropping it releases it.
 #[derive(Debug)]
@@ -78,7 +77,7 @@ pub fn acquire(
 
 /// Takes the lock if it is free: `Ok(Err(Busy))` names the holder.
 pub fn try_acquire(engine: &str, name: &str) -> Result<Result<RefreshLock, LockError>, LockError> {
-    let path = lock_dir()?.join(format!("refresh-{}.lock", journal::key(engine, name)));
+    let path = lock_dir()?.join(format!("refresh-{}.lock", key(engine, name)));
     let file = open(&path)?;
     match Flock::lock(file, FlockArg::LockExclusiveNonblock) {
         Ok(file) => Ok(Ok(RefreshLock {
@@ -176,4 +175,10 @@ pub fn private_dir(dir: &Path, uid: u32) -> Result<(), LockError> {
         )));
     }
     Ok(())
+}
+
+/// A short, file-name-safe key for an engine address and container name.
+pub fn key(engine: &str, name: &str) -> String {
+    let digest = Sha256::digest(engine.as_bytes());
+    format!("{}-{name}", &hex::encode(digest)[..12])
 }
