@@ -4,7 +4,6 @@
 
 use std::net::{Ipv4Addr, TcpListener};
 use std::path::Path;
-use std::process::Command;
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, bail};
@@ -120,7 +119,7 @@ pub fn join(report: &JoinReport, container: &str, engine: Option<String>) -> any
     }
     if report.container.backend == NodeBackend::Host {
         let (prog, args) = env.ray_start.split_first().expect("ray start argv");
-        let status = Command::new(prog)
+        let status = proc::command(prog)
             .args(args)
             .envs(env.vars.iter().map(|v| (&v.name, &v.value)))
             .env("RAY_USAGE_STATS_ENABLED", "0")

@@ -4,7 +4,7 @@
 //! through and the transport NCCL chose is said once.
 
 use std::io::{BufRead, BufReader, Read, Write};
-use std::process::{Command, Stdio};
+use std::process::Stdio;
 use std::sync::atomic::{AtomicBool, Ordering};
 
 use super::config::ClusterConfig;
@@ -56,14 +56,12 @@ pub fn prepare(
 /// status.
 pub fn run(argv: &[String], token: Option<&str>, nccl_debug: bool) -> anyhow::Result<u8> {
     let (prog, args) = argv.split_first().expect("serve argv");
-    let mut cmd = Command::new(prog);
-    cmd.args(args)
-        .env_remove("HF_TOKEN")
-        .stdin(if token.is_some() {
-            Stdio::piped()
-        } else {
-            Stdio::null()
-        });
+    let mut cmd = crate::proc::command(prog);
+    cmd.args(args).stdin(if token.is_some() {
+        Stdio::piped()
+    } else {
+        Stdio::null()
+    });
     if nccl_debug {
         cmd.stdout(Stdio::piped()).stderr(Stdio::piped());
     }

@@ -1,8 +1,10 @@
-//! `halobox list`: the containers halobox made.
+//! `halobox list`: the containers halobox made (not those that carry its
+//! labels only because their image does).
 
 use std::process::ExitCode;
 
 use crate::cli::ListArgs;
+use crate::container::owner::Owner;
 use crate::container::spec::{
     LABEL_BACKEND, LABEL_CHANNEL, LABEL_IMAGE, LABEL_MANAGED, LABEL_MEMLOCK,
 };
@@ -12,9 +14,10 @@ use crate::engine::{block_on, connect};
 pub fn run(args: &ListArgs) -> anyhow::Result<ExitCode> {
     block_on(async {
         let engine = connect(args.engine.engine.as_deref()).await?;
-        let list = engine
+        let mut list = engine
             .containers_with_label(&format!("{LABEL_MANAGED}=true"))
             .await?;
+        list.retain(|c| c.owner == Owner::Halobox);
         if args.output.json {
             println!("{}", serde_json::to_string_pretty(&list)?);
             return Ok(ExitCode::SUCCESS);

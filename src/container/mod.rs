@@ -10,5 +10,6 @@ pub mod enter;
 pub mod memlock;
 pub mod model;
 pub mod name;
+pub mod owner;
 pub mod spec;
 pub mod toolbox;
