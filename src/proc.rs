@@ -1,7 +1,8 @@
 //! Child processes (ssh to a peer or node, local clients) with their output
 //! collected line by line, bounded waits, and cleanup on drop.
 
-use std::io::{self, BufRead, BufReader, Read};
+use std::io::{self, BufRead, BufReader, Read, Write};
+use std::path::Path;
 use std::process::{Child, ChildStdin, Command, ExitStatus, Stdio};
 use std::sync::mpsc::{self, Receiver, RecvTimeoutError};
 use std::sync::{Arc, Mutex};
@@ -30,10 +31,19 @@ pub enum WaitError {
 impl Proc {
     /// Starts `argv` with piped stdin, stdout and stderr.
     pub fn spawn(argv: &[String]) -> io::Result<Proc> {
+        Self::spawn_in(argv, None)
+    }
+
+    /// [`Proc::spawn`] in the directory `cwd` (this process's when `None`).
+    pub fn spawn_in(argv: &[String], cwd: Option<&Path>) -> io::Result<Proc> {
         let (prog, args) = argv
             .split_first()
             .ok_or_else(|| io::Error::other("empty command"))?;
-        let mut child = Command::new(prog)
+        let mut command = Command::new(prog);
+        if let Some(dir) = cwd {
+            command.current_dir(dir);
+        }
+        let mut child = command
             .args(args)
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
@@ -197,4 +207,24 @@ pub struct Finished {
 /// Runs `argv` to completion within `timeout` (killed after it).
 pub fn run(argv: &[String], timeout: Duration) -> io::Result<Finished> {
     Ok(Proc::spawn(argv)?.wait(timeout))
+}
+
+/// Runs `argv` in `cwd` with `input` on its stdin (written by a thread,
+/// then closed), to completion within `timeout` (killed after it). A child
+/// that exits without reading all of `input` is not an error: its status
+/// says so.
+pub fn run_with_input(
+    argv: &[String],
+    cwd: &Path,
+    input: &[u8],
+    timeout: Duration,
+) -> io::Result<Finished> {
+    let mut p = Proc::spawn_in(argv, Some(cwd))?;
+    if let Some(mut stdin) = p.stdin.take() {
+        let input = input.to_vec();
+        thread::spawn(move || {
+            let _ = stdin.write_all(&input);
+        });
+    }
+    Ok(p.wait(timeout))
 }

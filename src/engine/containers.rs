@@ -77,7 +77,13 @@ impl Engine {
                 .ulimits
                 .unwrap_or_default()
                 .into_iter()
-                .find(|u| u.name.as_deref() == Some("memlock"))
+                // docker says `memlock`, podman's compatible API `RLIMIT_MEMLOCK`.
+                .find(|u| {
+                    u.name.as_deref().is_some_and(|n| {
+                        n.eq_ignore_ascii_case("memlock")
+                            || n.eq_ignore_ascii_case("rlimit_memlock")
+                    })
+                })
                 .and_then(|u| u.soft),
             devices: host
                 .devices

@@ -3,6 +3,7 @@
 
 pub mod auth;
 pub mod build;
+pub mod capture;
 pub mod containers;
 pub mod discover;
 pub mod exec;
