@@ -167,3 +167,14 @@ fn garbage_files_are_reported_not_fatal() {
         String::from_utf8_lossy(&text.stderr)
     );
 }
+
+#[test]
+fn check_of_a_bad_name_or_with_a_bad_flag_is_a_usage_error() {
+    halobox()
+        .args(["check", "no/such name"])
+        .assert()
+        .code(2)
+        .stdout("")
+        .stderr(contains("is not a container name"));
+    halobox().args(["check", "--nope"]).assert().code(2);
+}

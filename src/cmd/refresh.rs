@@ -6,9 +6,12 @@ use std::process::ExitCode;
 
 use anyhow::Context as _;
 
+use crate::check;
 use crate::cli::RefreshArgs;
 use crate::container::backend::Backend;
 use crate::container::cli::create_command;
+use crate::doctor::Status;
+use crate::doctor::render::Style;
 use crate::engine::{block_on, connect};
 use crate::host::{self, GatherOptions, HostRoot};
 use crate::refresh::plan::{RefreshPlan, Source};
@@ -17,7 +20,7 @@ use crate::refresh::run;
 use crate::shell;
 
 /// Runs `halobox refresh`.
-pub fn run(args: &RefreshArgs) -> anyhow::Result<ExitCode> {
+pub fn run(args: &RefreshArgs, color: bool) -> anyhow::Result<ExitCode> {
     let req = RefreshRequest {
         image: args.image.clone(),
         channel: args.channel.tag().to_string(),
@@ -35,7 +38,7 @@ pub fn run(args: &RefreshArgs) -> anyhow::Result<ExitCode> {
         let mut engine = connect(args.engine.engine.as_deref()).await?;
         let plan = prepare::plan(&mut engine, &facts, &req, &target).await?;
         if args.mode.dry_run() {
-            print_plan(&plan, args.mode.json())?;
+            print_plan(&plan, args.mode.json(), args.check)?;
             return Ok(ExitCode::SUCCESS);
         }
         if plan.replaces.is_some() && !args.confirm.yes && std::io::stdin().is_terminal() {
@@ -56,8 +59,16 @@ pub fn run(args: &RefreshArgs) -> anyhow::Result<ExitCode> {
             eprintln!("note: {note}");
         }
         let outcome = run::execute(&engine, &plan, &mut |line| eprintln!("==> {line}")).await?;
+        let report = match args.check {
+            true => Some(check_new(&engine, &outcome.name, &facts).await?),
+            false => None,
+        };
         if args.mode.json() {
-            println!("{}", serde_json::to_string_pretty(&outcome)?);
+            let mut doc = serde_json::to_value(&outcome)?;
+            if let Some(r) = &report {
+                doc["check"] = serde_json::to_value(r)?;
+            }
+            println!("{}", serde_json::to_string_pretty(&doc)?);
         } else {
             println!(
                 "{} now runs {}{}",
@@ -74,11 +85,52 @@ pub fn run(args: &RefreshArgs) -> anyhow::Result<ExitCode> {
         for w in &outcome.warnings {
             eprintln!("warning: {w}");
         }
+        if let Some(r) = &report {
+            if !args.mode.json() {
+                print!("{}", check::human(r, Style { color }));
+            }
+            if r.has_failures() {
+                let failed: Vec<&str> = r
+                    .checks
+                    .iter()
+                    .filter(|c| c.status == Status::Fail)
+                    .map(|c| c.id.as_str())
+                    .collect();
+                eprintln!(
+                    "error: the new {} fails {}\n  hint: it stays in place; roll back with `{}`",
+                    outcome.name,
+                    failed.join(", "),
+                    rollback(&outcome.name)
+                );
+                return Ok(ExitCode::FAILURE);
+            }
+        }
         Ok(ExitCode::SUCCESS)
     })?
 }
 
-fn print_plan(plan: &RefreshPlan, json: bool) -> anyhow::Result<()> {
+fn rollback(name: &str) -> String {
+    format!("halobox refresh --rollback --name {name}")
+}
+
+/// `--check`: the new container checked from inside; an error keeps it.
+async fn check_new(
+    engine: &crate::engine::Engine,
+    name: &str,
+    facts: &host::HostFacts,
+) -> anyhow::Result<check::Report> {
+    eprintln!("==> check {name} from inside");
+    check::run::check(engine, name, Some(facts))
+        .await
+        .with_context(|| {
+            format!(
+                "{name} was replaced but could not be checked (it stays; roll back with `{}`)",
+                rollback(name)
+            )
+        })
+}
+
+fn print_plan(plan: &RefreshPlan, json: bool, check: bool) -> anyhow::Result<()> {
     let command = if plan.backend == Backend::Distrobox {
         crate::container::distrobox::create_command(&plan.spec, !plan.engine.rootless)
     } else {
@@ -89,6 +141,7 @@ fn print_plan(plan: &RefreshPlan, json: bool) -> anyhow::Result<()> {
             "dry_run": true,
             "plan": plan,
             "create_command": shell::line(&command),
+            "check": check,
         });
         println!("{}", serde_json::to_string_pretty(&v)?);
         return Ok(());
@@ -141,6 +194,12 @@ fn print_plan(plan: &RefreshPlan, json: bool) -> anyhow::Result<()> {
         "keep the newest {} pinned images of {}, and any a container uses",
         plan.keep, plan.repository
     ));
+    if check {
+        step(format!(
+            "check {} from inside (halobox check {}); a FAIL exits 1 and leaves it in place",
+            plan.name, plan.name
+        ));
+    }
     for note in plan.notes.iter().chain(&plan.spec.notes) {
         println!("  note: {note}");
     }
