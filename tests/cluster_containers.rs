@@ -351,6 +351,77 @@ fn main_path(engine: &'static str) {
         "without the list the head's value reaches b: {seen:#}"
     );
 
+    // bench run from a to b: by default both ends run in the containers;
+    // TCP and iperf3 there, and the RDMA leg's real no-device diagnosis.
+    let save = nodes.path("bench");
+    let out = c.halobox(
+        'a',
+        &[
+            "bench",
+            "run",
+            "--cluster",
+            two.to_str().unwrap(),
+            "--peer-node",
+            "b",
+            "--rdma",
+            "--duration",
+            "1",
+            "--streams",
+            "2",
+            "--samples",
+            "200",
+            "--save",
+            save.to_str().unwrap(),
+            "--json",
+        ],
+    );
+    assert_eq!(
+        out.status.code(),
+        Some(1),
+        "only the RDMA legs fail: {}",
+        text(&out)
+    );
+    let res: Value =
+        serde_json::from_slice(&out.stdout).unwrap_or_else(|_| panic!("{}", text(&out)));
+    assert_eq!(
+        res["ran_in"],
+        format!("this node: container vllm ({engine}); peer: container vllm"),
+        "{res:#}"
+    );
+    for r in res["rows"].as_array().unwrap() {
+        let leg = r["leg"].as_str().unwrap();
+        if leg.contains("ib_write") {
+            assert_eq!(r["status"], "failed", "{r}");
+            assert_eq!(r["diagnosis"]["cause"], "no_device", "{r}");
+        } else {
+            assert_eq!(r["status"], "ok", "{r}");
+        }
+    }
+    let run: Value =
+        serde_json::from_str(&std::fs::read_to_string(save.join("run.json")).unwrap()).unwrap();
+    let commands = run["paths"][0]["legs"].to_string();
+    for want in [
+        "bench exec --container vllm -- halobox bench serve",
+        "bench exec --container vllm -- iperf3 -s",
+        "bench exec --container vllm -- ib_write_lat",
+        "exec -i vllm setsid -w sh -c",
+        "/run/halobox/bin/halobox bench client --to",
+    ] {
+        assert!(commands.contains(want), "{want:?} not in {commands}");
+    }
+    for x in ['a', 'b'] {
+        let left: Vec<String> = ok(&c.inside(x, &["ps", "-eo", "args"]))
+            .lines()
+            .filter(|l| {
+                ["iperf3", "ib_write", "bench serve", "bench client"]
+                    .iter()
+                    .any(|k| l.contains(k))
+            })
+            .map(str::to_string)
+            .collect();
+        assert!(left.is_empty(), "left in {x}'s container: {left:?}");
+    }
+
     // A second up finds the head's port taken, from inside the container.
     let out = c.cluster(&["up"], &two);
     assert_eq!(out.status.code(), Some(1), "{}", text(&out));
