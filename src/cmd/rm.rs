@@ -18,7 +18,7 @@ pub fn run(args: &RmArgs) -> anyhow::Result<ExitCode> {
     block_on(async {
         let engine = connect(args.engine.engine.as_deref()).await?;
         let base = args.name.strip_suffix(PREV_SUFFIX).unwrap_or(&args.name);
-        let _lock = lock::acquire(&engine.info.address, base, false, &mut |_| {})?;
+        let _lock = lock::try_acquire(&engine.info.address, base)??;
         let Some(c) = engine.container(&args.name).await? else {
             return Err(UsageError(format!(
                 "there is no container {}\n  hint: halobox list shows halobox's containers",

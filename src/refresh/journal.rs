@@ -10,7 +10,7 @@ use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 
-use super::lock::{LockError, key, private_dir};
+use super::lock::{LockError, check_private, key, private_dir};
 
 /// How far a refresh got.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -63,7 +63,8 @@ pub struct JournalError {
     pub message: String,
 }
 
-/// `$XDG_STATE_HOME/halobox/refresh`, else `~/.local/state/halobox/refresh`.
+/// `$XDG_STATE_HOME/halobox/refresh`, else `~/.local/state/halobox/refresh`
+/// (not created here).
 pub fn dir() -> Result<PathBuf, JournalError> {
     let base = std::env::var_os("XDG_STATE_HOME")
         .filter(|d| !d.is_empty())
@@ -73,16 +74,25 @@ pub fn dir() -> Result<PathBuf, JournalError> {
             path: PathBuf::from("$XDG_STATE_HOME"),
             message: "neither XDG_STATE_HOME nor HOME is set".into(),
         })?;
-    let dir = base.join("halobox").join("refresh");
+    Ok(base.join("halobox").join("refresh"))
+}
+
+/// Checks (`create`: first makes) the journal directory: this user's own,
+/// writable by no one else, since a repair acts on what it says.
+fn checked(dir: &Path, create: bool) -> Result<(), JournalError> {
     let uid = nix::unistd::geteuid().as_raw();
-    private_dir(&dir, uid).map_err(|e| match e {
+    let result = if create {
+        private_dir(dir, uid)
+    } else {
+        check_private(dir, uid)
+    };
+    result.map_err(|e| match e {
         LockError::Unusable { path, message } => JournalError { path, message },
         other => JournalError {
-            path: dir.clone(),
+            path: dir.to_path_buf(),
             message: other.to_string(),
         },
-    })?;
-    Ok(dir)
+    })
 }
 
 impl Journal {
@@ -107,6 +117,9 @@ impl Journal {
 
     /// The entry a run left, if any.
     pub fn read(&self) -> Result<Option<Entry>, JournalError> {
+        if let Some(dir) = self.path.parent().filter(|d| d.exists()) {
+            checked(dir, false)?;
+        }
         match std::fs::read(&self.path) {
             Ok(bytes) => serde_json::from_slice(&bytes)
                 .map(Some)
@@ -118,6 +131,9 @@ impl Journal {
 
     /// Records `entry` (a whole new file, renamed into place and synced).
     pub fn write(&self, entry: &Entry) -> Result<(), JournalError> {
+        if let Some(dir) = self.path.parent() {
+            checked(dir, true)?;
+        }
         let tmp = self.path.with_extension("json.tmp");
         let body = serde_json::to_vec_pretty(entry).map_err(|e| self.fail(e))?;
         let written = std::fs::File::create(&tmp).and_then(|mut f| {

@@ -23,9 +23,10 @@ pub struct RefreshLock {
 pub enum LockError {
     /// Another run holds it.
     #[error(
-        "another halobox run{} is changing container {name} on {engine}; lock {}\n  hint: let it finish, or pass --wait to wait for it",
+        "another halobox run{} is changing container {name} on {engine}; lock {}\n  hint: let it finish{}",
         holder.map(|p| format!(" (pid {p})")).unwrap_or_default(),
-        path.display()
+        path.display(),
+        if *waitable { ", or pass --wait to wait for it" } else { ", then try again" }
     )]
     Busy {
         /// The container name.
@@ -36,6 +37,8 @@ pub enum LockError {
         holder: Option<u32>,
         /// The lock file.
         path: PathBuf,
+        /// The command offers `--wait`.
+        waitable: bool,
     },
     /// The lock directory or file cannot be used.
     #[error("cannot use the refresh lock {}: {message}", path.display())]
@@ -47,8 +50,8 @@ pub enum LockError {
     },
 }
 
-/// Takes the lock for `name` on `engine`; with `wait`, blocks until the
-/// holder lets go (calling `waiting` once with its pid first).
+/// Takes the lock for `name` on `engine` for `refresh`; with `wait`, blocks
+/// until the holder lets go (calling `waiting` once with its pid first).
 pub fn acquire(
     engine: &str,
     name: &str,
@@ -57,7 +60,19 @@ pub fn acquire(
 ) -> Result<RefreshLock, LockError> {
     match try_acquire(engine, name)? {
         Ok(lock) => Ok(lock),
-        Err(busy) if !wait => Err(busy),
+        Err(LockError::Busy {
+            name,
+            engine,
+            holder,
+            path,
+            ..
+        }) if !wait => Err(LockError::Busy {
+            name,
+            engine,
+            holder,
+            path,
+            waitable: true,
+        }),
         Err(LockError::Busy { holder, path, .. }) => {
             waiting(holder);
             let file = open(&path)?;
@@ -91,6 +106,7 @@ pub fn try_acquire(engine: &str, name: &str) -> Result<Result<RefreshLock, LockE
                 engine: engine.to_string(),
                 holder: text.trim().parse().ok(),
                 path,
+                waitable: false,
             }))
         }
         Err((_, e)) => Err(LockError::Unusable {
@@ -152,13 +168,22 @@ pub fn lock_dir() -> Result<PathBuf, LockError> {
 /// Creates `dir` 0700 if missing and checks it is a directory of `uid`'s
 /// that no one else may write.
 pub fn private_dir(dir: &Path, uid: u32) -> Result<(), LockError> {
+    if let Err(e) = DirBuilder::new().recursive(true).mode(0o700).create(dir) {
+        return Err(LockError::Unusable {
+            path: dir.to_path_buf(),
+            message: e.to_string(),
+        });
+    }
+    check_private(dir, uid)
+}
+
+/// Checks that an existing `dir` is a directory of `uid`'s that no one else
+/// may write (not a symlink).
+pub fn check_private(dir: &Path, uid: u32) -> Result<(), LockError> {
     let bad = |message: String| LockError::Unusable {
         path: dir.to_path_buf(),
         message,
     };
-    if let Err(e) = DirBuilder::new().recursive(true).mode(0o700).create(dir) {
-        return Err(bad(e.to_string()));
-    }
     let m = std::fs::symlink_metadata(dir).map_err(|e| bad(e.to_string()))?;
     if !m.is_dir() || m.uid() != uid || m.mode() & 0o022 != 0 {
         return Err(bad(format!(
