@@ -23,7 +23,9 @@ pub struct Readiness {
     /// host when its init-container is done (`toolbox run`/`enter` wait on
     /// the same file).
     pub toolbox_stamps: Option<PathBuf>,
-    /// How long it must keep running.
+    /// How long it must keep running. `refresh` defaults to 3 s: measured
+    /// on podman 4.3, a container that exits 2 s after its start is seen as
+    /// ended 50-210 ms later, so a 2 s window would let it through.
     pub settle: Duration,
 }
 

@@ -234,6 +234,8 @@ struct Steps<'a> {
     entry: Entry,
     /// The engine's command, for the commands failure messages suggest.
     cli: String,
+    /// Warnings from after the swap.
+    late: Vec<String>,
 }
 
 impl<'a> Steps<'a> {
@@ -260,6 +262,7 @@ impl<'a> Steps<'a> {
             say,
             entry,
             cli: engine.info.kind.to_string(),
+            late: Vec::new(),
         }
     }
 
@@ -284,11 +287,9 @@ impl<'a> Steps<'a> {
     }
 
     /// Writes the journal at `step`.
-    fn record(&mut self, step: Step) -> Result<(), RefreshError> {
+    fn record(&mut self, step: Step) -> Result<(), JournalError> {
         self.entry.step = step;
-        self.journal
-            .write(&self.entry)
-            .map_err(|e| self.fail("recording the refresh journal", e))
+        self.journal.write(&self.entry)
     }
 
     /// Stops the run when a signal arrived, undoing what it made.
@@ -357,6 +358,7 @@ impl<'a> Steps<'a> {
         self.entry.new_id = Some(prev.id.clone());
         self.entry.new_created = false;
         self.record(Step::Created)
+            .map_err(|e| self.fail("recording the refresh journal", e))
     }
 
     /// The image the plan names, and whether it is pulled and pinned (not
@@ -455,7 +457,8 @@ impl<'a> Steps<'a> {
             spec.labels.insert(LABEL_DIGEST.into(), d.to_string());
         }
         self.say(format!("creating {} ({} backend)", spec.name, plan.backend));
-        self.record(Step::Creating)?;
+        self.record(Step::Creating)
+            .map_err(|e| self.fail("recording the refresh journal", e))?;
         let created = if plan.backend == Backend::Distrobox {
             match run_program(&distrobox::create_command(&spec, !plan.engine.rootless)).await {
                 Ok(()) => self.engine.container(&spec.name).await.and_then(|c| {
@@ -472,8 +475,10 @@ impl<'a> Steps<'a> {
         match created {
             Ok(id) => {
                 self.entry.new_id = Some(id.clone());
-                self.record(Step::Created)?;
-                Ok(id)
+                match self.record(Step::Created) {
+                    Ok(()) => Ok(id),
+                    Err(e) => Err(self.undo("recording the refresh journal", e.into()).await),
+                }
             }
             Err(e) => {
                 // The journal says this run was creating it, under the lock:
@@ -515,7 +520,9 @@ impl<'a> Steps<'a> {
     /// was moved and says whether that worked.
     async fn swap(&mut self, new_id: &str) -> Result<(), RefreshError> {
         let (engine, plan) = (self.engine, self.plan);
-        self.record(Step::Swapping)?;
+        if let Err(e) = self.record(Step::Swapping) {
+            return Err(self.undo("recording the refresh journal", e.into()).await);
+        }
         if let Some(current) = &plan.current {
             self.say(format!("replacing {}", plan.name));
             if let Err(e) = engine.rename(&current.id, &plan.old_name).await {
@@ -526,7 +533,12 @@ impl<'a> Steps<'a> {
         }
         test_pause("swap").await;
         let Err(e) = engine.rename(new_id, &plan.name).await else {
-            return self.record(Step::Swapped);
+            // The swap is done; a journal that cannot say so is a warning
+            // (the repair finishes the retiring from the names alone).
+            if let Err(e) = self.record(Step::Swapped) {
+                self.late.push(e.to_string());
+            }
+            return Ok(());
         };
         let (head, back) = match &plan.current {
             None => (self.untouched(), true),
@@ -557,7 +569,7 @@ impl<'a> Steps<'a> {
     /// the journal stays when something is left undone, for the next run.
     async fn retire(&mut self) -> (Option<String>, Option<String>, Vec<String>) {
         let (engine, plan) = (self.engine, self.plan);
-        let mut warnings = Vec::new();
+        let mut warnings = std::mem::take(&mut self.late);
         let (mut kept, mut deleted) = (None, None);
         if let Some(current) = &plan.current {
             self.say(format!(
