@@ -1,6 +1,7 @@
 //! Child processes (ssh to a peer or node, local clients) with their output
-//! collected line by line into bounded buffers, bounded waits, and cleanup
-//! on drop.
+//! collected line by line, bounded waits, and cleanup on drop. Every child
+//! halobox starts is made by [`command`], which keeps secrets out of its
+//! environment.
 
 use std::collections::VecDeque;
 use std::io::{self, BufRead, BufReader, Read};
@@ -100,6 +101,36 @@ struct Output {
 
 type Shared = Arc<(Mutex<Output>, Condvar)>;
 
+/// Variables that hold secrets: no child gets them from halobox's
+/// environment (`serve` hands `HF_TOKEN` to vLLM on stdin).
+pub const SECRET_VARS: &[&str] = &[
+    "HF_TOKEN",
+    "HUGGING_FACE_HUB_TOKEN",
+    "HUGGINGFACE_HUB_TOKEN",
+    "HF_API_TOKEN",
+    "VLLM_API_KEY",
+];
+
+/// Every variable starting with this is a registry credential.
+pub const SECRET_PREFIX: &str = "HALOBOX_REGISTRY_";
+
+/// Whether the environment variable `name` holds a secret.
+pub fn is_secret(name: &str) -> bool {
+    SECRET_VARS.contains(&name) || name.starts_with(SECRET_PREFIX)
+}
+
+/// `program` as a child process with this process's environment minus
+/// every secret ([`is_secret`]). Every child halobox starts begins here.
+pub fn command(program: impl AsRef<std::ffi::OsStr>) -> Command {
+    let mut cmd = Command::new(program);
+    for (name, _) in std::env::vars_os() {
+        if name.to_str().is_some_and(is_secret) {
+            cmd.env_remove(&name);
+        }
+    }
+    cmd
+}
+
 /// A running process whose stdout and stderr are read into one log.
 pub struct Proc {
     child: Child,
@@ -185,7 +216,7 @@ impl Proc {
         let (prog, args) = argv
             .split_first()
             .ok_or_else(|| io::Error::other("empty command"))?;
-        let mut child = Command::new(prog)
+        let mut child = command(prog)
             .args(args)
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
@@ -364,6 +395,43 @@ pub fn run(argv: &[String], timeout: Duration) -> io::Result<Finished> {
     Ok(Proc::spawn(argv)?.wait(timeout))
 }
 
+/// Runs `argv` (stdin empty, output collected) in its own process group
+/// from async code; `Ok(None)` when it did not end within `timeout`: the
+/// whole group then gets SIGTERM (which sudo passes on), and SIGKILL after
+/// a grace period.
+pub async fn run_async(
+    argv: &[String],
+    timeout: Duration,
+) -> io::Result<Option<std::process::Output>> {
+    let (prog, args) = argv
+        .split_first()
+        .ok_or_else(|| io::Error::other("empty command"))?;
+    let child = tokio::process::Command::from(command(prog))
+        .args(args)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .process_group(0)
+        .kill_on_drop(true)
+        .spawn()?;
+    let group = child
+        .id()
+        .and_then(|id| i32::try_from(id).ok())
+        .map(nix::unistd::Pid::from_raw);
+    match tokio::time::timeout(timeout, child.wait_with_output()).await {
+        Ok(out) => out.map(Some),
+        Err(_) => {
+            if let Some(g) = group {
+                use nix::sys::signal::{Signal, killpg};
+                let _ = killpg(g, Signal::SIGTERM);
+                tokio::time::sleep(Duration::from_secs(2)).await;
+                let _ = killpg(g, Signal::SIGKILL);
+            }
+            Ok(None)
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -426,5 +494,50 @@ mod tests {
         assert!(t.elapsed() >= Duration::from_millis(300));
         assert_eq!(done.timed_out, Some(Duration::from_millis(300)));
         assert!(done.status.unwrap().success(), "cat ended at EOF");
+    }
+
+    #[test]
+    fn secrets_are_known_by_name() {
+        for v in [
+            "HF_TOKEN",
+            "HUGGING_FACE_HUB_TOKEN",
+            "VLLM_API_KEY",
+            "HALOBOX_REGISTRY_PASSWORD",
+            "HALOBOX_REGISTRY_USER",
+        ] {
+            assert!(is_secret(v), "{v}");
+        }
+        assert!(!is_secret("HALOBOX_IMAGE") && !is_secret("PATH"));
+    }
+
+    /// A program that outlives its bound is stopped with everything it started.
+    #[test]
+    fn run_async_stops_the_whole_group() {
+        let dir = tempfile::tempdir().unwrap();
+        let pid_file = dir.path().join("pid");
+        let script = format!("sleep 300 & echo $! > {}; wait", pid_file.display());
+        let argv: Vec<String> = vec!["sh".into(), "-c".into(), script];
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        let started = Instant::now();
+        let out = rt
+            .block_on(run_async(&argv, Duration::from_millis(500)))
+            .unwrap();
+        assert!(out.is_none());
+        assert!(started.elapsed() < Duration::from_secs(10));
+        let pid = std::fs::read_to_string(&pid_file).unwrap();
+        let gone = |pid: &str| {
+            std::fs::read_to_string(format!("/proc/{}/stat", pid.trim()))
+                .map_or(true, |s| s.split_whitespace().nth(2) == Some("Z"))
+        };
+        let deadline = Instant::now() + Duration::from_secs(5);
+        while !gone(&pid) {
+            assert!(Instant::now() < deadline, "sleep {pid} outlived the bound");
+            thread::sleep(Duration::from_millis(20));
+        }
+        let done = rt.block_on(run_async(&["true".to_string()], Duration::from_secs(5)));
+        assert!(done.unwrap().unwrap().status.success());
     }
 }

@@ -8,6 +8,7 @@ use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use common::engines::{self, AUTH_REPO, DOCKER, PODMAN, REPO, cleanup, cli, inspect, require};
+use common::spy::{SECRETS, Spies, assert_no_secret};
 use common::{halobox, run};
 use serde_json::Value;
 
@@ -223,9 +224,26 @@ fn toolbox_container_is_listed_entered_and_has_the_memlock() {
         text.contains("4096") && text.contains("ran-inside"),
         "{inside:?}"
     );
-    let (out, code) = enter_output(name, PODMAN, &["sh", "-c", "ulimit -l"]);
-    assert_eq!(code, 0);
-    assert!(out.ends_with("4096"), "{out}");
+    // `toolbox run` is a child of halobox: it gets no secret from halobox's environment.
+    let spies = Spies::new();
+    spies.add("toolbox", false, "exec /usr/bin/toolbox \"$@\"");
+    let mut enter = halobox();
+    enter.env("PATH", spies.path()).args([
+        "enter",
+        name,
+        "--engine",
+        PODMAN,
+        "--",
+        "sh",
+        "-c",
+        "ulimit -l",
+    ]);
+    for (k, v) in SECRETS {
+        enter.env(k, v);
+    }
+    let out = ok(&enter.output().unwrap());
+    assert!(out.trim().ends_with("4096"), "{out}");
+    assert_no_secret(&spies.record("toolbox"));
     cleanup("podman", &[name]);
 }
 
@@ -718,44 +736,58 @@ fn rm_asks_and_only_removes_its_own() {
     cleanup("podman", &["hbx-rm-foreign"]);
 }
 
-fn as_halotest(args: &[&str]) -> std::process::Output {
-    Command::new("runuser")
-        .args([
-            "-u",
-            "halotest",
-            "--",
-            "env",
-            "XDG_RUNTIME_DIR=/run/user/1500",
-            "HOME=/home/halotest",
-        ])
-        .arg(env!("CARGO_BIN_EXE_halobox"))
+/// Runs halobox as `halotest` with extra environment (secrets included).
+fn as_halotest_with(env: &[(&str, &str)], args: &[&str], cwd: &str) -> std::process::Output {
+    let mut cmd = Command::new("runuser");
+    cmd.args([
+        "-u",
+        "halotest",
+        "--",
+        "env",
+        "XDG_RUNTIME_DIR=/run/user/1500",
+        "HOME=/home/halotest",
+    ]);
+    for (k, v) in env {
+        cmd.arg(format!("{k}={v}"));
+    }
+    cmd.arg(env!("CARGO_BIN_EXE_halobox"))
         .args(args)
-        .current_dir("/")
+        .current_dir(cwd)
+        .stdin(Stdio::null())
         .output()
         .unwrap()
 }
 
-#[test]
-fn distrobox_refresh_and_enter_as_a_user() {
-    let socket = "unix:///run/user/1500/podman/podman.sock";
-    require(socket);
-    let name = "hbx-distro";
-    let _ = as_halotest(&["rm", name, "--yes", "--engine", socket]);
-    let image = "127.0.0.1:5000/halobox/distro:1";
-    let out = as_halotest(&[
+fn as_halotest(args: &[&str]) -> std::process::Output {
+    as_halotest_with(&[], args, "/")
+}
+
+const ROOTLESS: &str = "unix:///run/user/1500/podman/podman.sock";
+
+/// `halobox refresh` of distrobox container `name` as halotest, with `extra`.
+fn distrobox_refresh(env: &[(&str, &str)], name: &str, extra: &[&str]) -> std::process::Output {
+    let mut args = vec![
         "refresh",
         "--engine",
-        socket,
+        ROOTLESS,
         "--backend",
         "distrobox",
         "--name",
         name,
         "--image",
-        image,
-        "--memlock",
-        "8M",
-    ]);
-    ok(&out);
+        "127.0.0.1:5000/halobox/distro:1",
+    ];
+    args.extend_from_slice(extra);
+    as_halotest_with(env, &args, "/")
+}
+
+#[test]
+fn distrobox_refresh_and_enter_as_a_user() {
+    let socket = ROOTLESS;
+    require(socket);
+    let name = "hbx-distro";
+    let _ = as_halotest(&["rm", name, "--yes", "--engine", socket]);
+    ok(&distrobox_refresh(&[], name, &["--memlock", "8M"]));
     let list = as_halotest(&["list", "--json", "--engine", socket]);
     let list: Value = serde_json::from_str(&ok(&list)).unwrap();
     let c = list
@@ -781,17 +813,7 @@ fn distrobox_refresh_and_enter_as_a_user() {
         "8192\nhalotest"
     );
     // distrobox passes --ulimit host: more than this user's own limit cannot be had.
-    let out = as_halotest(&[
-        "refresh",
-        "--engine",
-        socket,
-        "--backend",
-        "distrobox",
-        "--name",
-        name,
-        "--image",
-        image,
-    ]);
+    let out = distrobox_refresh(&[], name, &[]);
     assert_eq!(out.status.code(), Some(1));
     assert!(
         stderr(&out).contains("distrobox gives containers this user's own limits"),
@@ -975,4 +997,269 @@ fn podman_container_runs_halobox_and_keeps_the_hf_cache() {
 #[test]
 fn docker_container_runs_halobox_and_keeps_the_hf_cache() {
     halobox_inside_and_weights_survive("docker", DOCKER);
+}
+
+/// `halobox list --json` names on `engine`.
+fn listed(engine: &str) -> Vec<String> {
+    let out = run(&["list", "--json", "--engine", engine]);
+    let v: Value = serde_json::from_str(&ok(&out)).unwrap();
+    v.as_array()
+        .unwrap()
+        .iter()
+        .map(|c| c["name"].as_str().unwrap().to_string())
+        .collect()
+}
+
+/// A container that got halobox's labels from its image (a commit of a
+/// halobox container) is not halobox's: not listed, not removed, not
+/// replaced. A container halobox creates from that image is halobox's.
+#[test]
+fn labels_from_a_committed_image_do_not_make_a_container_halobox_s() {
+    for (program, engine, backend) in [("podman", PODMAN, "podman"), ("docker", DOCKER, "docker")] {
+        require(engine);
+        let (name, copy, made) = ("hbx-own", "hbx-own-copy", "hbx-own-made");
+        let image = format!("localhost/hbx-own-commit-{program}:1");
+        cleanup(
+            program,
+            &[
+                name,
+                copy,
+                made,
+                "hbx-own-halobox-new",
+                "hbx-own-copy-halobox-new",
+            ],
+        );
+        let refresh_args = |n: &str, image: &str| {
+            refresh(
+                engine,
+                n,
+                &["--backend", backend, "--image", image, "--memlock", "8M"],
+            )
+        };
+        ok(&refresh_args(name, &format!("{REPO}:1")));
+        let commit = cli(program, &["commit", name, &image]);
+        assert!(commit.status.success(), "{commit:?}");
+        let created = cli(program, &["create", "--name", copy, &image]);
+        assert!(created.status.success(), "{created:?}");
+        let c = inspect(program, copy).unwrap();
+        assert_eq!(
+            c["Config"]["Labels"]["dev.halobox.managed"], "true",
+            "inherited"
+        );
+        let before = id(program, copy);
+
+        let names = listed(engine);
+        assert!(names.contains(&name.to_string()), "{program}: {names:?}");
+        assert!(!names.contains(&copy.to_string()), "{program}: {names:?}");
+
+        let out = run(&["rm", copy, "--yes", "--engine", engine]);
+        assert_eq!(out.status.code(), Some(2), "{program}: {}", stderr(&out));
+        assert!(
+            stderr(&out).contains("only because its image"),
+            "{}",
+            stderr(&out)
+        );
+        assert_eq!(id(program, copy), before);
+
+        let out = refresh_args(copy, &format!("{REPO}:1"));
+        assert_eq!(out.status.code(), Some(1), "{program}: {}", stderr(&out));
+        let err = stderr(&out);
+        assert!(
+            err.contains("carries halobox's labels only because its image")
+                && err.contains("--adopt"),
+            "{program}: {err}"
+        );
+        assert_eq!(id(program, copy), before);
+        assert!(inspect(program, "hbx-own-copy-halobox-new").is_none());
+
+        if program == "podman" {
+            // halobox's own container from that image is halobox's.
+            let pushed = cli(
+                "podman",
+                &[
+                    "push",
+                    "--tls-verify=false",
+                    &image,
+                    "127.0.0.1:5000/halobox/own-commit:1",
+                ],
+            );
+            assert!(pushed.status.success(), "{pushed:?}");
+            ok(&refresh_args(made, "127.0.0.1:5000/halobox/own-commit:1"));
+            assert!(listed(engine).contains(&made.to_string()));
+            ok(&run(&["rm", made, "--yes", "--engine", engine]));
+        }
+        cleanup(program, &[name, copy, made]);
+        let _ = cli(program, &["rmi", &image]);
+    }
+}
+
+/// podman reports states bollard's enums lack (`stopped` between a
+/// container's exit and podman's cleanup). Made deterministic: conmon and
+/// the container's process are killed and the exit file conmon would write
+/// is written, so podman reports `stopped` and no cleanup ever runs.
+#[test]
+fn podman_stopped_state_is_listed_and_entered() {
+    require(PODMAN);
+    let name = "hbx-stopped";
+    cleanup("podman", &[name, "hbx-stopped-halobox-new"]);
+    ok(&podman_refresh(name, &format!("{REPO}:1"), &[]));
+    let c = inspect("podman", name).unwrap();
+    let pid = |k: &str| c["State"][k].as_i64().unwrap().to_string();
+    let killed = cli("kill", &["-9", &pid("ConmonPid"), &pid("Pid")]);
+    assert!(killed.status.success(), "{killed:?}");
+    let exits = std::path::Path::new("/run/libpod/exits");
+    assert!(
+        exits.is_dir(),
+        "podman's exit-file folder {exits:?} is missing"
+    );
+    std::thread::sleep(Duration::from_millis(300));
+    std::fs::write(exits.join(c["Id"].as_str().unwrap()), "137").unwrap();
+    let state = |n: &str| inspect("podman", n).unwrap()["State"]["Status"].clone();
+    assert_eq!(state(name), "stopped");
+
+    let out = run(&["list", "--json", "--engine", PODMAN]);
+    let v: Value = serde_json::from_str(&ok(&out)).unwrap();
+    let listed = v
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["name"] == name)
+        .cloned();
+    assert_eq!(listed.expect("listed")["state"], "stopped");
+    let out = run(&["list", "--engine", PODMAN]);
+    assert!(
+        ok(&out)
+            .lines()
+            .any(|l| l.starts_with(name) && l.contains("stopped"))
+    );
+
+    let (out, code) = enter_output(name, PODMAN, &["echo", "inside"]);
+    assert_eq!((out.as_str(), code), ("inside", 0));
+    assert_eq!(state(name), "running");
+    cleanup("podman", &[name]);
+}
+
+/// An argument a shell would take apart: quotes, `$HOME`, a tab, `;`, a
+/// backslash, a glob and a newline.
+const NASTY: &str = "a'b\"c $HOME\td;e \\n * `x`\nz";
+
+/// In a distrobox container a command's argv arrives byte for byte (no
+/// shell on the host re-reads it), runs as distrobox's user in its
+/// directory; `serve` on a distrobox head gets HF_TOKEN through; and the
+/// distrobox processes halobox starts get no secret.
+#[test]
+fn distrobox_commands_arrive_byte_for_byte_and_secrets_stay_out() {
+    let socket = ROOTLESS;
+    require(socket);
+    let name = "hbx-distro-argv";
+    let _ = as_halotest(&["rm", name, "--yes", "--engine", socket]);
+    let spies = Spies::new();
+    spies.add("distrobox", false, "exec /usr/bin/distrobox \"$@\"");
+    let path = spies.path();
+    let mut env: Vec<(&str, &str)> = SECRETS.to_vec();
+    env.push(("PATH", &path));
+    ok(&distrobox_refresh(&env, name, &["--memlock", "8M"]));
+
+    let out = as_halotest_with(
+        &env,
+        &[
+            "enter", name, "--engine", socket, "--", "printf", "[%s]\\n", NASTY, "x  y",
+        ],
+        "/",
+    );
+    assert_eq!(ok(&out), format!("[{NASTY}]\n[x  y]\n"));
+    let out = as_halotest_with(
+        &env,
+        &[
+            "enter",
+            name,
+            "--engine",
+            socket,
+            "--",
+            "sh",
+            "-c",
+            "id -un; pwd; echo $CONTAINER_ID",
+        ],
+        "/home/halotest",
+    );
+    assert_eq!(ok(&out), format!("halotest\n/home/halotest\n{name}\n"));
+    let out = as_halotest_with(&env, &["enter", name, "--engine", socket, "--", "pwd"], "/");
+    assert_eq!(ok(&out), "/run/host\n");
+
+    // serve on a distrobox head: a stand-in vllm in the container records
+    // what it got (the container binds the host's /tmp).
+    let seen = tempfile::tempdir().unwrap();
+    std::fs::set_permissions(
+        seen.path(),
+        std::os::unix::fs::PermissionsExt::from_mode(0o777),
+    )
+    .unwrap();
+    let fake_vllm = format!(
+        "#!/bin/sh\nprintf '%s' \"$HF_TOKEN\" > {d}/token\nfor a in \"$@\"; do printf '%s\\0' \"$a\"; done > {d}/args\n",
+        d = seen.path().display()
+    );
+    let mut install = Command::new("runuser")
+        .args([
+            "-u",
+            "halotest",
+            "--",
+            "env",
+            "XDG_RUNTIME_DIR=/run/user/1500",
+            "podman",
+            "exec",
+            "-i",
+            "-u",
+            "0",
+            name,
+            "sh",
+            "-c",
+            "cat > /usr/local/bin/vllm && chmod 755 /usr/local/bin/vllm",
+        ])
+        .current_dir("/")
+        .stdin(Stdio::piped())
+        .spawn()
+        .unwrap();
+    std::io::Write::write_all(&mut install.stdin.take().unwrap(), fake_vllm.as_bytes()).unwrap();
+    assert!(install.wait().unwrap().success());
+    let cluster = seen.path().join("cluster.toml");
+    std::fs::write(
+        &cluster,
+        format!(
+            "halobox = \"{}\"\ntransport = \"ethernet\"\n[[node]]\nssh = \"halotest@head\"\nip = \"{}\"\nbackend = \"distrobox\"\ncontainer = \"{name}\"\n",
+            env!("CARGO_BIN_EXE_halobox"),
+            common::local_ipv4()
+        ),
+    )
+    .unwrap();
+    let out = as_halotest_with(
+        &env,
+        &[
+            "serve",
+            "m",
+            "--cluster",
+            cluster.to_str().unwrap(),
+            "--",
+            "--extra",
+            NASTY,
+        ],
+        "/",
+    );
+    ok(&out);
+    let token = std::fs::read_to_string(seen.path().join("token")).expect("vllm ran");
+    assert_eq!(token, SECRETS[0].1);
+    let args = std::fs::read_to_string(seen.path().join("args")).unwrap();
+    let args: Vec<&str> = args.trim_end_matches('\0').split('\0').collect();
+    assert_eq!(args[..2], ["serve", "m"]);
+    assert_eq!(args[args.len() - 2..], ["--extra", NASTY]);
+
+    // A shell (no command) goes through `distrobox enter`: without secrets.
+    let out = as_halotest_with(&env, &["enter", name, "--engine", socket], "/");
+    assert!(out.status.success(), "{out:?}");
+    let record = spies.record("distrobox");
+    assert!(
+        record.contains("== distrobox create") && record.contains("== distrobox enter"),
+        "{record}"
+    );
+    assert_no_secret(&record);
+    ok(&as_halotest(&["rm", name, "--yes", "--engine", socket]));
 }

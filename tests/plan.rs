@@ -398,11 +398,8 @@ fn refresh_refuses_wrong_engine_foreign_names_and_root_distrobox() {
         name: "vllm".into(),
         image_id: "sha256:1".into(),
         image: "docker.io/kyuz0/vllm-therock-gfx1151:latest".into(),
-        labels: Default::default(),
         state: "exited".into(),
-        memlock: None,
-        devices: vec![],
-        annotations: Default::default(),
+        ..Default::default()
     };
     let err = plan_on(
         &f,
@@ -413,6 +410,22 @@ fn refresh_refuses_wrong_engine_foreign_names_and_root_distrobox() {
     )
     .unwrap_err();
     assert!(matches!(err, PlanError::NameTaken { .. }), "{err}");
+    // halobox's labels from its image (a commit of a halobox container) are not halobox's making.
+    let inherited = halobox::engine::containers::ContainerInfo {
+        labels: [("dev.halobox.managed".to_string(), "true".to_string())].into(),
+        owner: halobox::container::owner::Owner::Inherited,
+        ..foreign.clone()
+    };
+    let err = plan_on(
+        &f,
+        EngineKind::Podman,
+        None,
+        Some(&inherited),
+        &refresh_opts(Backend::Podman, "64M", false),
+    )
+    .unwrap_err();
+    assert!(matches!(err, PlanError::InheritedLabels { .. }), "{err}");
+    assert!(err.to_string().contains("only because its image"), "{err}");
     let mut adopt = refresh_opts(Backend::Podman, "64M", false);
     adopt.adopt = true;
     let p = plan_on(&f, EngineKind::Podman, None, Some(&foreign), &adopt).unwrap();

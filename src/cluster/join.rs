@@ -9,7 +9,7 @@
 
 use std::net::{Ipv4Addr, TcpListener};
 use std::path::PathBuf;
-use std::process::Command;
+
 use std::time::Duration;
 
 use anyhow::bail;
@@ -239,7 +239,7 @@ pub fn start(report: &JoinReport, req: &JoinRequest) -> anyhow::Result<()> {
             ),
         }
         let (prog, args) = env.ray_start.split_first().expect("ray start argv");
-        let status = Command::new(prog)
+        let status = crate::proc::command(prog)
             .args(args)
             .envs(env.vars.iter().map(|v| (&v.name, &v.value)))
             .env("RAY_USAGE_STATS_ENABLED", "0")

@@ -4,7 +4,7 @@
 //! output is copied through and the transport NCCL chose is said once.
 
 use std::io::{BufRead, BufReader, Read, Write};
-use std::process::{Command, Stdio};
+use std::process::Stdio;
 use std::sync::atomic::{AtomicBool, Ordering};
 
 use super::config::ClusterConfig;
@@ -72,15 +72,12 @@ pub fn prepare(
 /// status.
 pub fn run(argv: &[String], secrets: &[String], nccl_debug: bool) -> anyhow::Result<u8> {
     let (prog, args) = argv.split_first().expect("serve argv");
-    let mut cmd = Command::new(prog);
+    let mut cmd = crate::proc::command(prog);
     cmd.args(args).stdin(if secrets.is_empty() {
         Stdio::null()
     } else {
         Stdio::piped()
     });
-    for name in plan::SECRETS {
-        cmd.env_remove(name);
-    }
     if nccl_debug {
         cmd.stdout(Stdio::piped()).stderr(Stdio::piped());
     }

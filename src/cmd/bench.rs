@@ -80,7 +80,7 @@ fn exec_in(args: &BenchExecArgs) -> anyhow::Result<ExitCode> {
         ))
     })?;
     let argv = inside.argv(&args.command);
-    let status = std::process::Command::new(&argv[0])
+    let status = crate::proc::command(&argv[0])
         .args(&argv[1..])
         .status()
         .with_context(|| format!("cannot run {}: install its command-line tool", argv[0]))?;

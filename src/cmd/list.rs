@@ -1,9 +1,11 @@
 //! `halobox list`: the containers halobox made (after repairing what an
-//! interrupted refresh left).
+//! interrupted refresh left; not those that carry its labels only because
+//! their image does).
 
 use std::process::ExitCode;
 
 use crate::cli::ListArgs;
+use crate::container::owner::Owner;
 use crate::container::spec::{
     LABEL_BACKEND, LABEL_CHANNEL, LABEL_IMAGE, LABEL_MANAGED, LABEL_MEMLOCK,
 };
@@ -23,6 +25,7 @@ pub fn run(args: &ListArgs) -> anyhow::Result<ExitCode> {
             }
             list = engine.containers_with_label(&label).await?;
         }
+        list.retain(|c| c.owner == Owner::Halobox);
         if args.output.json {
             println!("{}", serde_json::to_string_pretty(&list)?);
             return Ok(ExitCode::SUCCESS);

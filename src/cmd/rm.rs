@@ -8,6 +8,7 @@ use std::process::ExitCode;
 use anyhow::Context as _;
 
 use crate::cli::RmArgs;
+use crate::container::owner::Owner;
 use crate::engine::{block_on, connect};
 use crate::error::UsageError;
 use crate::refresh::lock;
@@ -26,12 +27,22 @@ pub fn run(args: &RmArgs) -> anyhow::Result<ExitCode> {
             ))
             .into());
         };
-        if !is_managed(&c) {
-            return Err(UsageError(format!(
-                "{} was not made by halobox; halobox removes only its own containers\n  hint: use {} rm {} yourself if you mean it",
-                c.name, engine.info.kind, c.name
-            ))
-            .into());
+        match c.owner {
+            Owner::Halobox => {}
+            Owner::Inherited => {
+                return Err(UsageError(format!(
+                    "{} was not made by halobox: it carries halobox's labels only because its image {} does (a commit of a halobox container?); halobox removes only its own containers\n  hint: use {} rm {} yourself if you mean it",
+                    c.name, c.image, engine.info.kind, c.name
+                ))
+                .into());
+            }
+            Owner::Foreign => {
+                return Err(UsageError(format!(
+                    "{} was not made by halobox; halobox removes only its own containers\n  hint: use {} rm {} yourself if you mean it",
+                    c.name, engine.info.kind, c.name
+                ))
+                .into());
+            }
         }
         let kept = engine
             .container(&format!("{}{PREV_SUFFIX}", args.name))

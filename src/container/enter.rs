@@ -1,12 +1,23 @@
-//! Runs a shell or a command inside a halobox container with the tool its
-//! backend calls for: `toolbox enter`/`run`, `distrobox enter`, or an exec
-//! through the engine's API (starting the container first).
+//! Runs a shell or a command inside a container: `toolbox enter`/`run` for
+//! halobox's toolbox containers, `distrobox enter` for a shell in its
+//! distrobox containers, and an exec through the engine's API for everything
+//! else (a command in a distrobox container runs as distrobox's user and in
+//! its directory, with the argv passed as a list: distrobox-enter would
+//! `eval` it). A container that is not running is started first.
 
-use std::process::Command;
+use std::time::{Duration, Instant};
 
+use super::distrobox;
+use super::owner::Owner;
 use super::spec::LABEL_BACKEND;
-use crate::engine::{self, block_on};
+use crate::engine::containers::ContainerInfo;
+use crate::engine::exec::ExecOptions;
+use crate::engine::{self, Engine, block_on};
 use crate::error::UsageError;
+
+/// How long distrobox's init may take to set a started container up (on
+/// first start it may install packages).
+const DISTROBOX_SETUP: Duration = Duration::from_secs(600);
 
 /// The shell started when no command is given.
 fn default_shell() -> Vec<String> {
@@ -22,30 +33,45 @@ fn status_byte(code: i64) -> u8 {
     u8::try_from(code.clamp(0, 255)).unwrap_or(1)
 }
 
+/// Whether a container in `state` must be started before a command can run
+/// in it (`Ok(true)`), already runs (`Ok(false)`), or cannot take one now
+/// (why, with the fix). Covers every state podman and docker report.
+pub fn needs_start(name: &str, state: &str) -> Result<bool, String> {
+    match state {
+        "running" => Ok(false),
+        "created" | "configured" | "initialized" | "exited" | "stopped" => Ok(true),
+        "paused" => Err(format!(
+            "container {name} is paused\n  hint: `podman unpause {name}` (or `docker unpause {name}`), then try again"
+        )),
+        "stopping" | "restarting" | "removing" => Err(format!(
+            "container {name} is {state}\n  hint: wait until that is over (`podman ps -a` shows it), then try again"
+        )),
+        other => Err(format!(
+            "container {name} is in state {other:?}, which cannot run a command\n  hint: `podman ps -a` / `docker ps -a` shows it; remove it or start it by hand"
+        )),
+    }
+}
+
 /// Runs `command` (a login shell when empty) in container `name` (resolved
 /// as [`super::name::resolve`] does) on the engine `engine` names; returns
 /// the command's exit status.
 pub fn run(name: Option<&str>, engine: Option<&str>, command: &[String]) -> anyhow::Result<u8> {
     let name = super::name::resolve(name)?;
-    let info = block_on(async {
+    let (engine, container) = block_on(async {
         let engine = engine::connect(engine).await?;
         let c = engine.container(&name).await?;
         anyhow::Ok((engine, c))
     })??;
-    let (engine, Some(container)) = info else {
+    let Some(container) = container else {
         return Err(UsageError(format!(
             "there is no container {name}\n  hint: create it with `halobox refresh --name {name}`"
         ))
         .into());
     };
-    let backend = container.labels.get(LABEL_BACKEND).map(String::as_str);
-    let via = |program: &str, words: Vec<String>| -> anyhow::Result<u8> {
-        let status = Command::new(program)
-            .args(&words)
-            .status()
-            .map_err(|e| anyhow::anyhow!("cannot run {program}: {e}\n  hint: install {program}, or enter with the engine: podman exec -it {name} sh"))?;
-        Ok(status_byte(i64::from(status.code().unwrap_or(1))))
-    };
+    // Only halobox's own label says which tool made it; an inherited one may lie.
+    let backend = (container.owner == Owner::Halobox)
+        .then(|| container.labels.get(LABEL_BACKEND).map(String::as_str))
+        .flatten();
     match backend {
         Some("toolbox") => {
             let mut words = vec![];
@@ -55,28 +81,147 @@ pub fn run(name: Option<&str>, engine: Option<&str>, command: &[String]) -> anyh
                 words.extend(["run".to_string(), "-c".to_string(), name.clone()]);
                 words.extend(command.iter().cloned());
             }
-            via("toolbox", words)
+            via(&name, "toolbox", &words)
         }
-        Some("distrobox") => {
-            let mut words = vec!["enter".to_string(), name.clone()];
-            if !command.is_empty() {
-                words.push("--".into());
-                words.extend(command.iter().cloned());
+        Some("distrobox") if command.is_empty() => {
+            let mut words = vec!["enter".to_string()];
+            if !engine.info.rootless {
+                words.push("--root".into());
             }
-            via("distrobox", words)
+            words.push(name.clone());
+            via(&name, "distrobox", &words)
         }
-        _ => {
-            if container.state != "running" {
-                block_on(engine.docker.start_container(&name, None))?
-                    .map_err(|e| anyhow::anyhow!("starting {name}: {e}"))?;
-            }
-            let cmd = if command.is_empty() {
-                default_shell()
-            } else {
-                command.to_vec()
-            };
-            let code = block_on(engine.exec(&name, &cmd, None))??;
-            Ok(status_byte(code))
+        Some("distrobox") => block_on(in_distrobox(&engine, &container, command))?,
+        _ => block_on(in_container(&engine, &container, command))?,
+    }
+}
+
+/// Runs `program words…` (the backend's own tool) in the foreground.
+fn via(name: &str, program: &str, words: &[String]) -> anyhow::Result<u8> {
+    let status = crate::proc::command(program)
+        .args(words)
+        .status()
+        .map_err(|e| anyhow::anyhow!("cannot run {program}: {e}\n  hint: install {program}, or enter with the engine: podman exec -it {name} sh"))?;
+    Ok(status_byte(i64::from(status.code().unwrap_or(1))))
+}
+
+/// Starts the container when its state calls for it; returns whether it did.
+async fn ensure_running(engine: &Engine, c: &ContainerInfo) -> anyhow::Result<bool> {
+    let start = needs_start(&c.name, &c.state).map_err(UsageError)?;
+    if start {
+        engine.start(&c.name).await?;
+    }
+    Ok(start)
+}
+
+/// An exec through the API (a login shell when `command` is empty).
+async fn in_container(
+    engine: &Engine,
+    c: &ContainerInfo,
+    command: &[String],
+) -> anyhow::Result<u8> {
+    ensure_running(engine, c).await?;
+    let cmd = if command.is_empty() {
+        default_shell()
+    } else {
+        command.to_vec()
+    };
+    let code = engine.exec(&c.name, &cmd, &ExecOptions::default()).await?;
+    Ok(status_byte(code))
+}
+
+/// `command` in a distrobox container as `distrobox enter` would run it (its
+/// user, the current directory as seen inside), argv passed as a list.
+async fn in_distrobox(
+    engine: &Engine,
+    c: &ContainerInfo,
+    command: &[String],
+) -> anyhow::Result<u8> {
+    let user = distrobox::user(&c.cmd).ok_or_else(|| {
+        anyhow::anyhow!(
+            "container {} is labelled distrobox but its command names no user ({:?})\n  hint: re-create it with `halobox refresh --backend distrobox --name {}`",
+            c.name,
+            c.cmd,
+            c.name
+        )
+    })?;
+    ensure_running(engine, c).await?;
+    wait_for_setup(engine, &c.name).await?;
+    let home = distrobox::home(&c.env);
+    let cwd = std::env::current_dir().unwrap_or_else(|_| "/".into());
+    let opts = ExecOptions {
+        user: Some(user),
+        workdir: Some(distrobox::workdir(home.as_deref(), &cwd)),
+        env: vec![format!("CONTAINER_ID={}", c.name)],
+    };
+    let code = engine.exec(&c.name, command, &opts).await?;
+    Ok(status_byte(code))
+}
+
+/// Waits until distrobox's init has set the container up since it last
+/// started (it prints [`distrobox::SETUP_DONE`]), as `distrobox enter` does.
+async fn wait_for_setup(engine: &Engine, name: &str) -> anyhow::Result<()> {
+    let deadline = Instant::now() + DISTROBOX_SETUP;
+    let mut said = false;
+    loop {
+        let state = engine
+            .run_state(name)
+            .await?
+            .ok_or_else(|| anyhow::anyhow!("container {name} went away"))?;
+        if !state.running {
+            anyhow::bail!(
+                "container {name} stopped during distrobox's setup (state {}, exit code {})\n  hint: `podman logs {name}` shows why",
+                state.status,
+                state.exit_code
+            );
+        }
+        let since = chrono::DateTime::parse_from_rfc3339(&state.started_at)
+            .map(|t| t.timestamp())
+            .unwrap_or(0);
+        let log = engine.logs_since(name, since).await?;
+        if log.contains(distrobox::SETUP_DONE) {
+            return Ok(());
+        }
+        if let Some(line) = log.lines().find(|l| l.contains("Error:")) {
+            anyhow::bail!(
+                "distrobox's setup of {name} failed: {}\n  hint: `podman logs {name}` shows the rest",
+                line.trim()
+            );
+        }
+        if Instant::now() >= deadline {
+            anyhow::bail!(
+                "distrobox's setup of {name} did not finish in {}s\n  hint: `podman logs -f {name}` shows where it is",
+                DISTROBOX_SETUP.as_secs()
+            );
+        }
+        if !said {
+            eprintln!("halobox: waiting for distrobox to set up {name}");
+            said = true;
+        }
+        tokio::time::sleep(Duration::from_millis(250)).await;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_state_has_an_answer() {
+        assert_eq!(needs_start("c", "running"), Ok(false));
+        for s in ["created", "configured", "initialized", "exited", "stopped"] {
+            assert_eq!(needs_start("c", s), Ok(true), "{s}");
+        }
+        for s in [
+            "paused",
+            "stopping",
+            "restarting",
+            "removing",
+            "dead",
+            "unknown",
+        ] {
+            let e = needs_start("c", s).unwrap_err();
+            assert!(e.contains("hint:"), "{s}: {e}");
         }
     }
 }

@@ -14,5 +14,6 @@ pub mod inside;
 pub mod memlock;
 pub mod model;
 pub mod name;
+pub mod owner;
 pub mod spec;
 pub mod toolbox;

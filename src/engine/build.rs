@@ -9,6 +9,7 @@ use bollard::query_parameters::{BuildImageOptionsBuilder, BuilderVersion};
 use futures_util::StreamExt;
 use hyper::body::Bytes;
 
+use super::bound::{Activity, BUILD_IDLE};
 use super::{Engine, EngineError};
 
 /// One build request.
@@ -91,7 +92,13 @@ impl Engine {
             },
             message: message.trim().to_string(),
         };
-        while let Some(item) = stream.next().await {
+        let what = format!("building {}", req.tag);
+        let activity = Activity::new();
+        while let Some(item) = self
+            .progressing(&what, &activity, BUILD_IDLE, stream.next())
+            .await?
+        {
+            activity.touch();
             let info = match item {
                 Ok(info) => info,
                 Err(bollard::errors::Error::DockerStreamError { error }) => {

@@ -1,6 +1,7 @@
 //! Running a command in a container through the API: interactive (TTY in raw
-//! mode, window resizes forwarded) or plain (output streamed), with the
-//! command's exit code passed through.
+//! mode, window resizes forwarded) or plain (output streamed, stdin passed
+//! on as `podman exec -i` does), with the command's exit code passed through.
+//! The argv goes to the engine as a list: no shell re-reads it.
 
 use std::io::{IsTerminal, Write};
 
@@ -12,6 +13,17 @@ use futures_util::StreamExt;
 use tokio::io::AsyncWriteExt;
 
 use super::{Context, Engine, EngineError};
+
+/// Who runs a command in a container, where, and with what environment.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ExecOptions {
+    /// `user`, `uid` or `uid:gid`; the container's user when `None`.
+    pub user: Option<String>,
+    /// The working directory; the container's when `None`.
+    pub workdir: Option<String>,
+    /// `NAME=value` pairs added to the container's environment.
+    pub env: Vec<String>,
+}
 
 /// Restores the terminal when dropped.
 struct RawMode {
@@ -53,44 +65,49 @@ fn terminal_size() -> Option<(u16, u16)> {
 }
 
 impl Engine {
-    /// Runs `cmd` in `container` as `user`; interactive when stdin and stdout
-    /// are terminals. Returns the command's exit code.
+    /// Runs `cmd` in `container` as `opts` say; interactive when stdin and
+    /// stdout are terminals. Returns the command's exit code.
     pub async fn exec(
         &self,
         container: &str,
         cmd: &[String],
-        user: Option<&str>,
+        opts: &ExecOptions,
     ) -> Result<i64, EngineError> {
         let tty = std::io::stdin().is_terminal() && std::io::stdout().is_terminal();
+        let mut env = vec!["TERM=xterm-256color".to_string()];
+        env.extend(opts.env.iter().cloned());
         let exec = self
-            .docker
-            .create_exec(
-                container,
-                ExecConfig {
-                    attach_stdin: Some(tty),
-                    attach_stdout: Some(true),
-                    attach_stderr: Some(true),
-                    tty: Some(tty),
-                    cmd: Some(cmd.to_vec()),
-                    user: user.map(str::to_string),
-                    env: Some(vec!["TERM=xterm-256color".into()]),
-                    ..Default::default()
-                },
+            .call(
+                &format!("preparing to run {cmd:?} in {container}"),
+                self.docker.create_exec(
+                    container,
+                    ExecConfig {
+                        attach_stdin: Some(true),
+                        attach_stdout: Some(true),
+                        attach_stderr: Some(true),
+                        tty: Some(tty),
+                        cmd: Some(cmd.to_vec()),
+                        user: opts.user.clone(),
+                        working_dir: opts.workdir.clone(),
+                        env: Some(env),
+                        ..Default::default()
+                    },
+                ),
             )
-            .await
-            .ctx(|| format!("preparing to run {cmd:?} in {container}"))?;
+            .await?;
         let started = self
-            .docker
-            .start_exec(
-                &exec.id,
-                Some(StartExecOptions {
-                    detach: false,
-                    tty,
-                    output_capacity: None,
-                }),
+            .call(
+                &format!("running {cmd:?} in {container}"),
+                self.docker.start_exec(
+                    &exec.id,
+                    Some(StartExecOptions {
+                        detach: false,
+                        tty,
+                        output_capacity: None,
+                    }),
+                ),
             )
-            .await
-            .ctx(|| format!("running {cmd:?} in {container}"))?;
+            .await?;
         let StartExecResults::Attached {
             mut output,
             mut input,
@@ -116,12 +133,12 @@ impl Engine {
                     docker.resize(&id).await;
                 }
             });
-            tokio::spawn(async move {
-                let mut stdin = tokio::io::stdin();
-                let _ = tokio::io::copy(&mut stdin, &mut input).await;
-                let _ = input.shutdown().await;
-            });
         }
+        tokio::spawn(async move {
+            let mut stdin = tokio::io::stdin();
+            let _ = tokio::io::copy(&mut stdin, &mut input).await;
+            let _ = input.shutdown().await;
+        });
         let mut stdout = std::io::stdout();
         let mut stderr = std::io::stderr();
         while let Some(chunk) = output.next().await {
@@ -139,23 +156,26 @@ impl Engine {
         }
         drop(raw);
         let done = self
-            .docker
-            .inspect_exec(&exec.id)
-            .await
-            .ctx(|| format!("reading the exit code of {cmd:?}"))?;
+            .call(
+                &format!("reading the exit code of {cmd:?}"),
+                self.docker.inspect_exec(&exec.id),
+            )
+            .await?;
         Ok(done.exit_code.unwrap_or(0))
     }
 
     async fn resize(&self, exec_id: &str) {
         if let Some((rows, cols)) = terminal_size() {
             let _ = self
-                .docker
-                .resize_exec(
-                    exec_id,
-                    ResizeExecOptionsBuilder::new()
-                        .h(i32::from(rows))
-                        .w(i32::from(cols))
-                        .build(),
+                .call(
+                    "resizing the terminal",
+                    self.docker.resize_exec(
+                        exec_id,
+                        ResizeExecOptionsBuilder::new()
+                            .h(i32::from(rows))
+                            .w(i32::from(cols))
+                            .build(),
+                    ),
                 )
                 .await;
         }

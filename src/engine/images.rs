@@ -10,8 +10,9 @@ use bollard::query_parameters::{
 use futures_util::StreamExt;
 
 use super::auth::{self, Credentials};
+use super::bound::{Activity, STREAM_IDLE};
 use super::progress::LayerProgress;
-use super::{Context, Engine, EngineError, push};
+use super::{Engine, EngineError, push};
 use crate::image_ref::ImageRef;
 
 /// What halobox needs to know about a local image.
@@ -91,7 +92,21 @@ impl Engine {
             self.docker
                 .create_image(Some(opts.build()), None, creds.map(Credentials::to_docker));
         let mut progress = LayerProgress::new(&format!("pull {reference}"));
-        while let Some(item) = stream.next().await {
+        let what = format!("pulling {reference}");
+        let activity = Activity::new();
+        loop {
+            let next = self
+                .progressing(&what, &activity, STREAM_IDLE, stream.next())
+                .await;
+            let item = match next {
+                Ok(Some(item)) => item,
+                Ok(None) => break,
+                Err(e) => {
+                    progress.finish();
+                    return Err(e);
+                }
+            };
+            activity.touch();
             let info = match item {
                 Ok(info) => info,
                 Err(e) => {
@@ -133,13 +148,21 @@ impl Engine {
 
     /// Inspects a local image; `Ok(None)` when it does not exist.
     pub async fn image(&self, reference: &str) -> Result<Option<LocalImage>, EngineError> {
-        match self.docker.inspect_image(reference).await {
+        let what = format!("inspecting image {reference}");
+        match self
+            .within(
+                super::bound::CALL,
+                &what,
+                self.docker.inspect_image(reference),
+            )
+            .await?
+        {
             Ok(i) => Ok(Some(LocalImage::from_inspect(i))),
             Err(bollard::errors::Error::DockerResponseServerError {
                 status_code: 404, ..
             }) => Ok(None),
             Err(e) => Err(EngineError::Api {
-                context: format!("inspecting image {reference}"),
+                context: what,
                 error: e,
             }),
         }
@@ -151,10 +174,11 @@ impl Engine {
             .repo(&target.repository)
             .tag(target.tag.as_deref().unwrap_or("latest"))
             .build();
-        self.docker
-            .tag_image(source, Some(opts))
-            .await
-            .ctx(|| format!("tagging {source} as {target}"))
+        self.call(
+            &format!("tagging {source} as {target}"),
+            self.docker.tag_image(source, Some(opts)),
+        )
+        .await
     }
 
     /// Every local image tagged in `repository`: (tag, image id).
@@ -163,10 +187,12 @@ impl Engine {
         repository: &str,
     ) -> Result<Vec<(String, String)>, EngineError> {
         let images = self
-            .docker
-            .list_images(Some(ListImagesOptionsBuilder::new().all(false).build()))
-            .await
-            .ctx(|| "listing images".into())?;
+            .call(
+                "listing images",
+                self.docker
+                    .list_images(Some(ListImagesOptionsBuilder::new().all(false).build())),
+            )
+            .await?;
         let prefix = format!("{repository}:");
         let mut out = Vec::new();
         for img in images {
@@ -181,14 +207,15 @@ impl Engine {
 
     /// Removes one tag (the image goes when its last tag does).
     pub async fn untag(&self, reference: &str) -> Result<(), EngineError> {
-        self.docker
-            .remove_image(
+        self.call(
+            &format!("removing image {reference}"),
+            self.docker.remove_image(
                 reference,
                 Some(RemoveImageOptionsBuilder::new().build()),
                 None,
-            )
-            .await
-            .map(|_| ())
-            .ctx(|| format!("removing image {reference}"))
+            ),
+        )
+        .await
+        .map(|_| ())
     }
 }

@@ -4,12 +4,10 @@
 
 use std::time::Duration;
 
+use super::bound::CALL;
+use super::{Context, Engine, EngineError};
 use bollard::query_parameters::{InspectContainerOptionsBuilder, StopContainerOptionsBuilder};
-use hyper::{Method, StatusCode};
 use serde_json::Value;
-
-use super::discover::unix_path;
-use super::{Context, Engine, EngineError, EngineKind, libpod};
 
 /// What a container is doing now.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -44,6 +42,32 @@ pub struct Changes {
     pub bytes: Option<i64>,
 }
 
+/// The state part of a container inspect answer (any state word the
+/// engine reports, podman's transient `stopped` included).
+pub fn run_state(v: &Value) -> RunState {
+    let text = |p: &str| {
+        v.pointer(p)
+            .and_then(Value::as_str)
+            .unwrap_or_default()
+            .to_string()
+    };
+    let int = |p: &str| v.pointer(p).and_then(Value::as_i64).unwrap_or(0);
+    RunState {
+        id: text("/Id"),
+        name: text("/Name").trim_start_matches('/').to_string(),
+        status: text("/State/Status"),
+        running: v
+            .pointer("/State/Running")
+            .and_then(Value::as_bool)
+            .unwrap_or(false),
+        started_at: text("/State/StartedAt"),
+        restart_count: int("/RestartCount"),
+        pid: int("/State/Pid"),
+        exit_code: int("/State/ExitCode"),
+        error: text("/State/Error"),
+    }
+}
+
 /// True for an HTTP status from the engine.
 fn status_is(e: &bollard::errors::Error, code: u16) -> bool {
     matches!(e, bollard::errors::Error::DockerResponseServerError { status_code, .. } if *status_code == code)
@@ -52,7 +76,11 @@ fn status_is(e: &bollard::errors::Error, code: u16) -> bool {
 impl Engine {
     /// Starts a container (one that already runs is fine).
     pub async fn start(&self, id: &str) -> Result<(), EngineError> {
-        match self.docker.start_container(id, None).await {
+        let what = format!("starting container {id}");
+        match self
+            .within(CALL, &what, self.docker.start_container(id, None))
+            .await?
+        {
             Err(e) if status_is(&e, 304) => Ok(()),
             r => r.ctx(|| format!("starting container {id}")),
         }
@@ -63,87 +91,41 @@ impl Engine {
     pub async fn stop(&self, id: &str, grace: Duration) -> Result<(), EngineError> {
         let t = i32::try_from(grace.as_secs()).unwrap_or(i32::MAX);
         let opts = StopContainerOptionsBuilder::new().t(t).build();
-        match self.docker.stop_container(id, Some(opts)).await {
+        let what = format!("stopping container {id}");
+        let bound = CALL + grace;
+        match self
+            .within(bound, &what, self.docker.stop_container(id, Some(opts)))
+            .await?
+        {
             Err(e) if status_is(&e, 304) => Ok(()),
             r => r.ctx(|| format!("stopping container {id}")),
         }
     }
 
-    /// The run state of a container; `Ok(None)` when there is none. Podman
-    /// is asked through its own API: its transient `stopped` state is not a
-    /// word bollard's types accept.
+    /// The run state of a container (any state the engine reports);
+    /// `Ok(None)` when there is none.
     pub async fn run_state(&self, id: &str) -> Result<Option<RunState>, EngineError> {
-        if self.info.kind == EngineKind::Podman
-            && let Some(socket) = unix_path(&self.info.address)
-        {
-            let path = format!("/containers/{id}/json");
-            let (status, v) = libpod::request(socket, Method::GET, &path, None)
-                .await
-                .map_err(|message| EngineError::Stream {
-                    context: format!("inspecting container {id}"),
-                    message,
-                })?;
-            if status == StatusCode::NOT_FOUND {
-                return Ok(None);
-            }
-            if !status.is_success() {
-                return Err(EngineError::Stream {
-                    context: format!("inspecting container {id}"),
-                    message: format!("HTTP {status}: {v}"),
-                });
-            }
-            let text = |p: &str| v.pointer(p).and_then(Value::as_str).unwrap_or_default();
-            let int = |p: &str| v.pointer(p).and_then(Value::as_i64).unwrap_or_default();
-            return Ok(Some(RunState {
-                id: text("/Id").to_string(),
-                name: text("/Name").trim_start_matches('/').to_string(),
-                status: text("/State/Status").to_string(),
-                running: v.pointer("/State/Running").and_then(Value::as_bool) == Some(true),
-                started_at: text("/State/StartedAt").to_string(),
-                restart_count: int("/RestartCount"),
-                pid: int("/State/Pid"),
-                exit_code: int("/State/ExitCode"),
-                error: text("/State/Error").to_string(),
-            }));
-        }
-        let c = match self.docker.inspect_container(id, None).await {
-            Err(e) if status_is(&e, 404) => return Ok(None),
-            r => r.ctx(|| format!("inspecting container {id}"))?,
-        };
-        let s = c.state.unwrap_or_default();
-        Ok(Some(RunState {
-            id: c.id.unwrap_or_default(),
-            name: c
-                .name
-                .unwrap_or_default()
-                .trim_start_matches('/')
-                .to_string(),
-            status: s.status.map(|v| v.to_string()).unwrap_or_default(),
-            running: s.running == Some(true),
-            started_at: s.started_at.unwrap_or_default(),
-            restart_count: c.restart_count.unwrap_or_default(),
-            pid: s.pid.unwrap_or_default(),
-            exit_code: s.exit_code.unwrap_or_default(),
-            error: s.error.unwrap_or_default(),
-        }))
+        Ok(self.inspect_json(id).await?.as_ref().map(run_state))
     }
 
     /// What the container changed in its filesystem.
     pub async fn changes(&self, id: &str) -> Result<Changes, EngineError> {
         let paths = self
-            .docker
-            .container_changes(id)
-            .await
-            .ctx(|| format!("listing the changes of container {id}"))?
+            .call(
+                &format!("listing the changes of container {id}"),
+                self.docker.container_changes(id),
+            )
+            .await?
             .map_or(0, |c| c.len());
         let sized = self
-            .docker
-            .inspect_container(
-                id,
-                Some(InspectContainerOptionsBuilder::new().size(true).build()),
+            .call(
+                &format!("inspecting container {id}"),
+                self.docker.inspect_container(
+                    id,
+                    Some(InspectContainerOptionsBuilder::new().size(true).build()),
+                ),
             )
-            .await
-            .ctx(|| format!("inspecting container {id}"))?;
+            .await?;
         Ok(Changes {
             paths,
             bytes: sized.size_rw,

@@ -8,6 +8,7 @@ use bollard::query_parameters::ImportImageOptionsBuilder;
 use futures_util::StreamExt;
 use hyper::body::Bytes;
 
+use super::bound::{Activity, STREAM_IDLE};
 use super::{Engine, EngineError};
 
 impl Engine {
@@ -29,9 +30,15 @@ impl Engine {
         );
         let mut stream = self.docker.export_image(reference);
         let mut total = 0u64;
-        while let Some(chunk) = stream.next().await {
+        let what = format!("exporting image {reference}");
+        let activity = Activity::new();
+        while let Some(chunk) = self
+            .progressing(&what, &activity, STREAM_IDLE, stream.next())
+            .await?
+        {
+            activity.touch();
             let chunk = chunk.map_err(|e| EngineError::Api {
-                context: format!("exporting image {reference}"),
+                context: what.clone(),
                 error: e,
             })?;
             total += chunk.len() as u64;
@@ -61,12 +68,20 @@ impl Engine {
                 Err(e) => Some((Err(e), f)),
             }
         });
+        // The engine reading the upload is progress too.
+        let activity = Activity::new();
+        let reading = activity.clone();
+        let chunks = chunks.inspect(move |_| reading.touch());
         let opts = ImportImageOptionsBuilder::new().quiet(true).build();
         let mut stream = self
             .docker
             .import_image(opts, bollard::body_try_stream(chunks), None);
         let mut loaded = Vec::new();
-        while let Some(item) = stream.next().await {
+        while let Some(item) = self
+            .progressing(&context, &activity, STREAM_IDLE, stream.next())
+            .await?
+        {
+            activity.touch();
             match item {
                 Ok(info) => {
                     if let Some(msg) = info.error_detail.and_then(|d| d.message) {

@@ -2,6 +2,7 @@
 //! through bollard. One client for every command that talks to an engine.
 
 pub mod auth;
+pub mod bound;
 pub mod build;
 pub mod containers;
 pub mod discover;
@@ -11,9 +12,11 @@ pub mod libpod;
 pub mod lifecycle;
 pub mod load;
 pub mod local;
+pub mod logs;
 pub mod ping;
 pub mod progress;
 pub mod push;
+mod raw;
 mod runtime;
 mod select;
 pub mod tls;
@@ -27,8 +30,10 @@ use bollard::Docker;
 
 use discover::{Candidate, DiscoveryEnv, Transport, candidates, unix_path};
 
-/// Seconds an API call may take before it is abandoned.
-const API_TIMEOUT_SECS: u64 = 300;
+/// bollard's own limit on waiting for an answer's headers: only a backstop,
+/// every call carries its own bound ([`bound`]), and an upload (load) may
+/// rightly take longer than any fixed time.
+const API_TIMEOUT_SECS: u64 = 86_400;
 
 /// Which engine answers on the socket.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
@@ -95,6 +100,18 @@ pub enum EngineError {
         context: String,
         /// The engine's error (shown in the message, so not chained again).
         error: bollard::errors::Error,
+    },
+    /// The engine did not answer in time (see [`bound`]).
+    #[error("{}", bound::timeout_message(.address, .what, *.secs, *.idle))]
+    Timeout {
+        /// The engine's address.
+        address: String,
+        /// What halobox was doing.
+        what: String,
+        /// The limit, in seconds.
+        secs: u64,
+        /// The limit was on silence (a stream), not on the whole call.
+        idle: bool,
     },
 }
 

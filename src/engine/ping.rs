@@ -21,8 +21,22 @@ pub struct Ping {
     pub version: String,
 }
 
-/// Pings the engine on a unix socket.
+/// Pings the engine on a unix socket, within [`super::bound::PING`].
 pub async fn unix(socket: &Path) -> Result<Ping, String> {
+    let limit = super::bound::PING;
+    tokio::time::timeout(limit, ask(socket))
+        .await
+        .unwrap_or_else(|_| {
+            Err(format!(
+                "accepted the connection but did not answer /_ping within {}s: the engine is wedged \
+                 (check it with `curl --unix-socket {} http://d/_ping`, restart its service)",
+                limit.as_secs(),
+                socket.display()
+            ))
+        })
+}
+
+async fn ask(socket: &Path) -> Result<Ping, String> {
     let client: Client<UnixConnector, Full<Bytes>> = Client::unix();
     let uri: hyper::Uri = hyperlocal::Uri::new(socket, "/_ping").into();
     let req = Request::builder()

@@ -90,40 +90,48 @@ impl Engine {
         let mut progress = LayerProgress::new(&format!("push {reference}"));
         let mut digest = None;
         let mut error = None;
+        let activity = super::bound::Activity::new();
+        let pushing = self.stream_post(&path, &header, |item| {
+            activity.touch();
+            if let Some(m) = item
+                .pointer("/errorDetail/message")
+                .or_else(|| item.get("error"))
+                .and_then(Value::as_str)
+            {
+                error.get_or_insert_with(|| m.to_string());
+                return;
+            }
+            if let Some(d) = item.pointer("/aux/Digest").and_then(Value::as_str) {
+                digest = Some(d.to_string());
+            }
+            let status = item.get("status").and_then(Value::as_str).unwrap_or("");
+            if let Some(d) = digest_in_status(status) {
+                digest.get_or_insert(d);
+            }
+            if status.is_empty() {
+                return;
+            }
+            let num = |k: &str| {
+                item.pointer(&format!("/progressDetail/{k}"))
+                    .and_then(Value::as_i64)
+            };
+            progress.update(
+                item.get("id").and_then(Value::as_str),
+                status,
+                num("current"),
+                num("total"),
+            );
+        });
         let result = self
-            .stream_post(&path, &header, |item| {
-                if let Some(m) = item
-                    .pointer("/errorDetail/message")
-                    .or_else(|| item.get("error"))
-                    .and_then(Value::as_str)
-                {
-                    error.get_or_insert_with(|| m.to_string());
-                    return;
-                }
-                if let Some(d) = item.pointer("/aux/Digest").and_then(Value::as_str) {
-                    digest = Some(d.to_string());
-                }
-                let status = item.get("status").and_then(Value::as_str).unwrap_or("");
-                if let Some(d) = digest_in_status(status) {
-                    digest.get_or_insert(d);
-                }
-                if status.is_empty() {
-                    return;
-                }
-                let num = |k: &str| {
-                    item.pointer(&format!("/progressDetail/{k}"))
-                        .and_then(Value::as_i64)
-                };
-                progress.update(
-                    item.get("id").and_then(Value::as_str),
-                    status,
-                    num("current"),
-                    num("total"),
-                );
-            })
+            .progressing(
+                &format!("pushing {reference}"),
+                &activity,
+                super::bound::STREAM_IDLE,
+                pushing,
+            )
             .await;
         progress.finish();
-        let (status, body) = result.map_err(fail)?;
+        let (status, body) = result?.map_err(fail)?;
         if let Some(e) = error {
             return Err(fail(e));
         }

@@ -1,8 +1,6 @@
 //! NIC driver and firmware from `ethtool -i` (live) or
 //! `captured/ethtool-i/<netdev>` (snapshot).
 
-use std::process::Command;
-
 use schemars::JsonSchema;
 use serde::Serialize;
 
@@ -29,7 +27,10 @@ pub fn read(r: &Reader, netdevs: &[String], ethtool: Option<&str>) -> Vec<Driver
         .iter()
         .filter_map(|netdev| {
             let text = if r.root().is_live() {
-                let out = Command::new(ethtool?).args(["-i", netdev]).output().ok()?;
+                let out = crate::proc::command(ethtool?)
+                    .args(["-i", netdev])
+                    .output()
+                    .ok()?;
                 out.status
                     .success()
                     .then(|| String::from_utf8_lossy(&out.stdout).into_owned())?

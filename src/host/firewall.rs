@@ -4,8 +4,6 @@
 //! `iptables-save` on the live host, which need root; in a snapshot
 //! `captured/nft-ruleset.json` and `captured/iptables-save.txt`).
 
-use std::process::Command;
-
 use schemars::JsonSchema;
 use serde::Serialize;
 
@@ -247,7 +245,7 @@ fn ufw(r: &Reader) -> UfwFacts {
 
 /// Runs a ruleset dump on the live host; its error text when it fails.
 fn dump(program: &str, args: &[&str]) -> Result<String, String> {
-    match Command::new(program).args(args).output() {
+    match crate::proc::command(program).args(args).output() {
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
             Err(format!("{program} is not installed"))
         }

@@ -3,8 +3,6 @@
 //! or rpm's (`rpm -q` on the live host, `captured/rpm-q.txt` in a snapshot:
 //! the rpm database is SQLite, which halobox does not read).
 
-use std::process::Command;
-
 use schemars::JsonSchema;
 use serde::Serialize;
 
@@ -145,7 +143,7 @@ pub fn parse_name_version(entry: &str, manager: &str) -> Option<Package> {
 
 fn rpm(r: &Reader) -> Vec<Package> {
     let text = if r.root().is_live() {
-        let Ok(out) = Command::new("rpm")
+        let Ok(out) = crate::proc::command("rpm")
             .arg("-q")
             .args(["amd-gpu-firmware", "linux-firmware"])
             .output()

@@ -2,7 +2,7 @@
 
 use std::os::unix::fs::PermissionsExt;
 use std::path::PathBuf;
-use std::process::{Command, Stdio};
+use std::process::Stdio;
 use std::time::{Duration, Instant};
 
 use schemars::JsonSchema;
@@ -90,7 +90,7 @@ fn locate(r: &Reader, name: &str) -> Option<PathBuf> {
 }
 
 fn version(path: &std::path::Path, flag: &str) -> Option<String> {
-    let mut child = Command::new(path)
+    let mut child = crate::proc::command(path)
         .arg(flag)
         .stdin(Stdio::null())
         .stdout(Stdio::piped())

@@ -1,8 +1,6 @@
 //! The git checkout halobox runs in: its commit and origin, for the
 //! revision and source labels of the images it builds and publishes.
 
-use std::process::Command;
-
 /// `git rev-parse HEAD` of the working folder, when it is a git checkout.
 pub fn revision() -> Option<String> {
     git(&["rev-parse", "HEAD"])
@@ -15,7 +13,7 @@ pub fn origin_url() -> Option<String> {
 
 /// One line of `git` output, when git runs and succeeds.
 fn git(args: &[&str]) -> Option<String> {
-    let out = Command::new("git").args(args).output().ok()?;
+    let out = crate::proc::command("git").args(args).output().ok()?;
     if !out.status.success() {
         return None;
     }

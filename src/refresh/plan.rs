@@ -9,6 +9,7 @@ use serde::Serialize;
 use crate::container::backend::Backend;
 use crate::container::memlock::{Grant, MemlockRequest};
 use crate::container::model::{ContainerSpec, EngineTraits};
+use crate::container::owner::Owner;
 use crate::container::spec::{self, SpecOptions};
 use crate::container::toolbox;
 use crate::engine::EngineInfo;
@@ -168,6 +169,16 @@ pub enum PlanError {
         /// Where.
         address: String,
     },
+    /// A container of that name has halobox's labels only from its image.
+    #[error(
+        "a container named {name} carries halobox's labels only because its image {image} does (a commit of a halobox container?): halobox did not create it, so it will not replace it\n  hint: pass --name to use another name, or --adopt to replace it once the new one runs"
+    )]
+    InheritedLabels {
+        /// The name.
+        name: String,
+        /// Its image.
+        image: String,
+    },
     /// A container of that name exists and halobox did not make it.
     #[error(
         "a container named {name} exists and was not made by halobox (image {image})\n  hint: pass --name to use another name, or --adopt to replace it once the new one runs"
@@ -247,9 +258,11 @@ pub fn plan(
         && !is_managed(c)
         && !opts.adopt
     {
-        return Err(PlanError::NameTaken {
-            name: c.name.clone(),
-            image: c.image.clone(),
+        let (name, image) = (c.name.clone(), c.image.clone());
+        return Err(if c.owner == Owner::Inherited {
+            PlanError::InheritedLabels { name, image }
+        } else {
+            PlanError::NameTaken { name, image }
         });
     }
     if let Some(p) = prev
@@ -382,9 +395,10 @@ fn distrobox_memlock(
     })
 }
 
-/// True when halobox made the container.
+/// True when halobox made the container (labels inherited from its image
+/// do not count: [`crate::container::owner`]).
 pub fn is_managed(c: &ContainerInfo) -> bool {
-    c.labels.get(spec::LABEL_MANAGED).map(String::as_str) == Some("true")
+    c.owner == Owner::Halobox
 }
 
 /// Which pinned (date-tagged) images to remove: all but the newest `keep`,

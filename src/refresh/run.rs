@@ -15,8 +15,8 @@ use super::journal::{Entry, Journal, JournalError, Step};
 use super::plan::{Known, RefreshPlan, Source};
 use super::signals::{self, Caught};
 use crate::container::backend::Backend;
-use crate::container::distrobox;
 use crate::container::spec::{LABEL_DIGEST, LABEL_IMAGE};
+use crate::container::{distrobox, owner};
 use crate::engine::images::LocalImage;
 use crate::engine::{Engine, EngineError};
 use crate::image_ref::{ImageRef, date_tag};
@@ -453,6 +453,8 @@ impl<'a> Steps<'a> {
         let mut spec = plan.spec.clone();
         spec.image = pinned.to_string();
         spec.labels.insert(LABEL_IMAGE.into(), pinned.to_string());
+        spec.labels
+            .insert(owner::LABEL_INSTANCE.into(), owner::new_instance());
         if let Some(d) = digest {
             spec.labels.insert(LABEL_DIGEST.into(), d.to_string());
         }
@@ -662,16 +664,25 @@ async fn prune(engine: &Engine, plan: &RefreshPlan, pinned: &str) -> (Vec<String
     (removed, warnings)
 }
 
-/// Runs a program to completion; a failure carries the end of its output.
+/// How long `distrobox create` may take (the image is already local; on
+/// podman's vfs storage, rootless, create copies every layer).
+const PROGRAM_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(180);
+
+/// Runs a program to completion within [`PROGRAM_TIMEOUT`] (stopped after
+/// it); a failure carries the end of its output.
 async fn run_program(argv: &[String]) -> Result<(), EngineError> {
-    let out = tokio::process::Command::new(&argv[0])
-        .args(&argv[1..])
-        .stdin(std::process::Stdio::null())
-        .output()
+    let out = crate::proc::run_async(argv, PROGRAM_TIMEOUT)
         .await
         .map_err(|e| EngineError::Stream {
             context: format!("running {}", argv[0]),
             message: format!("{e} (is {} installed?)", argv[0]),
+        })?
+        .ok_or_else(|| EngineError::Stream {
+            context: format!("{} did not finish", argv[..2].join(" ")),
+            message: format!(
+                "stopped after {}s; check that the engine answers (`podman ps`) and that sudo does not ask for a password",
+                PROGRAM_TIMEOUT.as_secs()
+            ),
         })?;
     if out.status.success() {
         return Ok(());

@@ -4,6 +4,7 @@
 
 pub mod engines;
 pub mod netns;
+pub mod spy;
 pub mod standin;
 
 use std::path::PathBuf;
@@ -80,4 +81,19 @@ pub fn copy_tree(from: &std::path::Path, to: &std::path::Path) {
             std::fs::copy(entry.path(), &dest).unwrap();
         }
     }
+}
+
+/// An IPv4 address this machine holds (not loopback): `serve` runs on the head.
+pub fn local_ipv4() -> String {
+    let out = std::process::Command::new("ip")
+        .args(["-4", "-o", "addr", "show", "scope", "global"])
+        .output()
+        .expect("ip (iproute2)");
+    String::from_utf8_lossy(&out.stdout)
+        .split_whitespace()
+        .skip_while(|w| *w != "inet")
+        .nth(1)
+        .and_then(|a| a.split('/').next())
+        .map(str::to_string)
+        .expect("serve needs this machine to hold a non-loopback IPv4 address")
 }
