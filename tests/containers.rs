@@ -1087,6 +1087,14 @@ fn labels_from_a_committed_image_do_not_make_a_container_halobox_s() {
             ok(&refresh_args(made, "127.0.0.1:5000/halobox/own-commit:1"));
             assert!(listed(engine).contains(&made.to_string()));
             ok(&run(&["rm", made, "--yes", "--engine", engine]));
+            let _ = cli(
+                "podman",
+                &[
+                    "rmi",
+                    "127.0.0.1:5000/halobox/own-commit:1",
+                    "127.0.0.1:5000/halobox/own-commit:20240101-000000",
+                ],
+            );
         }
         cleanup(program, &[name, copy, made]);
         let _ = cli(program, &["rmi", &image]);
