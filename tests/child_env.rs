@@ -72,8 +72,9 @@ fn ssh_to_nodes_gets_no_secret() {
     );
 }
 
-/// `serve` on a podman head runs `podman exec -i`: the token arrives on its
-/// stdin, and neither it nor any other secret is in its environment.
+/// `serve` on a podman head runs `podman exec -i`: the token and the API key
+/// arrive on its stdin (one a line, in that order), and neither they nor any
+/// other secret are in its environment.
 #[test]
 fn serve_hands_the_token_on_stdin_only() {
     let spies = Spies::new();
@@ -98,5 +99,5 @@ fn serve_hands_the_token_on_stdin_only() {
     let (env, stdin) = record.split_once("-- stdin:\n").expect("stdin recorded");
     assert_no_secret(env);
     assert!(env.contains("HALOBOX_TEST_MARK=passed-through"), "{env}");
-    assert_eq!(stdin, format!("{}\n", SECRETS[0].1));
+    assert_eq!(stdin, format!("{}\n{}\n", SECRETS[0].1, SECRETS[2].1));
 }
