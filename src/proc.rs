@@ -4,7 +4,8 @@
 //! environment.
 
 use std::collections::VecDeque;
-use std::io::{self, BufRead, BufReader, Read};
+use std::io::{self, BufRead, BufReader, Read, Write};
+use std::path::Path;
 use std::process::{Child, ChildStdin, Command, ExitStatus, Stdio};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::thread;
@@ -207,16 +208,25 @@ fn read_lines(reader: impl Read, is_stdout: bool, capture: Capture, shared: &Sha
 impl Proc {
     /// Starts `argv` with piped stdin, stdout and stderr ([`Capture::LOCAL`]).
     pub fn spawn(argv: &[String]) -> io::Result<Proc> {
-        Proc::spawn_with(argv, Capture::LOCAL)
+        Proc::spawn_in(argv, None, Capture::LOCAL)
     }
 
     /// Starts `argv` with piped stdin, stdout and stderr, output kept as
     /// `capture` says.
     pub fn spawn_with(argv: &[String], capture: Capture) -> io::Result<Proc> {
+        Proc::spawn_in(argv, None, capture)
+    }
+
+    /// [`Proc::spawn_with`] in the directory `cwd` (this process's when `None`).
+    pub fn spawn_in(argv: &[String], cwd: Option<&Path>, capture: Capture) -> io::Result<Proc> {
         let (prog, args) = argv
             .split_first()
             .ok_or_else(|| io::Error::other("empty command"))?;
-        let mut child = command(prog)
+        let mut command = command(prog);
+        if let Some(dir) = cwd {
+            command.current_dir(dir);
+        }
+        let mut child = command
             .args(args)
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
@@ -393,6 +403,26 @@ pub struct Finished {
 /// Runs `argv` to completion within `timeout` (killed after it).
 pub fn run(argv: &[String], timeout: Duration) -> io::Result<Finished> {
     Ok(Proc::spawn(argv)?.wait(timeout))
+}
+
+/// Runs `argv` in `cwd` with `input` on its stdin (written by a thread,
+/// then closed), to completion within `timeout` (killed after it). A child
+/// that exits without reading all of `input` is not an error: its status
+/// says so.
+pub fn run_with_input(
+    argv: &[String],
+    cwd: &Path,
+    input: &[u8],
+    timeout: Duration,
+) -> io::Result<Finished> {
+    let mut p = Proc::spawn_in(argv, Some(cwd), Capture::LOCAL)?;
+    if let Some(mut stdin) = p.stdin.take() {
+        let input = input.to_vec();
+        thread::spawn(move || {
+            let _ = stdin.write_all(&input);
+        });
+    }
+    Ok(p.wait(timeout))
 }
 
 /// Runs `argv` (stdin empty, output collected) in its own process group

@@ -63,26 +63,11 @@ pub fn run(name: Option<&str>, engine: Option<&str>, command: &[String]) -> anyh
         anyhow::Ok((engine, c))
     })??;
     let Some(container) = container else {
-        return Err(UsageError(format!(
-            "there is no container {name}\n  hint: create it with `halobox refresh --name {name}`"
-        ))
-        .into());
+        return Err(missing(&name).into());
     };
-    // Only halobox's own label says which tool made it; an inherited one may lie.
-    let backend = (container.owner == Owner::Halobox)
-        .then(|| container.labels.get(LABEL_BACKEND).map(String::as_str))
-        .flatten();
+    let backend = backend_of(&container);
     match backend {
-        Some("toolbox") => {
-            let mut words = vec![];
-            if command.is_empty() {
-                words.extend(["enter".to_string(), name.clone()]);
-            } else {
-                words.extend(["run".to_string(), "-c".to_string(), name.clone()]);
-                words.extend(command.iter().cloned());
-            }
-            via(&name, "toolbox", &words)
-        }
+        Some("toolbox") => via(&name, "toolbox", &toolbox_words(&name, command)),
         Some("distrobox") if command.is_empty() => {
             let mut words = vec!["enter".to_string()];
             if !engine.info.rootless {
@@ -91,9 +76,50 @@ pub fn run(name: Option<&str>, engine: Option<&str>, command: &[String]) -> anyh
             words.push(name.clone());
             via(&name, "distrobox", &words)
         }
-        Some("distrobox") => block_on(in_distrobox(&engine, &container, command))?,
-        _ => block_on(in_container(&engine, &container, command))?,
+        _ => block_on(async {
+            let opts = exec_options(&engine, &container).await?;
+            let cmd = if command.is_empty() {
+                default_shell()
+            } else {
+                command.to_vec()
+            };
+            anyhow::Ok(status_byte(engine.exec(&name, &cmd, &opts).await?))
+        })?,
     }
+}
+
+/// The error for a container that does not exist.
+pub fn missing(name: &str) -> UsageError {
+    UsageError(format!(
+        "there is no container {name}\n  hint: create it with `halobox refresh --name {name}`"
+    ))
+}
+
+/// The tool that made `c`, as halobox recorded it (`dev.halobox.backend`);
+/// `None` for a container halobox did not make: an inherited label may lie.
+pub fn backend_of(c: &ContainerInfo) -> Option<&str> {
+    (c.owner == Owner::Halobox)
+        .then(|| c.labels.get(LABEL_BACKEND).map(String::as_str))
+        .flatten()
+}
+
+/// `toolbox`'s arguments for `command` (a shell when empty) in `name`.
+pub fn toolbox_words(name: &str, command: &[String]) -> Vec<String> {
+    let mut words = vec![];
+    if command.is_empty() {
+        words.extend(["enter".to_string(), name.to_string()]);
+    } else {
+        words.extend(["run".to_string(), "-c".to_string(), name.to_string()]);
+        words.extend(command.iter().cloned());
+    }
+    words
+}
+
+/// Why `program` (the backend's own tool) could not be started, with the fallback.
+pub fn tool_error(program: &str, name: &str, e: &std::io::Error) -> anyhow::Error {
+    anyhow::anyhow!(
+        "cannot run {program}: {e}\n  hint: install {program}, or enter with the engine: podman exec -it {name} sh"
+    )
 }
 
 /// Runs `program words…` (the backend's own tool) in the foreground.
@@ -101,7 +127,7 @@ fn via(name: &str, program: &str, words: &[String]) -> anyhow::Result<u8> {
     let status = crate::proc::command(program)
         .args(words)
         .status()
-        .map_err(|e| anyhow::anyhow!("cannot run {program}: {e}\n  hint: install {program}, or enter with the engine: podman exec -it {name} sh"))?;
+        .map_err(|e| tool_error(program, name, &e))?;
     Ok(status_byte(i64::from(status.code().unwrap_or(1))))
 }
 
@@ -114,29 +140,16 @@ async fn ensure_running(engine: &Engine, c: &ContainerInfo) -> anyhow::Result<bo
     Ok(start)
 }
 
-/// An exec through the API (a login shell when `command` is empty).
-async fn in_container(
-    engine: &Engine,
-    c: &ContainerInfo,
-    command: &[String],
-) -> anyhow::Result<u8> {
-    ensure_running(engine, c).await?;
-    let cmd = if command.is_empty() {
-        default_shell()
-    } else {
-        command.to_vec()
-    };
-    let code = engine.exec(&c.name, &cmd, &ExecOptions::default()).await?;
-    Ok(status_byte(code))
-}
-
-/// `command` in a distrobox container as `distrobox enter` would run it (its
-/// user, the current directory as seen inside), argv passed as a list.
-async fn in_distrobox(
-    engine: &Engine,
-    c: &ContainerInfo,
-    command: &[String],
-) -> anyhow::Result<u8> {
+/// Makes `c` ready for an exec through the API (started when its state
+/// calls for it) and says who runs it there: the container's user, or in a
+/// distrobox container what `distrobox enter` would use (its user, the
+/// current directory as seen inside, after distrobox's setup), so the argv
+/// is passed as a list and never `eval`ed on the host.
+pub async fn exec_options(engine: &Engine, c: &ContainerInfo) -> anyhow::Result<ExecOptions> {
+    if backend_of(c) != Some("distrobox") {
+        ensure_running(engine, c).await?;
+        return Ok(ExecOptions::default());
+    }
     let user = distrobox::user(&c.cmd).ok_or_else(|| {
         anyhow::anyhow!(
             "container {} is labelled distrobox but its command names no user ({:?})\n  hint: re-create it with `halobox refresh --backend distrobox --name {}`",
@@ -149,13 +162,11 @@ async fn in_distrobox(
     wait_for_setup(engine, &c.name).await?;
     let home = distrobox::home(&c.env);
     let cwd = std::env::current_dir().unwrap_or_else(|_| "/".into());
-    let opts = ExecOptions {
+    Ok(ExecOptions {
         user: Some(user),
         workdir: Some(distrobox::workdir(home.as_deref(), &cwd)),
         env: vec![format!("CONTAINER_ID={}", c.name)],
-    };
-    let code = engine.exec(&c.name, command, &opts).await?;
-    Ok(status_byte(code))
+    })
 }
 
 /// Waits until distrobox's init has set the container up since it last

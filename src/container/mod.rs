@@ -1,12 +1,13 @@
 //! Containers: the spec (a pure plan from host facts and options), its
 //! request and command-line forms, the backends, what halobox binds in
 //! (itself, the Hugging Face cache), which container a command
-//! means, and running a command inside one (interactively, or guarded with
-//! stdin attached).
+//! means, and running a command or a script inside one (interactively,
+//! output collected, or guarded with stdin attached).
 
 pub mod api;
 pub mod backend;
 pub mod binds;
+pub mod capture;
 pub mod cli;
 pub mod distrobox;
 pub mod enter;

@@ -4,6 +4,7 @@
 pub mod auth;
 pub mod bound;
 pub mod build;
+pub mod capture;
 pub mod containers;
 pub mod discover;
 pub mod exec;
