@@ -7,17 +7,20 @@
 //!
 //! - facts: [`host`] reads the machine (or a `--sysroot` snapshot) into
 //!   plain data; [`config`] the user's settings;
-//! - decisions (pure): [`dataplane`] and [`doctor`] from host facts, and the
+//! - decisions (pure): [`dataplane`] and [`doctor`] from host facts,
+//!   [`check`] from what its probe saw inside a container, and the
 //!   plans in [`container::spec`], [`refresh::plan`], [`cluster::plan`],
 //!   [`bench::plan`] and [`image`];
-//! - effects: [`engine`] (the container engine's API), [`refresh::run`],
-//!   [`cluster::run`], [`bench::run`], over [`ssh`], [`proc`] and [`shell`];
+//! - effects: [`engine`] (the container engine's API), [`check::run`],
+//!   [`refresh::run`], [`cluster::run`], [`bench::run`], over [`ssh`],
+//!   [`proc`] and [`shell`];
 //! - shared: [`error`] (usage errors, exit status 2), [`image_ref`],
 //!   [`units`].
 //!
 //! README.md's Layout table names every room.
 
 pub mod bench;
+pub mod check;
 pub mod cli;
 pub mod cluster;
 pub mod cmd;

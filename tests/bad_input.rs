@@ -261,3 +261,14 @@ fn a_hostile_snapshot_is_read_inside_itself_and_never_blocks() {
             .is_empty()
     );
 }
+
+#[test]
+fn check_of_a_bad_name_or_with_a_bad_flag_is_a_usage_error() {
+    halobox()
+        .args(["check", "no/such name"])
+        .assert()
+        .code(2)
+        .stdout("")
+        .stderr(contains("is not a container name"));
+    halobox().args(["check", "--nope"]).assert().code(2);
+}

@@ -18,6 +18,23 @@ fn refresh(engine: &str, name: &str, extra: &[&str]) -> std::process::Output {
     run(&args)
 }
 
+/// A refresh of the test image `REPO:1` with `backend` and `memlock`.
+fn backend_refresh(engine: &str, name: &str, backend: &str, memlock: &str) -> std::process::Output {
+    let image = format!("{REPO}:1");
+    refresh(
+        engine,
+        name,
+        &[
+            "--backend",
+            backend,
+            "--image",
+            &image,
+            "--memlock",
+            memlock,
+        ],
+    )
+}
+
 /// A podman-backend refresh with memlock 8 MiB (this machine's hard limit).
 fn podman_refresh(name: &str, image: &str, extra: &[&str]) -> std::process::Output {
     let mut args = vec!["--backend", "podman", "--image", image, "--memlock", "8M"];
@@ -192,18 +209,7 @@ fn toolbox_container_is_listed_entered_and_has_the_memlock() {
     require("unix:///run/dbus/system_bus_socket");
     let name = "hbx-toolbox";
     cleanup("podman", &[name, "hbx-toolbox-halobox-new"]);
-    ok(&refresh(
-        PODMAN,
-        name,
-        &[
-            "--backend",
-            "toolbox",
-            "--image",
-            &format!("{REPO}:1"),
-            "--memlock",
-            "4M",
-        ],
-    ));
+    ok(&backend_refresh(PODMAN, name, "toolbox", "4M"));
     let c = inspect("podman", name).unwrap();
     assert_eq!(
         c["Config"]["Labels"]["com.github.containers.toolbox"],
@@ -252,18 +258,7 @@ fn docker_refresh_sets_groups_devices_and_memlock() {
     require(DOCKER);
     let name = "hbx-docker";
     cleanup("docker", &[name, "hbx-docker-halobox-new"]);
-    ok(&refresh(
-        DOCKER,
-        name,
-        &[
-            "--backend",
-            "docker",
-            "--image",
-            &format!("{REPO}:1"),
-            "--memlock",
-            "8M",
-        ],
-    ));
+    ok(&backend_refresh(DOCKER, name, "docker", "8M"));
     let c = inspect("docker", name).unwrap();
     assert_eq!(memlock_of(&c), 8 << 20);
     assert!(!c["HostConfig"]["GroupAdd"].as_array().unwrap().is_empty());
@@ -1270,4 +1265,188 @@ fn distrobox_commands_arrive_byte_for_byte_and_secrets_stay_out() {
     );
     assert_no_secret(&record);
     ok(&as_halotest(&["rm", name, "--yes", "--engine", socket]));
+}
+
+/// `halobox check NAME --json` on a container of a busybox test image: this
+/// machine has no GPU, RDMA device or python, so it FAILs (exit 1).
+fn check_json(engine: &str, name: &str) -> Value {
+    let (v, code) = common::run_json(&["check", name, "--engine", engine, "--json"]);
+    assert_eq!(code, 1, "{v:#}");
+    v
+}
+
+/// What the busybox test image gives here: memlock, devices and groups PASS;
+/// the GPU FAILs (none on this host either), the Python checks SKIP (no
+/// python), Ray FAILs (not installed).
+fn assert_checked_without_gpu(v: &Value, via: &str, memlock_as_created: Option<&str>) {
+    let get = |id: &str| {
+        let c = common::check(v, id);
+        (
+            c["status"].as_str().unwrap().to_string(),
+            c["summary"].as_str().unwrap().to_string(),
+        )
+    };
+    assert_eq!(v["via"], via, "{v:#}");
+    for id in ["memlock", "devices", "groups", "env"] {
+        assert_eq!(get(id).0, "PASS", "{id}: {v:#}");
+    }
+    if let Some(m) = memlock_as_created {
+        assert!(
+            get("memlock")
+                .1
+                .contains(&format!("as the container was created ({m})")),
+            "{v:#}"
+        );
+    }
+    for dev in engines::host_infiniband_nodes() {
+        assert!(get("devices").1.contains(&dev), "{v:#}");
+    }
+    let (gpu, why) = get("gpu");
+    assert_eq!(gpu, "FAIL");
+    assert!(why.contains("the host has none either"), "{why}");
+    assert_eq!(get("rdma.ports").0, "SKIP");
+    for id in ["torch", "amdsmi", "vllm", "rccl"] {
+        let (status, why) = get(id);
+        assert_eq!(status, "SKIP", "{id}: {why}");
+        assert!(why.contains("no python in the container"), "{id}: {why}");
+    }
+    let (ray, why) = get("ray");
+    assert_eq!(ray, "FAIL");
+    assert!(why.contains("no ray in the container"), "{why}");
+    assert_eq!(v["summary"]["fail"], 2, "{v:#}");
+}
+
+#[test]
+fn check_podman_and_docker_containers_from_inside() {
+    require(PODMAN);
+    require(DOCKER);
+    let name = "hbx-check";
+    cleanup("podman", &[name, "hbx-check-halobox-new"]);
+    cleanup("docker", &[name, "hbx-check-halobox-new"]);
+    ok(&podman_refresh(name, &format!("{REPO}:1"), &[]));
+    let v = check_json(PODMAN, name);
+    assert_checked_without_gpu(&v, "engine exec", Some("8 MiB"));
+    assert_eq!(v["backend"], "podman");
+    assert_eq!(v["image"], format!("{REPO}:20240101-000000"));
+    // The text form: one line per check, the fix under each FAIL.
+    let out = run(&["check", name, "--engine", PODMAN]);
+    assert_eq!(out.status.code(), Some(1));
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(text.contains("through engine exec"), "{text}");
+    assert!(text.contains("PASS  memlock"), "{text}");
+    assert!(
+        text.contains("fix: run `halobox doctor` on the host"),
+        "{text}"
+    );
+    // A stopped container is started, as `halobox enter` does.
+    assert!(cli("podman", &["stop", "-t", "0", name]).status.success());
+    assert_checked_without_gpu(&check_json(PODMAN, name), "engine exec", Some("8 MiB"));
+    cleanup("podman", &[name]);
+
+    ok(&backend_refresh(DOCKER, name, "docker", "8M"));
+    let v = check_json(DOCKER, name);
+    assert_checked_without_gpu(&v, "engine exec", Some("8 MiB"));
+    assert_eq!(v["backend"], "docker");
+    cleanup("docker", &[name]);
+
+    let out = run(&["check", name, "--engine", PODMAN]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(
+        stderr(&out).contains("halobox refresh --name hbx-check"),
+        "{}",
+        stderr(&out)
+    );
+}
+
+#[test]
+fn check_goes_through_toolbox_run_and_distrobox_enter() {
+    require(PODMAN);
+    require("unix:///run/dbus/system_bus_socket");
+    let name = "hbx-check-tb";
+    cleanup("podman", &[name, "hbx-check-tb-halobox-new"]);
+    ok(&backend_refresh(PODMAN, name, "toolbox", "4M"));
+    assert_checked_without_gpu(&check_json(PODMAN, name), "toolbox run", Some("4 MiB"));
+    cleanup("podman", &[name]);
+
+    // distrobox as a user, on the rootless engine; distrobox passes --ulimit
+    // host, so there is no memlock of the container's own to compare with.
+    let socket = "unix:///run/user/1500/podman/podman.sock";
+    require(socket);
+    let name = "hbx-check-db";
+    let _ = as_halotest(&["rm", name, "--yes", "--engine", socket]);
+    ok(&as_halotest(&[
+        "refresh",
+        "--engine",
+        socket,
+        "--backend",
+        "distrobox",
+        "--name",
+        name,
+        "--image",
+        "127.0.0.1:5000/halobox/distro:1",
+        "--memlock",
+        "8M",
+    ]));
+    let out = as_halotest(&["check", name, "--engine", socket, "--json"]);
+    assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
+    let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_checked_without_gpu(&v, "distrobox enter", None);
+    assert!(
+        common::check(&v, "groups")["summary"]
+            .as_str()
+            .unwrap()
+            .starts_with("halotest (uid 1500"),
+        "{v:#}"
+    );
+    ok(&as_halotest(&["rm", name, "--yes", "--engine", socket]));
+}
+
+#[test]
+fn refresh_check_says_what_failed_and_keeps_the_new_container() {
+    require(PODMAN);
+    let name = "hbx-refresh-check";
+    cleanup("podman", &[name, "hbx-refresh-check-halobox-new"]);
+    ok(&podman_refresh(name, &format!("{REPO}:1"), &[]));
+    let out = podman_refresh(name, &format!("{REPO}:2"), &["--check"]);
+    assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(text.contains(&format!("halobox check: {name}")), "{text}");
+    assert!(
+        stderr(&out).contains(&format!(
+            "error: the new {name} fails gpu, ray\n  hint: it stays in place; roll back with `halobox refresh --rollback --name {name}`"
+        )),
+        "{}",
+        stderr(&out)
+    );
+    let c = inspect("podman", name).expect("the new container stays");
+    assert_eq!(c["Config"]["Image"], format!("{REPO}:20240601-000000"));
+    assert_eq!(c["State"]["Running"], true);
+    // --json: one document, the outcome with the check inside.
+    let out = refresh(
+        PODMAN,
+        name,
+        &[
+            "--backend",
+            "podman",
+            "--rollback",
+            "--memlock",
+            "8M",
+            "--check",
+            "--json",
+        ],
+    );
+    assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
+    let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(v["name"], name);
+    assert_checked_without_gpu(&v["check"], "engine exec", Some("8 MiB"));
+    let c = inspect("podman", name).unwrap();
+    assert_eq!(c["Config"]["Image"], format!("{REPO}:20240101-000000"));
+    // --dry-run says the check would run.
+    let out = podman_refresh(name, &format!("{REPO}:2"), &["--check", "--dry-run"]);
+    assert!(
+        ok(&out).contains(&format!("check {name} from inside (halobox check {name})")),
+        "{}",
+        String::from_utf8_lossy(&out.stdout)
+    );
+    cleanup("podman", &[name]);
 }

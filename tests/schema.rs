@@ -34,3 +34,11 @@ fn doctor_report_schema_is_current() {
         schemars::schema_for!(halobox::doctor::Report),
     );
 }
+
+#[test]
+fn check_report_schema_is_current() {
+    check(
+        "check-report.schema.json",
+        schemars::schema_for!(halobox::check::Report),
+    );
+}

@@ -1,4 +1,4 @@
-//! `refresh`, `enter`, `list` and `rm`: this node's containers.
+//! `refresh`, `enter`, `check`, `list` and `rm`: this node's containers.
 
 use clap::Args;
 
@@ -42,6 +42,9 @@ pub struct RefreshArgs {
     /// Replace a container of that name that halobox did not make.
     #[arg(long)]
     pub adopt: bool,
+    /// After the swap, run `halobox check` on the new container (exit 1 when a check FAILs; the container stays).
+    #[arg(long)]
+    pub check: bool,
     #[command(flatten)]
     pub mode: PlanOutputArgs,
     #[command(flatten)]
@@ -58,6 +61,17 @@ pub struct EnterArgs {
     /// Command to run instead of a shell.
     #[arg(last = true)]
     pub command: Vec<String>,
+}
+
+/// `halobox check`.
+#[derive(Debug, Args)]
+pub struct CheckArgs {
+    /// Container name (default: config `name`, or `vllm`).
+    pub name: Option<String>,
+    #[command(flatten)]
+    pub engine: EngineArgs,
+    #[command(flatten)]
+    pub output: OutputArgs,
 }
 
 /// `halobox list`.

@@ -25,7 +25,7 @@ pub use common::{
     Channel, ClusterFileArgs, DryRunArgs, EngineArgs, OutputArgs, PlanOutputArgs, SourceArgs,
     YesArgs,
 };
-pub use container::{EnterArgs, ListArgs, RefreshArgs, RmArgs};
+pub use container::{CheckArgs, EnterArgs, ListArgs, RefreshArgs, RmArgs};
 pub use host::{DetectArgs, DoctorArgs};
 pub use image::{AddLayerArgs, BuildArgs, ImageCommand, PublishArgs};
 
@@ -72,7 +72,7 @@ pub enum Command {
     Doctor(DoctorArgs),
     /// Pull the image and (re)create this node's container with GPU, RDMA and memlock set up.
     #[command(
-        after_help = "Examples:\n  halobox refresh                         latest image, default backend, memlock unlimited\n  halobox refresh dev --backend podman\n  halobox refresh --image docker.io/kyuz0/vllm-therock-gfx1151   the community image instead\n  halobox refresh --image 127.0.0.1:5000/halobox/test --name vllm --memlock 8M\n  halobox refresh --dry-run               print the plan and the equivalent podman command\n  halobox refresh --rollback              back to the previous pinned image\n\nThe old container is replaced only after the new one runs; any failure before that leaves it as it was."
+        after_help = "Examples:\n  halobox refresh                         latest image, default backend, memlock unlimited\n  halobox refresh dev --backend podman\n  halobox refresh --image docker.io/kyuz0/vllm-therock-gfx1151   the community image instead\n  halobox refresh --image 127.0.0.1:5000/halobox/test --name vllm --memlock 8M\n  halobox refresh --dry-run               print the plan and the equivalent podman command\n  halobox refresh --rollback              back to the previous pinned image\n  halobox refresh --check                 then check the new container from inside (halobox check)\n\nThe old container is replaced only after the new one runs; any failure before that leaves it as it was."
     )]
     Refresh(RefreshArgs),
     /// Open a shell in a halobox container, or run a command there.
@@ -80,6 +80,11 @@ pub enum Command {
         after_help = "Examples:\n  halobox enter\n  halobox enter vllm -- rocminfo\n  halobox enter -- ulimit -l\n\nThe command's exit code is halobox's exit code."
     )]
     Enter(EnterArgs),
+    /// Check a container from inside, as its user: memlock, devices, groups, GPU, RDMA, torch, amdsmi, vLLM, RCCL, Ray.
+    #[command(
+        after_help = "Examples:\n  halobox check\n  halobox check vllm --json\n\nThe probe runs in the container the way `halobox enter` gets in (toolbox run, distrobox enter, or an engine exec).\nThe patched RCCL is compared with the image label io.halobox.rccl.sha256, Ray with io.halobox.ray.version.\nExit status: 0 when nothing FAILs, 1 when a check FAILs, 2 on a usage error."
+    )]
+    Check(CheckArgs),
     /// List the containers halobox made.
     #[command(after_help = "Examples:\n  halobox list\n  halobox list --json")]
     List(ListArgs),

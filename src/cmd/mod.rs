@@ -3,6 +3,7 @@
 
 pub mod bench;
 pub mod build;
+pub mod check;
 pub mod cluster;
 pub mod completions;
 pub mod detect;
@@ -40,8 +41,9 @@ pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Doctor(args) => doctor::run(&args, color),
         Command::Completions { shell } => completions::run(shell),
         Command::Man { out_dir } => man::run(out_dir.as_deref()),
-        Command::Refresh(args) => refresh::run(&args),
+        Command::Refresh(args) => refresh::run(&args, color),
         Command::Enter(args) => enter::run(&args),
+        Command::Check(args) => check::run(&args, color),
         Command::List(args) => list::run(&args),
         Command::Rm(args) => rm::run(&args),
         Command::Cluster(cmd) => cluster::run(cmd),

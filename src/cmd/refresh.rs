@@ -6,9 +6,12 @@ use std::process::ExitCode;
 
 use anyhow::Context as _;
 
+use crate::check;
 use crate::cli::RefreshArgs;
 use crate::container::backend::Backend;
 use crate::container::cli::create_command;
+use crate::doctor::Status;
+use crate::doctor::render::Style;
 use crate::engine::lifecycle::Changes;
 use crate::engine::{Engine, block_on, connect};
 use crate::error::UsageError;
@@ -22,7 +25,7 @@ use crate::shell;
 use crate::units::format_bytes;
 
 /// Runs `halobox refresh`.
-pub fn run(args: &RefreshArgs) -> anyhow::Result<ExitCode> {
+pub fn run(args: &RefreshArgs, color: bool) -> anyhow::Result<ExitCode> {
     let req = RefreshRequest {
         image: args.image.clone(),
         channel: args.channel.tag().to_string(),
@@ -42,7 +45,7 @@ pub fn run(args: &RefreshArgs) -> anyhow::Result<ExitCode> {
         if args.mode.dry_run() {
             let repairs = repair::survey(&engine, &target.name).await?;
             let plan = prepare::plan(&mut engine, &facts, &req, &target).await?;
-            print_plan(&plan, &repairs, args.mode.json())?;
+            print_plan(&plan, &repairs, args.mode.json(), args.check)?;
             return Ok(ExitCode::SUCCESS);
         }
         let address = engine.info.address.clone();
@@ -88,8 +91,16 @@ pub fn run(args: &RefreshArgs) -> anyhow::Result<ExitCode> {
                 return Err(e.into());
             }
         };
+        let report = match args.check && outcome.signal.is_none() {
+            true => Some(check_new(&engine, &outcome.name, &facts).await?),
+            false => None,
+        };
         if args.mode.json() {
-            println!("{}", serde_json::to_string_pretty(&outcome)?);
+            let mut doc = serde_json::to_value(&outcome)?;
+            if let Some(r) = &report {
+                doc["check"] = serde_json::to_value(r)?;
+            }
+            println!("{}", serde_json::to_string_pretty(&doc)?);
         } else {
             println!(
                 "{} now runs {}{}",
@@ -115,6 +126,26 @@ pub fn run(args: &RefreshArgs) -> anyhow::Result<ExitCode> {
                 signals::name(s)
             );
             signals::reraise(s);
+        }
+        if let Some(r) = &report {
+            if !args.mode.json() {
+                print!("{}", check::human(r, Style { color }));
+            }
+            if r.has_failures() {
+                let failed: Vec<&str> = r
+                    .checks
+                    .iter()
+                    .filter(|c| c.status == Status::Fail)
+                    .map(|c| c.id.as_str())
+                    .collect();
+                eprintln!(
+                    "error: the new {} fails {}\n  hint: it stays in place; roll back with `{}`",
+                    outcome.name,
+                    failed.join(", "),
+                    rollback(&outcome.name)
+                );
+                return Ok(ExitCode::FAILURE);
+            }
         }
         Ok(ExitCode::SUCCESS)
     })?
@@ -203,7 +234,33 @@ fn consequences(
     lines
 }
 
-fn print_plan(plan: &RefreshPlan, repairs: &Decision, json: bool) -> anyhow::Result<()> {
+fn rollback(name: &str) -> String {
+    format!("halobox refresh --rollback --name {name}")
+}
+
+/// `--check`: the new container checked from inside; an error keeps it.
+async fn check_new(
+    engine: &Engine,
+    name: &str,
+    facts: &host::HostFacts,
+) -> anyhow::Result<check::Report> {
+    eprintln!("==> check {name} from inside");
+    check::run::check(engine, name, Some(facts))
+        .await
+        .with_context(|| {
+            format!(
+                "{name} was replaced but could not be checked (it stays; roll back with `{}`)",
+                rollback(name)
+            )
+        })
+}
+
+fn print_plan(
+    plan: &RefreshPlan,
+    repairs: &Decision,
+    json: bool,
+    check: bool,
+) -> anyhow::Result<()> {
     let command = if plan.backend == Backend::Distrobox {
         crate::container::distrobox::create_command(&plan.spec, !plan.engine.rootless)
     } else {
@@ -215,6 +272,7 @@ fn print_plan(plan: &RefreshPlan, repairs: &Decision, json: bool) -> anyhow::Res
             "plan": plan,
             "create_command": shell::line(&command),
             "repairs_first": repair_lines(repairs),
+            "check": check,
         });
         println!("{}", serde_json::to_string_pretty(&v)?);
         return Ok(());
@@ -294,6 +352,12 @@ fn print_plan(plan: &RefreshPlan, repairs: &Decision, json: bool) -> anyhow::Res
         "keep the newest {} pinned images of {}, and any a container uses",
         plan.keep, plan.repository
     ));
+    if check {
+        step(format!(
+            "check {} from inside (halobox check {}); a FAIL exits 1 and leaves it in place",
+            plan.name, plan.name
+        ));
+    }
     for note in plan.notes.iter().chain(&plan.spec.notes) {
         println!("  note: {note}");
     }

@@ -22,6 +22,8 @@ use serde::Serialize;
 use crate::dataplane::{self, Selection};
 use crate::host::HostFacts;
 
+pub use memlock::RDMA_MIN_BYTES;
+
 /// The outcome of one check.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, JsonSchema)]
 #[serde(rename_all = "UPPERCASE")]
@@ -120,6 +122,23 @@ pub struct Summary {
     pub info: usize,
 }
 
+impl Summary {
+    /// Counts the statuses of `checks`.
+    pub fn of(checks: &[Check]) -> Self {
+        let mut s = Summary::default();
+        for c in checks {
+            match c.status {
+                Status::Pass => s.pass += 1,
+                Status::Warn => s.warn += 1,
+                Status::Fail => s.fail += 1,
+                Status::Skip => s.skip += 1,
+                Status::Info => s.info += 1,
+            }
+        }
+        s
+    }
+}
+
 /// The whole diagnosis of a host.
 #[derive(Debug, Clone, Serialize, JsonSchema)]
 pub struct Report {
@@ -205,22 +224,12 @@ pub fn diagnose(facts: &HostFacts, opts: DoctorOptions) -> Report {
     checks.extend(platform::checks(facts));
     checks.extend(kernel::checks(facts));
     checks.extend(system::checks(facts));
-    let mut summary = Summary::default();
-    for c in &checks {
-        match c.status {
-            Status::Pass => summary.pass += 1,
-            Status::Warn => summary.warn += 1,
-            Status::Fail => summary.fail += 1,
-            Status::Skip => summary.skip += 1,
-            Status::Info => summary.info += 1,
-        }
-    }
     Report {
         schema_version: crate::host::SCHEMA_VERSION,
         sysroot: facts.sysroot.clone(),
         data_plane: selection,
+        summary: Summary::of(&checks),
         checks,
-        summary,
     }
 }
 

@@ -1,8 +1,8 @@
-//! Human-readable doctor report.
+//! Human-readable reports of checks (doctor's, and `halobox check`'s).
 
 use std::fmt::Write;
 
-use super::{Report, Status};
+use super::{Check, Report, Status, Summary};
 
 /// Colours for a terminal, or none.
 #[derive(Debug, Clone, Copy)]
@@ -30,15 +30,26 @@ impl Style {
 
 /// Renders the report as aligned lines with indented fixes.
 pub fn human(report: &Report, style: Style) -> String {
-    let mut out = String::new();
     let source = report
         .sysroot
         .as_deref()
         .map(|s| format!("snapshot {s}"))
         .unwrap_or_else(|| "this host".into());
-    let _ = writeln!(out, "halobox doctor: {source}\n");
-    let width = report.checks.iter().map(|c| c.id.len()).max().unwrap_or(0);
-    for c in &report.checks {
+    checks(
+        &format!("halobox doctor: {source}"),
+        &report.checks,
+        report.summary,
+        style,
+    )
+}
+
+/// Renders `title`, then each check as an aligned line with its fix
+/// indented below, then the counts and the verdict.
+pub fn checks(title: &str, checks: &[Check], summary: Summary, style: Style) -> String {
+    let mut out = String::new();
+    let _ = writeln!(out, "{title}\n");
+    let width = checks.iter().map(|c| c.id.len()).max().unwrap_or(0);
+    for c in checks {
         let _ = writeln!(
             out,
             "{}  {:width$}  {}",
@@ -54,7 +65,7 @@ pub fn human(report: &Report, style: Style) -> String {
             }
         }
     }
-    let s = report.summary;
+    let s = summary;
     let verdict = if s.fail > 0 {
         "not ready: fix every FAIL above"
     } else if s.warn > 0 {

@@ -1,0 +1,459 @@
+//! The probe `halobox check` runs inside a container (`probe.sh`, POSIX sh,
+//! with `probe.py` for the Python checks when a python is there) and the
+//! parser of what it prints: `@@hbx KEY VALUE…` lines into [`Probe`].
+
+use crate::host::limits::LimitValue;
+
+const SHELL: &str = include_str!("probe.sh");
+const PYTHON: &str = include_str!("probe.py");
+/// What starts every fact line.
+const MARK: &str = "@@hbx ";
+
+/// The whole probe: the Python part in `$PYPROBE`, then the shell part.
+pub fn script() -> String {
+    format!("PYPROBE='{PYTHON}'\n{SHELL}")
+}
+
+/// A device node as the container user sees it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DeviceSeen {
+    /// Path (`/dev/kfd`, `/dev/dri/renderD128`, `/dev/infiniband/uverbs0`).
+    pub path: String,
+    /// Permission bits (`stat %a`), when stat could tell.
+    pub mode: Option<u32>,
+    /// Owner uid inside.
+    pub uid: Option<u32>,
+    /// Group id inside.
+    pub gid: Option<u32>,
+    /// `test -r` and `test -w` as the container user.
+    pub readable: bool,
+    /// See `readable`.
+    pub writable: bool,
+    /// `None` when opening it read-write worked, else the shell's message.
+    pub open_error: Option<String>,
+}
+
+impl DeviceSeen {
+    /// True when opening failed for lack of permission (not for a missing
+    /// driver behind the node).
+    pub fn denied(&self) -> bool {
+        !(self.readable && self.writable)
+            || self.open_error.as_deref().is_some_and(|e| {
+                e.contains("Permission denied") || e.contains("Operation not permitted")
+            })
+    }
+}
+
+/// An RDMA port under `/sys/class/infiniband` inside.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PortSeen {
+    /// Device (`rocep1s0f0`, `mlx5_0`).
+    pub device: String,
+    /// Port number.
+    pub port: u32,
+    /// `Ethernet` (RoCE) or `InfiniBand`.
+    pub link_layer: String,
+    /// `4: ACTIVE`, `1: DOWN`, …
+    pub state: String,
+}
+
+impl PortSeen {
+    /// True when the port is ACTIVE.
+    pub fn active(&self) -> bool {
+        self.state.ends_with("ACTIVE")
+    }
+}
+
+/// A KFD topology node inside.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct KfdSeen {
+    /// Node id.
+    pub id: u32,
+    /// `gfx_target_version` (0 for a CPU node).
+    pub gfx_target_version: Option<u32>,
+    /// `drm_render_minor` (its `/dev/dri/renderD*`).
+    pub render_minor: Option<u32>,
+}
+
+/// What torch said.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct TorchSeen {
+    /// The import's error, `None` when it imported.
+    pub import_error: Option<String>,
+    /// `torch.__version__`.
+    pub version: Option<String>,
+    /// `torch.version.hip`.
+    pub hip: Option<String>,
+    /// `torch.cuda.is_available()`.
+    pub cuda: Option<bool>,
+    /// `torch.cuda.device_count()`.
+    pub device_count: Option<u32>,
+    /// `gcnArchName` of device 0.
+    pub arch: Option<String>,
+    /// `torch.cuda.get_device_name(0)`.
+    pub device: Option<String>,
+    /// An error from the CUDA/HIP calls.
+    pub cuda_error: Option<String>,
+}
+
+/// A librccl mapped into the python that imported torch.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RcclSeen {
+    /// Its sha256 (`None` when it could not be read).
+    pub sha256: Option<String>,
+    /// Its path (links resolved).
+    pub path: String,
+}
+
+/// What amdsmi said.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct AmdsmiSeen {
+    /// The import's error, `None` when it imported.
+    pub import_error: Option<String>,
+    /// `amdsmi_init()`'s error.
+    pub init_error: Option<String>,
+    /// How many processors `amdsmi_get_processor_handles()` returned.
+    pub processors: Option<u32>,
+}
+
+/// What vLLM said.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct VllmSeen {
+    /// The import's error, `None` when it imported.
+    pub import_error: Option<String>,
+    /// `vllm.__version__`.
+    pub version: Option<String>,
+    /// The class of `vllm.platforms.current_platform`, or its error.
+    pub platform: Option<String>,
+}
+
+/// A Python part that did not end well (non-zero exit: 124 timeout, 139
+/// segfault, …) with the last lines it printed.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PythonExit {
+    /// `torch`, `amdsmi` or `vllm`.
+    pub part: String,
+    /// Exit status.
+    pub code: i32,
+    /// Its last lines of output.
+    pub tail: String,
+}
+
+/// Everything the probe printed, parsed.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Probe {
+    /// The probe's format version (`@@hbx probe 1`).
+    pub version: Option<u32>,
+    /// True when the last line (`@@hbx end`) arrived.
+    pub complete: bool,
+    /// `id -u`.
+    pub uid: Option<u32>,
+    /// `id -un`.
+    pub user: Option<String>,
+    /// `id -G`.
+    pub groups: Vec<u32>,
+    /// `ulimit -l` (in bytes).
+    pub memlock: Option<LimitValue>,
+    /// Hazardous variables set inside (`HSA_OVERRIDE_GFX_VERSION`).
+    pub env: Vec<(String, String)>,
+    /// `/dev/kfd`, `/dev/dri/renderD*`, `/dev/infiniband/*` as seen.
+    pub devices: Vec<DeviceSeen>,
+    /// True when `/sys/class/infiniband` exists inside.
+    pub rdma_class: bool,
+    /// Its ports.
+    pub rdma_ports: Vec<PortSeen>,
+    /// True when `/sys/class/kfd/kfd/topology/nodes` exists inside.
+    pub kfd: bool,
+    /// Its nodes.
+    pub kfd_nodes: Vec<KfdSeen>,
+    /// `/opt/halobox/librccl.so.1.sha256` of the image.
+    pub rccl_file: Option<String>,
+    /// The python used and its version; `None` when there is none.
+    pub python: Option<(String, String)>,
+    /// torch, when python ran it.
+    pub torch: Option<TorchSeen>,
+    /// The librccl files torch loaded (after `import torch`).
+    pub rccl_loaded: Vec<RcclSeen>,
+    /// amdsmi, when python ran it.
+    pub amdsmi: Option<AmdsmiSeen>,
+    /// vLLM, when python ran it.
+    pub vllm: Option<VllmSeen>,
+    /// Python parts that exited non-zero.
+    pub python_exits: Vec<PythonExit>,
+    /// `ray --version`: the path and what it printed; `None` when there is
+    /// no ray.
+    pub ray: Option<(String, String)>,
+}
+
+impl Probe {
+    /// Devices whose path starts with `prefix`.
+    pub fn devices_under<'a>(&'a self, prefix: &'a str) -> impl Iterator<Item = &'a DeviceSeen> {
+        self.devices
+            .iter()
+            .filter(move |d| d.path.starts_with(prefix))
+    }
+
+    /// The device at `path`.
+    pub fn device(&self, path: &str) -> Option<&DeviceSeen> {
+        self.devices.iter().find(|d| d.path == path)
+    }
+
+    /// How the Python part `part` ended when it did not exit 0.
+    pub fn python_exit(&self, part: &str) -> Option<&PythonExit> {
+        self.python_exits.iter().find(|e| e.part == part)
+    }
+}
+
+/// `-` (the probe's "none") as `None`.
+fn value(s: &str) -> Option<String> {
+    let s = s.trim();
+    (!s.is_empty() && s != "-").then(|| s.to_string())
+}
+
+/// The first word and the rest.
+fn split(s: &str) -> (&str, &str) {
+    let s = s.trim_start();
+    match s.split_once(' ') {
+        Some((a, b)) => (a, b.trim_start()),
+        None => (s, ""),
+    }
+}
+
+/// `ulimit -l`: `unlimited` or KiB.
+fn memlock(s: &str) -> Option<LimitValue> {
+    match s.trim() {
+        "unlimited" => Some(LimitValue::Unlimited),
+        n => n
+            .parse::<u64>()
+            .ok()
+            .map(|k| LimitValue::Finite(k.saturating_mul(1024))),
+    }
+}
+
+fn device(rest: &str) -> Option<DeviceSeen> {
+    let (path, rest) = split(rest);
+    let (mode, rest) = split(rest);
+    let (uid, rest) = split(rest);
+    let (gid, rest) = split(rest);
+    let (access, open) = split(rest);
+    if !path.starts_with("/dev/") {
+        return None;
+    }
+    Some(DeviceSeen {
+        path: path.to_string(),
+        mode: u32::from_str_radix(mode, 8).ok(),
+        uid: uid.parse().ok(),
+        gid: gid.parse().ok(),
+        readable: access.contains('r'),
+        writable: access.contains('w'),
+        open_error: match open.trim() {
+            "ok" => None,
+            e => Some(e.to_string()),
+        },
+    })
+}
+
+/// Error text after `error` (`import error ModuleNotFoundError: …`).
+fn outcome(rest: &str) -> Result<String, String> {
+    let (word, rest) = split(rest);
+    if word == "ok" {
+        Ok(rest.trim().to_string())
+    } else {
+        Err(rest.trim().to_string())
+    }
+}
+
+/// Parses the probe's stdout; lines without the mark are ignored.
+pub fn parse(stdout: &str) -> Probe {
+    let mut p = Probe::default();
+    for line in stdout.lines() {
+        let Some(fact) = line.trim_end_matches('\r').strip_prefix(MARK) else {
+            continue;
+        };
+        let (key, rest) = split(fact);
+        match key {
+            "probe" => p.version = rest.trim().parse().ok(),
+            "end" => p.complete = true,
+            "uid" => p.uid = rest.trim().parse().ok(),
+            "user" => p.user = value(rest),
+            "groups" => {
+                p.groups = rest
+                    .split_whitespace()
+                    .filter_map(|g| g.parse().ok())
+                    .collect()
+            }
+            "memlock" => p.memlock = memlock(rest),
+            "env" => {
+                let (name, val) = split(rest);
+                p.env.push((name.to_string(), val.trim().to_string()));
+            }
+            "dev" => p.devices.extend(device(rest)),
+            "rdma" => p.rdma_class = rest.trim() == "yes",
+            "rdma.port" => {
+                let (device, rest) = split(rest);
+                let (port, rest) = split(rest);
+                let (link_layer, state) = split(rest);
+                if let Ok(port) = port.parse() {
+                    p.rdma_ports.push(PortSeen {
+                        device: device.to_string(),
+                        port,
+                        link_layer: link_layer.to_string(),
+                        state: state.trim().to_string(),
+                    });
+                }
+            }
+            "kfd" => p.kfd = rest.trim() == "yes",
+            "kfd.node" => {
+                let mut w = rest.split_whitespace();
+                if let Some(id) = w.next().and_then(|i| i.parse().ok()) {
+                    p.kfd_nodes.push(KfdSeen {
+                        id,
+                        gfx_target_version: w.next().and_then(|g| g.parse().ok()),
+                        render_minor: w.next().and_then(|m| m.parse().ok()),
+                    });
+                }
+            }
+            "rccl.file" => p.rccl_file = value(rest),
+            "python" => {
+                let (path, version) = split(rest);
+                p.python = value(path).map(|path| (path, version.trim().to_string()));
+            }
+            "torch.import" => {
+                let t = p.torch.get_or_insert_with(TorchSeen::default);
+                match outcome(rest) {
+                    Ok(v) => {
+                        let (version, hip) = split(&v);
+                        t.version = value(version);
+                        t.hip = value(hip);
+                    }
+                    Err(e) => t.import_error = Some(e),
+                }
+            }
+            "torch.cuda" => {
+                let t = p.torch.get_or_insert_with(TorchSeen::default);
+                let (ok, count) = split(rest);
+                t.cuda = Some(ok == "True");
+                t.device_count = count.trim().parse().ok();
+            }
+            "torch.arch" => p.torch.get_or_insert_with(TorchSeen::default).arch = value(rest),
+            "torch.device" => p.torch.get_or_insert_with(TorchSeen::default).device = value(rest),
+            "torch.cuda.error" => {
+                p.torch.get_or_insert_with(TorchSeen::default).cuda_error = value(rest)
+            }
+            "rccl.loaded" => {
+                let (sha, path) = split(rest);
+                match sha {
+                    "none" => {}
+                    "unreadable" => p.rccl_loaded.push(RcclSeen {
+                        sha256: None,
+                        path: split(path).0.to_string(),
+                    }),
+                    sha => p.rccl_loaded.push(RcclSeen {
+                        sha256: Some(sha.to_string()),
+                        path: path.trim().to_string(),
+                    }),
+                }
+            }
+            "amdsmi.import" => {
+                p.amdsmi
+                    .get_or_insert_with(AmdsmiSeen::default)
+                    .import_error = outcome(rest).err()
+            }
+            "amdsmi.init" => {
+                p.amdsmi.get_or_insert_with(AmdsmiSeen::default).init_error = outcome(rest).err()
+            }
+            "amdsmi.processors" => {
+                p.amdsmi.get_or_insert_with(AmdsmiSeen::default).processors =
+                    rest.trim().parse().ok()
+            }
+            "vllm.import" => {
+                let v = p.vllm.get_or_insert_with(VllmSeen::default);
+                match outcome(rest) {
+                    Ok(version) => v.version = value(&version),
+                    Err(e) => v.import_error = Some(e),
+                }
+            }
+            "vllm.platform" => p.vllm.get_or_insert_with(VllmSeen::default).platform = value(rest),
+            "py.exit" => {
+                let (part, rest) = split(rest);
+                let (code, tail) = split(rest);
+                p.python_exits.push(PythonExit {
+                    part: part.to_string(),
+                    code: code.parse().unwrap_or(-1),
+                    tail: tail.trim().to_string(),
+                });
+            }
+            "ray" => {
+                let (path, out) = split(rest);
+                p.ray = value(path).map(|path| (path, out.trim().to_string()));
+            }
+            _ => {}
+        }
+    }
+    p
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_python_part_fits_in_single_quotes() {
+        assert!(!PYTHON.contains('\''));
+        assert!(script().starts_with("PYPROBE='"));
+    }
+
+    #[test]
+    fn parses_a_container_without_gpu_or_python() {
+        let p = parse(include_str!(
+            "../../tests/fixtures/probe/podman-busybox.txt"
+        ));
+        assert!(p.complete);
+        assert_eq!(p.version, Some(1));
+        assert_eq!(p.uid, Some(0));
+        assert_eq!(p.memlock, Some(LimitValue::Finite(8 << 20)));
+        let uverbs = p.device("/dev/infiniband/uverbs0").expect("uverbs0");
+        assert_eq!(uverbs.mode, Some(0o666));
+        assert!(uverbs.readable && uverbs.writable && !uverbs.denied());
+        assert!(
+            uverbs
+                .open_error
+                .as_deref()
+                .unwrap()
+                .contains("No such device or address")
+        );
+        assert!(!p.kfd && !p.rdma_class && p.python.is_none() && p.ray.is_none());
+    }
+
+    #[test]
+    fn parses_a_strix_halo_node() {
+        let p = parse(include_str!("../../tests/fixtures/probe/strix-halo.txt"));
+        assert!(p.complete);
+        assert_eq!(p.memlock, Some(LimitValue::Unlimited));
+        assert_eq!(p.kfd_nodes.len(), 2);
+        assert_eq!(p.kfd_nodes[1].gfx_target_version, Some(110501));
+        assert_eq!(p.kfd_nodes[1].render_minor, Some(128));
+        let t = p.torch.as_ref().unwrap();
+        assert_eq!(t.cuda, Some(true));
+        assert_eq!(t.arch.as_deref(), Some("gfx1151"));
+        assert_eq!(p.rccl_loaded.len(), 1);
+        assert_eq!(p.rdma_ports[0].state, "4: ACTIVE");
+        assert!(p.rdma_ports[0].active());
+        assert_eq!(p.amdsmi.as_ref().unwrap().processors, Some(1));
+        assert_eq!(
+            p.vllm.as_ref().unwrap().platform.as_deref(),
+            Some("RocmPlatform")
+        );
+        assert_eq!(p.ray.as_ref().unwrap().1, "ray, version 2.51.1");
+    }
+
+    #[test]
+    fn noise_and_cut_output_are_survived() {
+        let p = parse(
+            "toolbox: warning\n@@hbx probe 1\n@@hbx memlock 64\n@@hbx dev /dev/kfd 660 0 105 - sh: can't open '/dev/kfd': Permission denied\nINFO vllm says hi\n",
+        );
+        assert!(!p.complete);
+        assert_eq!(p.memlock, Some(LimitValue::Finite(64 << 10)));
+        assert!(p.device("/dev/kfd").unwrap().denied());
+    }
+}

@@ -1,0 +1,97 @@
+# halobox check: what the container user sees. POSIX sh (busybox, dash and
+# bash all run it); python is optional. Every fact is one line
+# `@@hbx KEY VALUE…` on stdout, so nothing else printed there (toolbox,
+# Python warnings) is mistaken for one.
+P=@@hbx
+say() { printf '%s %s\n' "$P" "$*"; }
+flat() { tr '\n\r\t' '   ' | cut -c1-300; }
+T=
+if command -v timeout >/dev/null 2>&1; then T="timeout 120"; fi
+say probe 1
+say uid "$(id -u 2>/dev/null)"
+say user "$(id -un 2>/dev/null)"
+say groups "$(id -G 2>/dev/null)"
+# `ulimit -l` is not POSIX, but dash, busybox ash and bash all have it.
+# shellcheck disable=SC3045
+say memlock "$(ulimit -l 2>/dev/null)"
+if [ -n "${HSA_OVERRIDE_GFX_VERSION+set}" ]; then
+  say env HSA_OVERRIDE_GFX_VERSION "$HSA_OVERRIDE_GFX_VERSION"
+fi
+for f in /dev/kfd /dev/dri/renderD* /dev/infiniband/*; do
+  [ -c "$f" ] || continue
+  st=$(stat -L -c '%a %u %g' "$f" 2>/dev/null) || st=
+  [ -n "$st" ] || st='- - -'
+  a=
+  if [ -r "$f" ]; then a=r; fi
+  if [ -w "$f" ]; then a="${a}w"; fi
+  if err=$( (exec 3<>"$f") 2>&1 ); then
+    op=ok
+  else
+    op=$(printf '%s' "$err" | flat)
+    [ -n "$op" ] || op=failed
+  fi
+  say dev "$f" "$st" "${a:--}" "$op"
+done
+if [ -d /sys/class/infiniband ]; then
+  say rdma yes
+  for p in /sys/class/infiniband/*/ports/*; do
+    [ -d "$p" ] || continue
+    d=${p#/sys/class/infiniband/}
+    d=${d%%/*}
+    ll=$(flat 2>/dev/null <"$p/link_layer")
+    state=$(flat 2>/dev/null <"$p/state")
+    say rdma.port "$d" "${p##*/}" "${ll:--}" "${state:--}"
+  done
+else
+  say rdma no
+fi
+K=/sys/class/kfd/kfd/topology/nodes
+if [ -d "$K" ]; then
+  say kfd yes
+  for n in "$K"/*; do
+    [ -r "$n/properties" ] || continue
+    g=-
+    m=-
+    while read -r k v; do
+      case $k in
+        gfx_target_version) g=$v ;;
+        drm_render_minor) m=$v ;;
+      esac
+    done <"$n/properties"
+    say kfd.node "${n##*/}" "$g" "$m"
+  done
+else
+  say kfd no
+fi
+if [ -r /opt/halobox/librccl.so.1.sha256 ]; then
+  say rccl.file "$(cut -d' ' -f1 </opt/halobox/librccl.so.1.sha256)"
+fi
+py=
+for c in "${VIRTUAL_ENV:+$VIRTUAL_ENV/bin/python3}" /opt/venv/bin/python3 /opt/venv/bin/python; do
+  if [ -n "$c" ] && [ -x "$c" ]; then py=$c; break; fi
+done
+[ -n "$py" ] || py=$(command -v python3 2>/dev/null) || py=
+if [ -n "$py" ]; then
+  say python "$py" "$("$py" -c 'import sys; print("%d.%d.%d" % sys.version_info[:3])' 2>&1 | flat)"
+  for part in torch amdsmi vllm; do
+    out=$($T "$py" -c "$PYPROBE" "$part" 2>&1)
+    rc=$?
+    printf '%s\n' "$out" | grep "^$P "
+    if [ "$rc" != 0 ]; then
+      say py.exit "$part" "$rc" "$(printf '%s\n' "$out" | grep -v "^$P " | tail -n 3 | flat)"
+    fi
+  done
+else
+  say python -
+fi
+ray=
+for c in "${VIRTUAL_ENV:+$VIRTUAL_ENV/bin/ray}" /opt/venv/bin/ray; do
+  if [ -n "$c" ] && [ -x "$c" ]; then ray=$c; break; fi
+done
+[ -n "$ray" ] || ray=$(command -v ray 2>/dev/null) || ray=
+if [ -n "$ray" ]; then
+  say ray "$ray" "$($T "$ray" --version 2>&1 | tail -n 1 | flat)"
+else
+  say ray -
+fi
+say end
