@@ -1390,7 +1390,7 @@ fn check_goes_through_toolbox_run_and_distrobox_enter() {
     let out = as_halotest(&["check", name, "--engine", socket, "--json"]);
     assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
     let v: Value = serde_json::from_slice(&out.stdout).unwrap();
-    assert_checked_without_gpu(&v, "distrobox enter", None);
+    assert_checked_without_gpu(&v, "distrobox exec", None);
     assert!(
         common::check(&v, "groups")["summary"]
             .as_str()

@@ -79,7 +79,8 @@ pub struct Report {
     pub image: String,
     /// The image id.
     pub image_id: String,
-    /// How the probe got in: `toolbox run`, `distrobox enter` or `engine exec`.
+    /// How the probe got in: `toolbox run`, `distrobox exec` (the API, as
+    /// distrobox's user) or `engine exec`.
     pub via: String,
     /// The python the Python checks used, `null` when there is none.
     pub python: Option<String>,
