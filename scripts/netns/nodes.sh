@@ -249,6 +249,14 @@ down() {
   exit 0
 }
 
+# Nothing this script starts may keep a descriptor of its caller: the
+# nodes' daemons (and `unshare`, which waits for them) would hold a lock the
+# caller took (`flock LOCK cargo test`) for as long as the nodes live.
+# 255 is the descriptor bash reads this script from.
+for fd in $(ls /proc/$$/fd); do
+  case $fd in 0 | 1 | 2 | 255) ;; *) eval "exec $fd>&-" ;; esac
+done
+
 cmd=${1:-}
 [ $# -gt 0 ] && shift
 case "$cmd" in
