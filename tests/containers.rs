@@ -1405,9 +1405,16 @@ fn check_goes_through_toolbox_run_and_distrobox_enter() {
 fn refresh_check_says_what_failed_and_keeps_the_new_container() {
     require(PODMAN);
     let name = "hbx-refresh-check";
-    cleanup("podman", &[name, "hbx-refresh-check-halobox-new"]);
+    cleanup(
+        "podman",
+        &[
+            name,
+            "hbx-refresh-check-halobox-new",
+            "hbx-refresh-check-prev",
+        ],
+    );
     ok(&podman_refresh(name, &format!("{REPO}:1"), &[]));
-    let out = podman_refresh(name, &format!("{REPO}:2"), &["--check"]);
+    let out = podman_refresh(name, &format!("{REPO}:2"), &["--check", "--yes"]);
     assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
     let text = String::from_utf8_lossy(&out.stdout);
     assert!(text.contains(&format!("halobox check: {name}")), "{text}");
@@ -1433,6 +1440,7 @@ fn refresh_check_says_what_failed_and_keeps_the_new_container() {
             "8M",
             "--check",
             "--json",
+            "--yes",
         ],
     );
     assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
@@ -1448,5 +1456,12 @@ fn refresh_check_says_what_failed_and_keeps_the_new_container() {
         "{}",
         String::from_utf8_lossy(&out.stdout)
     );
-    cleanup("podman", &[name]);
+    cleanup(
+        "podman",
+        &[
+            name,
+            "hbx-refresh-check-halobox-new",
+            "hbx-refresh-check-prev",
+        ],
+    );
 }

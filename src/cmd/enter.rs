@@ -16,7 +16,7 @@ pub fn run(args: &EnterArgs) -> anyhow::Result<ExitCode> {
     let engine_arg = args.engine.engine.as_deref();
     let lines = block_on(async {
         let engine = connect(engine_arg).await?;
-        anyhow::Ok(repair::heal_name(&engine, &name).await)
+        anyhow::Ok(repair::heal_name(&engine, &name).await?)
     })??;
     for line in lines {
         eprintln!("halobox: {line}");

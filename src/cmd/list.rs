@@ -18,7 +18,7 @@ pub fn run(args: &ListArgs) -> anyhow::Result<ExitCode> {
         let engine = connect(args.engine.engine.as_deref()).await?;
         let label = format!("{LABEL_MANAGED}=true");
         let mut list = engine.containers_with_label(&label).await?;
-        let repairs = repair::heal_all(&engine, &list).await;
+        let repairs = repair::heal_all(&engine, &list).await?;
         if !repairs.is_empty() {
             for line in &repairs {
                 eprintln!("halobox: {line}");

@@ -312,8 +312,12 @@ pub async fn heal(engine: &Engine, name: &str) -> Result<Healed, HealError> {
 }
 
 /// Repairs every name on `engine` with leftovers among the `managed`
-/// containers or a journal entry; returns the lines to show.
-pub async fn heal_all(engine: &Engine, managed: &[ContainerInfo]) -> Vec<String> {
+/// containers or a journal entry; returns the lines to show (an engine
+/// that does not answer in time is an error, see [`heal_name`]).
+pub async fn heal_all(
+    engine: &Engine,
+    managed: &[ContainerInfo],
+) -> Result<Vec<String>, EngineError> {
     let mut names = super::journal::names(&engine.info.address);
     for c in managed {
         for suffix in [OLD_SUFFIX, NEW_SUFFIX] {
@@ -326,32 +330,38 @@ pub async fn heal_all(engine: &Engine, managed: &[ContainerInfo]) -> Vec<String>
     names.dedup();
     let mut lines = Vec::new();
     for name in names {
-        lines.extend(heal_name(engine, &name).await);
+        lines.extend(heal_name(engine, &name).await?);
     }
-    lines
+    Ok(lines)
 }
 
 /// Repairs `name` when something was left (taking its refresh lock; a name
 /// whose lock is held is being refreshed now and is left alone); returns
-/// the lines to show, none when there was nothing to do.
-pub async fn heal_name(engine: &Engine, name: &str) -> Vec<String> {
+/// the lines to show, none when there was nothing to do. An engine that
+/// does not answer in time is an error: the command that asked cannot work
+/// either, and waiting out the bound twice helps no one.
+pub async fn heal_name(engine: &Engine, name: &str) -> Result<Vec<String>, EngineError> {
+    let not_repaired = |e: HealError| match e {
+        HealError::Engine(e @ EngineError::Timeout { .. }) => Err(e),
+        e => Ok(vec![format!("{name}: not repaired: {e}")]),
+    };
     match survey(engine, name).await {
-        Ok(d) if d.is_empty() => return Vec::new(),
+        Ok(d) if d.is_empty() => return Ok(Vec::new()),
         Ok(_) => {}
-        Err(e) => return vec![format!("{name}: not repaired: {e}")],
+        Err(e) => return not_repaired(e),
     }
     let _held = match lock::try_acquire(&engine.info.address, name) {
         Ok(Ok(l)) => l,
         Ok(Err(lock::LockError::Busy { holder, .. })) => {
-            return vec![format!(
+            return Ok(vec![format!(
                 "{name}: a refresh{} is changing it now; left alone",
                 holder.map(|p| format!(" (pid {p})")).unwrap_or_default()
-            )];
+            )]);
         }
-        Ok(Err(e)) | Err(e) => return vec![format!("{name}: not repaired: {e}")],
+        Ok(Err(e)) | Err(e) => return Ok(vec![format!("{name}: not repaired: {e}")]),
     };
     match heal(engine, name).await {
-        Ok(h) => h
+        Ok(h) => Ok(h
             .done
             .into_iter()
             .map(|l| format!("repaired {name}: {l}"))
@@ -360,8 +370,8 @@ pub async fn heal_name(engine: &Engine, name: &str) -> Vec<String> {
                     .into_iter()
                     .map(|l| format!("{name} needs you: {l}")),
             )
-            .collect(),
-        Err(e) => vec![format!("{name}: not repaired: {e}")],
+            .collect()),
+        Err(e) => not_repaired(e),
     }
 }
 
