@@ -259,6 +259,17 @@ impl Proc {
         })
     }
 
+    /// Writes `data` to the process's stdin, then closes it.
+    pub fn send(&mut self, data: &[u8]) -> io::Result<()> {
+        use std::io::Write;
+        let mut stdin = self
+            .stdin
+            .take()
+            .ok_or_else(|| io::Error::other("stdin is closed"))?;
+        stdin.write_all(data)?;
+        stdin.flush()
+    }
+
     fn lock(&self) -> MutexGuard<'_, Output> {
         self.shared.0.lock().unwrap()
     }

@@ -135,6 +135,31 @@ impl Node {
         }
     }
 
+    /// Runs `cmd` there with `input` on its stdin, NOT under the guard
+    /// (the guard reads stdin too): `cmd` must read its input to the end and
+    /// then finish by itself, so it ends when halobox goes away. An error
+    /// unless it exits 0 within `timeout`.
+    pub fn run_with_input(
+        &self,
+        what: &str,
+        cmd: &[String],
+        input: &[u8],
+        timeout: Duration,
+    ) -> Result<Finished, RemoteError> {
+        ssh::check_target(&self.target).map_err(|e| self.failed(e))?;
+        let argv = ssh::command(&self.target, &self.options, &shell::line(cmd));
+        let mut proc = Proc::spawn_with(&argv, CAPTURE)
+            .map_err(|e| self.failed(format!("{e}\n  hint: install the OpenSSH client (`ssh`)")))?;
+        // A write that fails means ssh ended early: its status says why.
+        let _ = proc.send(input);
+        let done = proc.wait(timeout);
+        if done.status.is_some_and(|s| s.success()) {
+            Ok(done)
+        } else {
+            Err(self.error(what, &done))
+        }
+    }
+
     /// Why `what` (the remote command, as named to the user) did not
     /// succeed, with the last lines it printed.
     pub fn error(&self, what: &str, done: &Finished) -> RemoteError {

@@ -6,7 +6,8 @@ use std::net::{IpAddr, Ipv4Addr};
 use clap::{Args, Subcommand};
 
 use super::common::{
-    ClusterFileArgs, DryRunArgs, EngineArgs, OutputArgs, PlanOutputArgs, SourceArgs,
+    Channel, ClusterFileArgs, DryRunArgs, EngineArgs, OutputArgs, PlanOutputArgs, SourceArgs,
+    YesArgs,
 };
 use crate::cluster::config::{DEFAULT_RAY_PORT, NodeBackend, Transport};
 
@@ -36,6 +37,16 @@ pub enum ClusterCommand {
         after_help = "Examples:\n  halobox cluster down\n  halobox cluster down --cluster ./cluster.toml"
     )]
     Down(ClusterDownArgs),
+    /// Refresh every node's container onto one image digest: stage everywhere, then swap everywhere (or nowhere).
+    #[command(
+        after_help = "Examples:\n  halobox cluster refresh --dry-run\n  halobox cluster refresh latest --yes\n  halobox cluster refresh --image registry:5000/team/vllm@sha256:... --restart --yes\n\nEvery node runs its own `halobox refresh` over ssh: first --stage (pull, pin, create and check the new container beside the old one), and only when every node is staged, the swap. A node that fails leaves every node on its old container. With Ray running, --restart stops it for the swap (cluster down) and starts it again (cluster up)."
+    )]
+    Refresh(ClusterRefreshArgs),
+    /// Copy this halobox binary to every node (checksum verified, atomic rename).
+    #[command(
+        after_help = "Examples:\n  halobox cluster install --dry-run\n  halobox cluster install\n  halobox cluster install --halobox /usr/local/bin/halobox"
+    )]
+    Install(ClusterInstallArgs),
     /// An interactive menu over init, up, status, down and serve.
     #[command(after_help = "Examples:\n  halobox cluster tui")]
     Tui(ClusterFileArgs),
@@ -135,6 +146,41 @@ pub struct ClusterStatusArgs {
     pub file: ClusterFileArgs,
     #[command(flatten)]
     pub output: OutputArgs,
+}
+
+/// `halobox cluster refresh`.
+#[derive(Debug, Args)]
+pub struct ClusterRefreshArgs {
+    /// Channel: the tag pulled when the image names a repository without a tag.
+    #[arg(value_enum, default_value_t = Channel::Latest)]
+    pub channel: Channel,
+    /// Image repository or reference (default: HALOBOX_IMAGE, this machine's config `image`, or this project's image).
+    #[arg(long, value_name = "REF")]
+    pub image: Option<String>,
+    /// When Ray runs: stop it for the swap (cluster down) and start it again (cluster up).
+    #[arg(long)]
+    pub restart: bool,
+    /// Memlock limit for the containers (the nodes' `refresh --memlock`; default unlimited).
+    #[arg(long, value_name = "SIZE")]
+    pub memlock: Option<crate::container::memlock::MemlockRequest>,
+    #[command(flatten)]
+    pub file: ClusterFileArgs,
+    #[command(flatten)]
+    pub mode: PlanOutputArgs,
+    #[command(flatten)]
+    pub confirm: YesArgs,
+}
+
+/// `halobox cluster install`.
+#[derive(Debug, Args)]
+pub struct ClusterInstallArgs {
+    /// Where halobox goes on the nodes (default: this binary's own path here).
+    #[arg(long, value_name = "PATH")]
+    pub halobox: Option<std::path::PathBuf>,
+    #[command(flatten)]
+    pub file: ClusterFileArgs,
+    #[command(flatten)]
+    pub plan: DryRunArgs,
 }
 
 /// `halobox cluster down`.

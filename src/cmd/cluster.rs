@@ -25,6 +25,8 @@ pub fn run(cmd: ClusterCommand) -> anyhow::Result<ExitCode> {
         ClusterCommand::Join(a) => join(&a),
         ClusterCommand::Status(a) => status(&a),
         ClusterCommand::Down(a) => down(&a),
+        ClusterCommand::Refresh(a) => super::cluster_fleet::refresh(&a),
+        ClusterCommand::Install(a) => super::cluster_fleet::install(&a),
         ClusterCommand::Tui(a) => tui(&a),
     }
 }

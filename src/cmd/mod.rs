@@ -5,6 +5,7 @@ pub mod bench;
 pub mod build;
 pub mod check;
 pub mod cluster;
+pub mod cluster_fleet;
 pub mod completions;
 pub mod detect;
 pub mod doctor;

@@ -16,7 +16,7 @@ use crate::engine::lifecycle::Changes;
 use crate::engine::{Engine, block_on, connect};
 use crate::error::UsageError;
 use crate::host::{self, GatherOptions, HostRoot};
-use crate::refresh::journal::Journal;
+use crate::refresh::journal::{Journal, Step};
 use crate::refresh::plan::{RefreshPlan, Source};
 use crate::refresh::prepare::{self, RefreshRequest};
 use crate::refresh::repair::{self, Action, Decision};
@@ -56,31 +56,82 @@ pub fn run(args: &RefreshArgs, color: bool) -> anyhow::Result<ExitCode> {
                 target.name
             )
         })?;
-        let healed = repair::heal(&engine, &target.name).await?;
-        for line in &healed.done {
-            eprintln!("==> repaired {}: {line}", target.name);
+        let journal = Journal::open(&address, &target.name)?;
+        let staged = journal.read()?.filter(|e| e.step == Step::Staged);
+        if args.discard_staged || (args.stage && staged.is_some()) {
+            let line = match &staged {
+                Some(e) => run::discard(&engine, &journal, e).await?,
+                None => format!("nothing is staged for {}", target.name),
+            };
+            eprintln!("==> {line}");
+            if args.discard_staged {
+                return Ok(ExitCode::SUCCESS);
+            }
         }
-        if !healed.unresolved.is_empty() {
-            anyhow::bail!(
-                "{} cannot be refreshed until what an interrupted refresh left is cleared up:\n  {}",
-                target.name,
-                healed.unresolved.join("\n  ")
-            );
-        }
-        let plan = prepare::plan(&mut engine, &facts, &req, &target).await?;
-        if !confirm(&engine, &plan, args.confirm.yes).await? {
-            eprintln!("nothing changed");
-            return Ok(ExitCode::FAILURE);
-        }
-        for note in &plan.notes {
-            eprintln!("note: {note}");
-        }
-        let journal = Journal::open(&address, &plan.name)?;
         let mut caught = signals::Caught::install().context("catching SIGINT and SIGTERM")?;
-        let result = run::execute(&engine, &plan, &journal, &mut caught, &mut |line| {
-            eprintln!("==> {line}")
-        })
-        .await;
+        let result = if let Some(id) = &args.commit_staged {
+            let entry = staged
+                .filter(|e| e.new_id.as_deref() == Some(id.as_str()))
+                .ok_or_else(|| {
+                    anyhow::anyhow!(
+                        "no container {id} is staged for {} here: nothing was changed\n  hint: `halobox cluster refresh` stages it first",
+                        target.name
+                    )
+                })?;
+            let plan = prepare::plan(&mut engine, &facts, &req, &target).await?;
+            let ids = |k: Option<&crate::refresh::plan::Known>| k.map(|k| k.id.clone());
+            if ids(plan.current.as_ref()) != entry.old_id
+                || ids(plan.retired.as_ref()) != entry.prev_id
+            {
+                anyhow::bail!(
+                    "{} or {} changed since the new container was staged: nothing was changed\n  hint: run `halobox cluster refresh` again",
+                    plan.name,
+                    plan.prev_name
+                );
+            }
+            run::commit(&engine, &plan, &journal, entry, &mut caught, &mut |line| {
+                eprintln!("==> {line}")
+            })
+            .await
+        } else {
+            let healed = repair::heal(&engine, &target.name).await?;
+            for line in &healed.done {
+                eprintln!("==> repaired {}: {line}", target.name);
+            }
+            if !healed.unresolved.is_empty() {
+                anyhow::bail!(
+                    "{} cannot be refreshed until what an interrupted refresh left is cleared up:\n  {}",
+                    target.name,
+                    healed.unresolved.join("\n  ")
+                );
+            }
+            let plan = prepare::plan(&mut engine, &facts, &req, &target).await?;
+            if !confirm(&engine, &plan, args.confirm.yes).await? {
+                eprintln!("nothing changed");
+                return Ok(ExitCode::FAILURE);
+            }
+            for note in &plan.notes {
+                eprintln!("note: {note}");
+            }
+            let mut say = |line| eprintln!("==> {line}");
+            if args.stage {
+                let staged = run::stage(&engine, &plan, &journal, &mut caught, &mut say).await;
+                return match staged {
+                    Ok(st) => {
+                        println!("{}", serde_json::to_string(&st)?);
+                        Ok(ExitCode::SUCCESS)
+                    }
+                    Err(e) => {
+                        if let Some(s) = e.signal() {
+                            eprintln!("error: {e}");
+                            signals::reraise(s);
+                        }
+                        Err(e.into())
+                    }
+                };
+            }
+            run::execute(&engine, &plan, &journal, &mut caught, &mut say).await
+        };
         let outcome = match result {
             Ok(o) => o,
             Err(e) => {

@@ -24,6 +24,19 @@ pub enum Step {
     Swapping,
     /// The new container has the name; the old one is being retired.
     Swapped,
+    /// The new container ran its check and waits, under the temporary
+    /// name, to be swapped in or removed by the `cluster refresh` that
+    /// staged it (`refresh --commit-staged` / `--discard-staged`).
+    Staged,
+}
+
+/// The image a staged container was made from.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct StagedImage {
+    /// The pinned reference.
+    pub image: String,
+    /// Its digest, when it has one.
+    pub digest: Option<String>,
 }
 
 /// What a running refresh records.
@@ -45,6 +58,9 @@ pub struct Entry {
     pub old_id: Option<String>,
     /// The `NAME-prev` container the run deletes once it succeeded.
     pub prev_id: Option<String>,
+    /// What a staged run made (with [`Step::Staged`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub staged: Option<StagedImage>,
 }
 
 /// The journal file of one engine and name.

@@ -105,6 +105,15 @@ pub fn decide(name: &str, seen: &Names, entry: Option<&Entry>, cli: &str) -> Dec
     let mut d = Decision::default();
     let is =
         |id: Option<&String>, seen: &Option<Seen>| seen.as_ref().is_some_and(|s| id == Some(&s.id));
+    if let Some(e) = entry.filter(|e| e.step == Step::Staged)
+        && is(e.new_id.as_ref(), &seen.new)
+    {
+        d.unresolved.push(format!(
+            "{new_name} ({}) is staged by `halobox cluster refresh`, which swaps it in or removes it; if that run is gone, remove it with `halobox refresh --discard-staged --name {name}`",
+            short(e.new_id.as_deref().unwrap_or_default())
+        ));
+        return d;
+    }
     if let Some(o) = &seen.old {
         let rename = |to: &str, why: String| Action::Rename {
             id: o.id.clone(),
@@ -402,6 +411,7 @@ mod tests {
             new_created: true,
             old_id: old.map(Into::into),
             prev_id: prev.map(Into::into),
+            staged: None,
         }
     }
 

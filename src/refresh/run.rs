@@ -11,7 +11,7 @@ use std::time::Duration;
 use serde::Serialize;
 
 use super::check::{self, Readiness};
-use super::journal::{Entry, Journal, JournalError, Step};
+use super::journal::{Entry, Journal, JournalError, StagedImage, Step};
 use super::plan::{Known, RefreshPlan, Source};
 use super::signals::{self, Caught};
 use crate::container::backend::Backend;
@@ -138,6 +138,127 @@ pub async fn execute(
 ) -> Result<Outcome, RefreshError> {
     let mut steps = Steps::new(engine, plan, journal, say);
     let mut laps = Laps::new();
+    let made = make_new(&mut steps, &mut laps, signals).await?;
+    finish(steps, laps, signals, made).await
+}
+
+/// A staged refresh: the new container, checked, under the temporary name.
+#[derive(Debug, Clone, Serialize)]
+pub struct Staged {
+    /// The container name it is staged for.
+    pub name: String,
+    /// The staged container's id (what `--commit-staged` names).
+    pub staged: String,
+    /// The image it runs (pinned).
+    pub image: String,
+    /// The image's digest, when it has one.
+    pub digest: Option<String>,
+    /// How long each step took.
+    pub timings: Vec<StepTime>,
+}
+
+/// Runs `plan` up to the swap: pull, pin, create and check the new
+/// container, then records it as staged in `journal` and leaves it running
+/// under the temporary name; the old container is untouched. A failure
+/// removes what the run made, as [`execute`] does.
+pub async fn stage(
+    engine: &Engine,
+    plan: &RefreshPlan,
+    journal: &Journal,
+    signals: &mut Caught,
+    say: &mut dyn FnMut(String),
+) -> Result<Staged, RefreshError> {
+    let mut steps = Steps::new(engine, plan, journal, say);
+    let mut laps = Laps::new();
+    let made = make_new(&mut steps, &mut laps, signals).await?;
+    steps.entry.staged = Some(StagedImage {
+        image: made.image.clone(),
+        digest: made.digest.clone(),
+    });
+    steps.entry.step = Step::Staged;
+    if let Err(e) = journal.write(&steps.entry) {
+        return Err(steps.undo("recording the staged container", e.into()).await);
+    }
+    Ok(Staged {
+        name: plan.name.clone(),
+        staged: made.new_id,
+        image: made.image,
+        digest: made.digest,
+        timings: laps.done,
+    })
+}
+
+/// Swaps in the container a [`stage`] left (`entry`, read from `journal`
+/// under the lock), then retires the old one and prunes as [`execute`]
+/// does. `plan` is planned again now; its containers must be the ones the
+/// entry recorded.
+pub async fn commit(
+    engine: &Engine,
+    plan: &RefreshPlan,
+    journal: &Journal,
+    entry: Entry,
+    signals: &mut Caught,
+    say: &mut dyn FnMut(String),
+) -> Result<Outcome, RefreshError> {
+    let mut steps = Steps::new(engine, plan, journal, say);
+    let staged = entry.staged.clone();
+    let made = Made {
+        new_id: entry.new_id.clone().unwrap_or_default(),
+        image: staged.as_ref().map(|s| s.image.clone()).unwrap_or_default(),
+        digest: staged.and_then(|s| s.digest),
+    };
+    steps.entry = Entry {
+        pid: std::process::id(),
+        ..entry
+    };
+    finish(steps, Laps::new(), signals, made).await
+}
+
+/// Removes the container a [`stage`] left (`entry`) and clears the
+/// journal; the old container was never touched. Returns what was done.
+pub async fn discard(
+    engine: &Engine,
+    journal: &Journal,
+    entry: &Entry,
+) -> Result<String, EngineError> {
+    let Some(id) = entry.new_id.as_deref() else {
+        journal.clear().map_err(|e| EngineError::Stream {
+            context: "clearing the refresh journal".into(),
+            message: e.to_string(),
+        })?;
+        return Ok("nothing was staged".into());
+    };
+    if let Err(e) = engine.remove(id).await
+        && engine.container(id).await.ok().flatten().is_some()
+    {
+        return Err(e);
+    }
+    journal.clear().map_err(|e| EngineError::Stream {
+        context: "clearing the refresh journal".into(),
+        message: e.to_string(),
+    })?;
+    Ok(format!(
+        "removed the staged container {}; {} was left as it was",
+        short(id),
+        entry.name
+    ))
+}
+
+/// The new container, checked and not yet swapped in.
+struct Made {
+    new_id: String,
+    image: String,
+    digest: Option<String>,
+}
+
+/// Pull, pin, create and check (or, for a rollback, start the kept
+/// container and check it).
+async fn make_new(
+    steps: &mut Steps<'_>,
+    laps: &mut Laps,
+    signals: &mut Caught,
+) -> Result<Made, RefreshError> {
+    let plan = steps.plan;
     let (new_id, image, digest) = match &plan.source {
         Source::Prev { container } => {
             steps.reuse(container)?;
@@ -151,6 +272,9 @@ pub async fn execute(
             let local = pulled?;
             laps.lap("pull");
             let digest = local.digest_for(&plan.repository);
+            if let Some(d) = &digest {
+                steps.say(format!("image digest {d}"));
+            }
             let pinned = steps.pin(&local).await?;
             laps.lap("pin");
             steps
@@ -166,6 +290,26 @@ pub async fn execute(
         .await?;
     steps.check(&new_id, signals).await?;
     laps.lap("start_check");
+    Ok(Made {
+        new_id,
+        image,
+        digest,
+    })
+}
+
+/// The swap, the retiring of the old container and the pruning.
+async fn finish(
+    mut steps: Steps<'_>,
+    mut laps: Laps,
+    signals: &mut Caught,
+    made: Made,
+) -> Result<Outcome, RefreshError> {
+    let (engine, plan) = (steps.engine, steps.plan);
+    let Made {
+        new_id,
+        image,
+        digest,
+    } = made;
     steps.checkpoint("swapping", signals).await?;
     steps.swap(&new_id).await?;
     laps.lap("swap");
@@ -254,6 +398,7 @@ impl<'a> Steps<'a> {
             new_created: true,
             old_id: plan.current.as_ref().map(|c| c.id.clone()),
             prev_id: plan.retired.as_ref().map(|c| c.id.clone()),
+            staged: None,
         };
         Self {
             engine,

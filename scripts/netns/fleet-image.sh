@@ -1,0 +1,33 @@
+#!/usr/bin/env bash
+# Two small images for `cluster refresh` on the test nodes
+# (scripts/netns/nodes.sh with HB_NODE_ENGINE): Debian bookworm
+# (localhost/halobox-distro:1 from scripts/engines/start.sh) plus one file,
+# /etc/halobox-fleet, saying v1 or v2 (so the two have different digests),
+# made once in the rootful podman store (localhost/halobox-fleet:v1, :v2)
+# by `halobox image add-layer`, and pushed to the node set's registry
+# (10.77.N.254:5000/halobox/fleet:v1, :v2). Prints the v1 then the v2
+# reference, one a line.
+# Usage (as root): scripts/netns/fleet-image.sh TAG N
+#   HALOBOX_BIN: the halobox binary (default: target/debug/halobox)
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+[ $# -eq 2 ] || { echo "usage: $0 TAG N" >&2; exit 2; }
+halobox=${HALOBOX_BIN:-$PWD/target/debug/halobox}
+[ -x "$halobox" ] || { echo "error: $halobox is missing: cargo build, or set HALOBOX_BIN" >&2; exit 1; }
+podman image exists localhost/halobox-distro:1 \
+  || { echo "error: localhost/halobox-distro:1 is missing: bash scripts/engines/start.sh" >&2; exit 1; }
+registry=10.77.$2.254:5000
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+for v in v1 v2; do
+  ref=localhost/halobox-fleet:$v
+  if ! podman image exists "$ref"; then
+    echo "$v" >"$work/$v"
+    "$halobox" image add-layer localhost/halobox-distro:1 --engine unix:///run/podman/podman.sock \
+      --add "$work/$v:/etc/halobox-fleet" --tag "$ref" \
+      --label "org.opencontainers.image.created=2026-0${v#v}-01T00:00:00Z" --load >&2
+  fi
+  ip netns exec "hb-$1-sw" skopeo copy -q --dest-tls-verify=false \
+    "containers-storage:$ref" "docker://$registry/halobox/fleet:$v" >&2
+  echo "$registry/halobox/fleet:$v"
+done

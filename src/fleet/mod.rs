@@ -1,0 +1,4 @@
+//! Operations on every node of cluster.toml at once.
+
+pub mod install;
+pub mod refresh;

@@ -1,0 +1,277 @@
+//! `cluster refresh` and `cluster install`, live, on three test nodes that
+//! behave like machines (scripts/netns/nodes.sh with a podman engine per
+//! node and real sshd; images from scripts/netns/fleet-image.sh in the
+//! nodes' registry): a refresh where one node cannot reach the registry
+//! swaps nothing anywhere (every node keeps its old container id, no staged
+//! container is left); a refresh that succeeds puts all three on one
+//! digest; install copies this binary to three nodes with equal checksums,
+//! and a second install sends nothing. Needs root, the engines of
+//! scripts/engines/start.sh and skopeo; a missing piece fails.
+
+use std::process::Output;
+use std::time::Instant;
+
+use serde_json::Value;
+
+mod common;
+use common::netns::Nodes;
+
+const HALOBOX: &str = env!("CARGO_BIN_EXE_halobox");
+const NODES: [char; 3] = ['a', 'b', 'c'];
+
+fn text(o: &Output) -> String {
+    format!(
+        "status {:?}\nstdout:\n{}\nstderr:\n{}",
+        o.status.code(),
+        String::from_utf8_lossy(&o.stdout),
+        String::from_utf8_lossy(&o.stderr)
+    )
+}
+
+fn ok(o: &Output) -> String {
+    assert!(o.status.success(), "{}", text(o));
+    String::from_utf8_lossy(&o.stdout).into_owned()
+}
+
+struct Fleet {
+    nodes: Nodes,
+    v1: String,
+    v2: String,
+}
+
+impl Fleet {
+    fn up() -> Fleet {
+        let nodes = Nodes::up_with_engine(&["9000", "9000", "9000"], "podman");
+        // A login on a machine has its own /run/user/UID: the refresh
+        // locks live there (the test nodes share /tmp).
+        for x in NODES {
+            ok(&nodes
+                .on_node(x, &["mkdir", "-p", "-m", "700", "/run/user/0"])
+                .output()
+                .unwrap());
+        }
+        let out = std::process::Command::new("bash")
+            .arg(
+                std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+                    .join("scripts/netns/fleet-image.sh"),
+            )
+            .args([nodes.tag.as_str(), &nodes.n.to_string()])
+            .env("HALOBOX_BIN", HALOBOX)
+            .output()
+            .expect("run scripts/netns/fleet-image.sh");
+        let refs: Vec<String> = ok(&out).lines().map(str::to_string).collect();
+        assert_eq!(refs.len(), 2, "{}", text(&out));
+        Fleet {
+            nodes,
+            v1: refs[0].clone(),
+            v2: refs[1].clone(),
+        }
+    }
+
+    fn halobox(&self, x: char, args: &[&str]) -> Output {
+        let mut argv = vec![HALOBOX];
+        argv.extend_from_slice(args);
+        self.nodes
+            .on_node(x, &argv)
+            .env("HF_HOME", self.nodes.path("hf"))
+            .output()
+            .expect("run halobox on a node")
+    }
+
+    fn config(&self) -> std::path::PathBuf {
+        let mut t = format!(
+            "halobox = \"{HALOBOX}\"\nssh_options = {}\n",
+            serde_json::to_string(&self.nodes.ssh_options()).unwrap(),
+        );
+        for (i, x) in NODES.iter().enumerate() {
+            t.push_str(&format!(
+                "\n[[node]]\nname = \"{x}\"\nssh = \"root@{ip}\"\nip = \"{ip}\"\nbackend = \"podman\"\n",
+                ip = self.nodes.ip(u32::try_from(i).unwrap() + 1)
+            ));
+        }
+        let p = self.nodes.path("cluster.toml");
+        std::fs::write(&p, t).unwrap();
+        p
+    }
+
+    /// `halobox cluster ARGS --cluster FILE`, run on node a.
+    fn cluster(&self, args: &[&str]) -> (Output, f64) {
+        let file = self.config();
+        let mut a = vec!["cluster"];
+        a.extend_from_slice(args);
+        let f = file.display().to_string();
+        a.extend(["--cluster", &f]);
+        let t = Instant::now();
+        let out = self.halobox('a', &a);
+        (out, t.elapsed().as_secs_f64())
+    }
+
+    /// The container `name` on node `x`, from its engine (Null when none).
+    fn container(&self, x: char, name: &str) -> Value {
+        let sock = format!("/proc/{}/root/run/podman/podman.sock", self.nodes.pid(x));
+        let out = std::process::Command::new("curl")
+            .args([
+                "-s",
+                "--unix-socket",
+                &sock,
+                &format!("http://d/v1.41/containers/{name}/json"),
+            ])
+            .output()
+            .unwrap();
+        let v: Value = serde_json::from_slice(&out.stdout).unwrap_or(Value::Null);
+        if v["Id"].is_string() { v } else { Value::Null }
+    }
+
+    fn id(&self, x: char) -> String {
+        let c = self.container(x, "vllm");
+        c["Id"]
+            .as_str()
+            .unwrap_or_else(|| panic!("no container vllm on node {x}"))
+            .to_string()
+    }
+}
+
+#[test]
+fn cluster_refresh_and_install_on_three_nodes() {
+    let f = Fleet::up();
+    // Every node on v1, each by its own refresh.
+    for x in NODES {
+        ok(&f.halobox(
+            x,
+            &[
+                "refresh",
+                "--backend",
+                "podman",
+                "--image",
+                &f.v1,
+                "--memlock",
+                "8M",
+                "--name",
+                "vllm",
+                "--yes",
+            ],
+        ));
+    }
+    let before: Vec<String> = NODES.iter().map(|&x| f.id(x)).collect();
+
+    // The plan names every node and changes nothing.
+    let (out, _) = f.cluster(&["refresh", "--image", &f.v2, "--memlock", "8M", "--dry-run"]);
+    let plan = ok(&out);
+    for x in NODES {
+        assert!(
+            plan.contains(&format!("     {x}: {HALOBOX} refresh")),
+            "{plan}"
+        );
+    }
+
+    // Node c cannot reach the registry: nothing is swapped anywhere.
+    let c_ns = f.nodes.ns('c');
+    let reg_ip = f.nodes.registry().split(':').next().unwrap().to_string();
+    let block = |op: &str| {
+        let st = std::process::Command::new("ip")
+            .args(["-n", &c_ns, "route", op, "unreachable", &reg_ip])
+            .status()
+            .unwrap();
+        assert!(st.success());
+    };
+    block("add");
+    let (out, _) = f.cluster(&[
+        "refresh",
+        "--image",
+        &f.v2,
+        "--memlock",
+        "8M",
+        "--yes",
+        "--json",
+    ]);
+    assert_eq!(out.status.code(), Some(1), "{}", text(&out));
+    let report: Value = serde_json::from_slice(&out.stdout).expect("JSON report");
+    assert_eq!(report["ok"], false, "{report:#}");
+    let by_node = |r: &Value, x: char| -> Value {
+        r["nodes"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|n| n["node"] == x.to_string())
+            .cloned()
+            .unwrap_or_else(|| panic!("no node {x} in {r:#}"))
+    };
+    let c = by_node(&report, 'c');
+    assert_eq!(c["outcome"], "failed", "{report:#}");
+    assert!(
+        c["detail"].as_str().unwrap().contains("node c"),
+        "{report:#}"
+    );
+    for x in ['a', 'b'] {
+        assert_eq!(by_node(&report, x)["outcome"], "discarded", "{report:#}");
+    }
+    for (i, &x) in NODES.iter().enumerate() {
+        assert_eq!(f.id(x), before[i], "node {x} changed its container");
+        assert!(
+            f.container(x, "vllm-halobox-new").is_null(),
+            "node {x} kept a staged container"
+        );
+        assert_eq!(
+            f.container(x, "vllm")["State"]["Running"],
+            true,
+            "node {x}: the old container no longer runs"
+        );
+    }
+
+    // With the registry back, all three swap onto one digest.
+    block("del");
+    let (out, _) = f.cluster(&[
+        "refresh",
+        "--image",
+        &f.v2,
+        "--memlock",
+        "8M",
+        "--yes",
+        "--json",
+    ]);
+    let report: Value = serde_json::from_str(&ok(&out)).expect("JSON report");
+    assert_eq!(report["ok"], true, "{report:#}");
+    let digest = report["digest"].as_str().expect("a digest").to_string();
+    assert!(digest.starts_with("sha256:"), "{report:#}");
+    for (i, &x) in NODES.iter().enumerate() {
+        let c = f.container(x, "vllm");
+        assert_ne!(c["Id"].as_str().unwrap(), before[i], "node {x} not swapped");
+        assert_eq!(
+            c["Config"]["Labels"]["dev.halobox.image-digest"], digest,
+            "node {x}: {c:#}"
+        );
+        assert_eq!(c["State"]["Running"], true, "node {x}");
+        let prev = f.container(x, "vllm-prev");
+        assert_eq!(prev["Id"].as_str().unwrap(), before[i], "node {x}");
+    }
+
+    // install: this binary to each node's own /root (the test nodes share
+    // every other directory), checksums equal; a second run sends nothing.
+    let dest = "/root/bin/halobox";
+    let (out, _) = f.cluster(&["install", "--halobox", dest, "--dry-run"]);
+    let plan = ok(&out);
+    assert!(plan.contains(dest), "{plan}");
+    let (out, first) = f.cluster(&["install", "--halobox", dest]);
+    let said = ok(&out);
+    assert_eq!(said.matches(" installed ").count(), 3, "{said}");
+    let want = {
+        use sha2::Digest;
+        hex::encode(sha2::Sha256::digest(std::fs::read(HALOBOX).unwrap()))
+    };
+    for x in NODES {
+        let out = f.nodes.on_node(x, &["sha256sum", dest]).output().unwrap();
+        let sum = ok(&out);
+        assert_eq!(
+            sum.split_whitespace().next(),
+            Some(want.as_str()),
+            "node {x}"
+        );
+    }
+    let (out, second) = f.cluster(&["install", "--halobox", dest]);
+    let said = ok(&out);
+    assert_eq!(said.matches(" unchanged ").count(), 3, "{said}");
+    assert!(
+        second < first,
+        "the second install ({second:.2} s) was not faster than the first ({first:.2} s)"
+    );
+}
