@@ -75,6 +75,14 @@ if [ "$engine" != none ]; then
   mount --bind "$d" /dev
   mount -t devpts -o newinstance,ptmxmode=0666,mode=0620 devpts /dev/pts
   mount -t mqueue mqueue /dev/mqueue
+  # `ip netns exec` mounts a fresh /sys (the netdevs of the node): put the
+  # cgroup hierarchies of the machine back: the runtime of the engine needs them.
+  mount -t tmpfs -o mode=755 cgroup /sys/fs/cgroup
+  while read -r type opts target; do
+    [ -n "$type" ] || continue
+    mkdir -p "$target"
+    mount -t "$type" -o "$opts" cgroup "$target"
+  done <<<"$CGROUP_MOUNTS"
 fi
 mount -t tmpfs -o size=1g tmpfs /dev/shm
 case "$engine" in
@@ -138,7 +146,8 @@ up() {
   [ ${#tag} -le 10 ] || { echo "TAG must be at most 10 characters" >&2; exit 2; }
   [ "$n" -ge 0 ] 2>/dev/null && [ "$n" -le 255 ] || { echo "N must be 0..255" >&2; exit 2; }
   [ $# -le 26 ] || { echo "at most 26 nodes" >&2; exit 2; }
-  local engine=${HB_NODE_ENGINE:-none}
+  local engine=${HB_NODE_ENGINE:-none} cgroups
+  cgroups=$(awk '$3 == "cgroup" || $3 == "cgroup2" {print $3, $4, $2}' /proc/self/mounts)
   mkdir -p "$dir" /run/sshd
   for d in $NODE_DIRS; do mkdir -p "$d"; done
   local sshd_bin sw="hb-$tag-sw"
@@ -187,7 +196,7 @@ CONF
       binds+=("$nd$d" "$d")
     done
     [ "$engine" = none ] || engine_config "$engine" "$nd" "$n"
-    ip netns exec "$ns" env KFD_MAJOR="$KFD_MAJOR" unshare --pid --fork --mount --propagation private --mount-proc \
+    ip netns exec "$ns" env KFD_MAJOR="$KFD_MAJOR" CGROUP_MOUNTS="$cgroups" unshare --pid --fork --mount --propagation private --mount-proc \
       bash -c "$NODE_INIT" hb-node-init "$sshd_bin" "$dir/sshd_$x.conf" "$dir/sshd_$x.log" "$engine" "$nd" "${binds[@]}" \
       </dev/null >"$nd/init.log" 2>&1 &
     pid=""

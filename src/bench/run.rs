@@ -313,7 +313,7 @@ fn run_tcp(
             tcp_client(&target, samples, leg.streams, duration).map_err(|e| e.to_string())
         } else {
             // halobox's client in this node's container.
-            let done = proc::run(&leg.client, duration * 2 + Duration::from_secs(60))?;
+            let done = run_here(&leg.client, duration * 2 + Duration::from_secs(60))?;
             if done.status.is_some_and(|s| s.success()) {
                 Ok(done.stdout)
             } else {
@@ -391,7 +391,7 @@ pub fn local_context(
             ip.to_string(),
         ],
     );
-    let done = proc::run(&argv, Duration::from_secs(60))?;
+    let done = run_here(&argv, Duration::from_secs(60))?;
     let line = done
         .stdout
         .lines()
@@ -406,6 +406,13 @@ pub fn local_context(
         })?
         .to_string();
     remote::parse_json(&line).with_context(|| format!("the probe printed {line}"))
+}
+
+/// Runs `argv` here to completion within `timeout`, its stdin open until
+/// then: a command guarded in this node's container (see
+/// [`plan::here`]) is stopped when stdin closes, so it must not close early.
+fn run_here(argv: &[String], timeout: Duration) -> std::io::Result<proc::Finished> {
+    Ok(Proc::spawn(argv)?.complete(timeout, STOP_GRACE))
 }
 
 /// The client as the record shows it.
@@ -441,7 +448,7 @@ fn run_iperf3(
     let timeout = Duration::from_secs(u64::from(opts.duration_s) + 30);
     let mut attempt = 0;
     let done = loop {
-        let done = proc::run(&leg.client, timeout)?;
+        let done = run_here(&leg.client, timeout)?;
         let refused = done.stdout.contains("Connection refused");
         if !refused || attempt + 1 >= CLIENT_ATTEMPTS {
             break done;
@@ -483,7 +490,7 @@ fn run_perftest(
                 ),
             };
         }
-        let done = proc::run(&leg.client, timeout)?;
+        let done = run_here(&leg.client, timeout)?;
         let refused = done.output.contains("Couldn't connect to");
         if refused && attempt + 1 < CLIENT_ATTEMPTS {
             thread::sleep(backoff(attempt));
