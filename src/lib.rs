@@ -11,7 +11,8 @@
 //!   plans in [`container::spec`], [`refresh::plan`], [`cluster::plan`],
 //!   [`bench::plan`] and [`image`];
 //! - effects: [`engine`] (the container engine's API), [`refresh::run`],
-//!   [`cluster::run`], [`bench::run`], over [`ssh`], [`proc`] and [`shell`];
+//!   [`cluster::join`], [`cluster::run`], [`bench::run`], over [`ssh`],
+//!   [`remote`], [`proc`] and [`shell`];
 //! - shared: [`error`] (usage errors, exit status 2), [`image_ref`],
 //!   [`units`].
 //!
