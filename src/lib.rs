@@ -12,8 +12,9 @@
 //!   plans in [`container::spec`], [`refresh::plan`], [`cluster::plan`],
 //!   [`bench::plan`] and [`image`];
 //! - effects: [`engine`] (the container engine's API), [`check::run`],
-//!   [`refresh::run`], [`cluster::run`], [`bench::run`], over [`ssh`],
-//!   [`proc`] and [`shell`];
+//!   [`refresh::run`], [`cluster::join`], [`cluster::run`], [`fleet`] (every
+//!   node at once), [`bench::run`],
+//!   over [`ssh`], [`remote`], [`proc`] and [`shell`];
 //! - shared: [`error`] (usage errors, exit status 2), [`image_ref`],
 //!   [`units`].
 //!

@@ -946,3 +946,46 @@ fn preflight_reads_what_the_container_sees() {
     ));
     assert!(m.contains("the node has no /dev/kfd"), "{m}");
 }
+
+#[test]
+fn view_from_facts_says_who_can_open_what() {
+    let ok = halobox::cluster::view::from_facts(&facts("strix-e810"));
+    assert_eq!(ok.user, "halo");
+    assert!(ok.groups.contains(&105), "{:?}", ok.groups);
+    let kfd = ok.kfd.as_ref().unwrap();
+    assert_eq!((kfd.path.as_str(), kfd.usable), ("/dev/kfd", true));
+    assert_eq!(ok.render.len(), 1);
+    assert_eq!(
+        ok.infiniband
+            .iter()
+            .map(|d| d.path.as_str())
+            .collect::<Vec<_>>(),
+        ["/dev/infiniband/rdma_cm", "/dev/infiniband/uverbs0"]
+    );
+    assert!(
+        ok.rdma_ports
+            .iter()
+            .any(|p| p.device == "rocep194s0" && p.state.as_deref() == Some("ACTIVE"))
+    );
+    // render group 992 owns /dev/kfd 0660; this user is not in it.
+    let broken = halobox::cluster::view::from_facts(&facts("broken-e810"));
+    let kfd = broken.kfd.as_ref().unwrap();
+    assert!(!kfd.usable && kfd.gid == Some(992), "{kfd:?}");
+    let (cfg, reports) = two_e810s();
+    let mut reports: Vec<JoinReport> = reports;
+    reports[1].view = Some(broken);
+    let f = preflight::preflight(
+        &cfg,
+        &reports.into_iter().map(Ok).collect::<Vec<_>>(),
+        "0.1.0",
+    );
+    let devices = f.iter().find(|x| x.check == "devices").unwrap();
+    assert_eq!(devices.level, Level::Fail);
+    assert!(
+        devices
+            .message
+            .contains("cannot open /dev/kfd (mode 0660, group 992), /dev/dri/renderD128 (mode 0660, group 992)"),
+        "{}",
+        devices.message
+    );
+}

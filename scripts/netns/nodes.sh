@@ -59,8 +59,13 @@ sshd=$1 conf=$2 log=$3 engine=$4 nd=$5; shift 5
 set -e
 while [ $# -gt 0 ]; do mount --bind "$1" "$2"; shift 2; done
 if [ "$engine" != none ]; then
+  # /run/host as the machine has it (the toolbox package makes it with
+  # tmpfiles.d: /usr/bin/toolbox is linked with the interpreter
+  # /run/host/lib/...), made again in the private /run.
+  host_link=$(readlink /run/host 2>/dev/null || true)
   mount -t tmpfs -o mode=755 tmpfs /run
   mkdir -p /run/sshd /run/podman /run/lock
+  [ -z "$host_link" ] || ln -s "$host_link" /run/host
   d=$nd/dev
   mkdir -p "$d"
   mount -t tmpfs -o mode=755,size=1m tmpfs "$d"
@@ -85,6 +90,14 @@ if [ "$engine" != none ]; then
   done <<<"$CGROUP_MOUNTS"
 fi
 mount -t tmpfs -o size=1g tmpfs /dev/shm
+if [ "$engine" = podman ]; then
+  # The podman command on the node (toolbox runs it) uses the node
+  # storage and registries, as the node service does.
+  mkdir -p "$nd/etc-containers"
+  cp -a /etc/containers/. "$nd/etc-containers/"
+  cp "$nd/storage.conf" "$nd/registries.conf" "$nd/etc-containers/"
+  mount --bind "$nd/etc-containers" /etc/containers
+fi
 case "$engine" in
 podman)
   CONTAINERS_STORAGE_CONF=$nd/storage.conf CONTAINERS_REGISTRIES_CONF=$nd/registries.conf \

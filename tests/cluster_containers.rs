@@ -1,0 +1,547 @@
+//! The main user path, live, on test nodes that behave like machines
+//! (scripts/netns/nodes.sh with an engine per node: each node's podman or
+//! dockerd runs inside its namespaces, so host networking there is that
+//! node's network): `halobox refresh` on every node through its own engine
+//! -> `cluster up` with that backend -> Ray's GCS lists every node, whose
+//! raylet runs in its container -> a Ray task pinned to each node sees that
+//! node's own interface and address -> `cluster status` -> `bench run`
+//! between the containers -> `cluster down` leaves no Ray process in any
+//! container; and preflight naming a node whose container is missing, made
+//! without devices, or stopped. The image (Debian with python3, iperf3,
+//! perftest and the pinned Ray venv put in by `halobox image add-layer`) is
+//! made by scripts/netns/node-image.sh. Needs root, the engines of
+//! scripts/engines/start.sh, the Ray venv and the tools scripts/test.sh
+//! installs; a missing piece fails.
+
+use std::process::Output;
+use std::time::Duration;
+
+use serde_json::Value;
+
+mod common;
+use common::netns::Nodes;
+
+const RAY: &str = "/opt/halobox-ray/bin/ray";
+const PYTHON: &str = "/opt/halobox-ray/bin/python";
+const HALOBOX: &str = env!("CARGO_BIN_EXE_halobox");
+
+fn text(o: &Output) -> String {
+    format!(
+        "status {:?}\nstdout:\n{}\nstderr:\n{}",
+        o.status.code(),
+        String::from_utf8_lossy(&o.stdout),
+        String::from_utf8_lossy(&o.stderr)
+    )
+}
+
+fn ok(o: &Output) -> String {
+    assert!(o.status.success(), "{}", text(o));
+    String::from_utf8_lossy(&o.stdout).into_owned()
+}
+
+/// The test nodes and what runs on them.
+struct Cluster {
+    nodes: Nodes,
+    engine: &'static str,
+    image: String,
+}
+
+impl Cluster {
+    /// Nodes a, b, c with their own `engine` and different interface names;
+    /// the test image in their registry.
+    fn up(engine: &'static str) -> Cluster {
+        let nodes = Nodes::up_with_engine(&["9000", "9000:ens2", "9000:eth7"], engine);
+        let out = std::process::Command::new("bash")
+            .arg(
+                std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+                    .join("scripts/netns/node-image.sh"),
+            )
+            .args([nodes.tag.as_str(), &nodes.n.to_string()])
+            .env("HALOBOX_BIN", HALOBOX)
+            .output()
+            .expect("run scripts/netns/node-image.sh");
+        let image = ok(&out).lines().last().unwrap_or_default().to_string();
+        assert!(image.starts_with(&nodes.registry()), "{}", text(&out));
+        Cluster {
+            nodes,
+            engine,
+            image,
+        }
+    }
+
+    /// `halobox ARGS` on node `x`.
+    fn halobox(&self, x: char, args: &[&str]) -> Output {
+        let mut argv = vec![HALOBOX];
+        argv.extend_from_slice(args);
+        self.nodes
+            .on_node(x, &argv)
+            .env("HF_HOME", self.nodes.path("hf"))
+            .output()
+            .expect("run halobox on a node")
+    }
+
+    /// `CMD` in node `x`'s container.
+    fn inside(&self, x: char, cmd: &[&str]) -> Output {
+        let mut args = vec!["enter", "vllm", "--"];
+        args.extend_from_slice(cmd);
+        self.halobox(x, &args)
+    }
+
+    fn refresh(&self, x: char) -> String {
+        ok(&self.halobox(
+            x,
+            &[
+                "refresh",
+                "--backend",
+                self.engine,
+                "--image",
+                &self.image,
+                "--memlock",
+                "8M",
+                "--name",
+                "vllm",
+                "--yes",
+            ],
+        ))
+    }
+
+    /// A cluster file over the first `count` nodes.
+    fn config(&self, count: u32) -> std::path::PathBuf {
+        let mut t = format!(
+            "ray = \"{RAY}\"\nhalobox = \"{HALOBOX}\"\ntimeout_s = 90\n\
+             ray_args = [\"--object-store-memory=80000000\"]\n\
+             ray_head_args = [\"--include-dashboard=false\"]\n\
+             ssh_options = {}\n\n[env]\nNCCL_IB_TC = \"106\"\n",
+            serde_json::to_string(&self.nodes.ssh_options()).unwrap(),
+        );
+        for i in 1..=count {
+            let name = char::from(b'a' + u8::try_from(i - 1).unwrap());
+            t.push_str(&format!(
+                "\n[[node]]\nname = \"{name}\"\nssh = \"root@{ip}\"\nip = \"{ip}\"\nbackend = \"{}\"\ncpus = 1\n",
+                self.engine,
+                ip = self.nodes.ip(i)
+            ));
+            if name == 'b' {
+                t.push_str("env = { NCCL_DEBUG = \"INFO\" }\n");
+            }
+        }
+        let p = self.nodes.path(&format!("cluster{count}.toml"));
+        std::fs::write(&p, t).unwrap();
+        p
+    }
+
+    fn cluster(&self, args: &[&str], file: &std::path::Path) -> Output {
+        let mut a = vec!["cluster"];
+        a.extend_from_slice(args);
+        a.push("--cluster");
+        let f = file.display().to_string();
+        a.push(&f);
+        self.halobox('a', &a)
+    }
+
+    /// The Ray processes in node `x`'s container.
+    fn ray_processes(&self, x: char) -> Vec<String> {
+        let out = ok(&self.inside(x, &["ps", "-eo", "args"]));
+        out.lines()
+            .filter(|l| {
+                [
+                    "raylet",
+                    "gcs_server",
+                    "ray::",
+                    "default_worker",
+                    "ray/_private",
+                    "dashboard",
+                ]
+                .iter()
+                .any(|k| l.contains(k))
+            })
+            .map(str::to_string)
+            .collect()
+    }
+}
+
+/// Run on the head with the head's env (as `halobox serve` runs vLLM):
+/// one task pinned to each alive node returns the env it runs with, once
+/// with the driver's env carried to the workers the way vLLM does it
+/// (everything but the names in ray_non_carry_over_env_vars.json), once
+/// carrying everything (what vLLM does without the file).
+const PINNED_PY: &str = r#"
+import json, os, sys, ray
+from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
+NAMES = ["NCCL_SOCKET_IFNAME", "GLOO_SOCKET_IFNAME", "VLLM_HOST_IP", "NCCL_IB_TC", "NCCL_DEBUG",
+         "RAY_EXPERIMENTAL_NOSET_HIP_VISIBLE_DEVICES", "RAY_EXPERIMENTAL_NOSET_ROCR_VISIBLE_DEVICES"]
+path = os.path.expanduser("~/.config/vllm/ray_non_carry_over_env_vars.json")
+skip = set(json.load(open(path)))
+ray.init(address=sys.argv[1], logging_level="ERROR", log_to_driver=False)
+@ray.remote(num_cpus=0)
+def env():
+    return dict({k: os.environ.get(k) for k in NAMES}, ip=ray.util.get_node_ip_address())
+out = {}
+for mode in ("vllm", "carry-all"):
+    carried = {k: os.environ[k] for k in NAMES if k in os.environ and (mode == "carry-all" or k not in skip)}
+    out[mode] = [ray.get(env.options(
+        scheduling_strategy=NodeAffinitySchedulingStrategy(n["NodeID"], soft=False),
+        runtime_env={"env_vars": carried}).remote()) for n in ray.nodes() if n["Alive"]]
+print(json.dumps(out))
+"#;
+
+fn var<'a>(node_env: &'a Value, name: &str) -> &'a str {
+    node_env["vars"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|v| v["name"] == name)
+        .and_then(|v| v["value"].as_str())
+        .unwrap_or_else(|| panic!("no {name} in {node_env:#}"))
+}
+
+/// The whole path on nodes whose engine is `engine`.
+fn main_path(engine: &'static str) {
+    let c = Cluster::up(engine);
+    let nodes = &c.nodes;
+    for x in ['a', 'b'] {
+        c.refresh(x);
+    }
+    // Host networking on node b is node b's network: only its interface
+    // and address, seen by halobox inside the container.
+    let out = ok(&c.inside('b', &["ls", "/sys/class/net"]));
+    assert_eq!(out.split_whitespace().collect::<Vec<_>>(), ["ens2", "lo"]);
+    let out = ok(&c.inside(
+        'b',
+        &[
+            "/run/halobox/bin/halobox",
+            "bench",
+            "probe",
+            "--ip",
+            &nodes.ip(2),
+        ],
+    ));
+    let probe: Value = serde_json::from_str(out.trim()).unwrap();
+    assert_eq!(probe["interface"], "ens2", "{probe:#}");
+    assert_eq!(probe["iperf3"], true);
+    assert_eq!(probe["perftest"], true);
+
+    let two = c.config(2);
+    let three = c.config(3);
+    // What join will do on b, as the container sees it.
+    let out = c.halobox(
+        'b',
+        &[
+            "cluster",
+            "join",
+            "--head",
+            &nodes.ip(1),
+            "--ip",
+            &nodes.ip(2),
+            "--backend",
+            engine,
+            "--container",
+            "vllm",
+            "--ray",
+            RAY,
+            "--env",
+            "NCCL_IB_TC=106",
+            "--node-env",
+            "NCCL_DEBUG=INFO",
+            "--dry-run",
+        ],
+    );
+    let dry = ok(&out);
+    for want in [
+        "NCCL_SOCKET_IFNAME==ens2\n",
+        "GLOO_SOCKET_IFNAME=ens2\n",
+        "NCCL_IB_DISABLE=1\n",
+        "RAY_EXPERIMENTAL_NOSET_HIP_VISIBLE_DEVICES=1\n",
+        "NCCL_IB_TC=106\n",
+        "NCCL_DEBUG=INFO\n",
+        "# this node's own (vLLM must not copy the head's): NCCL_SOCKET_IFNAME GLOO_SOCKET_IFNAME NCCL_IB_DISABLE VLLM_HOST_IP NCCL_DEBUG\n",
+        "halobox inside: /run/halobox/bin/halobox",
+        "# in vllm: GPU: /dev/kfd (0666); render: /dev/dri/renderD128 (0666)\n",
+        "# in vllm: RDMA: /dev/infiniband/uverbs0 (0666)\n",
+        "# in vllm: RDMA ports: none in /sys/class/infiniband\n",
+        "# vLLM's list of per-node variables: /root/.config/vllm/ray_non_carry_over_env_vars.json\n",
+        "-- /run/halobox/bin/halobox cluster join",
+    ] {
+        assert!(dry.contains(want), "{want:?} not in:\n{dry}");
+    }
+    assert!(dry.contains("memlock 8192 KiB"), "{dry}");
+
+    // Up: preflight from inside every container, then Ray in them.
+    let out = c.cluster(&["up"], &two);
+    let up = ok(&out);
+    assert!(up.contains("Ray lists all 2 node(s)"), "{up}");
+    // Made with a memlock limit below unlimited: named with the fix (a
+    // warning over TCP; a failure when the cluster uses RDMA).
+    for x in ['a', 'b'] {
+        assert!(
+            up.contains(&format!("WARN memlock [{x}]: memlock is 8388608 bytes in container vllm: RDMA needs it unlimited (`halobox refresh --name vllm` on that node sets it)")),
+            "{up}"
+        );
+    }
+    for x in ['a', 'b'] {
+        let ray = c.ray_processes(x);
+        assert!(
+            ray.iter().any(|p| p.contains("raylet")),
+            "no raylet in node {x}'s container: {ray:?}"
+        );
+        let list = ok(&c.inside(
+            x,
+            &["cat", "/root/.config/vllm/ray_non_carry_over_env_vars.json"],
+        ));
+        let names: Vec<String> = serde_json::from_str(&list).unwrap();
+        for n in ["NCCL_SOCKET_IFNAME", "GLOO_SOCKET_IFNAME", "VLLM_HOST_IP"] {
+            assert!(names.contains(&n.to_string()), "{x}: {names:?}");
+        }
+        assert_eq!(
+            names.contains(&"NCCL_DEBUG".to_string()),
+            x == 'b',
+            "{names:?}"
+        );
+    }
+    // The head's Ray is in node a's container only: node a's host has none.
+    let out = c.cluster(&["status", "--json"], &two);
+    let status: Value = serde_json::from_str(&ok(&out)).unwrap();
+    assert_eq!(status["alive"], 2, "{status:#}");
+    let head_env = &status["nodes"][0]["env"];
+    assert_eq!(var(head_env, "NCCL_SOCKET_IFNAME"), "=dp0");
+    assert_eq!(
+        var(&status["nodes"][1]["env"], "NCCL_SOCKET_IFNAME"),
+        "=ens2"
+    );
+
+    // A task pinned to each node sees that node's own values; carrying the
+    // head's env without vLLM's list would have overwritten them.
+    let mut argv: Vec<String> = vec!["enter".into(), "vllm".into(), "--".into(), "env".into()];
+    argv.extend(head_env["vars"].as_array().unwrap().iter().map(|v| {
+        format!(
+            "{}={}",
+            v["name"].as_str().unwrap(),
+            v["value"].as_str().unwrap()
+        )
+    }));
+    argv.extend([
+        PYTHON.to_string(),
+        "-c".into(),
+        PINNED_PY.into(),
+        format!("{}:6379", nodes.ip(1)),
+    ]);
+    let argv: Vec<&str> = argv.iter().map(String::as_str).collect();
+    let out = ok(&c.halobox('a', &argv));
+    let seen: Value = serde_json::from_str(out.lines().last().unwrap()).unwrap();
+    let by_ip = |mode: &str, i: u32| -> Value {
+        seen[mode]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|e| e["ip"] == nodes.ip(i))
+            .cloned()
+            .unwrap_or_else(|| panic!("no task ran on {}: {seen:#}", nodes.ip(i)))
+    };
+    let (a, b) = (by_ip("vllm", 1), by_ip("vllm", 2));
+    assert_eq!(a["NCCL_SOCKET_IFNAME"], "=dp0", "{seen:#}");
+    assert_eq!(a["GLOO_SOCKET_IFNAME"], "dp0", "{seen:#}");
+    assert_eq!(a["VLLM_HOST_IP"], nodes.ip(1), "{seen:#}");
+    assert_eq!(b["NCCL_SOCKET_IFNAME"], "=ens2", "{seen:#}");
+    assert_eq!(b["GLOO_SOCKET_IFNAME"], "ens2", "{seen:#}");
+    assert_eq!(b["VLLM_HOST_IP"], nodes.ip(2), "{seen:#}");
+    assert_eq!(b["NCCL_DEBUG"], "INFO", "{seen:#}");
+    assert_eq!(a["NCCL_DEBUG"], Value::Null, "{seen:#}");
+    for e in [&a, &b] {
+        assert_eq!(e["NCCL_IB_TC"], "106", "{seen:#}");
+        assert_eq!(e["RAY_EXPERIMENTAL_NOSET_HIP_VISIBLE_DEVICES"], "1");
+        assert_eq!(e["RAY_EXPERIMENTAL_NOSET_ROCR_VISIBLE_DEVICES"], "1");
+    }
+    let carried = by_ip("carry-all", 2);
+    for (name, head) in [
+        ("NCCL_SOCKET_IFNAME", "=dp0".to_string()),
+        ("GLOO_SOCKET_IFNAME", "dp0".to_string()),
+        ("VLLM_HOST_IP", nodes.ip(1)),
+    ] {
+        assert_eq!(
+            carried[name], head,
+            "without the list the head's {name} reaches b: {seen:#}"
+        );
+    }
+
+    // bench run from a to b: by default both ends run in the containers;
+    // TCP and iperf3 there, and the RDMA leg's real no-device diagnosis.
+    let save = nodes.path("bench");
+    let out = c.halobox(
+        'a',
+        &[
+            "bench",
+            "run",
+            "--cluster",
+            two.to_str().unwrap(),
+            "--peer-node",
+            "b",
+            "--rdma",
+            "--duration",
+            "1",
+            "--streams",
+            "2",
+            "--samples",
+            "200",
+            "--save",
+            save.to_str().unwrap(),
+            "--json",
+        ],
+    );
+    assert_eq!(
+        out.status.code(),
+        Some(1),
+        "only the RDMA legs fail: {}",
+        text(&out)
+    );
+    let res: Value =
+        serde_json::from_slice(&out.stdout).unwrap_or_else(|_| panic!("{}", text(&out)));
+    assert_eq!(
+        res["ran_in"],
+        format!("this node: container vllm ({engine}); peer: container vllm"),
+        "{res:#}"
+    );
+    for r in res["rows"].as_array().unwrap() {
+        let leg = r["leg"].as_str().unwrap();
+        if leg.contains("ib_write") {
+            assert_eq!(r["status"], "failed", "{r}");
+            assert_eq!(r["diagnosis"]["cause"], "no_device", "{r}");
+        } else {
+            assert_eq!(r["status"], "ok", "{r}");
+        }
+    }
+    let run: Value =
+        serde_json::from_str(&std::fs::read_to_string(save.join("run.json")).unwrap()).unwrap();
+    let commands = run["paths"][0]["legs"].to_string();
+    for want in [
+        "bench exec --container vllm -- halobox bench serve",
+        "bench exec --container vllm -- iperf3 -s",
+        "bench exec --container vllm -- ib_write_lat",
+        "exec -i vllm setsid -w sh -c",
+        "/run/halobox/bin/halobox bench client --to",
+    ] {
+        assert!(commands.contains(want), "{want:?} not in {commands}");
+    }
+    for x in ['a', 'b'] {
+        let left: Vec<String> = ok(&c.inside(x, &["ps", "-eo", "args"]))
+            .lines()
+            .filter(|l| {
+                ["iperf3", "ib_write", "bench serve", "bench client"]
+                    .iter()
+                    .any(|k| l.contains(k))
+            })
+            .map(str::to_string)
+            .collect();
+        assert!(left.is_empty(), "left in {x}'s container: {left:?}");
+    }
+
+    // A second up finds the head's port taken, from inside the container.
+    let out = c.cluster(&["up"], &two);
+    assert_eq!(out.status.code(), Some(1), "{}", text(&out));
+    assert!(
+        text(&out).contains("FAIL port [a]: port 6379 on"),
+        "{}",
+        text(&out)
+    );
+
+    // Down: no Ray process is left in any container.
+    let out = c.cluster(&["down"], &two);
+    let down = ok(&out);
+    assert!(
+        down.contains("a: stopped") && down.contains("b: stopped"),
+        "{down}"
+    );
+    for x in ['a', 'b'] {
+        let deadline = std::time::Instant::now() + Duration::from_secs(20);
+        let mut left = c.ray_processes(x);
+        while !left.is_empty() && std::time::Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(200));
+            left = c.ray_processes(x);
+        }
+        assert!(left.is_empty(), "left in {x}'s container: {left:?}");
+    }
+
+    // Preflight names node c: no container, then one made by hand without
+    // devices or memlock, then that one stopped. Nothing starts.
+    let out = c.cluster(&["up"], &three);
+    assert_eq!(out.status.code(), Some(1), "{}", text(&out));
+    assert!(
+        text(&out).contains("FAIL container [c]: there is no container vllm: create it with `halobox refresh --name vllm` on that node"),
+        "{}",
+        text(&out)
+    );
+    let sock = match engine {
+        "podman" => format!(
+            "unix:///proc/{}/root/run/podman/podman.sock",
+            nodes.pid('c')
+        ),
+        _ => format!("unix:///proc/{}/root/run/docker.sock", nodes.pid('c')),
+    };
+    let bin_dir = std::fs::canonicalize(HALOBOX)
+        .unwrap()
+        .parent()
+        .unwrap()
+        .display()
+        .to_string();
+    let by_hand = |args: &[&str]| {
+        let flag = if engine == "podman" { "--url" } else { "-H" };
+        let out = std::process::Command::new(engine)
+            .args([flag, &sock])
+            .args(args)
+            .output()
+            .unwrap();
+        ok(&out)
+    };
+    by_hand(&[
+        "run",
+        "-d",
+        "--name",
+        "vllm",
+        "--network",
+        "host",
+        "--label",
+        "dev.halobox.managed=true",
+        "--label",
+        "dev.halobox.halobox=/run/halobox/bin/halobox",
+        "-v",
+        &format!("{bin_dir}:/run/halobox/bin:ro"),
+        &c.image,
+        "sleep",
+        "infinity",
+    ]);
+    let out = c.cluster(&["up"], &three);
+    assert_eq!(out.status.code(), Some(1), "{}", text(&out));
+    let all = text(&out);
+    assert!(
+        all.contains("FAIL devices [c]: /dev/kfd is not in container vllm (made without the GPU devices?): vLLM will not see the GPU; `halobox refresh --name vllm` on that node"),
+        "{all}"
+    );
+    assert!(
+        all.contains("WARN rdma [c]: /dev/infiniband/uverbs0 of the node not in container vllm"),
+        "{all}"
+    );
+    assert!(all.contains("preflight failed (c: devices"), "{all}");
+    by_hand(&["stop", "-t", "0", "vllm"]);
+    let out = c.cluster(&["up"], &three);
+    assert_eq!(out.status.code(), Some(1), "{}", text(&out));
+    assert!(
+        text(&out).contains("FAIL container [c]: container vllm is exited, not running: start it with `halobox enter vllm -- true` on that node"),
+        "{}",
+        text(&out)
+    );
+    for x in ['a', 'b'] {
+        assert!(
+            c.ray_processes(x).is_empty(),
+            "a failed preflight started Ray on {x}"
+        );
+    }
+}
+
+#[test]
+fn podman_nodes_refresh_up_status_down() {
+    main_path("podman");
+}
+
+#[test]
+fn docker_nodes_refresh_up_status_down() {
+    main_path("docker");
+}
