@@ -28,6 +28,7 @@ pub mod dataplane;
 pub mod doctor;
 pub mod engine;
 pub mod error;
+pub mod fleet;
 pub mod host;
 pub mod image;
 pub mod image_ref;

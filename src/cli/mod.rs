@@ -18,8 +18,8 @@ pub use bench::{
     BenchProbeArgs, BenchReportArgs, BenchRunArgs, BenchServeArgs,
 };
 pub use cluster::{
-    ClusterCommand, ClusterDownArgs, ClusterInitArgs, ClusterJoinArgs, ClusterStatusArgs,
-    ClusterUpArgs, RayNodeArgs, ServeArgs,
+    ClusterBenchArgs, ClusterCommand, ClusterDoctorArgs, ClusterDownArgs, ClusterInitArgs,
+    ClusterJoinArgs, ClusterStatusArgs, ClusterUpArgs, RayNodeArgs, ServeArgs,
 };
 pub use common::{
     Channel, ClusterFileArgs, DryRunArgs, EngineArgs, OutputArgs, PlanOutputArgs, SourceArgs,

@@ -24,7 +24,7 @@ const JOIN_TIMEOUT: Duration = Duration::from_secs(180);
 const QUERY_TIMEOUT: Duration = Duration::from_secs(60);
 
 /// `node` as the remote runner reaches it.
-fn remote_node(cfg: &ClusterConfig, node: &NodeConfig) -> remote::Node {
+pub fn remote_node(cfg: &ClusterConfig, node: &NodeConfig) -> remote::Node {
     remote::Node::new(
         &node.ssh,
         &cfg.ssh_options,
@@ -51,7 +51,7 @@ fn on_node(
 }
 
 /// Runs `f` for every node at once; results in node order.
-fn each_node<T: Send>(nodes: &[NodeConfig], f: impl Fn(&NodeConfig) -> T + Sync) -> Vec<T> {
+pub fn each_node<T: Send>(nodes: &[NodeConfig], f: impl Fn(&NodeConfig) -> T + Sync) -> Vec<T> {
     std::thread::scope(|s| {
         let handles: Vec<_> = nodes.iter().map(|n| s.spawn(|| f(n))).collect();
         handles

@@ -25,6 +25,8 @@ pub fn run(cmd: ClusterCommand) -> anyhow::Result<ExitCode> {
         ClusterCommand::Join(a) => join(&a),
         ClusterCommand::Status(a) => status(&a),
         ClusterCommand::Down(a) => down(&a),
+        ClusterCommand::Doctor(a) => super::cluster_doctor::run(&a),
+        ClusterCommand::Bench(a) => super::cluster_bench::run(&a),
         ClusterCommand::Tui(a) => tui(&a),
     }
 }

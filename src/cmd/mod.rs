@@ -4,6 +4,8 @@
 pub mod bench;
 pub mod build;
 pub mod cluster;
+pub mod cluster_bench;
+pub mod cluster_doctor;
 pub mod completions;
 pub mod detect;
 pub mod doctor;

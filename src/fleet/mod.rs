@@ -1,0 +1,6 @@
+//! Operations on every node of cluster.toml at once.
+
+pub mod bench;
+pub mod bench_run;
+pub mod doctor;
+pub mod doctor_run;
