@@ -390,11 +390,7 @@ pub fn cross_checks(answers: &[Answer]) -> Vec<Row> {
                         "make `ssh NODE halobox doctor --json` work from here (see the error)"
                             .into(),
                     ),
-                    ..cell(
-                        &a.name,
-                        Status::Fail,
-                        format!("node {} ({}): {e}", a.name, a.ssh),
-                    )
+                    ..cell(&a.name, Status::Fail, e.clone())
                 },
             })
             .collect(),
