@@ -526,3 +526,61 @@ pub fn pair_dir(from: &str, to: &str) -> String {
     };
     format!("{}--{}", clean(from), clean(to))
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn pairs_all_and_head() {
+        assert_eq!(pairs(3, Pairs::All), [(0, 1), (0, 2), (1, 2)]);
+        assert_eq!(pairs(3, Pairs::Head), [(0, 1), (0, 2)]);
+        assert!(pairs(1, Pairs::All).is_empty());
+    }
+
+    #[test]
+    fn pair_output_is_read_back() {
+        use base64::Engine;
+        let b64 = base64::engine::general_purpose::STANDARD.encode(b"tar");
+        let o = parse_pair(&format!(
+            "@@bench-exit 1\n@@stderr\nerror: x\n@@tar\n{b64}\n@@end\n"
+        ))
+        .unwrap();
+        assert_eq!(o.exit, Some(1));
+        assert_eq!(o.stderr, "error: x");
+        assert_eq!(o.tar_gz.as_deref(), Some(&b"tar"[..]));
+        assert!(parse_pair("").is_err());
+    }
+
+    fn pair(from: &str, to: &str, error: Option<&str>) -> PairResult {
+        PairResult {
+            from: from.into(),
+            to: to.into(),
+            saved: None,
+            results: None,
+            error: error.map(str::to_string),
+            run: None,
+        }
+    }
+
+    #[test]
+    fn a_pair_that_did_not_run_is_flagged_with_why() {
+        let p = [pair("a", "b", Some("node a: cannot reach it over ssh"))];
+        assert_eq!(
+            value(&p[0], Metric::TcpBandwidth).unwrap_err(),
+            "node a: cannot reach it over ssh"
+        );
+        let f = flags(&p);
+        assert_eq!(f[0].what, "no bandwidth measured");
+        let m = matrix(&["a".into(), "b".into()], &p, Metric::TcpBandwidth);
+        assert!(m.lines().nth(2).unwrap().ends_with('x'), "{m}");
+        assert_eq!(pair_dir("n 1", "b/2"), "n_1--b_2");
+    }
+
+    #[test]
+    fn median_of_even_and_odd() {
+        assert_eq!(median(vec![3.0, 1.0, 2.0]), Some(2.0));
+        assert_eq!(median(vec![4.0, 1.0]), Some(2.5));
+        assert_eq!(median(vec![]), None);
+    }
+}

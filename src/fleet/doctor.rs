@@ -682,3 +682,99 @@ pub fn render(r: &Report) -> String {
     ));
     out
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn answer(name: &str, ip: u8, mtu: u32, kernel: &str, reach_ok: bool) -> Answer {
+        let doc = format!(
+            r#"{{"checks":[{{"id":"net.mtu","status":"PASS","summary":"ok","fix":null}}],
+               "data_plane":{{"outcome":"chosen","ip":"10.0.0.{ip}","interface":"dp0","mtu":{mtu}}},
+               "node":{{"kernel":"{kernel}","gpu_firmware":null,"mes_firmware":null,"gid_type":"RoCE v2"}}}}"#
+        );
+        let other = if ip == 1 { 2 } else { 1 };
+        let stdout = format!(
+            "@@version\nhalobox 0.1.0\n@@version-exit 0\n@@doctor\n{doc}\n@@doctor-exit 0\n@@reach 10.0.0.{other} {}\n",
+            if reach_ok { "ok" } else { "fail" }
+        );
+        Answer {
+            name: name.into(),
+            ssh: format!("root@{name}"),
+            ip: Ipv4Addr::new(10, 0, 0, ip),
+            probe: parse_probe(&stdout, None),
+        }
+    }
+
+    fn find<'a>(rows: &'a [Row], id: &str) -> &'a Row {
+        rows.iter().find(|r| r.id == id).unwrap()
+    }
+
+    #[test]
+    fn the_odd_mtu_fails_and_is_named() {
+        let a = [
+            answer("a", 1, 9000, "6.18.5", true),
+            answer("b", 2, 9000, "6.18.5", true),
+            answer("c", 3, 1500, "6.18.5", true),
+        ];
+        let r = report(&a);
+        let mtu = find(&r.rows, "fleet.mtu");
+        assert_eq!(mtu.worst, Status::Fail);
+        assert_eq!(
+            mtu.summary.as_deref(),
+            Some("data-plane MTU differs: c 1500 (the others 9000)")
+        );
+        assert_eq!(r.rows[0].worst, Status::Fail, "worst first");
+        assert!(r.failed);
+        assert_eq!(find(&r.rows, "fleet.halobox").worst, Status::Pass);
+        assert_eq!(find(&r.rows, "fleet.gid_type").worst, Status::Pass);
+    }
+
+    #[test]
+    fn kernels_differing_warn_and_lost_pings_fail() {
+        let a = [
+            answer("a", 1, 9000, "6.18.5", true),
+            answer("b", 2, 9000, "6.17.0", false),
+        ];
+        let r = report(&a);
+        assert_eq!(find(&r.rows, "fleet.kernel").worst, Status::Warn);
+        let reach = find(&r.rows, "fleet.reachable");
+        assert_eq!(reach.worst, Status::Fail);
+        assert_eq!(
+            reach.summary.as_deref(),
+            Some("no data-plane ping: b → a (10.0.0.1)")
+        );
+    }
+
+    #[test]
+    fn an_unreachable_node_is_a_fail_row_not_a_crash() {
+        let mut gone = answer("gone", 2, 9000, "6.18.5", true);
+        gone.probe = Err("node gone: cannot reach it over ssh".into());
+        let r = report(&[answer("a", 1, 9000, "6.18.5", true), gone]);
+        let reached = find(&r.rows, "fleet.reached");
+        assert_eq!(reached.worst, Status::Fail);
+        assert_eq!(
+            reached.cells[1].summary,
+            "node gone: cannot reach it over ssh"
+        );
+        assert!(render(&r).contains("2 node(s), 1 answered (gone did not): FAIL"));
+        assert_eq!(find(&r.rows, "net.mtu").cells[1].status, None);
+    }
+
+    #[test]
+    fn probe_output_without_a_report_says_why() {
+        let e = parse_probe("@@doctor\n@@doctor-exit 127\n", None).unwrap_err();
+        assert!(e.contains("halobox is not installed there"), "{e}");
+        let image = image_of(
+            "@@list\n[{\"name\":\"vllm\",\"image_id\":\"sha256:1\",\"labels\":{\"dev.halobox.image-digest\":\"sha256:2\"}}]\n@@list-exit 0\n",
+            "vllm",
+        );
+        assert_eq!(
+            image,
+            Image::Found {
+                name: "vllm".into(),
+                digest: "sha256:2".into()
+            }
+        );
+    }
+}
