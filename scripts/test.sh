@@ -18,6 +18,8 @@ command -v tmux >/dev/null || need_pkgs+=(tmux)
 command -v ssh >/dev/null && command -v ssh-keygen >/dev/null || need_pkgs+=(openssh-client)
 command -v sshd >/dev/null || [ -x /usr/sbin/sshd ] || need_pkgs+=(openssh-server)
 command -v ib_write_lat >/dev/null || need_pkgs+=(perftest)
+# `cluster doctor` pings every node's data-plane address from every node.
+command -v ping >/dev/null || need_pkgs+=(iputils-ping)
 # The cluster tests: Ray from PyPI in a venv (scripts/ray-venv.sh), nodes in
 # PID/mount namespaces (util-linux unshare), a port holder in python3.
 [ -x /usr/bin/python3 ] || need_pkgs+=(python3)

@@ -243,20 +243,35 @@ pub fn tail(output: &str, n: usize) -> String {
 /// too) made [`printable`]: a JSON escape like `\u001b` survives the line
 /// cleaning as text and would come back as a control character.
 pub fn parse_json<T: serde::de::DeserializeOwned>(line: &str) -> serde_json::Result<T> {
-    fn clean(v: serde_json::Value) -> serde_json::Value {
+    parse_json_with(line, &printable)
+}
+
+/// [`parse_json`], but strings keep their line breaks (each line made
+/// [`printable`]): for multi-line text such as a doctor check's fix.
+pub fn parse_json_lines<T: serde::de::DeserializeOwned>(text: &str) -> serde_json::Result<T> {
+    parse_json_with(text, &|s: &str| {
+        s.split('\n').map(printable).collect::<Vec<_>>().join("\n")
+    })
+}
+
+fn parse_json_with<T: serde::de::DeserializeOwned>(
+    text: &str,
+    clean_str: &dyn Fn(&str) -> String,
+) -> serde_json::Result<T> {
+    fn clean(v: serde_json::Value, f: &dyn Fn(&str) -> String) -> serde_json::Value {
         use serde_json::Value;
         match v {
-            Value::String(s) => Value::String(printable(&s)),
-            Value::Array(a) => Value::Array(a.into_iter().map(clean).collect()),
+            Value::String(s) => Value::String(f(&s)),
+            Value::Array(a) => Value::Array(a.into_iter().map(|v| clean(v, f)).collect()),
             Value::Object(o) => Value::Object(
                 o.into_iter()
-                    .map(|(k, v)| (printable(&k), clean(v)))
+                    .map(|(k, v)| (printable(&k), clean(v, f)))
                     .collect(),
             ),
             v => v,
         }
     }
-    serde_json::from_value(clean(serde_json::from_str(line)?))
+    serde_json::from_value(clean(serde_json::from_str(text)?, clean_str))
 }
 
 /// `line` safe to print on a terminal: ANSI escape sequences (CSI, OSC,
@@ -344,6 +359,8 @@ mod tests {
         let v: std::collections::BTreeMap<String, Vec<String>> =
             parse_json(r#"{"a\u001b[1m": ["x\u001b]0;t\u0007y", "\u009b2Jz"]}"#).unwrap();
         assert_eq!(v["a"], ["xy", "z"]);
+        let v: Vec<String> = parse_json_lines(r#"["a\u001b[1m\nb\r\n"]"#).unwrap();
+        assert_eq!(v, ["a\nb\n"]);
     }
 
     #[test]

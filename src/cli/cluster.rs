@@ -47,6 +47,16 @@ pub enum ClusterCommand {
         after_help = "Examples:\n  halobox cluster install --dry-run\n  halobox cluster install\n  halobox cluster install --halobox /usr/local/bin/halobox"
     )]
     Install(ClusterInstallArgs),
+    /// `halobox doctor` on every node at once, one table, plus what no single node can check (same MTU, data-plane reachability, GID type, kernel, firmware, image, halobox).
+    #[command(
+        after_help = "Examples:\n  halobox cluster doctor\n  halobox cluster doctor --json --cluster ./cluster.toml\n\nEach node runs its own `halobox doctor --json` over ssh, pings every other node's data-plane address and, with a container backend, reports its container's image. Exit 1 when any check FAILs on any node (an unreachable node is a FAIL)."
+    )]
+    Doctor(ClusterDoctorArgs),
+    /// `bench run` between every pair of nodes, one pair at a time: latency and bandwidth matrices, slow links flagged with their likely cause.
+    #[command(
+        after_help = "Examples:\n  halobox cluster bench\n  halobox cluster bench --pairs head --duration 5\n  halobox cluster bench --save ./bench-today --json\n\nEach pair's first node runs `halobox bench run` against the second over ssh (so nodes must reach each other by ssh, with the same ssh_options); each pair's run is saved in DIR/FROM--TO for `halobox bench report` and `halobox bench compare`."
+    )]
+    Bench(ClusterBenchArgs),
     /// An interactive menu over init, up, status, down and serve.
     #[command(after_help = "Examples:\n  halobox cluster tui")]
     Tui(ClusterFileArgs),
@@ -190,6 +200,39 @@ pub struct ClusterDownArgs {
     pub file: ClusterFileArgs,
     #[command(flatten)]
     pub plan: DryRunArgs,
+}
+
+/// `halobox cluster doctor`.
+#[derive(Debug, Args)]
+pub struct ClusterDoctorArgs {
+    #[command(flatten)]
+    pub file: ClusterFileArgs,
+    #[command(flatten)]
+    pub output: OutputArgs,
+}
+
+/// `halobox cluster bench`.
+#[derive(Debug, Args)]
+pub struct ClusterBenchArgs {
+    #[command(flatten)]
+    pub file: ClusterFileArgs,
+    /// Which pairs: every pair, or the head with every other node.
+    #[arg(long, value_enum, default_value_t = crate::fleet::bench::Pairs::All)]
+    pub pairs: crate::fleet::bench::Pairs,
+    /// Save every pair's run under DIR (default: $XDG_STATE_HOME/halobox/bench/<UTC time>-cluster).
+    #[arg(long, value_name = "DIR")]
+    pub save: Option<std::path::PathBuf>,
+    /// Seconds per bandwidth test of each pair.
+    #[arg(long, value_name = "S", default_value_t = 10, value_parser = clap::value_parser!(u32).range(1..=3600))]
+    pub duration: u32,
+    /// Run the RDMA legs even where no RDMA endpoint was found (their failure is diagnosed).
+    #[arg(long, conflicts_with = "no_rdma")]
+    pub rdma: bool,
+    /// Do not run the RDMA legs.
+    #[arg(long)]
+    pub no_rdma: bool,
+    #[command(flatten)]
+    pub output: OutputArgs,
 }
 
 /// `halobox serve`.

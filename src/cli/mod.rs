@@ -18,8 +18,9 @@ pub use bench::{
     BenchProbeArgs, BenchReportArgs, BenchRunArgs, BenchServeArgs,
 };
 pub use cluster::{
-    ClusterCommand, ClusterDownArgs, ClusterInitArgs, ClusterInstallArgs, ClusterJoinArgs,
-    ClusterRefreshArgs, ClusterStatusArgs, ClusterUpArgs, RayNodeArgs, ServeArgs,
+    ClusterBenchArgs, ClusterCommand, ClusterDoctorArgs, ClusterDownArgs, ClusterInitArgs,
+    ClusterInstallArgs, ClusterJoinArgs, ClusterRefreshArgs, ClusterStatusArgs, ClusterUpArgs,
+    RayNodeArgs, ServeArgs,
 };
 pub use common::{
     Channel, ClusterFileArgs, DryRunArgs, EngineArgs, OutputArgs, PlanOutputArgs, SourceArgs,

@@ -27,6 +27,8 @@ pub fn run(cmd: ClusterCommand) -> anyhow::Result<ExitCode> {
         ClusterCommand::Down(a) => down(&a),
         ClusterCommand::Refresh(a) => super::cluster_fleet::refresh(&a),
         ClusterCommand::Install(a) => super::cluster_fleet::install(&a),
+        ClusterCommand::Doctor(a) => super::cluster_doctor::run(&a),
+        ClusterCommand::Bench(a) => super::cluster_bench::run(&a),
         ClusterCommand::Tui(a) => tui(&a),
     }
 }

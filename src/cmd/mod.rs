@@ -6,6 +6,8 @@ pub mod build;
 pub mod check;
 pub mod cluster;
 pub mod cluster_fleet;
+pub mod cluster_bench;
+pub mod cluster_doctor;
 pub mod completions;
 pub mod detect;
 pub mod doctor;

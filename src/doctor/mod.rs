@@ -17,7 +17,7 @@ pub mod versions;
 use std::net::Ipv4Addr;
 
 use schemars::JsonSchema;
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 use crate::dataplane::{self, Selection};
 use crate::host::HostFacts;
@@ -25,7 +25,9 @@ use crate::host::HostFacts;
 pub use memlock::RDMA_MIN_BYTES;
 
 /// The outcome of one check.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, JsonSchema)]
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize, JsonSchema,
+)]
 #[serde(rename_all = "UPPERCASE")]
 pub enum Status {
     /// Fine.
@@ -54,7 +56,7 @@ impl Status {
 }
 
 /// One diagnosis.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, JsonSchema)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 pub struct Check {
     /// Stable identifier (`gpu.present`, `rdma.gid`, …).
     pub id: String,
@@ -152,6 +154,55 @@ pub struct Report {
     pub checks: Vec<Check>,
     /// Counts per status.
     pub summary: Summary,
+    /// What must match across the nodes of a cluster (`cluster doctor`).
+    #[serde(default)]
+    pub node: NodeIdentity,
+}
+
+/// What `cluster doctor` compares across nodes: versions and the GID type
+/// that carries the data plane.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+pub struct NodeIdentity {
+    /// The running kernel's release.
+    pub kernel: Option<String>,
+    /// The GPU firmware package (`name version`).
+    pub gpu_firmware: Option<String>,
+    /// The MES firmware version loaded.
+    pub mes_firmware: Option<String>,
+    /// The type of the GID that carries the data-plane IPv4 (`RoCE v2`,
+    /// `IB/RoCE v1`): a RoCE v2 one when the port has one.
+    pub gid_type: Option<String>,
+}
+
+impl NodeIdentity {
+    /// The identity of the host of `facts`, its data plane `plane`.
+    pub fn of(facts: &HostFacts, plane: Option<&dataplane::DataPlane>) -> NodeIdentity {
+        let gid_type = plane.and_then(|p| {
+            let ep = p.rdma.as_ref()?;
+            let port = facts
+                .rdma
+                .devices
+                .iter()
+                .find(|d| d.name == ep.device)?
+                .ports
+                .iter()
+                .find(|pt| pt.number == ep.port)?;
+            let held: Vec<_> = port.gids.iter().filter(|g| g.ipv4 == Some(p.ip)).collect();
+            held.iter()
+                .find(|g| g.is_roce_v2())
+                .or(held.first())
+                .and_then(|g| g.gid_type.clone())
+        });
+        NodeIdentity {
+            kernel: facts.kernel.release.clone(),
+            gpu_firmware: facts
+                .firmware
+                .gpu_package()
+                .map(|p| format!("{} {}", p.name, p.version)),
+            mes_firmware: facts.gpu.mes_fw_version().map(str::to_string),
+            gid_type,
+        }
+    }
 }
 
 impl Report {
@@ -227,6 +278,7 @@ pub fn diagnose(facts: &HostFacts, opts: DoctorOptions) -> Report {
     Report {
         schema_version: crate::host::SCHEMA_VERSION,
         sysroot: facts.sysroot.clone(),
+        node: NodeIdentity::of(facts, plane),
         data_plane: selection,
         summary: Summary::of(&checks),
         checks,

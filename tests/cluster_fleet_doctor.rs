@@ -1,0 +1,169 @@
+//! `halobox cluster doctor` and `cluster bench` across three test nodes
+//! (scripts/netns/nodes.sh: real sshd, c with MTU 1500), run from node a.
+//! Needs root, iproute2, openssh-server, iputils-ping, iperf3 and perftest
+//! (scripts/test.sh installs them); a missing piece fails the test.
+
+use std::process::Output;
+
+mod common;
+use common::netns::Nodes;
+
+/// Nodes a, b (MTU 9000) and c (MTU 1500) in one cluster file.
+fn three() -> (Nodes, std::path::PathBuf) {
+    let nodes = Nodes::up(&["9000", "9000", "1500"]);
+    let file = nodes.path("cluster.toml");
+    let mut text = format!(
+        "halobox = \"{}\"\nssh_options = {}\n",
+        env!("CARGO_BIN_EXE_halobox"),
+        serde_json::to_string(&nodes.ssh_options()).unwrap()
+    );
+    for (i, x) in ["a", "b", "c"].iter().enumerate() {
+        let ip = nodes.ip(i as u32 + 1);
+        text.push_str(&format!(
+            "[[node]]\nname = \"{x}\"\nssh = \"root@{ip}\"\nip = \"{ip}\"\nbackend = \"host\"\n"
+        ));
+    }
+    std::fs::write(&file, text).unwrap();
+    (nodes, file)
+}
+
+fn text(o: &Output) -> String {
+    format!(
+        "{}{}",
+        String::from_utf8_lossy(&o.stdout),
+        String::from_utf8_lossy(&o.stderr)
+    )
+}
+
+#[test]
+fn doctor_across_three_nodes_names_the_mtu_mismatch() {
+    let (nodes, file) = three();
+    let f = file.to_str().unwrap();
+    let out = nodes.halobox('a', &["cluster", "doctor", "--cluster", f]);
+    let t = text(&out);
+    assert_eq!(out.status.code(), Some(1), "{t}");
+    assert!(
+        t.contains("FAIL fleet.mtu: data-plane MTU differs: c 1500 (the others 9000)"),
+        "{t}"
+    );
+    let header = t.lines().next().unwrap();
+    assert_eq!(
+        header.split_whitespace().collect::<Vec<_>>(),
+        ["CHECK", "a", "b", "c"]
+    );
+    let first = t.lines().nth(1).unwrap();
+    assert!(first.contains("FAIL"), "worst first: {t}");
+    let reach = t
+        .lines()
+        .find(|l| l.starts_with("fleet.reachable"))
+        .unwrap();
+    assert_eq!(
+        reach.split_whitespace().collect::<Vec<_>>()[1..],
+        ["PASS"; 3],
+        "{t}"
+    );
+
+    let out = nodes.halobox('a', &["cluster", "doctor", "--json", "--cluster", f]);
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).expect("JSON");
+    assert_eq!(v["failed"], true);
+    let mtu = v["rows"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|r| r["id"] == "fleet.mtu")
+        .unwrap();
+    let cells: Vec<&str> = mtu["cells"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| c["status"].as_str().unwrap())
+        .collect();
+    assert_eq!(cells, ["PASS", "PASS", "FAIL"]);
+
+    // A node that cannot be reached is a named FAIL row, not a crash.
+    let broken = nodes.path("broken.toml");
+    let nobody = nodes.ip(99);
+    std::fs::write(
+        &broken,
+        std::fs::read_to_string(&file).unwrap()
+            + &format!("[[node]]\nname = \"gone\"\nssh = \"root@{nobody}\"\nip = \"{nobody}\"\nbackend = \"host\"\n"),
+    )
+    .unwrap();
+    let out = nodes.halobox(
+        'a',
+        &["cluster", "doctor", "--cluster", broken.to_str().unwrap()],
+    );
+    let t = text(&out);
+    assert_eq!(out.status.code(), Some(1), "{t}");
+    assert!(t.contains("FAIL fleet.reached"), "{t}");
+    assert!(
+        t.contains(&format!(
+            "gone FAIL: node gone (root@{nobody}): cannot reach it over ssh"
+        )),
+        "{t}"
+    );
+    assert!(t.contains(&format!("cannot ping gone ({nobody})")), "{t}");
+}
+
+#[test]
+fn bench_across_three_nodes_prints_the_matrices() {
+    let (nodes, file) = three();
+    let save = nodes.path("runs");
+    let out = nodes.halobox(
+        'a',
+        &[
+            "cluster",
+            "bench",
+            "--duration",
+            "1",
+            "--save",
+            save.to_str().unwrap(),
+            "--cluster",
+            file.to_str().unwrap(),
+        ],
+    );
+    let t = text(&out);
+    assert_eq!(out.status.code(), Some(0), "{t}");
+    for pair in ["a ↔ b", "a ↔ c", "b ↔ c"] {
+        assert!(t.contains(&format!("{pair}: saved in")), "{pair}: {t}");
+    }
+    assert!(t.contains("TCP bandwidth, Gb/s"), "{t}");
+    let matrix: Vec<&str> = t
+        .lines()
+        .skip_while(|l| !l.starts_with("TCP bandwidth"))
+        .skip(2)
+        .take(3)
+        .collect();
+    for (i, row) in matrix.iter().enumerate() {
+        let cells: Vec<&str> = row.split_whitespace().collect();
+        assert_eq!(cells.len(), 4, "{t}");
+        for (j, c) in cells[1..].iter().enumerate() {
+            if i == j {
+                assert_eq!(*c, "-");
+            } else {
+                assert!(c.parse::<f64>().is_ok_and(|v| v > 0.0), "{c}: {t}");
+            }
+        }
+    }
+    // No RDMA device here: the report says so for the RDMA legs.
+    assert!(
+        t.contains("RDMA bandwidth, Gb/s (ib_write_bw): no pair measured it"),
+        "{t}"
+    );
+    assert!(
+        t.contains("x a ↔ b: skipped") || t.contains("x a ↔ b: failed"),
+        "{t}"
+    );
+    // Each pair's run reads back with `bench report`, so `bench compare` works.
+    let dir = save.join("a--b");
+    let rep = nodes.halobox(
+        'a',
+        &[
+            "bench",
+            "compare",
+            dir.to_str().unwrap(),
+            dir.to_str().unwrap(),
+        ],
+    );
+    assert!(rep.status.success(), "{}", text(&rep));
+}
