@@ -15,6 +15,7 @@ pub mod publish;
 pub mod refresh;
 pub mod rm;
 pub mod serve;
+pub mod setup;
 
 use std::io::IsTerminal;
 use std::process::ExitCode;
@@ -38,6 +39,7 @@ pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
     match cli.command {
         Command::Detect(args) => detect::run(&args),
         Command::Doctor(args) => doctor::run(&args, color),
+        Command::Setup(args) => setup::run(&args),
         Command::Completions { shell } => completions::run(shell),
         Command::Man { out_dir } => man::run(out_dir.as_deref()),
         Command::Refresh(args) => refresh::run(&args),
