@@ -57,6 +57,9 @@ pub(super) fn steps(input: &Input) -> Vec<Step> {
         }
         params.push(p);
     }
+    if params.is_empty() {
+        return Vec::new();
+    }
     let actions: Vec<Action> = match input.setup.distro {
         Distro::Debian | Distro::Ubuntu => {
             let old = input.setup.file(GRUB_DROPIN);
