@@ -188,7 +188,14 @@ fn before_after(before: &Report, after: &Report, applied: &[&Step]) -> String {
             }
             seen.push(id);
             let (was, now) = (status(before, id), status(after, id));
+            let not_run = step
+                .actions
+                .iter()
+                .any(|a| matches!(a, setup::Action::NotRun { .. }));
             let pending = match step.when {
+                When::Now if was == now && not_run => {
+                    " (once the commands listed as not run are run)"
+                }
                 When::Now => "",
                 When::Relogin if was == now => " (shows after logging out and back in)",
                 When::Reboot if was == now => " (shows after a reboot)",
