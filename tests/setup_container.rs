@@ -71,7 +71,7 @@ fn setup_as_root_in_a_debian_container_then_undo() {
     let before = ok(exec(
         name,
         "root",
-        "cat /etc/group /etc/gshadow /etc/passwd; ls -la /etc/security/limits.d /etc/systemd/system",
+        "cat /etc/group /etc/gshadow /etc/passwd; ls -A /etc/security/limits.d /etc/systemd/system",
     ));
     let plan = ok(exec(name, "root", "halobox setup --dry-run --user halo"));
     assert!(plan.contains("run: usermod -aG render halo"), "{plan}");
@@ -131,7 +131,7 @@ fn setup_as_root_in_a_debian_container_then_undo() {
     let after = ok(exec(
         name,
         "root",
-        "cat /etc/group /etc/gshadow /etc/passwd; ls -la /etc/security/limits.d /etc/systemd/system",
+        "cat /etc/group /etc/gshadow /etc/passwd; ls -A /etc/security/limits.d /etc/systemd/system",
     ));
     assert_eq!(after, before);
     let left = ok(exec(
