@@ -4,7 +4,7 @@ use std::net::Ipv4Addr;
 
 use clap::Args;
 
-use super::common::{OutputArgs, SourceArgs};
+use super::common::{OutputArgs, PlanOutputArgs, SourceArgs, YesArgs};
 
 /// `halobox detect`.
 #[derive(Debug, Args)]
@@ -31,4 +31,30 @@ pub struct DoctorArgs {
     /// A peer's data-plane IPv4 address whose route to check (repeatable; default: the other nodes of cluster.toml).
     #[arg(long, value_name = "IP")]
     pub peer: Vec<Ipv4Addr>,
+}
+
+/// `halobox setup`.
+#[derive(Debug, Args)]
+pub struct SetupArgs {
+    #[command(flatten)]
+    pub source: SourceArgs,
+    #[command(flatten)]
+    pub plan: PlanOutputArgs,
+    #[command(flatten)]
+    pub confirm: YesArgs,
+    /// Only these fixes: check ids (memlock.user, kernel.gtt, …) or families (memlock, podman, groups, kernel, mtu, firewall, roce).
+    #[arg(long, value_name = "CHECK,...", value_delimiter = ',')]
+    pub only: Vec<String>,
+    /// Not these fixes (check ids or families).
+    #[arg(long, value_name = "CHECK,...", value_delimiter = ',')]
+    pub skip: Vec<String>,
+    /// The node's data-plane IPv4 address (default: as doctor finds it).
+    #[arg(long, value_name = "ADDR")]
+    pub ip: Option<Ipv4Addr>,
+    /// The user whose memlock, groups and rootless podman unit are fixed (default: SUDO_USER under sudo, else you).
+    #[arg(long, value_name = "NAME")]
+    pub user: Option<String>,
+    /// Put back everything earlier runs of setup changed, from its journal.
+    #[arg(long, conflicts_with_all = ["only", "skip", "ip", "user"])]
+    pub undo: bool,
 }

@@ -27,7 +27,7 @@ pub use common::{
     YesArgs,
 };
 pub use container::{CheckArgs, EnterArgs, ListArgs, RefreshArgs, RmArgs};
-pub use host::{DetectArgs, DoctorArgs};
+pub use host::{DetectArgs, DoctorArgs, SetupArgs};
 pub use image::{AddLayerArgs, BuildArgs, ImageCommand, PublishArgs};
 
 /// halobox: one tool for Strix Halo (gfx1151) vLLM clusters over RoCE v2.
@@ -71,6 +71,11 @@ pub enum Command {
         after_help = "Examples:\n  halobox doctor\n  halobox doctor --ip 192.168.100.1\n  halobox doctor --json --sysroot tests/fixtures/hosts/broken-e810\n\nExit status: 0 when nothing FAILs, 1 when a check FAILs, 2 on a usage error."
     )]
     Doctor(DoctorArgs),
+    /// Apply the host fixes doctor prints (limits, podman units, groups, kernel parameters, MTU, firewall, RoCE mode).
+    #[command(
+        after_help = "Examples:\n  halobox setup --dry-run                 the plan: files as diffs, commands, grouped by when they take effect\n  sudo halobox setup                      apply it, asking once per group\n  sudo halobox setup --yes --only memlock,groups\n  halobox setup --sysroot /tmp/snapshot --yes   write into a snapshot copy (commands are not run)\n  sudo halobox setup --undo               put back what setup changed\n\nEvery file changed is backed up next to itself (FILE.halobox-bak.<date>) and recorded in /var/lib/halobox/setup-journal.json."
+    )]
+    Setup(SetupArgs),
     /// Pull the image and (re)create this node's container with GPU, RDMA and memlock set up.
     #[command(
         after_help = "Examples:\n  halobox refresh                         latest image, default backend, memlock unlimited\n  halobox refresh dev --backend podman\n  halobox refresh --image docker.io/kyuz0/vllm-therock-gfx1151   the community image instead\n  halobox refresh --image 127.0.0.1:5000/halobox/test --name vllm --memlock 8M\n  halobox refresh --dry-run               print the plan and the equivalent podman command\n  halobox refresh --rollback              back to the previous pinned image\n  halobox refresh --check                 then check the new container from inside (halobox check)\n\nThe old container is replaced only after the new one runs; any failure before that leaves it as it was."

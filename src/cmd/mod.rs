@@ -5,9 +5,9 @@ pub mod bench;
 pub mod build;
 pub mod check;
 pub mod cluster;
-pub mod cluster_fleet;
 pub mod cluster_bench;
 pub mod cluster_doctor;
+pub mod cluster_fleet;
 pub mod completions;
 pub mod detect;
 pub mod doctor;
@@ -19,6 +19,7 @@ pub mod publish;
 pub mod refresh;
 pub mod rm;
 pub mod serve;
+pub mod setup;
 
 use std::io::IsTerminal;
 use std::process::ExitCode;
@@ -42,6 +43,7 @@ pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
     match cli.command {
         Command::Detect(args) => detect::run(&args),
         Command::Doctor(args) => doctor::run(&args, color),
+        Command::Setup(args) => setup::run(&args),
         Command::Completions { shell } => completions::run(shell),
         Command::Man { out_dir } => man::run(out_dir.as_deref()),
         Command::Refresh(args) => refresh::run(&args, color),

@@ -27,6 +27,15 @@ pub fn recommended_gtt(mem_total_kib: u64) -> (u64, u64) {
     (mib, mib * PAGES_PER_MIB)
 }
 
+/// The GTT size (MiB) and TTM page limit for this machine, when its RAM is
+/// known and the BIOS carve-out is small (a large one must shrink first: the
+/// GTT sized for the whole RAM would then exceed what the OS sees).
+pub fn gtt_for(facts: &HostFacts) -> Option<(u64, u64)> {
+    let carveout = facts.gpu.carveout_bytes().unwrap_or(0);
+    let mem_total = facts.kernel.mem_total_kib?;
+    (carveout <= CARVEOUT_LIMIT_BYTES).then(|| recommended_gtt(mem_total + carveout / 1024))
+}
+
 fn boot_fix(args: &str) -> String {
     format!(
         "Fedora: sudo grubby --update-kernel=ALL --args=\"{args}\"\n\

@@ -5,7 +5,7 @@
 
 mod firewall;
 mod gpu;
-mod kernel;
+pub mod kernel;
 mod memlock;
 mod network;
 mod platform;

@@ -1,0 +1,34 @@
+//! The executor: carries out steps through the journal, one action at a
+//! time, and says what it did.
+
+use super::journal::{Store, run_command};
+use super::{Action, Step};
+
+/// Applies `steps` in order; `say` gets one line per action. Stops at the
+/// first failure (what ran before it stays in the journal for `--undo`).
+pub fn apply(
+    store: &mut Store,
+    steps: &[&Step],
+    say: &mut dyn FnMut(String),
+) -> anyhow::Result<()> {
+    for step in steps {
+        say(format!("[{}] {}", step.family, step.title));
+        for action in &step.actions {
+            match action {
+                Action::Write {
+                    path, new, owner, ..
+                } => {
+                    store.write_file(path, new, *owner)?;
+                    say(format!("  wrote {path}"));
+                }
+                Action::Run(cmd) => {
+                    run_command(&cmd.argv)?;
+                    store.ran(cmd.clone())?;
+                    say(format!("  ran {}", cmd.line()));
+                }
+                Action::NotRun { cmd, why } => say(format!("  {why}: {}", cmd.line())),
+            }
+        }
+    }
+    Ok(())
+}

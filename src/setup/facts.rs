@@ -1,0 +1,259 @@
+//! What setup reads beyond doctor's facts: the current content of every file
+//! a fix writes, the configured (not yet booted) kernel command line, the
+//! user whose limits and groups are fixed, and which tools are installed.
+
+use std::collections::BTreeMap;
+use std::process::Command;
+
+use schemars::JsonSchema;
+use serde::Serialize;
+
+use super::{groups, kernel, memlock, network};
+use crate::host::{HostFacts, HostRoot, Reader};
+
+/// The distribution family, as the fixes differ by it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum Distro {
+    /// Fedora and derivatives with grubby.
+    Fedora,
+    /// Fedora Atomic (Silverblue, Kinoite, CoreOS…): rpm-ostree.
+    FedoraAtomic,
+    /// Debian and derivatives (not Ubuntu).
+    Debian,
+    /// Ubuntu (netplan).
+    Ubuntu,
+    /// Anything else: no kernel-parameter or network fixes.
+    Other,
+}
+
+/// The user whose memlock, groups and rootless podman unit are fixed.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, JsonSchema)]
+pub struct TargetUser {
+    /// Login name.
+    pub name: String,
+    /// Numeric uid.
+    pub uid: u32,
+    /// Primary gid.
+    pub gid: u32,
+    /// Home directory.
+    pub home: String,
+}
+
+/// Setup's own facts.
+#[derive(Debug, Clone, Serialize, JsonSchema)]
+pub struct SetupFacts {
+    /// The snapshot written to, or `None` for this host.
+    pub sysroot: Option<String>,
+    /// The distribution family.
+    pub distro: Distro,
+    /// The user to fix (`--user`, else `SUDO_USER` under sudo, else the caller).
+    pub user: Option<TargetUser>,
+    /// Whether halobox runs as root (effective uid 0).
+    pub root: bool,
+    /// Content of each file a fix may write (`None`: absent).
+    pub files: BTreeMap<String, Option<String>>,
+    /// The kernel command line the next boot gets, where it can be known
+    /// (grub defaults, boot loader entries, `rpm-ostree kargs`).
+    pub next_cmdline: Option<String>,
+    /// Programs found (by name).
+    pub programs: Vec<String>,
+    /// The NetworkManager connection on the data-plane interface (live only).
+    pub nm_connection: Option<String>,
+    /// Its `ethernet.mtu` now.
+    pub nm_mtu: Option<String>,
+}
+
+impl SetupFacts {
+    /// The content of `path` when it exists.
+    pub fn file(&self, path: &str) -> Option<&str> {
+        self.files.get(path).and_then(|c| c.as_deref())
+    }
+
+    /// True when `program` is installed.
+    pub fn has_program(&self, program: &str) -> bool {
+        self.programs.iter().any(|p| p == program)
+    }
+}
+
+/// Programs the fixes run.
+const PROGRAMS: [&str; 14] = [
+    "ip",
+    "systemctl",
+    "usermod",
+    "groupadd",
+    "gpasswd",
+    "groupdel",
+    "grubby",
+    "rpm-ostree",
+    "update-grub",
+    "nmcli",
+    "netplan",
+    "firewall-cmd",
+    "ufw",
+    "devlink",
+];
+
+const BIN_DIRS: [&str; 6] = [
+    "/usr/local/sbin",
+    "/usr/local/bin",
+    "/usr/sbin",
+    "/usr/bin",
+    "/sbin",
+    "/bin",
+];
+
+/// Reads setup's facts from the host behind `root`; `user` overrides the
+/// target user.
+pub fn gather(
+    root: HostRoot,
+    facts: &HostFacts,
+    user: Option<&str>,
+    interface: Option<&str>,
+) -> SetupFacts {
+    let r = Reader::new(root);
+    let live = r.root().is_live();
+    let distro = distro(&r, facts);
+    let passwd = r.text("/etc/passwd").unwrap_or_default();
+    let sudo_user = std::env::var("SUDO_USER").ok().filter(|_| live);
+    let name = user
+        .map(str::to_string)
+        .or(sudo_user.filter(|u| u != "root"))
+        .or_else(|| facts.user.name.clone());
+    let user = name.and_then(|n| passwd_user(&passwd, &n));
+    let mut files = BTreeMap::new();
+    let mut paths: Vec<String> = [
+        memlock::LIMITS_FILE,
+        memlock::SYSTEM_DROPIN,
+        groups::GROUP,
+        groups::GSHADOW,
+        kernel::GRUB_DROPIN,
+        kernel::GRUB_DEFAULT,
+        network::TRUSTED_ZONE,
+        network::TRUSTED_ZONE_VENDOR,
+        network::NETPLAN_FILE,
+        network::ROCE_UNIT,
+    ]
+    .iter()
+    .map(|s| s.to_string())
+    .collect();
+    if let Some(u) = &user {
+        paths.push(memlock::user_dropin(&u.home));
+    }
+    for p in paths {
+        let content = r.text_quiet(&p);
+        files.insert(p, content);
+    }
+    let programs: Vec<String> = PROGRAMS
+        .iter()
+        .filter(|p| BIN_DIRS.iter().any(|d| r.exists(&format!("{d}/{p}"))))
+        .map(|p| p.to_string())
+        .collect();
+    let next_cmdline = match distro {
+        Distro::Debian | Distro::Ubuntu => Some(kernel::grub_cmdline(
+            files
+                .get(kernel::GRUB_DEFAULT)
+                .cloned()
+                .flatten()
+                .as_deref(),
+            &grub_dropins(&r),
+        )),
+        Distro::Fedora => boot_entries_options(&r),
+        Distro::FedoraAtomic if live => Command::new("rpm-ostree")
+            .arg("kargs")
+            .output()
+            .ok()
+            .filter(|o| o.status.success())
+            .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_string()),
+        _ => None,
+    };
+    let has_nmcli = programs.iter().any(|p: &String| p == "nmcli");
+    let nm_connection = interface
+        .filter(|_| live && has_nmcli)
+        .and_then(|i| nmcli(&["-g", "GENERAL.CONNECTION", "device", "show", i]));
+    let nm_mtu = nm_connection
+        .as_deref()
+        .and_then(|c| nmcli(&["-g", "802-3-ethernet.mtu", "connection", "show", c]));
+    SetupFacts {
+        nm_connection,
+        nm_mtu,
+        sysroot: r.root().sysroot_dir().map(|p| p.display().to_string()),
+        distro,
+        user,
+        root: nix::unistd::geteuid().is_root(),
+        files,
+        next_cmdline,
+        programs,
+    }
+}
+
+/// One value printed by nmcli, when it runs and prints one.
+fn nmcli(args: &[&str]) -> Option<String> {
+    let out = Command::new("nmcli").args(args).output().ok()?;
+    let value = String::from_utf8_lossy(&out.stdout).trim().to_string();
+    (out.status.success() && !value.is_empty()).then_some(value)
+}
+
+fn distro(r: &Reader, facts: &HostFacts) -> Distro {
+    let os = &facts.os;
+    if os.is_like("fedora") || os.is_like("rhel") {
+        let variant = r
+            .text_quiet("/etc/os-release")
+            .unwrap_or_default()
+            .lines()
+            .find_map(|l| l.strip_prefix("VARIANT_ID="))
+            .map(|v| v.trim_matches('"').to_string())
+            .unwrap_or_default();
+        if r.exists("/run/ostree-booted") || variant.contains("atomic") || variant == "coreos" {
+            Distro::FedoraAtomic
+        } else {
+            Distro::Fedora
+        }
+    } else if os.id.as_deref() == Some("ubuntu") {
+        Distro::Ubuntu
+    } else if os.is_like("debian") || os.is_like("ubuntu") {
+        Distro::Debian
+    } else {
+        Distro::Other
+    }
+}
+
+/// The `/etc/default/grub.d/*.cfg` files other than halobox's, in order.
+fn grub_dropins(r: &Reader) -> Vec<String> {
+    let ours = kernel::GRUB_DROPIN.rsplit('/').next().unwrap_or_default();
+    r.dir("/etc/default/grub.d")
+        .unwrap_or_default()
+        .into_iter()
+        .filter(|n| n.ends_with(".cfg") && n != ours)
+        .filter_map(|n| r.text_quiet(&format!("/etc/default/grub.d/{n}")))
+        .collect()
+}
+
+/// The `options` of the first boot loader entry (what grubby edits).
+fn boot_entries_options(r: &Reader) -> Option<String> {
+    let dir = "/boot/loader/entries";
+    r.dir(dir)?
+        .into_iter()
+        .filter(|n| n.ends_with(".conf") && !n.contains("rescue"))
+        .filter_map(|n| r.text_quiet(&format!("{dir}/{n}")))
+        .find_map(|t| {
+            t.lines()
+                .find_map(|l| l.strip_prefix("options "))
+                .map(|o| o.trim().to_string())
+        })
+}
+
+fn passwd_user(passwd: &str, name: &str) -> Option<TargetUser> {
+    passwd.lines().find_map(|line| {
+        let f: Vec<&str> = line.split(':').collect();
+        if f.len() < 7 || f[0] != name {
+            return None;
+        }
+        Some(TargetUser {
+            name: f[0].to_string(),
+            uid: f[2].parse().ok()?,
+            gid: f[3].parse().ok()?,
+            home: f[5].to_string(),
+        })
+    })
+}

@@ -1,0 +1,369 @@
+//! What `setup` changed, so `setup --undo` can put it back: every file it
+//! wrote (with its backup, or "created"), every directory it created and
+//! every command it ran. Saved after each change, so a run that stops half
+//! way is still undone exactly.
+//!
+//! Files are reached through [`Tree`]: on the live host paths are used as
+//! they are; in a snapshot every write stays inside it ([`confine`]).
+
+use std::fs;
+use std::io::{self, Write};
+use std::os::unix::fs::{MetadataExt, PermissionsExt};
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use anyhow::{Context, bail};
+use serde::{Deserialize, Serialize};
+
+use crate::confine;
+
+/// Where the journal lives (host path) when halobox runs as root or writes
+/// a snapshot.
+pub const JOURNAL: &str = "/var/lib/halobox/setup-journal.json";
+
+/// The tree setup writes: `/` or a snapshot.
+#[derive(Debug, Clone)]
+pub struct Tree {
+    base: Option<PathBuf>,
+}
+
+impl Tree {
+    /// The live host.
+    pub fn live() -> Self {
+        Self { base: None }
+    }
+
+    /// A snapshot tree.
+    pub fn sysroot(dir: &Path) -> io::Result<Self> {
+        Ok(Self {
+            base: Some(std::path::absolute(dir)?),
+        })
+    }
+
+    /// True for a snapshot.
+    pub fn is_sysroot(&self) -> bool {
+        self.base.is_some()
+    }
+
+    /// The real path of `host_path`, its last component never followed (a
+    /// symlink there is replaced, not written through).
+    pub fn real(&self, host_path: &str) -> io::Result<PathBuf> {
+        match &self.base {
+            None => Ok(PathBuf::from(host_path)),
+            Some(base) => confine::resolve(base, host_path, false),
+        }
+    }
+}
+
+/// One change.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum Entry {
+    /// A directory that did not exist.
+    Dir {
+        /// Host path.
+        path: String,
+    },
+    /// A file written: `backup` holds what was there (`None`: it was created).
+    File {
+        /// Host path.
+        path: String,
+        /// Host path of the backup.
+        backup: Option<String>,
+        /// What setup wrote.
+        written: String,
+    },
+    /// A command that ran.
+    Command(super::Cmd),
+}
+
+/// Every change of every run not yet undone.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+pub struct Journal {
+    /// Directories created to hold the journal itself.
+    pub own_dirs: Vec<String>,
+    /// Changes, oldest first.
+    pub entries: Vec<Entry>,
+}
+
+/// The journal of `tree` at host path `path`, and where it is kept.
+pub struct Store {
+    tree: Tree,
+    path: String,
+    /// The journal.
+    pub journal: Journal,
+}
+
+impl Store {
+    /// Opens the journal at host path `path` (empty when absent).
+    pub fn open(tree: Tree, path: &str) -> anyhow::Result<Self> {
+        let real = tree.real(path)?;
+        let journal = match fs::read(&real) {
+            Ok(b) => serde_json::from_slice(&b).with_context(|| {
+                format!(
+                    "setup journal {} is damaged\n  hint: it lists what setup changed; restore the FILE.halobox-bak.* backups by hand, then remove it",
+                    real.display()
+                )
+            })?,
+            Err(e) if e.kind() == io::ErrorKind::NotFound => Journal::default(),
+            Err(e) => return Err(e).context(format!("cannot read {}", real.display())),
+        };
+        Ok(Self {
+            tree,
+            path: path.to_string(),
+            journal,
+        })
+    }
+
+    /// The tree written.
+    pub fn tree(&self) -> &Tree {
+        &self.tree
+    }
+
+    /// Where the journal is (real path).
+    pub fn location(&self) -> PathBuf {
+        self.tree
+            .real(&self.path)
+            .unwrap_or_else(|_| PathBuf::from(&self.path))
+    }
+
+    fn save(&mut self) -> anyhow::Result<()> {
+        if self.journal.entries.is_empty() {
+            return self.remove();
+        }
+        if self.journal.own_dirs.is_empty() {
+            let parent = parent_of(&self.path);
+            self.journal.own_dirs = create_dirs(&self.tree, &parent)?;
+        }
+        let body = serde_json::to_string_pretty(&self.journal)?;
+        write_atomic(&self.tree.real(&self.path)?, body.as_bytes(), None)
+            .with_context(|| format!("cannot write the setup journal {}", self.path))
+    }
+
+    fn remove(&mut self) -> anyhow::Result<()> {
+        let real = self.tree.real(&self.path)?;
+        match fs::remove_file(&real) {
+            Ok(()) => {}
+            Err(e) if e.kind() == io::ErrorKind::NotFound => {}
+            Err(e) => return Err(e).context(format!("cannot remove {}", real.display())),
+        }
+        for d in std::mem::take(&mut self.journal.own_dirs).iter().rev() {
+            let _ = fs::remove_dir(self.tree.real(d)?);
+        }
+        Ok(())
+    }
+
+    /// Writes `content` to host path `path`: missing directories created,
+    /// an existing file first copied to `FILE.halobox-bak.<date>`, the new
+    /// content written to a temporary file and renamed over it. `owner`
+    /// is given to a created file; a replaced one keeps its owner and mode.
+    pub fn write_file(
+        &mut self,
+        path: &str,
+        content: &str,
+        owner: Option<(u32, u32)>,
+    ) -> anyhow::Result<()> {
+        for d in create_dirs(&self.tree, &parent_of(path))? {
+            self.journal.entries.push(Entry::Dir { path: d });
+            self.save()?;
+        }
+        let real = self.tree.real(path)?;
+        let existing = match fs::symlink_metadata(&real) {
+            Ok(m) if m.is_file() => Some(m),
+            Ok(_) => bail!(
+                "{path} exists and is not a regular file\n  hint: setup replaces only regular files; move it away and run setup again"
+            ),
+            Err(e) if e.kind() == io::ErrorKind::NotFound => None,
+            Err(e) => return Err(e).context(format!("cannot inspect {}", real.display())),
+        };
+        let backup = match &existing {
+            Some(meta) => {
+                let b = backup_name(&real);
+                fs::copy(&real, &b).with_context(|| format!("cannot back up {path}"))?;
+                keep_owner(&b, meta)?;
+                Some(self.tree_path(path, &b))
+            }
+            None => None,
+        };
+        let meta = existing.map(|m| (m.mode() & 0o7777, m.uid(), m.gid()));
+        let keep = meta.or(owner.map(|(u, g)| (0o644, u, g)));
+        write_atomic(&real, content.as_bytes(), keep)
+            .with_context(|| format!("cannot write {path}"))?;
+        self.journal.entries.push(Entry::File {
+            path: path.to_string(),
+            backup,
+            written: content.to_string(),
+        });
+        self.save()
+    }
+
+    /// Records a command that ran.
+    pub fn ran(&mut self, cmd: super::Cmd) -> anyhow::Result<()> {
+        self.journal.entries.push(Entry::Command(cmd));
+        self.save()
+    }
+
+    fn tree_path(&self, path: &str, real: &Path) -> String {
+        let name = real.file_name().unwrap_or_default().to_string_lossy();
+        format!("{}/{name}", parent_of(path))
+    }
+
+    /// Undoes every change, newest first: files restored from their backups
+    /// (byte for byte) or removed, directories removed, commands reversed;
+    /// reload commands run once more at the end. Returns one line per change.
+    pub fn undo(
+        &mut self,
+        run: &dyn Fn(&[String]) -> anyhow::Result<()>,
+    ) -> anyhow::Result<Vec<String>> {
+        let mut done = Vec::new();
+        let mut reloads: Vec<Vec<String>> = Vec::new();
+        while let Some(entry) = self.journal.entries.last().cloned() {
+            match &entry {
+                Entry::Dir { path } => {
+                    let real = self.tree.real(path)?;
+                    match fs::remove_dir(&real) {
+                        Ok(()) => done.push(format!("removed directory {path}")),
+                        Err(e) => done.push(format!("kept directory {path}: {e}")),
+                    }
+                }
+                Entry::File {
+                    path,
+                    backup,
+                    written,
+                } => done.push(self.restore(path, backup.as_deref(), written)?),
+                Entry::Command(cmd) => match &cmd.undo {
+                    Some(undo) => {
+                        run(undo)?;
+                        done.push(format!("ran {}", crate::shell::line(undo)));
+                    }
+                    None => {
+                        if !reloads.contains(&cmd.argv) {
+                            reloads.insert(0, cmd.argv.clone());
+                        }
+                    }
+                },
+            }
+            self.journal.entries.pop();
+            self.save()?;
+        }
+        for argv in reloads {
+            run(&argv)?;
+            done.push(format!("ran {}", crate::shell::line(&argv)));
+        }
+        self.remove()?;
+        Ok(done)
+    }
+
+    fn restore(&self, path: &str, backup: Option<&str>, written: &str) -> anyhow::Result<String> {
+        let real = self.tree.real(path)?;
+        let now = fs::read(&real).ok();
+        let mut note = String::new();
+        if now.is_some() && now.as_deref() != Some(written.as_bytes()) {
+            let keep = PathBuf::from(format!("{}.halobox-changed", real.display()));
+            fs::rename(&real, &keep)?;
+            note = format!(
+                " (it was changed after setup; that version is kept as {})",
+                keep.display()
+            );
+        }
+        match backup {
+            Some(b) => {
+                fs::rename(self.tree.real(b)?, &real)
+                    .with_context(|| format!("cannot restore {path} from {b}"))?;
+                Ok(format!("restored {path}{note}"))
+            }
+            None => {
+                match fs::remove_file(&real) {
+                    Ok(()) => {}
+                    Err(e) if e.kind() == io::ErrorKind::NotFound => {}
+                    Err(e) => return Err(e).context(format!("cannot remove {path}")),
+                }
+                Ok(format!("removed {path}{note}"))
+            }
+        }
+    }
+}
+
+fn parent_of(path: &str) -> String {
+    match path.rfind('/') {
+        Some(0) | None => "/".into(),
+        Some(i) => path[..i].to_string(),
+    }
+}
+
+/// Creates the missing directories of host path `dir`, returning them
+/// outermost first.
+fn create_dirs(tree: &Tree, dir: &str) -> anyhow::Result<Vec<String>> {
+    let mut missing = Vec::new();
+    let mut cur = dir.to_string();
+    while cur != "/" && fs::symlink_metadata(tree.real(&cur)?).is_err() {
+        missing.push(cur.clone());
+        cur = parent_of(&cur);
+    }
+    missing.reverse();
+    for d in &missing {
+        let real = tree.real(d)?;
+        fs::create_dir(&real).with_context(|| format!("cannot create {}", real.display()))?;
+    }
+    Ok(missing)
+}
+
+/// `FILE.halobox-bak.<date>`, numbered when that exists already.
+fn backup_name(real: &Path) -> PathBuf {
+    let stamp = chrono::Local::now().format("%Y%m%d-%H%M%S");
+    let base = format!("{}.halobox-bak.{stamp}", real.display());
+    let mut candidate = PathBuf::from(&base);
+    let mut n = 1;
+    while fs::symlink_metadata(&candidate).is_ok() {
+        candidate = PathBuf::from(format!("{base}.{n}"));
+        n += 1;
+    }
+    candidate
+}
+
+fn keep_owner(path: &Path, meta: &fs::Metadata) -> anyhow::Result<()> {
+    fs::set_permissions(path, fs::Permissions::from_mode(meta.mode() & 0o7777))?;
+    if nix::unistd::geteuid().is_root() {
+        std::os::unix::fs::chown(path, Some(meta.uid()), Some(meta.gid()))?;
+    }
+    Ok(())
+}
+
+/// Writes `bytes` to a temporary file beside `real` and renames it over
+/// `real`; `mode_owner` is applied before the rename (owner only as root).
+fn write_atomic(real: &Path, bytes: &[u8], mode_owner: Option<(u32, u32, u32)>) -> io::Result<()> {
+    let name = real.file_name().unwrap_or_default().to_string_lossy();
+    let tmp = real.with_file_name(format!(".{name}.halobox-tmp"));
+    let result = (|| {
+        let mut f = fs::OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .open(&tmp)?;
+        f.write_all(bytes)?;
+        f.sync_all()?;
+        let (mode, uid, gid) = mode_owner.unwrap_or((0o644, u32::MAX, u32::MAX));
+        fs::set_permissions(&tmp, fs::Permissions::from_mode(mode))?;
+        if uid != u32::MAX && nix::unistd::geteuid().is_root() {
+            std::os::unix::fs::chown(&tmp, Some(uid), Some(gid))?;
+        }
+        fs::rename(&tmp, real)
+    })();
+    if result.is_err() {
+        let _ = fs::remove_file(&tmp);
+    }
+    result
+}
+
+/// Runs a command to completion (10 minutes at most), failing with its output.
+pub fn run_command(argv: &[String]) -> anyhow::Result<()> {
+    let done = crate::proc::run(argv, Duration::from_secs(600))
+        .with_context(|| format!("cannot run {}", crate::shell::line(argv)))?;
+    match done.status {
+        Some(s) if s.success() => Ok(()),
+        _ => bail!(
+            "{} failed: {}\n  hint: what ran before it is in the setup journal; `halobox setup --undo` reverts it",
+            crate::shell::line(argv),
+            done.output.trim()
+        ),
+    }
+}

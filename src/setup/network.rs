@@ -1,0 +1,210 @@
+//! The data plane: a persistent MTU of 9000 (nmcli, or a netplan file on
+//! Ubuntu), the interface trusted by the firewall (firewalld's trusted zone
+//! file, or a ufw rule), and an E810 switched from iWARP to RoCE v2.
+
+use super::{Cmd, Distro, Input, Step, When, write_if_changed};
+use crate::dataplane::Selection;
+use crate::host::rdma::RdmaTransport;
+
+/// firewalld's trusted zone, as the administrator's configuration.
+pub const TRUSTED_ZONE: &str = "/etc/firewalld/zones/trusted.xml";
+/// firewalld's shipped trusted zone.
+pub const TRUSTED_ZONE_VENDOR: &str = "/usr/lib/firewalld/zones/trusted.xml";
+/// halobox's netplan file.
+pub const NETPLAN_FILE: &str = "/etc/netplan/90-halobox-mtu.yaml";
+/// The unit that puts the E810 in RoCE mode at boot.
+pub const ROCE_UNIT: &str = "/etc/systemd/system/halobox-e810-roce.service";
+
+const JUMBO: &str = "9000";
+
+const TRUSTED_TEMPLATE: &str = "<?xml version=\"1.0\" encoding=\"utf-8\"?>\n\
+<zone target=\"ACCEPT\">\n  <short>Trusted</short>\n  \
+<description>All network connections are accepted.</description>\n  <forward/>\n</zone>\n";
+
+pub(super) fn steps(input: &Input) -> Vec<Step> {
+    let Selection::Chosen(plane) = &input.report.data_plane else {
+        return Vec::new();
+    };
+    let iface = plane.interface.as_str();
+    let mut steps = Vec::new();
+    if input.failing("net.mtu").is_some() {
+        steps.push(mtu(input, iface, plane.mtu));
+    }
+    if input.failing("net.firewall").is_some()
+        && let Some(step) = firewall(input, iface)
+    {
+        steps.push(step);
+    }
+    if input.failing("rdma.mode").is_some()
+        && let Some(step) = roce(input, plane.rdma.as_ref().map(|r| r.device.as_str()))
+    {
+        steps.push(step);
+    }
+    steps
+}
+
+fn mtu(input: &Input, iface: &str, now: Option<u32>) -> Step {
+    let old = now.map_or("1500".to_string(), |m| m.to_string());
+    let mut actions = vec![input.command(Cmd::reversible(
+        &["ip", "link", "set", iface, "mtu", JUMBO],
+        &["ip", "link", "set", iface, "mtu", &old],
+    ))];
+    let netplan = input.setup.distro == Distro::Ubuntu
+        && (input.setup.has_program("netplan") || input.setup.sysroot.is_some());
+    if netplan {
+        let body = format!(
+            "# written by halobox setup: jumbo frames on the data plane\nnetwork:\n  version: 2\n  ethernets:\n    {iface}:\n      mtu: {JUMBO}\n"
+        );
+        actions.extend(write_if_changed(
+            NETPLAN_FILE,
+            input.setup.file(NETPLAN_FILE),
+            body,
+        ));
+    } else {
+        let conn = input
+            .setup
+            .nm_connection
+            .clone()
+            .unwrap_or_else(|| format!("<connection of {iface}>"));
+        let old_mtu = input.setup.nm_mtu.clone().unwrap_or_else(|| "auto".into());
+        actions.push(input.command(Cmd::reversible(
+            &[
+                "nmcli",
+                "connection",
+                "modify",
+                &conn,
+                "ethernet.mtu",
+                JUMBO,
+            ],
+            &[
+                "nmcli",
+                "connection",
+                "modify",
+                &conn,
+                "ethernet.mtu",
+                &old_mtu,
+            ],
+        )));
+    }
+    Step {
+        family: "mtu".into(),
+        checks: vec!["net.mtu".into()],
+        title: format!("MTU {JUMBO} on {iface}, now and at every boot"),
+        needs_root: true,
+        when: When::Now,
+        actions,
+    }
+}
+
+fn firewall(input: &Input, iface: &str) -> Option<Step> {
+    let fw = &input.facts.firewall;
+    let actions = if !fw.zones.is_empty() || fw.firewalld_running {
+        let old = input.setup.file(TRUSTED_ZONE);
+        let base = old
+            .or(input.setup.file(TRUSTED_ZONE_VENDOR))
+            .unwrap_or(TRUSTED_TEMPLATE);
+        let new = trust_interface(base, iface)?;
+        vec![
+            write_if_changed(TRUSTED_ZONE, old, new)?,
+            input.command(Cmd::reload(&["firewall-cmd", "--reload"])),
+        ]
+    } else if fw.ufw.enabled {
+        vec![input.command(Cmd::reversible(
+            &["ufw", "allow", "in", "on", iface],
+            &["ufw", "delete", "allow", "in", "on", iface],
+        ))]
+    } else {
+        return None;
+    };
+    Some(Step {
+        family: "firewall".into(),
+        checks: vec!["net.firewall".into()],
+        title: format!("trust the data-plane interface {iface} in the firewall"),
+        needs_root: true,
+        when: When::Now,
+        actions,
+    })
+}
+
+/// The zone XML with `<interface name="IFACE"/>` added (before `</zone>`),
+/// or `None` when it is there already or the XML has no `</zone>`.
+fn trust_interface(xml: &str, iface: &str) -> Option<String> {
+    let tag = format!("<interface name=\"{iface}\"/>");
+    if xml.contains(&tag) {
+        return None;
+    }
+    let at = xml.rfind("</zone>")?;
+    let line_start = xml[..at].rfind('\n').map_or(0, |i| i + 1);
+    let (head, tail) = xml.split_at(line_start);
+    Some(format!("{head}  {tag}\n{tail}"))
+}
+
+fn roce(input: &Input, device: Option<&str>) -> Option<Step> {
+    let dev = input
+        .facts
+        .rdma
+        .devices
+        .iter()
+        .find(|d| Some(d.name.as_str()) == device)?;
+    if dev.driver.as_deref() != Some("ice") || dev.transport != Some(RdmaTransport::Iwarp) {
+        return None;
+    }
+    let pci = dev.pci_address.clone()?;
+    let target = format!("pci/{pci}");
+    let param = |name: &str, value: &str, undo: &str| {
+        Cmd::reversible(
+            &[
+                "devlink", "dev", "param", "set", &target, "name", name, "value", value, "cmode",
+                "runtime",
+            ],
+            &[
+                "devlink", "dev", "param", "set", &target, "name", name, "value", undo, "cmode",
+                "runtime",
+            ],
+        )
+    };
+    let iwarp = param("enable_iwarp", "false", "true");
+    let roce = param("enable_roce", "true", "false");
+    let unit = format!(
+        "[Unit]\nDescription=E810 {pci} in RoCE v2 mode (halobox setup)\nAfter=systemd-modules-load.service\n\n[Service]\nType=oneshot\nExecStart=/usr/sbin/{}\nExecStart=/usr/sbin/{}\n\n[Install]\nWantedBy=multi-user.target\n",
+        iwarp.line(),
+        roce.line()
+    );
+    let mut actions = vec![input.command(iwarp), input.command(roce)];
+    actions.extend(write_if_changed(
+        ROCE_UNIT,
+        input.setup.file(ROCE_UNIT),
+        unit,
+    ));
+    actions.push(input.command(Cmd::reload(&["systemctl", "daemon-reload"])));
+    actions.push(input.command(Cmd::reversible(
+        &["systemctl", "enable", "halobox-e810-roce.service"],
+        &["systemctl", "disable", "halobox-e810-roce.service"],
+    )));
+    Some(Step {
+        family: "roce".into(),
+        checks: vec!["rdma.mode".into()],
+        title: format!(
+            "{} ({pci}) from iWARP to RoCE v2, now and at every boot",
+            dev.name
+        ),
+        needs_root: true,
+        when: When::Now,
+        actions,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_interface_joins_the_zone_once() {
+        let out = trust_interface(TRUSTED_TEMPLATE, "enp1s0").unwrap();
+        assert!(
+            out.contains("  <interface name=\"enp1s0\"/>\n</zone>\n"),
+            "{out}"
+        );
+        assert_eq!(trust_interface(&out, "enp1s0"), None);
+    }
+}
