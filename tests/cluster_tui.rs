@@ -150,6 +150,25 @@ fn menu_shows_the_config_survives_errors_and_quits() {
     tmux.keys(&["n"]);
     tmux.wait_for("halobox cluster");
 
+    // doctor every node (seventh entry): both nodes are unreachable, which
+    // the table names as a FAIL; the menu comes back.
+    tmux.keys(&["Down", "Down", "Down", "Down", "Down", "Down", "Enter"]);
+    let s = tmux.wait_for("fleet.reached");
+    assert!(s.contains("FAIL"), "{s}");
+    tmux.wait_for("halobox cluster");
+
+    // refresh every node, dry run (ninth entry): the plan; host-backend
+    // nodes have no container, so both are skipped with why.
+    tmux.keys(&[
+        "Down", "Down", "Down", "Down", "Down", "Down", "Down", "Down", "Enter",
+    ]);
+    let s = tmux.wait_for("no container to refresh");
+    assert!(
+        s.contains("node root@127.0.0.10: its Ray runs on the host"),
+        "{s}"
+    );
+    tmux.wait_for("halobox cluster");
+
     // quit is the last entry.
     tmux.keys(&["Up", "Enter"]);
     tmux.wait_for("EXIT=0");

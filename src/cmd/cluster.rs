@@ -5,8 +5,9 @@ use std::net::Ipv4Addr;
 use std::process::ExitCode;
 
 use crate::cli::{
-    ClusterCommand, ClusterDownArgs, ClusterFileArgs, ClusterInitArgs, ClusterJoinArgs,
-    ClusterStatusArgs, ClusterUpArgs, DryRunArgs, OutputArgs, SourceArgs,
+    Channel, ClusterBenchArgs, ClusterCommand, ClusterDoctorArgs, ClusterDownArgs, ClusterFileArgs,
+    ClusterInitArgs, ClusterInstallArgs, ClusterJoinArgs, ClusterRefreshArgs, ClusterStatusArgs,
+    ClusterUpArgs, DryRunArgs, OutputArgs, PlanOutputArgs, SourceArgs, YesArgs,
 };
 use crate::cluster::config::{self, ClusterConfig, NodeConfig};
 use crate::cluster::env::{self, EnvRequest};
@@ -334,6 +335,11 @@ fn tui(a: &ClusterFileArgs) -> anyhow::Result<ExitCode> {
         "serve a model (vLLM on the head)",
         "down",
         "show cluster.toml",
+        "doctor every node (one table, cross-node checks)",
+        "benchmark every pair of nodes",
+        "refresh every node's container (dry run: the plan)",
+        "refresh every node's container",
+        "install this halobox on every node",
         "quit",
     ];
     loop {
@@ -363,6 +369,36 @@ fn tui(a: &ClusterFileArgs) -> anyhow::Result<ExitCode> {
                     ExitCode::SUCCESS
                 })
                 .map_err(anyhow::Error::from),
+            6 => super::cluster_doctor::run(&ClusterDoctorArgs {
+                file: file(),
+                output: OutputArgs { json: false },
+            }),
+            7 => super::cluster_bench::run(&ClusterBenchArgs {
+                file: file(),
+                pairs: crate::fleet::bench::Pairs::All,
+                save: None,
+                duration: 10,
+                rdma: false,
+                no_rdma: false,
+                output: OutputArgs { json: false },
+            }),
+            8 | 9 => super::cluster_fleet::refresh(&ClusterRefreshArgs {
+                channel: Channel::Latest,
+                image: None,
+                restart: false,
+                memlock: None,
+                file: file(),
+                mode: PlanOutputArgs {
+                    plan: DryRunArgs { dry_run: pick == 8 },
+                    output: OutputArgs { json: false },
+                },
+                confirm: YesArgs { yes: false },
+            }),
+            10 => super::cluster_fleet::install(&ClusterInstallArgs {
+                halobox: None,
+                file: file(),
+                plan: DryRunArgs { dry_run: false },
+            }),
             _ => return Ok(ExitCode::SUCCESS),
         };
         if let Err(e) = outcome {
