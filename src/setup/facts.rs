@@ -3,7 +3,6 @@
 //! user whose limits and groups are fixed, and which tools are installed.
 
 use std::collections::BTreeMap;
-use std::process::Command;
 
 use schemars::JsonSchema;
 use serde::Serialize;
@@ -159,7 +158,7 @@ pub fn gather(
             &grub_dropins(&r),
         )),
         Distro::Fedora => boot_entries_options(&r),
-        Distro::FedoraAtomic if live => Command::new("rpm-ostree")
+        Distro::FedoraAtomic if live => crate::proc::command("rpm-ostree")
             .arg("kargs")
             .output()
             .ok()
@@ -189,7 +188,7 @@ pub fn gather(
 
 /// One value printed by nmcli, when it runs and prints one.
 fn nmcli(args: &[&str]) -> Option<String> {
-    let out = Command::new("nmcli").args(args).output().ok()?;
+    let out = crate::proc::command("nmcli").args(args).output().ok()?;
     let value = String::from_utf8_lossy(&out.stdout).trim().to_string();
     (out.status.success() && !value.is_empty()).then_some(value)
 }
