@@ -9,26 +9,13 @@ use crate::cli::{ClusterInstallArgs, ClusterRefreshArgs};
 use crate::cluster::config;
 use crate::error::UsageError;
 use crate::fleet::{install, refresh};
-use crate::image_ref::ImageRef;
 
 /// Runs `cluster refresh`.
 pub fn refresh(a: &ClusterRefreshArgs) -> anyhow::Result<ExitCode> {
     let (path, cfg) = config::open(a.file.cluster.as_deref())?;
-    let given = a
-        .image
-        .clone()
-        .or_else(|| {
-            std::env::var("HALOBOX_IMAGE")
-                .ok()
-                .filter(|v| !v.is_empty())
-        })
-        .or(crate::config::load(crate::config::path().as_deref())?.image)
-        .unwrap_or_else(|| crate::config::DEFAULT_IMAGE.to_string());
     let channel = a.channel.tag().to_string();
     let req = refresh::Request {
-        image: ImageRef::parse(&given)
-            .map_err(UsageError)?
-            .for_channel(&channel),
+        image: crate::refresh::prepare::image(a.image.clone(), &channel)?,
         channel,
         memlock: a.memlock.map(|m| m.label_value()),
         restart: a.restart,

@@ -56,9 +56,28 @@ pub struct Target {
 /// Resolves the request's image, name and backend.
 pub fn target(req: &RefreshRequest) -> anyhow::Result<Target> {
     let cfg = config::load(config::path().as_deref())?;
-    let image_arg = req
-        .image
-        .clone()
+    let image = image_in(req.image.clone(), &cfg, &req.channel)?;
+    let name = name::resolve(req.name.as_deref())?;
+    Ok(Target {
+        image,
+        name,
+        backend: req.backend.or(cfg.backend),
+    })
+}
+
+/// The image `given` (`--image`) means, else `HALOBOX_IMAGE`, else the
+/// config file's `image`, else this project's, with `channel`'s tag when it
+/// names none.
+pub fn image(given: Option<String>, channel: &str) -> anyhow::Result<ImageRef> {
+    image_in(given, &config::load(config::path().as_deref())?, channel)
+}
+
+fn image_in(
+    given: Option<String>,
+    cfg: &config::Config,
+    channel: &str,
+) -> anyhow::Result<ImageRef> {
+    let arg = given
         .or_else(|| {
             std::env::var("HALOBOX_IMAGE")
                 .ok()
@@ -66,15 +85,9 @@ pub fn target(req: &RefreshRequest) -> anyhow::Result<Target> {
         })
         .or(cfg.image.clone())
         .unwrap_or_else(|| DEFAULT_IMAGE.to_string());
-    let image = ImageRef::parse(&image_arg)
+    Ok(ImageRef::parse(&arg)
         .map_err(UsageError)?
-        .for_channel(&req.channel);
-    let name = name::resolve(req.name.as_deref())?;
-    Ok(Target {
-        image,
-        name,
-        backend: req.backend.or(cfg.backend),
-    })
+        .for_channel(channel))
 }
 
 /// Plans the refresh of `target` on `engine` (whose info is refined with
