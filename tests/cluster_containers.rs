@@ -20,24 +20,11 @@ use serde_json::Value;
 
 mod common;
 use common::netns::Nodes;
+use common::{ok, text};
 
 const RAY: &str = "/opt/halobox-ray/bin/ray";
 const PYTHON: &str = "/opt/halobox-ray/bin/python";
 const HALOBOX: &str = env!("CARGO_BIN_EXE_halobox");
-
-fn text(o: &Output) -> String {
-    format!(
-        "status {:?}\nstdout:\n{}\nstderr:\n{}",
-        o.status.code(),
-        String::from_utf8_lossy(&o.stdout),
-        String::from_utf8_lossy(&o.stderr)
-    )
-}
-
-fn ok(o: &Output) -> String {
-    assert!(o.status.success(), "{}", text(o));
-    String::from_utf8_lossy(&o.stdout).into_owned()
-}
 
 /// The test nodes and what runs on them.
 struct Cluster {
@@ -51,17 +38,9 @@ impl Cluster {
     /// the test image in their registry.
     fn up(engine: &'static str) -> Cluster {
         let nodes = Nodes::up_with_engine(&["9000", "9000:ens2", "9000:eth7"], engine);
-        let out = std::process::Command::new("bash")
-            .arg(
-                std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
-                    .join("scripts/netns/node-image.sh"),
-            )
-            .args([nodes.tag.as_str(), &nodes.n.to_string()])
-            .env("HALOBOX_BIN", HALOBOX)
-            .output()
-            .expect("run scripts/netns/node-image.sh");
-        let image = ok(&out).lines().last().unwrap_or_default().to_string();
-        assert!(image.starts_with(&nodes.registry()), "{}", text(&out));
+        let lines = nodes.make_images("node-image.sh", HALOBOX);
+        let image = lines.last().cloned().unwrap_or_default();
+        assert!(image.starts_with(&nodes.registry()), "{lines:?}");
         Cluster {
             nodes,
             engine,

@@ -15,23 +15,10 @@ use serde_json::Value;
 
 mod common;
 use common::netns::Nodes;
+use common::{ok, text};
 
 const HALOBOX: &str = env!("CARGO_BIN_EXE_halobox");
 const NODES: [char; 3] = ['a', 'b', 'c'];
-
-fn text(o: &Output) -> String {
-    format!(
-        "status {:?}\nstdout:\n{}\nstderr:\n{}",
-        o.status.code(),
-        String::from_utf8_lossy(&o.stdout),
-        String::from_utf8_lossy(&o.stderr)
-    )
-}
-
-fn ok(o: &Output) -> String {
-    assert!(o.status.success(), "{}", text(o));
-    String::from_utf8_lossy(&o.stdout).into_owned()
-}
 
 struct Fleet {
     nodes: Nodes,
@@ -50,17 +37,8 @@ impl Fleet {
                 .output()
                 .unwrap());
         }
-        let out = std::process::Command::new("bash")
-            .arg(
-                std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
-                    .join("scripts/netns/fleet-image.sh"),
-            )
-            .args([nodes.tag.as_str(), &nodes.n.to_string()])
-            .env("HALOBOX_BIN", HALOBOX)
-            .output()
-            .expect("run scripts/netns/fleet-image.sh");
-        let refs: Vec<String> = ok(&out).lines().map(str::to_string).collect();
-        assert_eq!(refs.len(), 2, "{}", text(&out));
+        let refs = nodes.make_images("fleet-image.sh", HALOBOX);
+        assert_eq!(refs.len(), 2, "{refs:?}");
         Fleet {
             nodes,
             v1: refs[0].clone(),

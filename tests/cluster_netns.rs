@@ -15,6 +15,7 @@ use serde_json::Value;
 
 mod common;
 use common::netns::{self, sigkill, write_script};
+use common::text;
 
 /// The `ray` of the test venv (HALOBOX_TEST_RAY overrides it).
 fn ray() -> String {
@@ -131,15 +132,6 @@ impl Nodes {
         assert_eq!(line.trim(), "ready");
         child
     }
-}
-
-fn text(o: &Output) -> String {
-    format!(
-        "status {:?}\nstdout:\n{}\nstderr:\n{}",
-        o.status.code(),
-        String::from_utf8_lossy(&o.stdout),
-        String::from_utf8_lossy(&o.stderr)
-    )
 }
 
 /// One test so the scenarios share the nodes and never run Ray side by side.

@@ -12,6 +12,22 @@ use std::process::Output;
 
 use serde_json::Value;
 
+/// A finished process's status, stdout and stderr, for assertion messages.
+pub fn text(o: &Output) -> String {
+    format!(
+        "status {:?}\nstdout:\n{}\nstderr:\n{}",
+        o.status.code(),
+        String::from_utf8_lossy(&o.stdout),
+        String::from_utf8_lossy(&o.stderr)
+    )
+}
+
+/// The stdout of a process that must have succeeded (else a panic with [`text`]).
+pub fn ok(o: &Output) -> String {
+    assert!(o.status.success(), "{}", text(o));
+    String::from_utf8_lossy(&o.stdout).into_owned()
+}
+
 /// The halobox binary, run from the crate root (so fixture paths are relative).
 pub fn halobox() -> assert_cmd::Command {
     let mut cmd = assert_cmd::Command::cargo_bin("halobox").expect("halobox binary");

@@ -88,6 +88,22 @@ impl Nodes {
         format!("10.77.{}.254:5000", self.n)
     }
 
+    /// Runs `scripts/netns/SCRIPT TAG N` (an image maker for these nodes'
+    /// registry) with `halobox` as the binary it packs; the lines it printed.
+    pub fn make_images(&self, script: &str, halobox: &str) -> Vec<String> {
+        let out = Command::new("bash")
+            .arg(
+                std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+                    .join("scripts/netns")
+                    .join(script),
+            )
+            .args([self.tag.as_str(), &self.n.to_string()])
+            .env("HALOBOX_BIN", halobox)
+            .output()
+            .unwrap_or_else(|e| panic!("run scripts/netns/{script}: {e}"));
+        super::ok(&out).lines().map(str::to_string).collect()
+    }
+
     /// Node `x`'s PID 1 as this machine sees it.
     pub fn pid(&self, x: char) -> u32 {
         std::fs::read_to_string(self.path(&format!("node_{x}.pid")))
