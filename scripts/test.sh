@@ -98,5 +98,7 @@ log "cargo fmt --check"
 cargo fmt --all -- --check
 log "cargo clippy -- -D warnings"
 cargo clippy --all-targets --locked -- -D warnings
+log "cargo doc -D warnings (broken or private doc links)"
+RUSTDOCFLAGS='-D warnings' cargo doc --no-deps --locked --quiet
 log "cargo test"
 INSTA_UPDATE=no cargo test --locked

@@ -212,7 +212,7 @@ impl Node {
 const TAIL_LINE_CHARS: usize = 300;
 
 /// The last `n` non-empty lines of kept output on one line (`a / b / c`),
-/// each cut at [`TAIL_LINE_CHARS`], noting output that was not kept;
+/// each cut at `TAIL_LINE_CHARS`, noting output that was not kept;
 /// `(no output)` when there is none.
 pub fn tail(output: &str, n: usize) -> String {
     let dropped = output

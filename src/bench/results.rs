@@ -1,5 +1,5 @@
 //! A saved run: `run.json` (what ran: options, contexts, legs, commands) plus
-//! each leg's raw tool output. [`derive`] turns these into [`Results`] —
+//! each leg's raw tool output. [`derive()`] turns these into [`Results`] —
 //! the same way right after a run and later from the folder, so a saved run
 //! re-renders identically.
 

@@ -1,6 +1,10 @@
 //! The command-line interface definition (also used for completions and the
 //! man page): the top level here, one file per command group, and the
 //! argument groups several commands share in `common.rs`.
+//!
+//! Doc comments here are clap's help text, written for a terminal
+//! (`SRC:DEST[:MODE]`, `<UTC time>`), not as rustdoc markup.
+#![allow(rustdoc::broken_intra_doc_links, rustdoc::invalid_html_tags)]
 
 mod bench;
 mod cluster;

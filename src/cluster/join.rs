@@ -1,6 +1,6 @@
 //! `cluster join` on this node: its report (what `up`'s preflight reads)
 //! and Ray's start. With the `host` backend both happen in this process:
-//! the env and the [`view`](super::view) from its own facts, vLLM's list
+//! the env and the [`view`] from its own facts, vLLM's list
 //! of per-node variables written, `ray start` run. With a container, the
 //! engine says whether the container is there, running and made with
 //! halobox inside; then halobox runs *inside* it as `cluster join

@@ -1,7 +1,7 @@
 //! The cluster: N nodes, each with its Ray in its container (or on the host),
 //! turned into one Ray cluster for vLLM with tensor parallelism over RoCE.
 //!
-//! [`config`] reads `cluster.toml`, [`env`] computes a node's NCCL/Ray
+//! [`config`] reads `cluster.toml`, [`env`](mod@env) computes a node's NCCL/Ray
 //! settings from its own facts, [`view`] is what RCCL will see where Ray
 //! runs, [`plan`] builds the commands (pure) and [`preflight`] the verdict
 //! over every node's report, [`run`] executes them over ssh (and, on a

@@ -64,25 +64,38 @@ fn terminal_size() -> Option<(u16, u16)> {
     (rc == 0 && ws.ws_row > 0).then_some((ws.ws_row, ws.ws_col))
 }
 
+/// An exec the engine started with its streams attached.
+pub(super) struct Attached {
+    /// The exec's id (for its exit code and resizes).
+    pub id: String,
+    /// What it prints, stdout and stderr apart.
+    pub output: std::pin::Pin<
+        Box<dyn futures_util::Stream<Item = Result<LogOutput, bollard::errors::Error>> + Send>,
+    >,
+    /// Its stdin (closed at once unless `stdin` was asked for).
+    pub input: std::pin::Pin<Box<dyn tokio::io::AsyncWrite + Send>>,
+}
+
 impl Engine {
-    /// Runs `cmd` in `container` as `opts` say; interactive when stdin and
-    /// stdout are terminals. Returns the command's exit code.
-    pub async fn exec(
+    /// Creates and starts `cmd` in `container` as `opts` say, with `env`
+    /// added, its stdin attached when `stdin`, on a terminal when `tty`;
+    /// `what` names it in errors.
+    pub(super) async fn start_attached(
         &self,
         container: &str,
         cmd: &[String],
         opts: &ExecOptions,
-    ) -> Result<i64, EngineError> {
-        let tty = std::io::stdin().is_terminal() && std::io::stdout().is_terminal();
-        let mut env = vec!["TERM=xterm-256color".to_string()];
-        env.extend(opts.env.iter().cloned());
+        env: Vec<String>,
+        (stdin, tty): (bool, bool),
+        what: &str,
+    ) -> Result<Attached, EngineError> {
         let exec = self
             .call(
-                &format!("preparing to run {cmd:?} in {container}"),
+                &format!("preparing to run {what} in {container}"),
                 self.docker.create_exec(
                     container,
                     ExecConfig {
-                        attach_stdin: Some(true),
+                        attach_stdin: Some(stdin),
                         attach_stdout: Some(true),
                         attach_stderr: Some(true),
                         tty: Some(tty),
@@ -97,7 +110,7 @@ impl Engine {
             .await?;
         let started = self
             .call(
-                &format!("running {cmd:?} in {container}"),
+                &format!("running {what} in {container}"),
                 self.docker.start_exec(
                     &exec.id,
                     Some(StartExecOptions {
@@ -108,21 +121,54 @@ impl Engine {
                 ),
             )
             .await?;
-        let StartExecResults::Attached {
-            mut output,
-            mut input,
-        } = started
-        else {
+        let StartExecResults::Attached { output, input } = started else {
             return Err(EngineError::Stream {
-                context: format!("running {cmd:?} in {container}"),
+                context: format!("running {what} in {container}"),
                 message: "the engine detached the exec".into(),
             });
         };
+        Ok(Attached {
+            id: exec.id,
+            output,
+            input,
+        })
+    }
+
+    /// The exit code of a finished exec (`None` when it never ended).
+    pub(super) async fn exit_code(&self, id: &str, what: &str) -> Result<Option<i64>, EngineError> {
+        let done = self
+            .call(
+                &format!("reading the exit code of {what}"),
+                self.docker.inspect_exec(id),
+            )
+            .await?;
+        Ok(done.exit_code)
+    }
+
+    /// Runs `cmd` in `container` as `opts` say; interactive when stdin and
+    /// stdout are terminals. Returns the command's exit code.
+    pub async fn exec(
+        &self,
+        container: &str,
+        cmd: &[String],
+        opts: &ExecOptions,
+    ) -> Result<i64, EngineError> {
+        let tty = std::io::stdin().is_terminal() && std::io::stdout().is_terminal();
+        let mut env = vec!["TERM=xterm-256color".to_string()];
+        env.extend(opts.env.iter().cloned());
+        let what = format!("{cmd:?}");
+        let Attached {
+            id,
+            mut output,
+            mut input,
+        } = self
+            .start_attached(container, cmd, opts, env, (true, tty), &what)
+            .await?;
         let raw = if tty { RawMode::enter() } else { None };
         if tty {
-            self.resize(&exec.id).await;
+            self.resize(&id).await;
             let docker = self.clone();
-            let id = exec.id.clone();
+            let id = id.clone();
             tokio::spawn(async move {
                 let Ok(mut winch) =
                     tokio::signal::unix::signal(tokio::signal::unix::SignalKind::window_change())
@@ -142,7 +188,7 @@ impl Engine {
         let mut stdout = std::io::stdout();
         let mut stderr = std::io::stderr();
         while let Some(chunk) = output.next().await {
-            match chunk.ctx(|| format!("reading output of {cmd:?}"))? {
+            match chunk.ctx(|| format!("reading output of {what}"))? {
                 LogOutput::StdErr { message } => {
                     let _ = stderr.write_all(&message);
                     let _ = stderr.flush();
@@ -155,13 +201,7 @@ impl Engine {
             }
         }
         drop(raw);
-        let done = self
-            .call(
-                &format!("reading the exit code of {cmd:?}"),
-                self.docker.inspect_exec(&exec.id),
-            )
-            .await?;
-        Ok(done.exit_code.unwrap_or(0))
+        Ok(self.exit_code(&id, &what).await?.unwrap_or(0))
     }
 
     async fn resize(&self, exec_id: &str) {
