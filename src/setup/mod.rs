@@ -228,7 +228,7 @@ impl Input<'_> {
         self.report
             .checks
             .iter()
-            .find(|c| c.id == id && matches!(c.status, Status::Warn | Status::Fail))
+            .find(|c| c.id == id && c.is_fault())
     }
 
     /// `argv` as a step action: run on the live host; under `--sysroot`, or
