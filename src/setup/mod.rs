@@ -97,6 +97,8 @@ pub enum Action {
         new: String,
         /// Owner to give a file written for another user (uid, gid).
         owner: Option<(u32, u32)>,
+        /// Mode of a created file (`null`: 0644).
+        mode: Option<u32>,
     },
     /// Run a command on the live host.
     Run(Cmd),
@@ -309,5 +311,6 @@ pub(crate) fn write_if_changed(path: &str, old: Option<&str>, new: String) -> Op
         old: old.map(str::to_string),
         new,
         owner: None,
+        mode: None,
     })
 }
