@@ -35,7 +35,7 @@ fn user(facts: &HostFacts) -> Check {
     if !now.is_fault() {
         return now;
     }
-    let Some(files) = configured_unlimited(facts) else {
+    let Some((configured, files)) = configured_unlimited(facts) else {
         return now;
     };
     let current = facts.limits.memlock.map_or("unknown".to_string(), |l| {
@@ -45,38 +45,31 @@ fn user(facts: &HostFacts) -> Check {
         id,
         Pending::Relogin,
         format!(
-            "memlock {} for {} configured in {files}: takes effect at the next login (this session has {current})",
-            configured_desc(facts),
+            "memlock {configured} for {} configured in {files}: takes effect at the next login (this session has {current})",
             facts.user.name.as_deref().unwrap_or("this user"),
         ),
     )
 }
 
-/// The files that give the user's next login a hard memlock of unlimited,
-/// when they do.
-fn configured_unlimited(facts: &HostFacts) -> Option<String> {
+/// What the files give the user's next login (`soft X, hard unlimited`)
+/// and which files, when the hard limit is unlimited there.
+fn configured_unlimited(facts: &HostFacts) -> Option<(String, String)> {
     let c = facts.limits.configured.as_ref()?;
     let hard = c
         .hard
         .as_ref()
         .filter(|h| h.value == LimitValue::Unlimited)?;
     let mut files = vec![hard.file.as_str()];
-    if let Some(soft) = &c.soft
-        && soft.file != hard.file
-    {
-        files.push(&soft.file);
-    }
-    Some(files.join(", "))
-}
-
-fn configured_desc(facts: &HostFacts) -> String {
-    let c = facts.limits.configured.clone().unwrap_or_default();
-    match (c.soft, c.hard) {
-        (Some(s), Some(h)) => format!("soft {}, hard {}", s.value, h.value),
-        (None, Some(h)) => format!("hard {}", h.value),
-        (Some(s), None) => format!("soft {}", s.value),
-        (None, None) => "unset".into(),
-    }
+    let desc = match &c.soft {
+        Some(soft) => {
+            if soft.file != hard.file {
+                files.push(&soft.file);
+            }
+            format!("soft {}, hard {}", soft.value, hard.value)
+        }
+        None => format!("hard {}", hard.value),
+    };
+    Some((desc, files.join(", ")))
 }
 
 fn service(facts: &HostFacts) -> Check {
