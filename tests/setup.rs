@@ -309,6 +309,25 @@ fn the_kernel_fix_follows_the_distribution() {
         said.contains("grubby --update-kernel=ALL --args=iommu=pt   # not run under --sysroot"),
         "{said}"
     );
+    // The boot entry (what grubby edits) already has them: doctor passes
+    // them as waiting for a reboot and setup plans nothing.
+    std::fs::create_dir_all(r.join("boot/loader/entries")).unwrap();
+    std::fs::write(
+        r.join("boot/loader/entries/abc-6.18.5-200.fc43.x86_64.conf"),
+        "title Fedora\nversion 6.18.5-200.fc43.x86_64\noptions root=UUID=1 ro iommu=pt pci=realloc pcie_aspm=off\n",
+    )
+    .unwrap();
+    let said = text(&setup(&[
+        "--sysroot",
+        &root,
+        "--dry-run",
+        "--only",
+        "kernel",
+    ]));
+    assert!(said.contains("nothing to do"), "{said}");
+    let (report, _) = run_json(&["doctor", "--json", "--sysroot", &root]);
+    assert_eq!(check(&report, "kernel.pcie_aspm")["pending"], "reboot");
+    std::fs::remove_dir_all(r.join("boot")).unwrap();
     std::fs::write(
         r.join("etc/os-release"),
         "NAME=\"Fedora Linux\"\nID=fedora\nVARIANT_ID=silverblue\nVERSION_ID=43\n",
