@@ -1,6 +1,8 @@
 //! `halobox setup` against copies of the snapshot fixtures: the plan, the
-//! writes into the copy, doctor passing afterwards, a second run changing
-//! nothing, `--undo` restoring every file byte for byte, and the refusals.
+//! writes into the copy, doctor passing afterwards (memlock and kernel
+//! parameters as pending a re-login or reboot), a second run changing
+//! nothing, `--undo` restoring every file byte for byte and doctor's
+//! verdicts with it, and the refusals.
 
 mod common;
 
@@ -63,6 +65,7 @@ fn text(out: &std::process::Output) -> String {
 fn setup_fixes_a_snapshot_copy_then_changes_nothing_and_undo_restores_every_byte() {
     let (_dir, root) = copy("broken-e810");
     let before = state(Path::new(&root));
+    let (untouched, _) = run_json(&["doctor", "--json", "--sysroot", &root]);
     let out = setup(&["--sysroot", &root, "--yes"]);
     assert!(out.status.success(), "{}", text(&out));
     let said = text(&out);
@@ -75,7 +78,8 @@ fn setup_fixes_a_snapshot_copy_then_changes_nothing_and_undo_restores_every_byte
         "not run under --sysroot: update-grub",
         "gpu.kfd_access: FAIL -> PASS",
         "net.firewall: FAIL -> PASS",
-        "kernel.iommu: WARN -> WARN (shows after a reboot)",
+        "kernel.iommu: WARN -> PASS (after reboot)",
+        "memlock.user: FAIL -> PASS (after re-login)",
         "left to do: reboot",
     ] {
         assert!(said.contains(line), "missing {line:?} in:\n{said}");
@@ -103,11 +107,56 @@ fn setup_fixes_a_snapshot_copy_then_changes_nothing_and_undo_restores_every_byte
         std::fs::read(r.join("etc").join(&backups[0])).unwrap(),
         before["etc/group"].1
     );
-    // doctor on the copy passes what setup fixed in files.
+    // doctor on the copy passes what setup fixed in files: at once, or as
+    // waiting for the re-login or reboot that makes the running system see it.
     let (report, _) = run_json(&["doctor", "--json", "--sysroot", &root]);
-    for id in ["gpu.kfd_access", "gpu.render_access", "net.firewall"] {
-        assert_eq!(check(&report, id)["status"], "PASS", "{id}: {report:#}");
+    for (id, pending) in [
+        ("gpu.kfd_access", None),
+        ("gpu.render_access", None),
+        ("net.firewall", None),
+        ("memlock.user", Some("re-login")),
+        ("memlock.podman_service", Some("re-login")),
+        ("kernel.iommu", Some("reboot")),
+        ("kernel.pci_realloc", Some("reboot")),
+        ("kernel.pcie_aspm", Some("reboot")),
+    ] {
+        let c = check(&report, id);
+        assert_eq!(c["status"], "PASS", "{id}: {report:#}");
+        assert_eq!(c["pending"].as_str(), pending, "{id}: {c:#}");
+        assert!(
+            check(&untouched, id)["status"] != "PASS",
+            "{id} passed before setup"
+        );
     }
+    let summary = check(&report, "memlock.user")["summary"].as_str().unwrap();
+    for part in [
+        "/etc/security/limits.d/90-halobox-memlock.conf",
+        "next login",
+        "soft 8 MiB, hard 8 MiB",
+    ] {
+        assert!(summary.contains(part), "{part:?} not in {summary}");
+    }
+    let summary = check(&report, "kernel.iommu")["summary"].as_str().unwrap();
+    assert!(
+        summary.contains("/etc/default/grub.d/90-halobox.cfg: takes effect after a reboot"),
+        "{summary}"
+    );
+    let shown = String::from_utf8(
+        halobox()
+            .args(["doctor", "--sysroot", &root])
+            .output()
+            .unwrap()
+            .stdout,
+    )
+    .unwrap();
+    assert!(
+        shown.contains("PASS  kernel.iommu            (after reboot) iommu=pt"),
+        "{shown}"
+    );
+    assert!(
+        shown.contains("(2 after re-login, 3 after reboot)"),
+        "{shown}"
+    );
     // A second run finds nothing to do and changes nothing.
     let after_first = state(r);
     let out = setup(&["--sysroot", &root, "--yes"]);
@@ -119,6 +168,18 @@ fn setup_fixes_a_snapshot_copy_then_changes_nothing_and_undo_restores_every_byte
     assert!(out.status.success(), "{}", text(&out));
     assert!(text(&out).contains("restored /etc/group"), "{}", text(&out));
     assert_eq!(state(r), before, "undo did not restore the tree");
+    // ...and doctor's verdicts with it.
+    let (undone, _) = run_json(&["doctor", "--json", "--sysroot", &root]);
+    for id in [
+        "memlock.user",
+        "memlock.podman_service",
+        "kernel.iommu",
+        "kernel.pci_realloc",
+        "kernel.pcie_aspm",
+    ] {
+        assert_eq!(check(&undone, id), check(&untouched, id), "{id}");
+        assert!(check(&undone, id).get("pending").is_none(), "{id}");
+    }
     let out = setup(&["--sysroot", &root, "--undo", "--yes"]);
     assert!(text(&out).contains("nothing to undo"), "{}", text(&out));
 }
@@ -248,6 +309,25 @@ fn the_kernel_fix_follows_the_distribution() {
         said.contains("grubby --update-kernel=ALL --args=iommu=pt   # not run under --sysroot"),
         "{said}"
     );
+    // The boot entry (what grubby edits) already has them: doctor passes
+    // them as waiting for a reboot and setup plans nothing.
+    std::fs::create_dir_all(r.join("boot/loader/entries")).unwrap();
+    std::fs::write(
+        r.join("boot/loader/entries/abc-6.18.5-200.fc43.x86_64.conf"),
+        "title Fedora\nversion 6.18.5-200.fc43.x86_64\noptions root=UUID=1 ro iommu=pt pci=realloc pcie_aspm=off\n",
+    )
+    .unwrap();
+    let said = text(&setup(&[
+        "--sysroot",
+        &root,
+        "--dry-run",
+        "--only",
+        "kernel",
+    ]));
+    assert!(said.contains("nothing to do"), "{said}");
+    let (report, _) = run_json(&["doctor", "--json", "--sysroot", &root]);
+    assert_eq!(check(&report, "kernel.pcie_aspm")["pending"], "reboot");
+    std::fs::remove_dir_all(r.join("boot")).unwrap();
     std::fs::write(
         r.join("etc/os-release"),
         "NAME=\"Fedora Linux\"\nID=fedora\nVARIANT_ID=silverblue\nVERSION_ID=43\n",

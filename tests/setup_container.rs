@@ -1,15 +1,21 @@
 //! `halobox setup` live, as root inside a throwaway container of the Debian
 //! image scripts/engines/start.sh builds (localhost/halobox-distro:1): real
 //! limits.d and systemd drop-in files, real `usermod`, checked with the
-//! container's own `id` and `getent`, then `--undo`; and as an unprivileged
-//! user, refused. Never touches this machine's configuration. Run under
-//! `flock /tmp/halobox-live.lock` (it uses rootful podman).
+//! container's own `id` and `getent`, doctor seeing the memlock fix as
+//! waiting for a re-login, then `--undo`; as an unprivileged user, refused; doctor's reading of
+//! limits.conf and limits.d against what pam_limits gives a real login
+//! (`runuser -l`); and the
+//! data-plane fixes with real ufw, ip and netplan (installed from Debian's
+//! archive into the container). Never touches this machine's configuration.
+//! Run under `flock /tmp/halobox-live.lock` (it uses rootful podman).
 
 mod common;
 
 use std::process::Output;
 
+use common::check;
 use common::engines::{PODMAN, cleanup, cli, require};
+use serde_json::Value;
 
 const IMAGE: &str = "localhost/halobox-distro:1";
 
@@ -28,6 +34,21 @@ fn ok(out: Output) -> String {
     );
     assert!(out.status.success(), "failed: {text}");
     text
+}
+
+/// doctor's (or detect's) JSON from `script` run as halo in the container.
+fn doctor_json(name: &str, script: &str) -> Value {
+    json_of(exec(name, "halo", script))
+}
+
+fn json_of(out: Output) -> Value {
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    serde_json::from_str(&stdout).unwrap_or_else(|e| {
+        panic!(
+            "no JSON ({e}):\n{stdout}\n{}",
+            String::from_utf8_lossy(&out.stderr)
+        )
+    })
 }
 
 /// A container with a GPU-like `/dev/kfd` (mode 0660, group render), a
@@ -120,6 +141,21 @@ fn setup_as_root_in_a_debian_container_then_undo() {
         "cat /etc/security/limits.d/90-halobox-memlock.conf",
     ));
     assert!(limits.contains("* hard memlock unlimited"), "{limits}");
+    // doctor as halo in this session (no PAM login: still 8 MiB) passes
+    // memlock as waiting for a re-login. (A real login cannot show the
+    // unlimited limit here: this machine's capability bounding set lacks
+    // CAP_SYS_RESOURCE, so pam_limits cannot raise a hard limit.)
+    let report = doctor_json(name, "halobox doctor --json");
+    let user = check(&report, "memlock.user");
+    assert_eq!(user["status"], "PASS", "{user:#}");
+    assert_eq!(user["pending"], "re-login", "{user:#}");
+    assert!(
+        user["summary"]
+            .as_str()
+            .unwrap()
+            .contains("/etc/security/limits.d/90-halobox-memlock.conf"),
+        "{user:#}"
+    );
     // Idempotent: the second run has nothing to do.
     let again = ok(exec(name, "root", "halobox setup --yes --user halo"));
     assert!(again.contains("nothing to do"), "{again}");
@@ -168,5 +204,181 @@ fn setup_as_an_unprivileged_user_is_refused_and_changes_nothing() {
         "{files}"
     );
     assert!(!files.contains("render"), "{files}");
+    cleanup("podman", &[name]);
+}
+
+/// limits.conf and limits.d as doctor reads them give what a real login
+/// gets from pam_limits: user lines beat group lines beat `*` whatever the
+/// order, later files win between equals, a line stopped by a more
+/// specific one sets neither side, uid ranges, `-` for both sides, comments,
+/// and `<user> -` (no limits set at all). Values stay under the inherited
+/// 8 MiB: raising a hard limit needs CAP_SYS_RESOURCE, which this machine's
+/// containers cannot have.
+#[test]
+fn the_memlock_doctor_reads_from_limits_d_is_what_a_login_gets() {
+    let name = "hbx-setup-pam";
+    start(name);
+    ok(exec(name, "root", "groupadd hbxg && usermod -aG hbxg halo"));
+    let inherited = ok(exec(name, "root", "ulimit -Sl; ulimit -Hl"));
+    let inherited: Vec<&str> = inherited.lines().collect();
+    let cases: [(&str, &str, &str); 5] = [
+        (
+            "* - memlock 1024",
+            "@hbxg hard memlock 4096\n@hbxg soft memlock 2048   # group\n",
+            "* hard memlock unlimited\n",
+        ),
+        (
+            "",
+            "halo soft memlock 512\n",
+            "@hbxg - memlock 768\n* - memlock 99\n",
+        ),
+        (
+            "# nothing\n",
+            "1000: - memlock 3072\n",
+            "@nosuchgroup - memlock 1\n",
+        ),
+        (
+            "* soft memlock 640\n* hard memlock unlimited\n",
+            "",
+            "* HARD MEMLOCK 1280\n",
+        ),
+        ("* - memlock 1024", "halo -\n", "* - memlock 2048\n"),
+    ];
+    for (conf, ten, ninety) in cases {
+        ok(exec(
+            name,
+            "root",
+            &format!(
+                "printf '%s\\n' '{conf}' > /etc/security/limits.conf && \\
+                 printf '{ten}' > /etc/security/limits.d/10-a.conf && \\
+                 printf '{ninety}' > /etc/security/limits.d/90-b.conf"
+            ),
+        ));
+        let login = ok(exec(
+            name,
+            "root",
+            "runuser -l halo -c 'ulimit -Sl; ulimit -Hl'",
+        ));
+        let facts = doctor_json(name, "halobox detect --json");
+        let configured = &facts["limits"]["configured"];
+        // A side no line sets keeps what runuser had.
+        let side = |s: &str, inherited: &str| match &configured[s]["value"] {
+            Value::String(u) => u.clone(),
+            Value::Number(n) => (n.as_u64().unwrap() / 1024).to_string(),
+            _ => inherited.to_string(),
+        };
+        assert_eq!(
+            format!(
+                "{}\n{}\n",
+                side("soft", inherited[0]),
+                side("hard", inherited[1])
+            ),
+            login,
+            "{conf} | {ten} | {ninety}: {configured:#}"
+        );
+    }
+    cleanup("podman", &[name]);
+}
+
+/// The data-plane fixes with the real tools: ufw (from Debian's archive)
+/// enabled with its default deny, the MTU with `ip`, then `--undo`; and on
+/// an Ubuntu-like host the netplan file, which `netplan generate` turns
+/// into a systemd-networkd link with MTU 9000.
+#[test]
+fn ufw_ip_and_netplan_fixes_with_the_real_tools() {
+    let name = "hbx-setup-net";
+    require(PODMAN);
+    cleanup("podman", &[name]);
+    let bin = env!("CARGO_BIN_EXE_halobox");
+    ok(cli(
+        "podman",
+        &[
+            "run",
+            "-d",
+            "--name",
+            name,
+            "--cap-add",
+            "NET_ADMIN,NET_RAW",
+            "-v",
+            &format!("{bin}:/usr/local/bin/halobox:ro"),
+            IMAGE,
+            "sleep",
+            "infinity",
+        ],
+    ));
+    ok(exec(
+        name,
+        "root",
+        "apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends ufw iptables netplan.io >/dev/null \\
+         && ufw --force enable",
+    ));
+    let ip = ok(exec(
+        name,
+        "root",
+        "ip -4 -o addr show eth0 | awk '{print $4}' | cut -d/ -f1",
+    ));
+    let ip = ip.trim();
+    let report = json_of(exec(
+        name,
+        "root",
+        &format!("halobox doctor --json --ip {ip}"),
+    ));
+    assert_eq!(
+        check(&report, "net.firewall")["status"],
+        "FAIL",
+        "{report:#}"
+    );
+    assert_eq!(check(&report, "net.mtu")["status"], "WARN", "{report:#}");
+    let applied = ok(exec(
+        name,
+        "root",
+        &format!("halobox setup --yes --ip {ip} --only mtu,firewall"),
+    ));
+    for line in [
+        "ran ufw allow in on eth0",
+        "ran ip link set eth0 mtu 9000",
+        "net.firewall: FAIL -> PASS",
+        "net.mtu: WARN -> PASS",
+    ] {
+        assert!(applied.contains(line), "missing {line:?} in:\n{applied}");
+    }
+    let ufw = ok(exec(name, "root", "ufw status"));
+    assert!(ufw.contains("Anywhere on eth0"), "{ufw}");
+    assert!(ok(exec(name, "root", "ip -o link show eth0")).contains("mtu 9000"));
+    let undone = ok(exec(name, "root", "halobox setup --undo --yes"));
+    assert!(
+        undone.contains("ran ufw delete allow in on eth0"),
+        "{undone}"
+    );
+    assert!(!ok(exec(name, "root", "ufw status")).contains("on eth0"));
+    assert!(ok(exec(name, "root", "ip -o link show eth0")).contains("mtu 1500"));
+    // Ubuntu takes the netplan file (the image is Debian: only os-release says otherwise).
+    ok(exec(
+        name,
+        "root",
+        "sed -i 's/^ID=debian/ID=ubuntu/' /etc/os-release",
+    ));
+    let applied = ok(exec(
+        name,
+        "root",
+        &format!("halobox setup --yes --ip {ip} --only mtu"),
+    ));
+    assert!(
+        applied.contains("wrote /etc/netplan/90-halobox-mtu.yaml"),
+        "{applied}"
+    );
+    let generated = ok(exec(
+        name,
+        "root",
+        "stat -c %a /etc/netplan/90-halobox-mtu.yaml && netplan generate && cat /run/systemd/network/10-netplan-eth0.network",
+    ));
+    assert!(generated.starts_with("600\n"), "{generated}");
+    assert!(!generated.contains("WARNING"), "{generated}");
+    assert!(generated.contains("MTUBytes=9000"), "{generated}");
+    let undone = ok(exec(name, "root", "halobox setup --undo --yes"));
+    assert!(
+        undone.contains("removed /etc/netplan/90-halobox-mtu.yaml"),
+        "{undone}"
+    );
     cleanup("podman", &[name]);
 }

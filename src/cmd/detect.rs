@@ -183,6 +183,35 @@ pub fn human(f: &HostFacts) -> String {
         );
     }
 
+    if let Some(c) = &f.limits.configured {
+        let side = |s: &Option<crate::host::pam_limits::Setting>| {
+            s.as_ref()
+                .map_or("unset".to_string(), |s| format!("{} ({})", s.value, s.file))
+        };
+        let _ = writeln!(
+            o,
+            "  memlock at the next login: soft {}, hard {}",
+            side(&c.soft),
+            side(&c.hard)
+        );
+    }
+    for u in f.limits.podman_units.iter().filter(|u| u.file.is_some()) {
+        let _ = writeln!(
+            o,
+            "  {} ({}) LimitMEMLOCK: {} ({})",
+            u.unit,
+            match u.scope {
+                crate::host::unit_limits::Scope::System => "system",
+                crate::host::unit_limits::Scope::User => "user",
+            },
+            u.memlock.map_or("reset".to_string(), |l| format!(
+                "soft {}, hard {}",
+                l.soft, l.hard
+            )),
+            or_dash(u.file.as_deref())
+        );
+    }
+
     let _ = writeln!(o, "\nUser");
     let _ = writeln!(
         o,
@@ -208,6 +237,14 @@ pub fn human(f: &HostFacts) -> String {
     let _ = writeln!(o, "  release {}", or_dash(f.kernel.release.as_deref()));
     let _ = writeln!(o, "  cmdline {}", or_dash(f.kernel.cmdline.as_deref()));
     let _ = writeln!(o, "  MemTotal {} KiB", or_dash(f.kernel.mem_total_kib));
+    if let Some(next) = f.boot.next_boot() {
+        let _ = writeln!(
+            o,
+            "  next boot {} ({})",
+            next.cmdline,
+            next.files.join(", ")
+        );
+    }
 
     let _ = writeln!(o, "\nEnvironment");
     if f.env_hazards.is_empty() {

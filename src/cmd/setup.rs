@@ -177,7 +177,10 @@ fn before_after(before: &Report, after: &Report, applied: &[&Step]) -> String {
         r.checks
             .iter()
             .find(|c| c.id == id)
-            .map_or("?", |c| c.status.label())
+            .map_or("?".to_string(), |c| match c.pending {
+                Some(p) => format!("{} ({})", c.status.label(), p.label()),
+                None => c.status.label().to_string(),
+            })
     };
     let mut out = String::from("checks after setup:\n");
     let mut seen: Vec<&str> = Vec::new();
@@ -188,6 +191,7 @@ fn before_after(before: &Report, after: &Report, applied: &[&Step]) -> String {
             }
             seen.push(id);
             let (was, now) = (status(before, id), status(after, id));
+            let (was, now) = (was.as_str(), now.as_str());
             let not_run = step
                 .actions
                 .iter()

@@ -2,8 +2,9 @@
 //! and a GTT large enough for the iGPU to use this machine's unified
 //! memory (computed from the whole RAM: MemTotal plus the BIOS carve-out).
 
-use super::{Check, has_gpu, has_rdma};
+use super::{Check, Pending, Status, has_gpu, has_rdma};
 use crate::host::HostFacts;
+use crate::host::kernel::{KernelParam, param_in};
 use crate::units::format_bytes;
 
 const KIB_PER_GIB: u64 = 1 << 20;
@@ -60,15 +61,77 @@ pub(super) fn checks(facts: &HostFacts) -> Vec<Check> {
         let why = "tuning for the iGPU and RDMA NIC; this host has neither";
         return IDS.iter().map(|id| Check::skip(id, why)).collect();
     }
-    vec![iommu(facts), pci_realloc(facts), aspm(facts), gtt(facts)]
+    vec![
+        or_next_boot(facts, &["iommu", "amd_iommu"], iommu),
+        or_next_boot(facts, &["pci"], pci_realloc),
+        or_next_boot(facts, &["pcie_aspm"], aspm),
+        or_next_boot(facts, &["amdgpu.gttsize", "ttm.pages_limit"], gtt),
+    ]
 }
 
-fn pci_realloc(facts: &HostFacts) -> Check {
-    let id = "kernel.pci_realloc";
-    // `pci=` takes comma-separated options and may be given more than once.
-    let options: Vec<&str> = facts
+/// `check` on the running kernel's parameters; when that is a WARN or FAIL
+/// but the command line configured for the next boot passes, a PASS that
+/// waits for the reboot, naming the files and what the running kernel has
+/// of `keys`.
+fn or_next_boot(
+    facts: &HostFacts,
+    keys: &[&str],
+    check: fn(&HostFacts, &[KernelParam]) -> Check,
+) -> Check {
+    let now = check(facts, &facts.kernel.params);
+    if !now.is_fault() {
+        return now;
+    }
+    let Some(next) = facts.boot.next_boot() else {
+        return now;
+    };
+    let then = check(facts, &next.params);
+    if then.status != Status::Pass {
+        return now;
+    }
+    let running: Vec<String> = facts
         .kernel
         .params
+        .iter()
+        .filter(|p| keys.contains(&p.key.as_str()))
+        .map(|p| match &p.value {
+            Some(v) => format!("{}={v}", p.key),
+            None => p.key.clone(),
+        })
+        .collect();
+    let running = if running.is_empty() {
+        format!("no {}", keys.join(" or "))
+    } else {
+        running.join(" ")
+    };
+    let boot = &facts.boot;
+    if boot.boot_entry.is_none() && !boot.newer_than_grub_cfg.is_empty() {
+        return Check::warn(
+            &now.id,
+            format!(
+                "{} is configured in {}, but {} is older: the next boot does not get it until update-grub runs (the running kernel has {running})",
+                then.summary,
+                boot.newer_than_grub_cfg.join(", "),
+                crate::host::boot::GRUB_CFG
+            ),
+            "sudo update-grub\nthen reboot",
+        );
+    }
+    Check::pending(
+        &now.id,
+        Pending::Reboot,
+        format!(
+            "{} configured in {}: takes effect after a reboot (the running kernel has {running})",
+            then.summary,
+            next.files.join(", ")
+        ),
+    )
+}
+
+fn pci_realloc(_: &HostFacts, params: &[KernelParam]) -> Check {
+    let id = "kernel.pci_realloc";
+    // `pci=` takes comma-separated options and may be given more than once.
+    let options: Vec<&str> = params
         .iter()
         .filter(|p| p.key == "pci")
         .filter_map(|p| p.value.as_deref())
@@ -95,10 +158,9 @@ fn pci_realloc(facts: &HostFacts) -> Check {
     }
 }
 
-fn iommu(facts: &HostFacts) -> Check {
+fn iommu(_: &HostFacts, params: &[KernelParam]) -> Check {
     let id = "kernel.iommu";
-    let k = &facts.kernel;
-    match (k.param("iommu"), k.param("amd_iommu")) {
+    match (param_in(params, "iommu"), param_in(params, "amd_iommu")) {
         (Some(Some("pt")), _) => Check::pass(id, "iommu=pt (pass-through)"),
         (_, Some(Some("off"))) => Check::pass(id, "amd_iommu=off"),
         (other, amd) => Check::warn(
@@ -116,13 +178,12 @@ fn iommu(facts: &HostFacts) -> Check {
     }
 }
 
-fn aspm(facts: &HostFacts) -> Check {
+fn aspm(_: &HostFacts, params: &[KernelParam]) -> Check {
     let id = "kernel.pcie_aspm";
-    let k = &facts.kernel;
-    match k.param("pcie_aspm") {
+    match param_in(params, "pcie_aspm") {
         Some(Some("off")) => Check::pass(id, "pcie_aspm=off"),
         value => {
-            let typo = k.param("pcie_asm").is_some();
+            let typo = param_in(params, "pcie_asm").is_some();
             Check::warn(
                 id,
                 format!(
@@ -143,7 +204,7 @@ fn aspm(facts: &HostFacts) -> Check {
     }
 }
 
-fn gtt(facts: &HostFacts) -> Check {
+fn gtt(facts: &HostFacts, params: &[KernelParam]) -> Check {
     let id = "kernel.gtt";
     if !has_gpu(facts) {
         return Check::skip(id, "no GPU: GTT size does not matter");
@@ -155,7 +216,7 @@ fn gtt(facts: &HostFacts) -> Check {
     // MemTotal does not count the BIOS carve-out: the board's RAM is both.
     let carveout_kib = facts.gpu.carveout_bytes().unwrap_or(0) / 1024;
     let (rec_mib, rec_pages) = recommended_gtt(mem_total + carveout_kib);
-    let params = format!("amdgpu.gttsize={rec_mib} ttm.pages_limit={rec_pages}");
+    let wanted = format!("amdgpu.gttsize={rec_mib} ttm.pages_limit={rec_pages}");
     if carveout_kib * 1024 > CARVEOUT_LIMIT_BYTES {
         return Check::warn(
             id,
@@ -166,14 +227,14 @@ fn gtt(facts: &HostFacts) -> Check {
             ),
             format!(
                 "1. BIOS: UMA frame buffer size (iGPU memory) → the minimum (512 MB)\n2. {}",
-                boot_fix(&params).replace('\n', "\n   ")
+                boot_fix(&wanted).replace('\n', "\n   ")
             ),
         );
     }
-    let fix = boot_fix(&params);
+    let fix = boot_fix(&wanted);
     let total = mem_total;
     let total_mib = total / 1024;
-    let num = |key: &str| match k.param(key) {
+    let num = |key: &str| match param_in(params, key) {
         Some(Some(v)) => Some(v.parse::<u64>().ok()),
         _ => None,
     };

@@ -1,9 +1,11 @@
 //! Memlock checks: RDMA pins memory, so the user and the podman service that
 //! creates containers must be allowed to lock it (unlimited is the norm).
 
-use super::{Check, has_rdma};
+use super::{Check, Pending, has_rdma};
 use crate::host::HostFacts;
 use crate::host::limits::{Limit, LimitValue};
+use crate::host::procs::Process;
+use crate::host::unit_limits::Scope;
 
 /// Below this a finite memlock limit fails RDMA memory registration outright
 /// (perftest: "Couldn't allocate MR"; RCCL registers buffers of hundreds of MiB).
@@ -26,10 +28,48 @@ pub(super) fn checks(facts: &HostFacts) -> Vec<Check> {
 
 fn user(facts: &HostFacts) -> Check {
     let id = "memlock.user";
-    match facts.limits.memlock {
+    let now = match facts.limits.memlock {
         None => Check::warn(id, "memlock limit could not be read", USER_FIX),
         Some(limit) => judge(id, facts, limit, "this user", USER_FIX),
+    };
+    if !now.is_fault() {
+        return now;
     }
+    let Some((configured, files)) = configured_unlimited(facts) else {
+        return now;
+    };
+    let current = facts.limits.memlock.map_or("unknown".to_string(), |l| {
+        format!("soft {}, hard {}", l.soft, l.hard)
+    });
+    Check::pending(
+        id,
+        Pending::Relogin,
+        format!(
+            "memlock {configured} for {} configured in {files}: takes effect at the next login (this session has {current})",
+            facts.user.name.as_deref().unwrap_or("this user"),
+        ),
+    )
+}
+
+/// What the files give the user's next login (`soft X, hard unlimited`)
+/// and which files, when the hard limit is unlimited there.
+fn configured_unlimited(facts: &HostFacts) -> Option<(String, String)> {
+    let c = facts.limits.configured.as_ref()?;
+    let hard = c
+        .hard
+        .as_ref()
+        .filter(|h| h.value == LimitValue::Unlimited)?;
+    let mut files = vec![hard.file.as_str()];
+    let desc = match &c.soft {
+        Some(soft) => {
+            if soft.file != hard.file {
+                files.push(&soft.file);
+            }
+            format!("soft {}, hard {}", soft.value, hard.value)
+        }
+        None => format!("hard {}", hard.value),
+    };
+    Some((desc, files.join(", ")))
 }
 
 fn service(facts: &HostFacts) -> Check {
@@ -56,13 +96,82 @@ fn service(facts: &HostFacts) -> Check {
             ),
         };
     };
-    judge(
+    let now = judge(
         id,
         facts,
         worst.1,
         &format!("the podman API service (pid {})", worst.0),
         SERVICE_FIX,
+    );
+    if !now.is_fault() {
+        return now;
+    }
+    let short: Vec<&Process> = services
+        .iter()
+        .filter(|p| {
+            p.limits
+                .memlock
+                .is_some_and(|m| m.hard != LimitValue::Unlimited)
+        })
+        .collect();
+    let fixed: Option<Vec<(String, Pending)>> =
+        short.iter().map(|p| configured_service(facts, p)).collect();
+    let Some(fixed) = fixed.filter(|f| !f.is_empty()) else {
+        return now;
+    };
+    let pending = fixed
+        .iter()
+        .map(|f| f.1)
+        .max_by_key(|p| match p {
+            Pending::Restart => 0,
+            Pending::Relogin => 1,
+            Pending::Reboot => 2,
+        })
+        .unwrap_or(Pending::Restart);
+    let files: Vec<&str> = fixed.iter().map(|f| f.0.as_str()).collect();
+    Check::pending(
+        id,
+        pending,
+        format!(
+            "LimitMEMLOCK=infinity configured in {}: the podman API service gets it when it restarts{} (pid {} has soft {}, hard {} now)",
+            files.join(", "),
+            if pending == Pending::Relogin {
+                " in a new login of its user"
+            } else {
+                ""
+            },
+            worst.0,
+            worst.1.soft,
+            worst.1.hard
+        ),
     )
+}
+
+/// The unit file that gives the service `p` memlock unlimited once it
+/// restarts, and what that waits for: a root service its restart; a user's
+/// service also its user manager's limit, which comes from the login. A
+/// service of unknown owner is taken for the invoking user's, as setup does.
+fn configured_service(facts: &HostFacts, p: &Process) -> Option<(String, Pending)> {
+    let scope = match p.uid {
+        Some(0) => Scope::System,
+        None => Scope::User,
+        uid if uid == facts.user.uid => Scope::User,
+        Some(_) => return None,
+    };
+    let unit = facts.limits.podman_unit(scope)?;
+    let file = unit
+        .memlock
+        .filter(|m| m.hard == LimitValue::Unlimited)
+        .and(unit.file.clone())?;
+    if scope == Scope::System {
+        return Some((file, Pending::Restart));
+    }
+    let user_hard = facts.limits.memlock.map(|l| l.hard);
+    if user_hard == Some(LimitValue::Unlimited) {
+        Some((file, Pending::Restart))
+    } else {
+        configured_unlimited(facts).map(|_| (file, Pending::Relogin))
+    }
 }
 
 fn judge(id: &str, facts: &HostFacts, limit: Limit, who: &str, fix: &str) -> Check {

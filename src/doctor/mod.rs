@@ -55,6 +55,31 @@ impl Status {
     }
 }
 
+/// What a check that passes on configuration alone waits for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+pub enum Pending {
+    /// The user's next login (memlock limits).
+    #[serde(rename = "re-login")]
+    Relogin,
+    /// A restart of the service (podman.service).
+    #[serde(rename = "restart")]
+    Restart,
+    /// The next boot (kernel parameters).
+    #[serde(rename = "reboot")]
+    Reboot,
+}
+
+impl Pending {
+    /// `after re-login`, `after restart`, `after reboot`.
+    pub fn label(self) -> &'static str {
+        match self {
+            Pending::Relogin => "after re-login",
+            Pending::Restart => "after restart",
+            Pending::Reboot => "after reboot",
+        }
+    }
+}
+
 /// One diagnosis.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 pub struct Check {
@@ -66,6 +91,10 @@ pub struct Check {
     pub summary: String,
     /// The exact fix (commands or file contents) for a non-pass.
     pub fix: Option<String>,
+    /// For a PASS that the files configure but the running system does not
+    /// show yet: what it waits for. Absent otherwise.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pending: Option<Pending>,
 }
 
 impl Check {
@@ -75,7 +104,21 @@ impl Check {
             status,
             summary: summary.into(),
             fix: None,
+            pending: None,
         }
+    }
+
+    /// A pass that shows once `pending` happens.
+    pub fn pending(id: &str, pending: Pending, summary: impl Into<String>) -> Self {
+        Self {
+            pending: Some(pending),
+            ..Self::new(id, Status::Pass, summary)
+        }
+    }
+
+    /// True when the check is WARN or FAIL.
+    pub fn is_fault(&self) -> bool {
+        matches!(self.status, Status::Warn | Status::Fail)
     }
 
     /// A passing check.

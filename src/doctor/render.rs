@@ -2,7 +2,7 @@
 
 use std::fmt::Write;
 
-use super::{Check, Report, Status, Summary};
+use super::{Check, Pending, Report, Status, Summary};
 
 /// Colours for a terminal, or none.
 #[derive(Debug, Clone, Copy)]
@@ -50,9 +50,13 @@ pub fn checks(title: &str, checks: &[Check], summary: Summary, style: Style) -> 
     let _ = writeln!(out, "{title}\n");
     let width = checks.iter().map(|c| c.id.len()).max().unwrap_or(0);
     for c in checks {
+        let pending = c
+            .pending
+            .map(|p| format!("({}) ", p.label()))
+            .unwrap_or_default();
         let _ = writeln!(
             out,
-            "{}  {:width$}  {}",
+            "{}  {:width$}  {pending}{}",
             style.status(c.status),
             c.id,
             c.summary
@@ -78,9 +82,21 @@ pub fn checks(title: &str, checks: &[Check], summary: Summary, style: Style) -> 
     } else {
         String::new()
     };
+    let waiting: Vec<String> = [Pending::Relogin, Pending::Restart, Pending::Reboot]
+        .into_iter()
+        .filter_map(|p| {
+            let n = checks.iter().filter(|c| c.pending == Some(p)).count();
+            (n > 0).then(|| format!("{n} {}", p.label()))
+        })
+        .collect();
+    let waiting = if waiting.is_empty() {
+        String::new()
+    } else {
+        format!(" ({})", waiting.join(", "))
+    };
     let _ = writeln!(
         out,
-        "\n{} passed, {} warned, {} failed, {} skipped{info}: {verdict}",
+        "\n{} passed{waiting}, {} warned, {} failed, {} skipped{info}: {verdict}",
         s.pass, s.warn, s.fail, s.skip
     );
     out

@@ -9,7 +9,7 @@ use std::net::Ipv4Addr;
 use serde::{Deserialize, Serialize};
 
 use crate::container::spec::LABEL_DIGEST;
-use crate::doctor::{Check, NodeIdentity, Status};
+use crate::doctor::{Check, NodeIdentity, Pending, Status};
 
 /// The probe as a shell script: `$1` halobox, `$2` the data-plane address,
 /// `$3` the container (empty: Ray runs on the host), then the peers. Each
@@ -229,6 +229,10 @@ pub struct Cell {
     /// The fix, for a non-pass.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub fix: Option<String>,
+    /// For a pass the node's files configure but it does not show yet: what
+    /// it waits for.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub pending: Option<Pending>,
 }
 
 /// A check across the nodes.
@@ -307,6 +311,7 @@ fn row(id: &str, summary: Option<String>, cells: Vec<Cell>) -> Row {
 
 fn cell(node: &str, status: Status, summary: impl Into<String>) -> Cell {
     Cell {
+        pending: None,
         node: node.into(),
         status: Some(status),
         summary: summary.into(),
@@ -346,6 +351,7 @@ fn agree(
             (None, _) => cell(&a.name, Status::Skip, format!("{what}: unknown")),
             (Some(v), Some(c)) if v == c => cell(&a.name, Status::Pass, format!("{what} {v}")),
             (Some(v), _) => Cell {
+                pending: None,
                 fix: Some(fix.into()),
                 ..cell(
                     &a.name,
@@ -386,6 +392,7 @@ pub fn cross_checks(answers: &[Answer]) -> Vec<Row> {
             .map(|a| match &a.probe {
                 Ok(_) => cell(&a.name, Status::Pass, "its doctor report was read"),
                 Err(e) => Cell {
+                    pending: None,
                     fix: Some(
                         "make `ssh NODE halobox doctor --json` work from here (see the error)"
                             .into(),
@@ -462,6 +469,7 @@ pub fn cross_checks(answers: &[Answer]) -> Vec<Row> {
             .map(|(c, (_, p))| match p.map(|p| &p.image) {
                 Some(Image::Host) => cell(&c.node, Status::Skip, "Ray runs on the host: no container"),
                 Some(Image::NoContainer { name }) => Cell {
+                    pending: None,
                     fix: Some(format!("halobox refresh --name {name}   # on that node, or `halobox cluster refresh`")),
                     ..cell(&c.node, Status::Warn, format!("no container {name} there"))
                 },
@@ -498,6 +506,7 @@ fn reach_row(answers: &[Answer]) -> Row {
     let cells = probes(answers)
         .map(|(a, p)| match p {
             None => Cell {
+                pending: None,
                 node: a.name.clone(),
                 status: None,
                 summary: "no answer".into(),
@@ -522,6 +531,7 @@ fn reach_row(answers: &[Answer]) -> Row {
                     )
                 } else {
                     Cell {
+                        pending: None,
                         fix: Some("check the data-plane addresses, cables and routes (`ip route get PEER` there must leave through the data-plane interface; see net.route)".into()),
                         ..cell(&a.name, Status::Fail, format!("cannot ping {}", lost.join(", ")))
                     }
@@ -557,8 +567,10 @@ pub fn report(answers: &[Answer]) -> Report {
                         status: Some(c.status),
                         summary: c.summary.clone(),
                         fix: c.fix.clone(),
+                        pending: c.pending,
                     },
                     None => Cell {
+                        pending: None,
                         node: a.name.clone(),
                         status: None,
                         summary: "no answer".into(),
@@ -656,6 +668,27 @@ pub fn render(r: &Report) -> String {
                 out.push_str(&format!("{lead}{l}\n"));
             }
         }
+    }
+    let waiting: Vec<(&Row, &Cell, Pending)> = r
+        .rows
+        .iter()
+        .flat_map(|row| {
+            row.cells
+                .iter()
+                .filter_map(move |c| c.pending.map(|p| (row, c, p)))
+        })
+        .collect();
+    if !waiting.is_empty() {
+        out.push_str("\npassing once applied (configured, not yet in effect):\n");
+    }
+    for (row, c, p) in waiting {
+        out.push_str(&format!(
+            "  {} {} PASS ({}): {}\n",
+            row.id,
+            c.node,
+            p.label(),
+            c.summary
+        ));
     }
     let unreached: Vec<&str> = r
         .nodes
@@ -759,6 +792,34 @@ mod tests {
         );
         assert!(render(&r).contains("2 node(s), 1 answered (gone did not): FAIL"));
         assert_eq!(find(&r.rows, "net.mtu").cells[1].status, None);
+    }
+
+    #[test]
+    fn a_pass_waiting_for_a_reboot_is_listed_under_the_table() {
+        let mut a = answer("a", 1, 9000, "6.18.5", true);
+        if let Ok(p) = &mut a.probe {
+            p.doctor.checks.push(Check {
+                pending: Some(Pending::Reboot),
+                ..Check::pass("kernel.iommu", "iommu=pt configured in /etc/default/grub")
+            });
+        }
+        let r = report(&[a, answer("b", 2, 9000, "6.18.5", true)]);
+        let iommu = find(&r.rows, "kernel.iommu");
+        assert_eq!(iommu.worst, Status::Pass);
+        assert_eq!(iommu.cells[0].pending, Some(Pending::Reboot));
+        let shown = render(&r);
+        assert!(
+            shown.contains(
+                "passing once applied (configured, not yet in effect):\n  kernel.iommu a PASS (after reboot): iommu=pt configured in /etc/default/grub\n"
+            ),
+            "{shown}"
+        );
+        // An older node's report without `pending` still reads.
+        let doc: DoctorDoc = serde_json::from_str(
+            r#"{"checks":[{"id":"x","status":"PASS","summary":"ok","fix":null}],"data_plane":{}}"#,
+        )
+        .unwrap();
+        assert_eq!(doc.checks[0].pending, None);
     }
 
     #[test]

@@ -32,12 +32,17 @@ impl KernelFacts {
     /// The value of the last occurrence of `key` (the kernel uses the last one);
     /// `Some(None)` for a flag without a value, `None` when absent.
     pub fn param(&self, key: &str) -> Option<Option<&str>> {
-        self.params
-            .iter()
-            .rev()
-            .find(|p| p.key == key)
-            .map(|p| p.value.as_deref())
+        param_in(&self.params, key)
     }
+}
+
+/// The value of the last `key` in `params`, as [`KernelFacts::param`].
+pub fn param_in<'a>(params: &'a [KernelParam], key: &str) -> Option<Option<&'a str>> {
+    params
+        .iter()
+        .rev()
+        .find(|p| p.key == key)
+        .map(|p| p.value.as_deref())
 }
 
 /// Reads the kernel facts.

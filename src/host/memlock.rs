@@ -1,12 +1,19 @@
 //! Memlock facts: the limit of this process and of the engine services that
-//! grant containers theirs (podman API services, Docker daemons).
+//! grant containers theirs (podman API services, Docker daemons), and what
+//! the files configure for the user's next login and for podman.service.
 
 use schemars::JsonSchema;
 use serde::Serialize;
 
 use super::limits::{Limit, LimitValue, read_process_limits};
+use super::pam_limits::{self, ConfiguredMemlock, LoginUser};
 use super::procs::{self, Process};
 use super::reader::Reader;
+use super::unit_limits::{self, Scope, UnitLimit};
+use super::users::{self, UserFacts};
+
+/// The unit of podman's API service.
+pub const PODMAN_UNIT: &str = "podman.service";
 
 /// Memlock facts.
 #[derive(Debug, Clone, Default, Serialize, JsonSchema)]
@@ -17,10 +24,25 @@ pub struct LimitsFacts {
     pub podman_services: Vec<Process>,
     /// Running Docker daemons with their memlock.
     pub docker_daemons: Vec<Process>,
+    /// Memlock the user's next login gets from `/etc/security/limits.conf`
+    /// and `limits.d` (pam_limits); `null` without those files, or when the
+    /// user is exempt from limits there.
+    pub configured: Option<ConfiguredMemlock>,
+    /// `LimitMEMLOCK=` of podman.service in its unit files: the system unit,
+    /// and the user's unit for a user other than root.
+    pub podman_units: Vec<UnitLimit>,
 }
 
-/// Reads memlock limits; `processes` are the podman processes already found.
-pub fn read(r: &Reader, processes: &[Process]) -> LimitsFacts {
+impl LimitsFacts {
+    /// The configured podman.service of `scope`.
+    pub fn podman_unit(&self, scope: Scope) -> Option<&UnitLimit> {
+        self.podman_units.iter().find(|u| u.scope == scope)
+    }
+}
+
+/// Reads memlock limits; `processes` are the podman processes already found,
+/// `user` the invoking user.
+pub fn read(r: &Reader, processes: &[Process], user: &UserFacts) -> LimitsFacts {
     let memlock = if r.root().is_live() {
         nix::sys::resource::getrlimit(nix::sys::resource::Resource::RLIMIT_MEMLOCK)
             .ok()
@@ -43,7 +65,36 @@ pub fn read(r: &Reader, processes: &[Process]) -> LimitsFacts {
             .filter(|p| procs::is_dockerd(p))
             .cloned()
             .collect(),
+        configured: login_user(r, user).and_then(|u| pam_limits::read(r, &u)),
+        podman_units: podman_units(r, user),
     }
+}
+
+/// The user as pam_limits matches it, when the name and ids are known.
+fn login_user(r: &Reader, user: &UserFacts) -> Option<LoginUser> {
+    let (name, uid, gid) = (user.name.clone()?, user.uid?, user.gid?);
+    let mut gids = user.groups.clone();
+    gids.push(gid);
+    let groups = users::group_file(r)
+        .into_iter()
+        .filter(|g| gids.contains(&g.gid) || g.members.contains(&name))
+        .map(|g| g.name)
+        .collect();
+    Some(LoginUser {
+        name,
+        uid,
+        gid,
+        groups,
+        gids,
+    })
+}
+
+fn podman_units(r: &Reader, user: &UserFacts) -> Vec<UnitLimit> {
+    let mut units = vec![unit_limits::read(r, PODMAN_UNIT, Scope::System, None)];
+    if let Some(home) = user.home.as_deref().filter(|_| !user.is_root()) {
+        units.push(unit_limits::read(r, PODMAN_UNIT, Scope::User, Some(home)));
+    }
+    units
 }
 
 fn from_rlim(v: u64) -> LimitValue {

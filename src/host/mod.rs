@@ -7,6 +7,7 @@
 //! (`schema_version` 1); `docs/host-facts.schema.json` is generated from these
 //! types and checked by the test suite.
 
+pub mod boot;
 pub mod containers_conf;
 pub mod cpu;
 pub mod devnodes;
@@ -21,6 +22,7 @@ pub mod memlock;
 pub mod net;
 pub mod netfilter;
 pub mod os;
+pub mod pam_limits;
 pub mod paths;
 pub mod pci;
 pub mod procs;
@@ -28,6 +30,7 @@ pub mod rdma;
 pub mod reader;
 pub mod routes;
 pub mod tools;
+pub mod unit_limits;
 pub mod users;
 
 use schemars::JsonSchema;
@@ -57,6 +60,8 @@ pub struct HostFacts {
     pub user: users::UserFacts,
     /// Kernel boot parameters and memory.
     pub kernel: kernel::KernelFacts,
+    /// The kernel command line configured for the next boot.
+    pub boot: boot::BootConfig,
     /// The distribution (`/etc/os-release`).
     pub os: os::OsFacts,
     /// The installed GPU firmware package.
@@ -135,9 +140,10 @@ pub fn gather(root: HostRoot, opts: GatherOptions) -> HostFacts {
         nic_drivers: ethtool::read(&r, &rdma_netdevs, ethtool_path.as_deref()),
         network: net::read(&r, &rdma),
         rdma,
-        limits: memlock::read(&r, &processes),
+        limits: memlock::read(&r, &processes, &user),
         user,
         kernel: kernel::read(&r),
+        boot: boot::read(&r),
         os: os::read(&r),
         firmware: firmware::read(&r),
         routes: routes::read(&r),

@@ -220,6 +220,20 @@ impl Reader {
         }
     }
 
+    /// The host paths of the entries of `dir` whose names end in `suffix`,
+    /// in byte order (a shell glob's order in the C locale, as drop-in
+    /// directories are read); none when `dir` does not exist.
+    pub fn files_ending(&self, dir: &str, suffix: &str) -> Vec<String> {
+        let mut names: Vec<String> = self
+            .dir(dir)
+            .unwrap_or_default()
+            .into_iter()
+            .filter(|n| n.ends_with(suffix))
+            .collect();
+        names.sort();
+        names.into_iter().map(|n| format!("{dir}/{n}")).collect()
+    }
+
     /// True when the host path exists (a file, directory or device node).
     pub fn exists(&self, host_path: &str) -> bool {
         match self.root.resolve(host_path, false) {

@@ -67,10 +67,7 @@ impl UserFacts {
 
 /// Reads the user and device groups.
 pub fn read(r: &Reader) -> UserFacts {
-    let group_file = r
-        .text("/etc/group")
-        .map(|t| parse_group(&t))
-        .unwrap_or_default();
+    let group_file = group_file(r);
     let passwd = r.text("/etc/passwd").unwrap_or_default();
     let (uid, gid, mut groups) = if r.root().is_live() {
         let groups = nix::unistd::getgroups()
@@ -125,6 +122,13 @@ pub fn read(r: &Reader) -> UserFacts {
         })
         .collect();
     user
+}
+
+/// The entries of `/etc/group` (none when it cannot be read).
+pub fn group_file(r: &Reader) -> Vec<GroupEntry> {
+    r.text("/etc/group")
+        .map(|t| parse_group(&t))
+        .unwrap_or_default()
 }
 
 /// Parses `/etc/group`; malformed lines are skipped.

@@ -16,9 +16,13 @@ pub fn apply(
         for action in &step.actions {
             match action {
                 Action::Write {
-                    path, new, owner, ..
+                    path,
+                    new,
+                    owner,
+                    mode,
+                    ..
                 } => {
-                    store.write_file(path, new, *owner)?;
+                    store.write_file(path, new, *owner, *mode)?;
                     say(format!("  wrote {path}"));
                 }
                 Action::Run(cmd) => {

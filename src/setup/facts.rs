@@ -1,5 +1,6 @@
 //! What setup reads beyond doctor's facts: the current content of every file
-//! a fix writes, the configured (not yet booted) kernel command line, the
+//! a fix writes, the kernel command line the next boot gets without
+//! halobox's own grub drop-in (from the host facts' boot configuration), the
 //! user whose limits and groups are fixed, and which tools are installed.
 
 use std::collections::BTreeMap;
@@ -8,6 +9,7 @@ use schemars::JsonSchema;
 use serde::Serialize;
 
 use super::{groups, kernel, memlock, network};
+use crate::host::boot::{GrubFile, grub_cmdline};
 use crate::host::{HostFacts, HostRoot, Reader};
 
 /// The distribution family, as the fixes differ by it.
@@ -127,7 +129,6 @@ pub fn gather(
         groups::GROUP,
         groups::GSHADOW,
         kernel::GRUB_DROPIN,
-        kernel::GRUB_DEFAULT,
         network::TRUSTED_ZONE,
         network::TRUSTED_ZONE_VENDOR,
         network::NETPLAN_FILE,
@@ -148,16 +149,18 @@ pub fn gather(
         .filter(|p| BIN_DIRS.iter().any(|d| r.exists(&format!("{d}/{p}"))))
         .map(|p| p.to_string())
         .collect();
+    let boot = &facts.boot;
     let next_cmdline = match distro {
-        Distro::Debian | Distro::Ubuntu => Some(kernel::grub_cmdline(
-            files
-                .get(kernel::GRUB_DEFAULT)
+        Distro::Debian | Distro::Ubuntu => {
+            let others: Vec<GrubFile> = boot
+                .grub_files
+                .iter()
+                .filter(|f| f.path != kernel::GRUB_DROPIN)
                 .cloned()
-                .flatten()
-                .as_deref(),
-            &grub_dropins(&r),
-        )),
-        Distro::Fedora => boot_entries_options(&r),
+                .collect();
+            Some(grub_cmdline(&others))
+        }
+        Distro::Fedora => boot.boot_entry.as_ref().map(|e| e.cmdline.clone()),
         Distro::FedoraAtomic if live => crate::proc::command("rpm-ostree")
             .arg("kargs")
             .output()
@@ -215,31 +218,6 @@ fn distro(r: &Reader, facts: &HostFacts) -> Distro {
     } else {
         Distro::Other
     }
-}
-
-/// The `/etc/default/grub.d/*.cfg` files other than halobox's, in order.
-fn grub_dropins(r: &Reader) -> Vec<String> {
-    let ours = kernel::GRUB_DROPIN.rsplit('/').next().unwrap_or_default();
-    r.dir("/etc/default/grub.d")
-        .unwrap_or_default()
-        .into_iter()
-        .filter(|n| n.ends_with(".cfg") && n != ours)
-        .filter_map(|n| r.text_quiet(&format!("/etc/default/grub.d/{n}")))
-        .collect()
-}
-
-/// The `options` of the first boot loader entry (what grubby edits).
-fn boot_entries_options(r: &Reader) -> Option<String> {
-    let dir = "/boot/loader/entries";
-    r.dir(dir)?
-        .into_iter()
-        .filter(|n| n.ends_with(".conf") && !n.contains("rescue"))
-        .filter_map(|n| r.text_quiet(&format!("{dir}/{n}")))
-        .find_map(|t| {
-            t.lines()
-                .find_map(|l| l.strip_prefix("options "))
-                .map(|o| o.trim().to_string())
-        })
 }
 
 fn passwd_user(passwd: &str, name: &str) -> Option<TargetUser> {

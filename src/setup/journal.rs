@@ -156,12 +156,14 @@ impl Store {
     /// Writes `content` to host path `path`: missing directories created,
     /// an existing file first copied to `FILE.halobox-bak.<date>`, the new
     /// content written to a temporary file and renamed over it. `owner`
-    /// is given to a created file; a replaced one keeps its owner and mode.
+    /// and `mode` (default 0644) are given to a created file; a replaced one
+    /// keeps its owner and mode.
     pub fn write_file(
         &mut self,
         path: &str,
         content: &str,
         owner: Option<(u32, u32)>,
+        mode: Option<u32>,
     ) -> anyhow::Result<()> {
         for d in create_dirs(&self.tree, &parent_of(path))? {
             self.journal.entries.push(Entry::Dir { path: d });
@@ -186,8 +188,9 @@ impl Store {
             None => None,
         };
         let meta = existing.map(|m| (m.mode() & 0o7777, m.uid(), m.gid()));
-        let keep = meta.or(owner.map(|(u, g)| (0o644, u, g)));
-        write_atomic(&real, content.as_bytes(), keep)
+        let (uid, gid) = owner.unwrap_or((u32::MAX, u32::MAX));
+        let keep = meta.unwrap_or((mode.unwrap_or(0o644), uid, gid));
+        write_atomic(&real, content.as_bytes(), Some(keep))
             .with_context(|| format!("cannot write {path}"))?;
         self.journal.entries.push(Entry::File {
             path: path.to_string(),

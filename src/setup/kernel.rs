@@ -6,11 +6,10 @@
 
 use super::{Action, Cmd, Distro, Input, Step, When, write_if_changed};
 use crate::doctor::kernel::gtt_for;
+use crate::host::boot::unquote;
 
 /// halobox's grub drop-in.
 pub const GRUB_DROPIN: &str = "/etc/default/grub.d/90-halobox.cfg";
-/// The grub defaults.
-pub const GRUB_DEFAULT: &str = "/etc/default/grub";
 
 const DROPIN_HEAD: &str =
     "# written by halobox setup: kernel parameters for the iGPU and the RDMA NIC\n";
@@ -154,63 +153,12 @@ fn dropin_params(text: &str) -> Vec<String> {
         .collect()
 }
 
-fn unquote(v: &str) -> &str {
-    let v = v.trim();
-    v.strip_prefix('"')
-        .and_then(|v| v.strip_suffix('"'))
-        .or_else(|| v.strip_prefix('\'').and_then(|v| v.strip_suffix('\'')))
-        .unwrap_or(v)
-}
-
-/// The parameters the grub defaults and the other drop-ins give the next
-/// boot (`GRUB_CMDLINE_LINUX` then `GRUB_CMDLINE_LINUX_DEFAULT`, in the order
-/// grub-mkconfig reads the files; references to the variables themselves
-/// are appends and dropped).
-pub fn grub_cmdline(default: Option<&str>, dropins: &[String]) -> String {
-    let mut linux: Vec<String> = Vec::new();
-    let mut default_args: Vec<String> = Vec::new();
-    for text in default
-        .into_iter()
-        .chain(dropins.iter().map(String::as_str))
-    {
-        for line in text.lines() {
-            let line = line.trim();
-            let (target, value) = if let Some(v) = line.strip_prefix("GRUB_CMDLINE_LINUX=") {
-                (&mut linux, v)
-            } else if let Some(v) = line.strip_prefix("GRUB_CMDLINE_LINUX_DEFAULT=") {
-                (&mut default_args, v)
-            } else {
-                continue;
-            };
-            let words: Vec<String> = unquote(value)
-                .split_whitespace()
-                .map(str::to_string)
-                .collect();
-            let appends = words.iter().any(|w| w.starts_with('$'));
-            if !appends {
-                target.clear();
-            }
-            target.extend(words.into_iter().filter(|w| !w.starts_with('$')));
-        }
-    }
-    linux.extend(default_args);
-    linux.join(" ")
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
 
     #[test]
-    fn grub_defaults_and_dropins_give_the_next_cmdline() {
-        let default = "GRUB_CMDLINE_LINUX_DEFAULT=\"quiet\"\nGRUB_CMDLINE_LINUX=\"iommu=pt\"\n";
-        let dropins = vec![
-            "GRUB_CMDLINE_LINUX_DEFAULT=\"$GRUB_CMDLINE_LINUX_DEFAULT pci=realloc\"\n".to_string(),
-        ];
-        assert_eq!(
-            grub_cmdline(Some(default), &dropins),
-            "iommu=pt quiet pci=realloc"
-        );
+    fn the_dropin_round_trips_and_undo_restores_the_old_value() {
         let ours = dropin(&["iommu=pt".into(), "amdgpu.gttsize=126976".into()]);
         assert_eq!(dropin_params(&ours), ["iommu=pt", "amdgpu.gttsize=126976"]);
         assert_eq!(

@@ -97,6 +97,8 @@ pub enum Action {
         new: String,
         /// Owner to give a file written for another user (uid, gid).
         owner: Option<(u32, u32)>,
+        /// Mode of a created file (`null`: 0644).
+        mode: Option<u32>,
     },
     /// Run a command on the live host.
     Run(Cmd),
@@ -228,7 +230,7 @@ impl Input<'_> {
         self.report
             .checks
             .iter()
-            .find(|c| c.id == id && matches!(c.status, Status::Warn | Status::Fail))
+            .find(|c| c.id == id && c.is_fault())
     }
 
     /// `argv` as a step action: run on the live host; under `--sysroot`, or
@@ -309,5 +311,6 @@ pub(crate) fn write_if_changed(path: &str, old: Option<&str>, new: String) -> Op
         old: old.map(str::to_string),
         new,
         owner: None,
+        mode: None,
     })
 }

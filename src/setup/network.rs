@@ -2,7 +2,7 @@
 //! Ubuntu), the interface trusted by the firewall (firewalld's trusted zone
 //! file, or a ufw rule), and an E810 switched from iWARP to RoCE v2.
 
-use super::{Cmd, Distro, Input, Step, When, write_if_changed};
+use super::{Action, Cmd, Distro, Input, Step, When, write_if_changed};
 use crate::dataplane::Selection;
 use crate::host::rdma::RdmaTransport;
 
@@ -55,11 +55,15 @@ fn mtu(input: &Input, iface: &str, now: Option<u32>) -> Step {
         let body = format!(
             "# written by halobox setup: jumbo frames on the data plane\nnetwork:\n  version: 2\n  ethernets:\n    {iface}:\n      mtu: {JUMBO}\n"
         );
-        actions.extend(write_if_changed(
-            NETPLAN_FILE,
-            input.setup.file(NETPLAN_FILE),
-            body,
-        ));
+        // `netplan generate` warns about a file others can read (it may hold secrets).
+        actions.extend(
+            write_if_changed(NETPLAN_FILE, input.setup.file(NETPLAN_FILE), body).map(|mut w| {
+                if let Action::Write { mode, .. } = &mut w {
+                    *mode = Some(0o600);
+                }
+                w
+            }),
+        );
     } else {
         let conn = input
             .setup
