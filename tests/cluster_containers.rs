@@ -7,7 +7,13 @@
 //! node's own interface and address -> `cluster status` -> `bench run`
 //! between the containers -> `cluster down` leaves no Ray process in any
 //! container; and preflight naming a node whose container is missing, made
-//! without devices, or stopped. The image (Debian with python3, iperf3,
+//! by hand, or stopped. For the podman, docker and toolbox backends
+//! (toolbox on podman nodes). Where toolbox differs the test says so:
+//! halobox is seen at /run/host/<its path> instead of a bound folder, the
+//! bench ends run as the host's user (`exec -i --user 0`), the container
+//! shares the node's process table (its processes are those in its
+//! cgroup), and a container made by hand is `toolbox create`'s own (every
+//! toolbox container has the node's /dev). The image (Debian with python3, iperf3,
 //! perftest and the pinned Ray venv put in by `halobox image add-layer`) is
 //! made by scripts/netns/node-image.sh. Needs root, the engines of
 //! scripts/engines/start.sh, the Ray venv and the tools scripts/test.sh
@@ -29,23 +35,74 @@ const HALOBOX: &str = env!("CARGO_BIN_EXE_halobox");
 /// The test nodes and what runs on them.
 struct Cluster {
     nodes: Nodes,
+    /// What `refresh` makes the containers with and cluster.toml names.
+    backend: &'static str,
+    /// The engine of every node (toolbox runs on podman).
     engine: &'static str,
     image: String,
 }
 
 impl Cluster {
-    /// Nodes a, b, c with their own `engine` and different interface names;
-    /// the test image in their registry.
-    fn up(engine: &'static str) -> Cluster {
+    /// Nodes a, b, c with the engine `backend` needs and different
+    /// interface names; the test image in their registry.
+    fn up(backend: &'static str) -> Cluster {
+        let engine = if backend == "toolbox" {
+            "podman"
+        } else {
+            backend
+        };
         let nodes = Nodes::up_with_engine(&["9000", "9000:ens2", "9000:eth7"], engine);
         let lines = nodes.make_images("node-image.sh", HALOBOX);
         let image = lines.last().cloned().unwrap_or_default();
         assert!(image.starts_with(&nodes.registry()), "{lines:?}");
+        if backend == "toolbox" {
+            let out = nodes
+                .on_node('a', &["toolbox", "--version"])
+                .output()
+                .expect("run toolbox on node a");
+            assert!(
+                out.status.success(),
+                "toolbox does not run on the nodes (scripts/engines/install.sh installs podman-toolbox): {}",
+                text(&out)
+            );
+        }
         Cluster {
             nodes,
+            backend,
             engine,
             image,
         }
+    }
+
+    /// Where halobox is inside the containers: its folder bound at
+    /// /run/halobox/bin (podman, docker), or the node's `/` seen at
+    /// /run/host (toolbox).
+    fn halobox_inside(&self) -> String {
+        if self.backend == "toolbox" {
+            format!(
+                "/run/host{}",
+                std::fs::canonicalize(HALOBOX).unwrap().display()
+            )
+        } else {
+            "/run/halobox/bin/halobox".into()
+        }
+    }
+
+    /// `podman`/`docker ARGS` (the engine's own CLI) against node `x`'s engine.
+    fn engine_cli(&self, x: char, args: &[&str]) -> String {
+        let pid = self.nodes.pid(x);
+        let (flag, sock) = match self.engine {
+            "podman" => (
+                "--url",
+                format!("unix:///proc/{pid}/root/run/podman/podman.sock"),
+            ),
+            _ => ("-H", format!("unix:///proc/{pid}/root/run/docker.sock")),
+        };
+        ok(&std::process::Command::new(self.engine)
+            .args([flag, &sock])
+            .args(args)
+            .output()
+            .unwrap())
     }
 
     /// `halobox ARGS` on node `x`.
@@ -72,7 +129,7 @@ impl Cluster {
             &[
                 "refresh",
                 "--backend",
-                self.engine,
+                self.backend,
                 "--image",
                 &self.image,
                 "--memlock",
@@ -97,7 +154,7 @@ impl Cluster {
             let name = char::from(b'a' + u8::try_from(i - 1).unwrap());
             t.push_str(&format!(
                 "\n[[node]]\nname = \"{name}\"\nssh = \"root@{ip}\"\nip = \"{ip}\"\nbackend = \"{}\"\ncpus = 1\n",
-                self.engine,
+                self.backend,
                 ip = self.nodes.ip(i)
             ));
             if name == 'b' {
@@ -118,25 +175,51 @@ impl Cluster {
         self.halobox('a', &a)
     }
 
-    /// The Ray processes in node `x`'s container.
-    fn ray_processes(&self, x: char) -> Vec<String> {
-        let out = ok(&self.inside(x, &["ps", "-eo", "args"]));
+    /// Command lines of the processes in node `x`'s container. podman and
+    /// docker containers have a process table of their own (`ps` there); a
+    /// toolbox container shares the node's (`--pid host`), so there they
+    /// are the processes in the container's cgroup, where an exec (`toolbox
+    /// run`, `podman exec`) puts a command and whatever it daemonizes.
+    fn container_processes(&self, x: char) -> Vec<String> {
+        let out = if self.backend == "toolbox" {
+            let id = self.engine_cli(x, &["container", "inspect", "--format", "{{.Id}}", "vllm"]);
+            ok(&self.inside(x, &["sh", "-c", IN_CGROUP, "sh", id.trim()]))
+        } else {
+            ok(&self.inside(x, &["ps", "-eo", "args"]))
+        };
         out.lines()
-            .filter(|l| {
-                [
-                    "raylet",
-                    "gcs_server",
-                    "ray::",
-                    "default_worker",
-                    "ray/_private",
-                    "dashboard",
-                ]
-                .iter()
-                .any(|k| l.contains(k))
-            })
+            .map(str::trim)
+            .filter(|l| !l.is_empty())
             .map(str::to_string)
             .collect()
     }
+
+    /// The Ray processes in node `x`'s container.
+    fn ray_processes(&self, x: char) -> Vec<String> {
+        ray_only(self.container_processes(x))
+    }
+}
+
+/// The command lines of the processes whose cgroup names the container `$1`.
+const IN_CGROUP: &str = r#"for p in /proc/[0-9]*; do grep -qs -- "$1" "$p/cgroup" && tr '\0' ' ' <"$p/cmdline" 2>/dev/null && echo; done; exit 0"#;
+
+/// The lines of `lines` that are Ray's processes.
+fn ray_only(lines: Vec<String>) -> Vec<String> {
+    lines
+        .into_iter()
+        .filter(|l| {
+            [
+                "raylet",
+                "gcs_server",
+                "ray::",
+                "default_worker",
+                "ray/_private",
+                "dashboard",
+            ]
+            .iter()
+            .any(|k| l.contains(k))
+        })
+        .collect()
 }
 
 /// Run on the head with the head's env (as `halobox serve` runs vLLM):
@@ -174,27 +257,30 @@ fn var<'a>(node_env: &'a Value, name: &str) -> &'a str {
         .unwrap_or_else(|| panic!("no {name} in {node_env:#}"))
 }
 
-/// The whole path on nodes whose engine is `engine`.
-fn main_path(engine: &'static str) {
-    let c = Cluster::up(engine);
+/// The whole path with containers of `backend` (podman, docker, toolbox).
+fn main_path(backend: &'static str) {
+    let c = Cluster::up(backend);
     let nodes = &c.nodes;
+    let inside = c.halobox_inside();
     for x in ['a', 'b'] {
         c.refresh(x);
+    }
+    if backend == "toolbox" {
+        // The container shares node b's process table (`ps` there shows
+        // the node's sshd); its cgroup holds only its own processes
+        // (toolbx's init-container), which is what "in the container"
+        // means below.
+        let table = ok(&c.inside('b', &["ps", "-eo", "args"]));
+        assert!(table.contains("sshd"), "{table}");
+        let own = c.container_processes('b');
+        assert!(own.iter().any(|p| p.contains("init-container")), "{own:?}");
+        assert!(!own.iter().any(|p| p.contains("sshd")), "{own:?}");
     }
     // Host networking on node b is node b's network: only its interface
     // and address, seen by halobox inside the container.
     let out = ok(&c.inside('b', &["ls", "/sys/class/net"]));
     assert_eq!(out.split_whitespace().collect::<Vec<_>>(), ["ens2", "lo"]);
-    let out = ok(&c.inside(
-        'b',
-        &[
-            "/run/halobox/bin/halobox",
-            "bench",
-            "probe",
-            "--ip",
-            &nodes.ip(2),
-        ],
-    ));
+    let out = ok(&c.inside('b', &[&inside, "bench", "probe", "--ip", &nodes.ip(2)]));
     let probe: Value = serde_json::from_str(out.trim()).unwrap();
     assert_eq!(probe["interface"], "ens2", "{probe:#}");
     assert_eq!(probe["iperf3"], true);
@@ -213,7 +299,7 @@ fn main_path(engine: &'static str) {
             "--ip",
             &nodes.ip(2),
             "--backend",
-            engine,
+            backend,
             "--container",
             "vllm",
             "--ray",
@@ -234,12 +320,12 @@ fn main_path(engine: &'static str) {
         "NCCL_IB_TC=106\n",
         "NCCL_DEBUG=INFO\n",
         "# this node's own (vLLM must not copy the head's): NCCL_SOCKET_IFNAME GLOO_SOCKET_IFNAME NCCL_IB_DISABLE VLLM_HOST_IP NCCL_DEBUG\n",
-        "halobox inside: /run/halobox/bin/halobox",
+        format!("halobox inside: {inside}").as_str(),
         "# in vllm: GPU: /dev/kfd (0666); render: /dev/dri/renderD128 (0666)\n",
         "# in vllm: RDMA: /dev/infiniband/uverbs0 (0666)\n",
         "# in vllm: RDMA ports: none in /sys/class/infiniband\n",
         "# vLLM's list of per-node variables: /root/.config/vllm/ray_non_carry_over_env_vars.json\n",
-        "-- /run/halobox/bin/halobox cluster join",
+        format!("-- {inside} cluster join").as_str(),
     ] {
         assert!(dry.contains(want), "{want:?} not in:\n{dry}");
     }
@@ -376,7 +462,7 @@ fn main_path(engine: &'static str) {
         serde_json::from_slice(&out.stdout).unwrap_or_else(|_| panic!("{}", text(&out)));
     assert_eq!(
         res["ran_in"],
-        format!("this node: container vllm ({engine}); peer: container vllm"),
+        format!("this node: container vllm ({backend}); peer: container vllm"),
         "{res:#}"
     );
     for r in res["rows"].as_array().unwrap() {
@@ -395,20 +481,26 @@ fn main_path(engine: &'static str) {
         "bench exec --container vllm -- halobox bench serve",
         "bench exec --container vllm -- iperf3 -s",
         "bench exec --container vllm -- ib_write_lat",
-        "exec -i vllm setsid -w sh -c",
-        "/run/halobox/bin/halobox bench client --to",
+        // In a toolbox container the bench ends run as the host's user
+        // (uid 0 here), as `toolbox run` would run them.
+        if backend == "toolbox" {
+            "exec -i --user 0 vllm setsid -w sh -c"
+        } else {
+            "exec -i vllm setsid -w sh -c"
+        },
+        format!("{inside} bench client --to").as_str(),
     ] {
         assert!(commands.contains(want), "{want:?} not in {commands}");
     }
     for x in ['a', 'b'] {
-        let left: Vec<String> = ok(&c.inside(x, &["ps", "-eo", "args"]))
-            .lines()
+        let left: Vec<String> = c
+            .container_processes(x)
+            .into_iter()
             .filter(|l| {
                 ["iperf3", "ib_write", "bench serve", "bench client"]
                     .iter()
                     .any(|k| l.contains(k))
             })
-            .map(str::to_string)
             .collect();
         assert!(left.is_empty(), "left in {x}'s container: {left:?}");
     }
@@ -422,7 +514,8 @@ fn main_path(engine: &'static str) {
         text(&out)
     );
 
-    // Down: no Ray process is left in any container.
+    // Down: no Ray process is left in any container, nor anywhere else on
+    // the node.
     let out = c.cluster(&["down"], &two);
     let down = ok(&out);
     assert!(
@@ -437,10 +530,12 @@ fn main_path(engine: &'static str) {
             left = c.ray_processes(x);
         }
         assert!(left.is_empty(), "left in {x}'s container: {left:?}");
+        let left = ray_only(nodes.processes_now(x));
+        assert!(left.is_empty(), "left on node {x}: {left:?}");
     }
 
-    // Preflight names node c: no container, then one made by hand without
-    // devices or memlock, then that one stopped. Nothing starts.
+    // Preflight names node c: no container, then one made by hand, then
+    // that one stopped. Nothing starts.
     let out = c.cluster(&["up"], &three);
     assert_eq!(out.status.code(), Some(1), "{}", text(&out));
     assert!(
@@ -448,58 +543,12 @@ fn main_path(engine: &'static str) {
         "{}",
         text(&out)
     );
-    let sock = match engine {
-        "podman" => format!(
-            "unix:///proc/{}/root/run/podman/podman.sock",
-            nodes.pid('c')
-        ),
-        _ => format!("unix:///proc/{}/root/run/docker.sock", nodes.pid('c')),
-    };
-    let bin_dir = std::fs::canonicalize(HALOBOX)
-        .unwrap()
-        .parent()
-        .unwrap()
-        .display()
-        .to_string();
-    let by_hand = |args: &[&str]| {
-        let flag = if engine == "podman" { "--url" } else { "-H" };
-        let out = std::process::Command::new(engine)
-            .args([flag, &sock])
-            .args(args)
-            .output()
-            .unwrap();
-        ok(&out)
-    };
-    by_hand(&[
-        "run",
-        "-d",
-        "--name",
-        "vllm",
-        "--network",
-        "host",
-        "--label",
-        "dev.halobox.managed=true",
-        "--label",
-        "dev.halobox.halobox=/run/halobox/bin/halobox",
-        "-v",
-        &format!("{bin_dir}:/run/halobox/bin:ro"),
-        &c.image,
-        "sleep",
-        "infinity",
-    ]);
-    let out = c.cluster(&["up"], &three);
-    assert_eq!(out.status.code(), Some(1), "{}", text(&out));
-    let all = text(&out);
-    assert!(
-        all.contains("FAIL devices [c]: /dev/kfd is not in container vllm (made without the GPU devices?): vLLM will not see the GPU; `halobox refresh --name vllm` on that node"),
-        "{all}"
-    );
-    assert!(
-        all.contains("WARN rdma [c]: /dev/infiniband/uverbs0 of the node not in container vllm"),
-        "{all}"
-    );
-    assert!(all.contains("preflight failed (c: devices"), "{all}");
-    by_hand(&["stop", "-t", "0", "vllm"]);
+    if backend == "toolbox" {
+        by_hand_toolbox(&c);
+    } else {
+        by_hand_without_devices(&c);
+    }
+    c.engine_cli('c', &["stop", "-t", "0", "vllm"]);
     let out = c.cluster(&["up"], &three);
     assert_eq!(out.status.code(), Some(1), "{}", text(&out));
     assert!(
@@ -515,6 +564,82 @@ fn main_path(engine: &'static str) {
     }
 }
 
+/// A podman/docker container made by hand on node c with halobox bound in
+/// but no devices or memlock: preflight names the devices.
+fn by_hand_without_devices(c: &Cluster) {
+    let bin_dir = std::fs::canonicalize(HALOBOX)
+        .unwrap()
+        .parent()
+        .unwrap()
+        .display()
+        .to_string();
+    c.engine_cli(
+        'c',
+        &[
+            "run",
+            "-d",
+            "--name",
+            "vllm",
+            "--network",
+            "host",
+            "--label",
+            "dev.halobox.managed=true",
+            "--label",
+            "dev.halobox.halobox=/run/halobox/bin/halobox",
+            "-v",
+            &format!("{bin_dir}:/run/halobox/bin:ro"),
+            &c.image,
+            "sleep",
+            "infinity",
+        ],
+    );
+    let out = c.cluster(&["up"], &c.config(3));
+    assert_eq!(out.status.code(), Some(1), "{}", text(&out));
+    let all = text(&out);
+    assert!(
+        all.contains("FAIL devices [c]: /dev/kfd is not in container vllm (made without the GPU devices?): vLLM will not see the GPU; `halobox refresh --name vllm` on that node"),
+        "{all}"
+    );
+    assert!(
+        all.contains("WARN rdma [c]: /dev/infiniband/uverbs0 of the node not in container vllm"),
+        "{all}"
+    );
+    assert!(all.contains("preflight failed (c: devices"), "{all}");
+}
+
+/// A toolbox container made by hand on node c: every toolbox container
+/// binds the node's whole /dev and sees halobox at /run/host, so the one a
+/// user makes with `toolbox create` itself (as the community scripts do)
+/// is the case: created but not started, then started, without halobox's
+/// image label and with the node's own memlock limit.
+fn by_hand_toolbox(c: &Cluster) {
+    c.engine_cli('c', &["pull", "-q", &c.image]);
+    ok(&c
+        .nodes
+        .on_node(
+            'c',
+            &["toolbox", "-y", "create", "-c", "vllm", "-i", &c.image],
+        )
+        .output()
+        .unwrap());
+    let three = c.config(3);
+    let out = c.cluster(&["up"], &three);
+    assert_eq!(out.status.code(), Some(1), "{}", text(&out));
+    let all = text(&out);
+    assert!(all.contains("FAIL container [c]: container vllm is created, not running: start it with `halobox enter vllm -- true` on that node"), "{all}");
+    ok(&c.halobox('c', &["enter", "vllm", "--", "true"]));
+    let out = c.cluster(&["up"], &three);
+    assert_eq!(out.status.code(), Some(1), "{}", text(&out));
+    let all = text(&out);
+    assert!(
+        all.contains(
+            "FAIL image [c]: its container runs image without a digest label, a runs sha256:"
+        ),
+        "{all}"
+    );
+    assert!(all.contains("preflight failed (c: image)"), "{all}");
+}
+
 #[test]
 fn podman_nodes_refresh_up_status_down() {
     main_path("podman");
@@ -523,4 +648,10 @@ fn podman_nodes_refresh_up_status_down() {
 #[test]
 fn docker_nodes_refresh_up_status_down() {
     main_path("docker");
+}
+
+/// toolbox runs on podman nodes (toolbx needs podman).
+#[test]
+fn toolbox_nodes_refresh_up_status_down() {
+    main_path("toolbox");
 }

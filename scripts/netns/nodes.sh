@@ -18,7 +18,9 @@
 #
 # With HB_NODE_ENGINE=podman (or docker) every node is a machine with its
 # own container engine: a private /run (only that node's sockets:
-# /run/podman/podman.sock, or /run/docker.sock, where halobox finds them),
+# /run/podman/podman.sock, or /run/docker.sock, where halobox finds them;
+# plus the machine's /run/host link and its system D-Bus, which toolbox
+# needs),
 # a private /dev with stand-in GPU and RDMA nodes (/dev/kfd,
 # /dev/dri/renderD128, /dev/infiniband/uverbs0: no driver behind them, so
 # passthrough is real and opening them fails), and a `podman system
@@ -63,9 +65,21 @@ if [ "$engine" != none ]; then
   # tmpfiles.d: /usr/bin/toolbox is linked with the interpreter
   # /run/host/lib/...), made again in the private /run.
   host_link=$(readlink /run/host 2>/dev/null || true)
+  # The system D-Bus of the machine too: `toolbox create` binds its socket
+  # into every container and fails without one.
+  dbus=
+  if [ -S /run/dbus/system_bus_socket ]; then
+    mkdir -p "$nd/dbus"
+    mount --bind /run/dbus "$nd/dbus"
+    dbus=1
+  fi
   mount -t tmpfs -o mode=755 tmpfs /run
   mkdir -p /run/sshd /run/podman /run/lock
   [ -z "$host_link" ] || ln -s "$host_link" /run/host
+  if [ -n "$dbus" ]; then
+    mkdir -p /run/dbus
+    mount --move "$nd/dbus" /run/dbus
+  fi
   d=$nd/dev
   mkdir -p "$d"
   mount -t tmpfs -o mode=755,size=1m tmpfs "$d"
