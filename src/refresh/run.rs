@@ -147,7 +147,7 @@ pub async fn execute(
 pub struct Staged {
     /// The container name it is staged for.
     pub name: String,
-    /// The staged container's id (what `--commit-staged` names).
+    /// The staged container's id.
     pub staged: String,
     /// The image it runs (pinned).
     pub image: String,
@@ -155,6 +155,9 @@ pub struct Staged {
     pub digest: Option<String>,
     /// How long each step took.
     pub timings: Vec<StepTime>,
+    /// What the journal records of it (for [`commit`] and [`discard`]).
+    #[serde(skip)]
+    pub entry: Entry,
 }
 
 /// Runs `plan` up to the swap: pull, pin, create and check the new
@@ -185,13 +188,12 @@ pub async fn stage(
         image: made.image,
         digest: made.digest,
         timings: laps.done,
+        entry: steps.entry,
     })
 }
 
-/// Swaps in the container a [`stage`] left (`entry`, read from `journal`
-/// under the lock), then retires the old one and prunes as [`execute`]
-/// does. `plan` is planned again now; its containers must be the ones the
-/// entry recorded.
+/// Swaps in the container a [`stage`] of `plan` left (`entry`; the lock
+/// held since), then retires the old one and prunes as [`execute`] does.
 pub async fn commit(
     engine: &Engine,
     plan: &RefreshPlan,
