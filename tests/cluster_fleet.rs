@@ -244,8 +244,9 @@ fn cluster_refresh_and_install_on_three_nodes() {
 
     let on_v2: Vec<String> = NODES.iter().map(|&x| f.id(x)).collect();
 
-    // The cluster refresh dies (SIGKILL) while every node is staged: the
-    // links close, every node removes what it staged and keeps its container.
+    // The cluster refresh dies (SIGKILL) while every node is staged
+    // (held before its word): the links close, every node removes what it
+    // staged and keeps its container.
     let file = f.config();
     let mut child = f
         .nodes
@@ -263,15 +264,24 @@ fn cluster_refresh_and_install_on_three_nodes() {
                 &file.display().to_string(),
             ],
         )
+        .env("HALOBOX_TEST_PAUSE_AT", "commit")
+        .env("HALOBOX_TEST_PAUSE_SECS", "120")
         .stdout(Stdio::null())
-        .stderr(Stdio::null())
+        .stderr(Stdio::piped())
         .spawn()
         .unwrap();
-    let deadline = Instant::now() + Duration::from_secs(120);
-    while !NODES.iter().all(|&x| f.journal(x).contains("\"staged\"")) {
-        assert!(Instant::now() < deadline, "the nodes were not all staged");
-        assert!(child.try_wait().unwrap().is_none(), "cluster refresh ended");
-        std::thread::sleep(Duration::from_millis(50));
+    let mut said = String::new();
+    for line in BufReader::new(child.stderr.take().unwrap()).lines() {
+        let line = line.unwrap();
+        said.push_str(&line);
+        said.push('\n');
+        if line.starts_with("HALOBOX_TEST_PAUSED at commit") {
+            break;
+        }
+    }
+    assert!(said.contains("HALOBOX_TEST_PAUSED"), "{said}");
+    for x in NODES {
+        assert!(f.journal(x).contains("\"staged\""), "node {x}: {said}");
     }
     common::netns::sigkill(&mut child);
     for (i, &x) in NODES.iter().enumerate() {

@@ -399,6 +399,9 @@ pub fn run(cfg: &ClusterConfig, config_path: &std::path::Path, req: &Request) ->
     });
     report.notes.extend(notes);
     report.digest = digest.clone();
+    if let Some(pause) = crate::refresh::run::test_pause("commit") {
+        std::thread::sleep(pause);
+    }
     let mut failures: Vec<String> = Vec::new();
     for (n, st) in nodes.iter().zip(stages.iter_mut()) {
         match (st, &digest) {

@@ -349,14 +349,15 @@ async fn finish(
     })
 }
 
-/// Pauses at `point` when `HALOBOX_TEST_PAUSE_AT` names it, for
+/// How long to pause at `point`: when `HALOBOX_TEST_PAUSE_AT` names it,
 /// `HALOBOX_TEST_PAUSE_SECS` seconds (default 5), after printing
-/// `HALOBOX_TEST_PAUSED at POINT (pid N)`: the tests use it to signal or
-/// kill a real refresh between the two renames (`swap`) and to hold its
-/// lock. Nothing else reads these variables.
-async fn test_pause(point: &str) {
+/// `HALOBOX_TEST_PAUSED at POINT (pid N)`. The tests use it to signal or
+/// kill a real refresh between the two renames (`swap`), to hold its lock,
+/// and to kill a `cluster refresh` once every node is staged (`commit`).
+/// Nothing else reads these variables.
+pub fn test_pause(point: &str) -> Option<Duration> {
     if std::env::var("HALOBOX_TEST_PAUSE_AT").as_deref() != Ok(point) {
-        return;
+        return None;
     }
     let secs = std::env::var("HALOBOX_TEST_PAUSE_SECS")
         .ok()
@@ -367,7 +368,7 @@ async fn test_pause(point: &str) {
         "HALOBOX_TEST_PAUSED at {point} (pid {})",
         std::process::id()
     );
-    tokio::time::sleep(Duration::from_secs_f64(secs)).await;
+    Some(Duration::from_secs_f64(secs))
 }
 
 /// The steps of one refresh, each undoing what it made when it fails.
@@ -680,7 +681,9 @@ impl<'a> Steps<'a> {
                     .await);
             }
         }
-        test_pause("swap").await;
+        if let Some(pause) = test_pause("swap") {
+            tokio::time::sleep(pause).await;
+        }
         let Err(e) = engine.rename(new_id, &plan.name).await else {
             // The swap is done; a journal that cannot say so is a warning
             // (the repair finishes the retiring from the names alone).
