@@ -8,6 +8,7 @@
 //! the one the head's pull resolved; a node whose pull of the tag gave
 //! another (the tag moved meanwhile) stages `REPO@DIGEST` again.
 
+use std::sync::{Condvar, Mutex};
 use std::time::{Duration, Instant};
 
 use serde::{Deserialize, Serialize};
@@ -24,6 +25,30 @@ use crate::{remote, shell, ssh};
 const STAGE_TIMEOUT: Duration = Duration::from_secs(2 * 3600);
 /// How long one node's swap or discard may take.
 const SWAP_TIMEOUT: Duration = Duration::from_secs(600);
+/// How a node's refresh says its new container is being watched (the
+/// settle window: the node is idle, waiting).
+const CHECK_LINE: &str = "==> starting ";
+
+/// Opens once: the first node is in its settle window, or staging ended.
+#[derive(Default)]
+struct Gate {
+    open: Mutex<bool>,
+    opened: Condvar,
+}
+
+impl Gate {
+    fn open(&self) {
+        *self.open.lock().unwrap() = true;
+        self.opened.notify_all();
+    }
+
+    fn wait(&self) {
+        let mut open = self.open.lock().unwrap();
+        while !*open {
+            open = self.opened.wait(open).unwrap();
+        }
+    }
+}
 
 /// What the user asked for.
 #[derive(Debug, Clone)]
@@ -232,12 +257,14 @@ fn spawn_stage(
 }
 
 /// Stages `node` from `reference`, printing its progress, until it is
-/// staged (and waits for the word) or fails.
+/// staged (and waits for the word) or fails; opens `settling` when the
+/// node's start check begins.
 fn stage_node(
     cfg: &ClusterConfig,
     node: &NodeConfig,
     req: &Request,
     reference: &str,
+    settling: &Gate,
 ) -> Result<Waiting, String> {
     let rn = remote_node(cfg, node);
     let label = node.label().to_string();
@@ -250,6 +277,9 @@ fn stage_node(
             {
                 *staged.borrow_mut() = Some(s);
                 return true;
+            }
+            if l.starts_with(CHECK_LINE) {
+                settling.open();
             }
             eprintln!("[{label}] {l}");
             false
@@ -325,10 +355,11 @@ fn stage_all(
     nodes: &[NodeConfig],
     req: &Request,
     notes: &mut Vec<String>,
+    settling: &Gate,
 ) -> (Option<String>, Vec<Stage>) {
     let reference = req.image.to_string();
     let mut stages: Vec<Stage> = each(nodes.iter().collect(), |_, n| {
-        Some(stage_node(cfg, n, req, &reference))
+        Some(stage_node(cfg, n, req, &reference, settling))
     });
     let head = match &stages[0] {
         Some(Ok(w)) => w.line.digest.clone(),
@@ -356,7 +387,7 @@ fn stage_all(
         let n = &nodes[i];
         let got = w.line.digest.clone().unwrap_or_else(|| "(none)".into());
         let redone = finish_node(cfg, n, w, Word::Discard)
-            .and_then(|()| stage_node(cfg, n, req, &pinned_ref));
+            .and_then(|()| stage_node(cfg, n, req, &pinned_ref, settling));
         (i, got, redone)
     });
     for (i, got, redone) in again {
@@ -390,11 +421,18 @@ pub fn run(cfg: &ClusterConfig, config_path: &std::path::Path, req: &Request) ->
         report.ok = true;
         return report;
     }
-    // Whether Ray runs is asked while the nodes stage (it touches nothing).
+    // Whether Ray runs is asked while the nodes stage (it touches nothing),
+    // once the first one waits out its settle window: not while they pull
+    // and create.
     let mut notes = Vec::new();
+    let settling = Gate::default();
     let (ray, (digest, mut stages)) = std::thread::scope(|s| {
-        let ray = s.spawn(|| ray_nodes(cfg, 0, 5).map(|r| r.alive().count()));
-        let staged = stage_all(cfg, &nodes, req, &mut notes);
+        let ray = s.spawn(|| {
+            settling.wait();
+            ray_nodes(cfg, 0, 5).map(|r| r.alive().count())
+        });
+        let staged = stage_all(cfg, &nodes, req, &mut notes, &settling);
+        settling.open();
         (ray.join().expect("ray thread"), staged)
     });
     report.notes.extend(notes);
