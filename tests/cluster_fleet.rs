@@ -88,6 +88,26 @@ impl Fleet {
         (out, t.elapsed().as_secs_f64())
     }
 
+    /// `halobox cluster refresh --image IMAGE … ARGS` run on node a's
+    /// network, not waited for, its stderr piped.
+    fn spawn_refresh(&self, image: &str, args: &[&str]) -> Command {
+        let file = self.config().display().to_string();
+        let mut a = vec![
+            "cluster",
+            "refresh",
+            "--image",
+            image,
+            "--memlock",
+            "8M",
+            "--yes",
+        ];
+        a.extend_from_slice(args);
+        a.extend(["--cluster", &file]);
+        let mut cmd = self.nodes.spawn_halobox('a', &a);
+        cmd.stderr(Stdio::piped());
+        cmd
+    }
+
     /// The container `name` on node `x`, from its engine (Null when none).
     fn container(&self, x: char, name: &str) -> Value {
         let sock = format!("/proc/{}/root/run/podman/podman.sock", self.nodes.pid(x));
@@ -247,27 +267,11 @@ fn cluster_refresh_and_install_on_three_nodes() {
     // The cluster refresh dies (SIGKILL) while every node is staged
     // (held before its word): the links close, every node removes what it
     // staged and keeps its container.
-    let file = f.config();
     let mut child = f
-        .nodes
-        .spawn_halobox(
-            'a',
-            &[
-                "cluster",
-                "refresh",
-                "--image",
-                &f.v1,
-                "--memlock",
-                "8M",
-                "--yes",
-                "--cluster",
-                &file.display().to_string(),
-            ],
-        )
+        .spawn_refresh(&f.v1, &[])
         .env("HALOBOX_TEST_PAUSE_AT", "commit")
         .env("HALOBOX_TEST_PAUSE_SECS", "120")
         .stdout(Stdio::null())
-        .stderr(Stdio::piped())
         .spawn()
         .unwrap();
     let mut said = String::new();
@@ -332,24 +336,8 @@ fn cluster_refresh_and_install_on_three_nodes() {
     };
     drop_rule("-I");
     let mut child = f
-        .nodes
-        .spawn_halobox(
-            'a',
-            &[
-                "cluster",
-                "refresh",
-                "--image",
-                &moving,
-                "--memlock",
-                "8M",
-                "--yes",
-                "--json",
-                "--cluster",
-                &file.display().to_string(),
-            ],
-        )
+        .spawn_refresh(&moving, &["--json"])
         .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
         .spawn()
         .unwrap();
     let stdout = child.stdout.take().unwrap();
