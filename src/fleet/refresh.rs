@@ -191,7 +191,7 @@ struct StagedLine {
 pub struct NodeResult {
     /// Node name.
     pub node: String,
-    /// `swapped`, `discarded`, `failed`, `not started`.
+    /// `swapped`, `discarded`, `failed`.
     pub outcome: String,
     /// The container now in place, when swapped.
     pub container: Option<String>,
@@ -229,8 +229,8 @@ struct Waiting {
     line: StagedLine,
 }
 
-/// A node's staged run, or why it has none (`None`: not started).
-type Stage = Option<Result<Waiting, String>>;
+/// A node's staged run, or why it has none.
+type Stage = Result<Waiting, String>;
 
 /// `node`'s `halobox refresh --stage` of `reference`, started over ssh.
 /// Not under the remote guard: the guard reads the same stdin the word
@@ -359,30 +359,29 @@ fn stage_all(
 ) -> (Option<String>, Vec<Stage>) {
     let reference = req.image.to_string();
     let mut stages: Vec<Stage> = each(nodes.iter().collect(), |_, n| {
-        Some(stage_node(cfg, n, req, &reference, settling))
+        stage_node(cfg, n, req, &reference, settling)
     });
     let head = match &stages[0] {
-        Some(Ok(w)) => w.line.digest.clone(),
+        Ok(w) => w.line.digest.clone(),
         _ => None,
     };
     let Some(d) = req.image.digest.clone().or(head) else {
         return (None, stages);
     };
     let odd: Vec<usize> = (1..nodes.len())
-        .filter(|&i| matches!(&stages[i], Some(Ok(w)) if w.line.digest.as_ref() != Some(&d)))
+        .filter(|&i| matches!(&stages[i], Ok(w) if w.line.digest.as_ref() != Some(&d)))
         .collect();
-    let all_staged = stages.iter().all(|s| matches!(s, Some(Ok(_))));
+    let all_staged = stages.iter().all(Result::is_ok);
     if odd.is_empty() || !all_staged || req.image.digest.is_some() {
         return (Some(d), stages);
     }
     let pinned_ref = pinned(&req.image, &d);
-    let work: Vec<(usize, Waiting)> = odd
-        .iter()
-        .map(|&i| match stages[i].take() {
-            Some(Ok(w)) => (i, w),
-            _ => unreachable!("odd nodes are staged"),
-        })
-        .collect();
+    let mut work = Vec::new();
+    for i in odd {
+        if let Ok(w) = std::mem::replace(&mut stages[i], Err(String::new())) {
+            work.push((i, w));
+        }
+    }
     let again = each(work, |_, (i, w)| {
         let n = &nodes[i];
         let got = w.line.digest.clone().unwrap_or_else(|| "(none)".into());
@@ -396,7 +395,7 @@ fn stage_all(
             nodes[i].label(),
             req.image
         ));
-        stages[i] = Some(redone);
+        stages[i] = redone;
     }
     (Some(d), stages)
 }
@@ -443,23 +442,22 @@ pub fn run(cfg: &ClusterConfig, config_path: &std::path::Path, req: &Request) ->
     let mut failures: Vec<String> = Vec::new();
     for (n, st) in nodes.iter().zip(stages.iter_mut()) {
         match (st, &digest) {
-            (Some(Ok(_)), None) => {}
-            (Some(Ok(w)), Some(d)) if w.line.digest.as_ref() != Some(d) => failures.push(format!(
+            (Ok(_), None) => {}
+            (Ok(w), Some(d)) if w.line.digest.as_ref() != Some(d) => failures.push(format!(
                 "node {}: staged digest {} is not {d}",
                 n.label(),
                 w.line.digest.as_deref().unwrap_or("(none)"),
             )),
-            (Some(Ok(w)), Some(_)) => {
+            (Ok(w), Some(_)) => {
                 if let Some(status) = w.proc.try_status() {
                     failures.push(format!(
-                        "node {}: its staged run ended ({status}) before the swap: {}",
+                        "node {}: its staged run ended ({status}) before the swap: {}\n  hint: is its halobox the same version as this one? `halobox cluster install` copies this one",
                         n.label(),
                         remote::tail(&w.proc.output(), 2)
                     ));
                 }
             }
-            (Some(Err(e)), _) => failures.push(e.clone()),
-            (None, _) => {}
+            (Err(e), _) => failures.push(e.clone()),
         }
     }
     if failures.is_empty() && digest.is_none() {
@@ -499,13 +497,8 @@ pub fn run(cfg: &ClusterConfig, config_path: &std::path::Path, req: &Request) ->
                 .push(format!("{}: Ray not stopped: {}", d.name, d.detail));
         }
     }
-    let staged: Vec<Waiting> = stages
-        .into_iter()
-        .map(|s| match s {
-            Some(Ok(w)) => w,
-            _ => unreachable!("every node is staged"),
-        })
-        .collect();
+    // No failure: every node is staged.
+    let staged: Vec<Waiting> = stages.into_iter().flatten().collect();
     let results = each(staged, |i, w| {
         let line = w.line.clone();
         (line, finish_node(cfg, &nodes[i], w, Word::Commit))
@@ -554,9 +547,8 @@ fn discard_all(cfg: &ClusterConfig, nodes: &[NodeConfig], stages: Vec<Stage>) ->
     each(stages, |i, st| {
         let n = &nodes[i];
         let (outcome, detail) = match st {
-            None => ("not started", "kept its old container".to_string()),
-            Some(Err(e)) => ("failed", e),
-            Some(Ok(w)) => {
+            Err(e) => ("failed", e),
+            Ok(w) => {
                 let id = w.line.staged.clone();
                 match finish_node(cfg, n, w, Word::Discard) {
                     Ok(()) => (
