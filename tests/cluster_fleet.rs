@@ -4,8 +4,9 @@
 //! nodes' registry): a refresh where one node cannot reach the registry
 //! swaps nothing anywhere (every node keeps its old container id, no staged
 //! container is left); a refresh that succeeds puts all three on one
-//! digest; a cluster refresh killed while every node is staged changes no
-//! node (each removes what it staged when its link closes); a tag that
+//! digest; a cluster refresh killed while the nodes check their new
+//! containers, or once every node is staged, changes no node (each removes
+//! what it made when its link closes); a tag that
 //! moves between the nodes' pulls still ends with all three on the head's
 //! digest (the odd node stages it again); install copies this binary to
 //! three nodes with equal checksums, and a second install sends nothing. Needs root, the engines of
@@ -264,42 +265,47 @@ fn cluster_refresh_and_install_on_three_nodes() {
 
     let on_v2: Vec<String> = NODES.iter().map(|&x| f.id(x)).collect();
 
-    // The cluster refresh dies (SIGKILL) while every node is staged
-    // (held before its word): the links close, every node removes what it
-    // staged and keeps its container.
-    let mut child = f
-        .spawn_refresh(&f.v1, &[])
-        .env("HALOBOX_TEST_PAUSE_AT", "commit")
-        .env("HALOBOX_TEST_PAUSE_SECS", "120")
-        .stdout(Stdio::null())
-        .spawn()
-        .unwrap();
-    let mut said = String::new();
-    for line in BufReader::new(child.stderr.take().unwrap()).lines() {
-        let line = line.unwrap();
-        said.push_str(&line);
-        said.push('\n');
-        if line.starts_with("HALOBOX_TEST_PAUSED at commit") {
-            break;
+    // The cluster refresh dies (SIGKILL) while every node checks its new
+    // container, then while every node is staged (it is held before its
+    // word): the links close, and every node removes what it made and keeps
+    // its container.
+    for (needle, times) in [("] ==> starting ", 3), ("HALOBOX_TEST_PAUSED at commit", 1)] {
+        let mut child = f
+            .spawn_refresh(&f.v1, &[])
+            .env("HALOBOX_TEST_PAUSE_AT", "commit")
+            .env("HALOBOX_TEST_PAUSE_SECS", "120")
+            .stdout(Stdio::null())
+            .spawn()
+            .unwrap();
+        let mut said = String::new();
+        for line in BufReader::new(child.stderr.take().unwrap()).lines() {
+            let line = line.unwrap();
+            said.push_str(&line);
+            said.push('\n');
+            if said.matches(needle).count() == times {
+                break;
+            }
         }
-    }
-    assert!(said.contains("HALOBOX_TEST_PAUSED"), "{said}");
-    for x in NODES {
-        assert!(f.journal(x).contains("\"staged\""), "node {x}: {said}");
-    }
-    common::netns::sigkill(&mut child);
-    for (i, &x) in NODES.iter().enumerate() {
-        let deadline = Instant::now() + Duration::from_secs(30);
-        while !f.container(x, "vllm-halobox-new").is_null() || !f.journal(x).is_empty() {
-            assert!(
-                Instant::now() < deadline,
-                "node {x} kept what it staged: {}",
-                f.journal(x)
-            );
-            std::thread::sleep(Duration::from_millis(100));
+        assert_eq!(said.matches(needle).count(), times, "{said}");
+        if times == 1 {
+            for x in NODES {
+                assert!(f.journal(x).contains("\"staged\""), "node {x}: {said}");
+            }
         }
-        assert_eq!(f.id(x), on_v2[i], "node {x} changed its container");
-        assert_eq!(f.container(x, "vllm")["State"]["Running"], true, "node {x}");
+        common::netns::sigkill(&mut child);
+        for (i, &x) in NODES.iter().enumerate() {
+            let deadline = Instant::now() + Duration::from_secs(30);
+            while !f.container(x, "vllm-halobox-new").is_null() || !f.journal(x).is_empty() {
+                assert!(
+                    Instant::now() < deadline,
+                    "node {x} kept what it made ({needle}): {}",
+                    f.journal(x)
+                );
+                std::thread::sleep(Duration::from_millis(100));
+            }
+            assert_eq!(f.id(x), on_v2[i], "node {x} changed its container");
+            assert_eq!(f.container(x, "vllm")["State"]["Running"], true, "node {x}");
+        }
     }
 
     // The tag moves between the nodes' pulls (node c reaches the registry
