@@ -4,12 +4,17 @@
 //! nodes' registry): a refresh where one node cannot reach the registry
 //! swaps nothing anywhere (every node keeps its old container id, no staged
 //! container is left); a refresh that succeeds puts all three on one
-//! digest; install copies this binary to three nodes with equal checksums,
-//! and a second install sends nothing. Needs root, the engines of
+//! digest; a cluster refresh killed while the nodes check their new
+//! containers, or once every node is staged, changes no node (each removes
+//! what it made when its link closes); a tag that
+//! moves between the nodes' pulls still ends with all three on the head's
+//! digest (the odd node stages it again); install copies this binary to
+//! three nodes with equal checksums, and a second install sends nothing. Needs root, the engines of
 //! scripts/engines/start.sh and skopeo; a missing piece fails.
 
-use std::process::Output;
-use std::time::Instant;
+use std::io::{BufRead, BufReader};
+use std::process::{Command, Output, Stdio};
+use std::time::{Duration, Instant};
 
 use serde_json::Value;
 
@@ -84,6 +89,26 @@ impl Fleet {
         (out, t.elapsed().as_secs_f64())
     }
 
+    /// `halobox cluster refresh --image IMAGE … ARGS` run on node a's
+    /// network, not waited for, its stderr piped.
+    fn spawn_refresh(&self, image: &str, args: &[&str]) -> Command {
+        let file = self.config().display().to_string();
+        let mut a = vec![
+            "cluster",
+            "refresh",
+            "--image",
+            image,
+            "--memlock",
+            "8M",
+            "--yes",
+        ];
+        a.extend_from_slice(args);
+        a.extend(["--cluster", &file]);
+        let mut cmd = self.nodes.spawn_halobox('a', &a);
+        cmd.stderr(Stdio::piped());
+        cmd
+    }
+
     /// The container `name` on node `x`, from its engine (Null when none).
     fn container(&self, x: char, name: &str) -> Value {
         let sock = format!("/proc/{}/root/run/podman/podman.sock", self.nodes.pid(x));
@@ -98,6 +123,21 @@ impl Fleet {
             .unwrap();
         let v: Value = serde_json::from_slice(&out.stdout).unwrap_or(Value::Null);
         if v["Id"].is_string() { v } else { Value::Null }
+    }
+
+    /// Node `x`'s refresh journal of `vllm` (empty when there is none).
+    fn journal(&self, x: char) -> String {
+        let dir = format!(
+            "/proc/{}/root/root/.local/state/halobox/refresh",
+            self.nodes.pid(x)
+        );
+        std::fs::read_dir(dir)
+            .into_iter()
+            .flatten()
+            .filter_map(Result::ok)
+            .filter(|e| e.file_name().to_string_lossy().ends_with(".json"))
+            .filter_map(|e| std::fs::read_to_string(e.path()).ok())
+            .collect()
     }
 
     fn id(&self, x: char) -> String {
@@ -221,6 +261,135 @@ fn cluster_refresh_and_install_on_three_nodes() {
         assert_eq!(c["State"]["Running"], true, "node {x}");
         let prev = f.container(x, "vllm-prev");
         assert_eq!(prev["Id"].as_str().unwrap(), before[i], "node {x}");
+    }
+
+    let on_v2: Vec<String> = NODES.iter().map(|&x| f.id(x)).collect();
+
+    // The cluster refresh dies (SIGKILL) while every node checks its new
+    // container, then while every node is staged (it is held before its
+    // word): the links close, and every node removes what it made and keeps
+    // its container.
+    for (needle, times) in [("] ==> starting ", 3), ("HALOBOX_TEST_PAUSED at commit", 1)] {
+        let mut child = f
+            .spawn_refresh(&f.v1, &[])
+            .env("HALOBOX_TEST_PAUSE_AT", "commit")
+            .env("HALOBOX_TEST_PAUSE_SECS", "120")
+            .stdout(Stdio::null())
+            .spawn()
+            .unwrap();
+        let mut said = String::new();
+        for line in BufReader::new(child.stderr.take().unwrap()).lines() {
+            let line = line.unwrap();
+            said.push_str(&line);
+            said.push('\n');
+            if said.matches(needle).count() == times {
+                break;
+            }
+        }
+        assert_eq!(said.matches(needle).count(), times, "{said}");
+        if times == 1 {
+            for x in NODES {
+                assert!(f.journal(x).contains("\"staged\""), "node {x}: {said}");
+            }
+        }
+        common::netns::sigkill(&mut child);
+        for (i, &x) in NODES.iter().enumerate() {
+            let deadline = Instant::now() + Duration::from_secs(30);
+            while !f.container(x, "vllm-halobox-new").is_null() || !f.journal(x).is_empty() {
+                assert!(
+                    Instant::now() < deadline,
+                    "node {x} kept what it made ({needle}): {}",
+                    f.journal(x)
+                );
+                std::thread::sleep(Duration::from_millis(100));
+            }
+            assert_eq!(f.id(x), on_v2[i], "node {x} changed its container");
+            assert_eq!(f.container(x, "vllm")["State"]["Running"], true, "node {x}");
+        }
+    }
+
+    // The tag moves between the nodes' pulls (node c reaches the registry
+    // only after a and b pulled it, and the tag was moved from v1 to v2):
+    // c stages the head's digest again, and all three swap onto it.
+    let reg = f.nodes.registry();
+    let moving = format!("{reg}/halobox/fleet:moving");
+    let push = |from: &str| {
+        let out = Command::new("ip")
+            .args(["netns", "exec", &format!("hb-{}-sw", f.nodes.tag)])
+            .args([
+                "skopeo",
+                "copy",
+                "-q",
+                "--src-tls-verify=false",
+                "--dest-tls-verify=false",
+            ])
+            .arg(format!("docker://{from}"))
+            .arg(format!("docker://{moving}"))
+            .output()
+            .unwrap();
+        ok(&out);
+    };
+    push(&f.v1);
+    let drop_rule = |op: &str| {
+        let st = Command::new("ip")
+            .args([
+                "netns", "exec", &c_ns, "iptables", op, "OUTPUT", "-d", &reg_ip,
+            ])
+            .args(["-p", "tcp", "-j", "DROP"])
+            .status()
+            .unwrap();
+        assert!(st.success(), "iptables {op}");
+    };
+    drop_rule("-I");
+    let mut child = f
+        .spawn_refresh(&moving, &["--json"])
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let stdout = child.stdout.take().unwrap();
+    let out_reader = std::thread::spawn(move || {
+        let mut s = String::new();
+        std::io::Read::read_to_string(&mut { stdout }, &mut s).unwrap();
+        s
+    });
+    let mut said = String::new();
+    let mut pulled = std::collections::BTreeSet::new();
+    for line in BufReader::new(child.stderr.take().unwrap()).lines() {
+        let line = line.unwrap();
+        said.push_str(&line);
+        said.push('\n');
+        for x in ['a', 'b'] {
+            if line.starts_with(&format!("[{x}] ==> image digest"))
+                && pulled.insert(x)
+                && pulled.len() == 2
+            {
+                push(&f.v2);
+                drop_rule("-D");
+            }
+        }
+    }
+    let status = child.wait().unwrap();
+    if pulled.len() < 2 {
+        drop_rule("-D");
+    }
+    let stdout = out_reader.join().unwrap();
+    assert!(status.success(), "{said}\n{stdout}");
+    let report: Value = serde_json::from_str(&stdout).expect("JSON report");
+    assert_eq!(report["ok"], true, "{report:#}");
+    let v1_digest = report["digest"].as_str().unwrap().to_string();
+    assert_ne!(v1_digest, digest, "{report:#}");
+    assert!(
+        report["notes"].to_string().contains("node c: its pull of")
+            && report["notes"].to_string().contains("the tag moved"),
+        "{report:#}\n{said}"
+    );
+    for (i, &x) in NODES.iter().enumerate() {
+        let c = f.container(x, "vllm");
+        assert_ne!(c["Id"].as_str().unwrap(), on_v2[i], "node {x} not swapped");
+        assert_eq!(
+            c["Config"]["Labels"]["dev.halobox.image-digest"], v1_digest,
+            "node {x}: {c:#}"
+        );
     }
 
     // install: this binary to each node's own /root (the test nodes share

@@ -39,7 +39,7 @@ pub enum ClusterCommand {
     Down(ClusterDownArgs),
     /// Refresh every node's container onto one image digest: stage everywhere, then swap everywhere (or nowhere).
     #[command(
-        after_help = "Examples:\n  halobox cluster refresh --dry-run\n  halobox cluster refresh latest --yes\n  halobox cluster refresh --image registry:5000/team/vllm@sha256:... --restart --yes\n\nEvery node runs its own `halobox refresh` over ssh: first --stage (pull, pin, create and check the new container beside the old one), and only when every node is staged, the swap. A node that fails leaves every node on its old container. With Ray running, --restart stops it for the swap (cluster down) and starts it again (cluster up)."
+        after_help = "Examples:\n  halobox cluster refresh --dry-run\n  halobox cluster refresh latest --yes\n  halobox cluster refresh --image registry:5000/team/vllm@sha256:... --restart --yes\n\nEvery node runs its own `halobox refresh` over ssh: first --stage on every node at once (pull, pin, create and check the new container beside the old one), and only when every node is staged on one digest, the swap. A node that fails leaves every node on its old container. With Ray running, --restart stops it for the swap (cluster down) and starts it again (cluster up)."
     )]
     Refresh(ClusterRefreshArgs),
     /// Copy this halobox binary to every node (checksum verified, atomic rename).

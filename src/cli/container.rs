@@ -45,12 +45,9 @@ pub struct RefreshArgs {
     /// After the swap, run `halobox check` on the new container (exit 1 when a check FAILs; the container stays).
     #[arg(long)]
     pub check: bool,
-    /// For `cluster refresh`: stop before the swap, leaving the checked new container under its temporary name, recorded for --commit-staged.
-    #[arg(long, hide = true, conflicts_with_all = ["rollback", "commit_staged", "discard_staged"])]
+    /// For `cluster refresh`: stop before the swap with the checked new container under its temporary name, print it, then wait for a line on stdin: `commit` swaps it in, anything else removes it (the end of stdin: SIGTERM).
+    #[arg(long, hide = true, conflicts_with_all = ["rollback", "discard_staged"])]
     pub stage: bool,
-    /// For `cluster refresh`: swap in the container --stage left (its id).
-    #[arg(long, hide = true, value_name = "ID", conflicts_with_all = ["rollback", "discard_staged"])]
-    pub commit_staged: Option<String>,
     /// For `cluster refresh`: remove the container --stage left.
     #[arg(long, hide = true, conflicts_with = "rollback")]
     pub discard_staged: bool,

@@ -1,7 +1,7 @@
 //! `halobox refresh`: resolve options, read the host and the engine, plan,
 //! then print the plan (`--dry-run`) or carry it out.
 
-use std::io::IsTerminal;
+use std::io::{IsTerminal, Write as _};
 use std::process::ExitCode;
 
 use anyhow::Context as _;
@@ -20,7 +20,7 @@ use crate::refresh::journal::{Journal, Step};
 use crate::refresh::plan::{RefreshPlan, Source};
 use crate::refresh::prepare::{self, RefreshRequest};
 use crate::refresh::repair::{self, Action, Decision};
-use crate::refresh::{lock, run, signals};
+use crate::refresh::{lock, run, signals, word};
 use crate::shell;
 use crate::units::format_bytes;
 
@@ -69,68 +69,70 @@ pub fn run(args: &RefreshArgs, color: bool) -> anyhow::Result<ExitCode> {
             }
         }
         let mut caught = signals::Caught::install().context("catching SIGINT and SIGTERM")?;
-        let result = if let Some(id) = &args.commit_staged {
-            let entry = staged
-                .filter(|e| e.new_id.as_deref() == Some(id.as_str()))
-                .ok_or_else(|| {
-                    anyhow::anyhow!(
-                        "no container {id} is staged for {} here: nothing was changed\n  hint: `halobox cluster refresh` stages it first",
-                        target.name
-                    )
-                })?;
-            let plan = prepare::plan(&mut engine, &facts, &req, &target).await?;
-            let ids = |k: Option<&crate::refresh::plan::Known>| k.map(|k| k.id.clone());
-            if ids(plan.current.as_ref()) != entry.old_id
-                || ids(plan.retired.as_ref()) != entry.prev_id
-            {
-                anyhow::bail!(
-                    "{} or {} changed since the new container was staged: nothing was changed\n  hint: run `halobox cluster refresh` again",
-                    plan.name,
-                    plan.prev_name
-                );
-            }
-            run::commit(&engine, &plan, &journal, entry, &mut caught, &mut |line| {
-                eprintln!("==> {line}")
-            })
-            .await
-        } else {
-            let healed = repair::heal(&engine, &target.name).await?;
-            for line in &healed.done {
-                eprintln!("==> repaired {}: {line}", target.name);
-            }
-            if !healed.unresolved.is_empty() {
-                anyhow::bail!(
-                    "{} cannot be refreshed until what an interrupted refresh left is cleared up:\n  {}",
-                    target.name,
-                    healed.unresolved.join("\n  ")
-                );
-            }
-            let plan = prepare::plan(&mut engine, &facts, &req, &target).await?;
-            if !confirm(&engine, &plan, args.confirm.yes).await? {
-                eprintln!("nothing changed");
-                return Ok(ExitCode::FAILURE);
-            }
-            for note in &plan.notes {
-                eprintln!("note: {note}");
-            }
-            let mut say = |line| eprintln!("==> {line}");
-            if args.stage {
+        // A staged run takes the cluster refresh's word on stdin; its end
+        // (the link dropped) is a SIGTERM, caught from here on.
+        let listener = args.stage.then(word::Listener::start);
+        let healed = repair::heal(&engine, &target.name).await?;
+        for line in &healed.done {
+            eprintln!("==> repaired {}: {line}", target.name);
+        }
+        if !healed.unresolved.is_empty() {
+            anyhow::bail!(
+                "{} cannot be refreshed until what an interrupted refresh left is cleared up:\n  {}",
+                target.name,
+                healed.unresolved.join("\n  ")
+            );
+        }
+        let plan = prepare::plan(&mut engine, &facts, &req, &target).await?;
+        if !confirm(&engine, &plan, args.confirm.yes).await? {
+            eprintln!("nothing changed");
+            return Ok(ExitCode::FAILURE);
+        }
+        for note in &plan.notes {
+            eprintln!("note: {note}");
+        }
+        // Progress never fails the run: a staged run's stderr is an ssh
+        // link that may be gone while it puts things back.
+        let mut say = |line: String| {
+            let _ = writeln!(std::io::stderr(), "==> {line}");
+        };
+        let result = match listener {
+            Some(listener) => {
                 let staged = run::stage(&engine, &plan, &journal, &mut caught, &mut say).await;
-                return match staged {
-                    Ok(st) => {
-                        println!("{}", serde_json::to_string(&st)?);
-                        Ok(ExitCode::SUCCESS)
-                    }
+                let staged = match staged {
+                    Ok(st) => st,
                     Err(e) => {
                         if let Some(s) = e.signal() {
-                            eprintln!("error: {e}");
+                            let _ = writeln!(std::io::stderr(), "error: {e}");
                             signals::reraise(s);
                         }
-                        Err(e.into())
+                        return Err(e.into());
                     }
                 };
+                let _ = writeln!(std::io::stdout(), "{}", serde_json::to_string(&staged)?);
+                let word = tokio::select! {
+                    w = listener.word() => w,
+                    _ = caught.wait() => word::Word::Discard,
+                };
+                if word == word::Word::Discard {
+                    let line = run::discard(&engine, &journal, &staged.entry).await?;
+                    say(line);
+                    if let Some(s) = caught.arrived() {
+                        signals::reraise(s);
+                    }
+                    return Ok(ExitCode::SUCCESS);
+                }
+                run::commit(
+                    &engine,
+                    &plan,
+                    &journal,
+                    staged.entry,
+                    &mut caught,
+                    &mut say,
+                )
+                .await
             }
-            run::execute(&engine, &plan, &journal, &mut caught, &mut say).await
+            None => run::execute(&engine, &plan, &journal, &mut caught, &mut say).await,
         };
         let outcome = match result {
             Ok(o) => o,

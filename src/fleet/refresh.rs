@@ -1,29 +1,54 @@
 //! `cluster refresh`: every node onto one image digest in two phases. Each
-//! node stages its new container (`halobox refresh --stage`: pull, pin,
-//! create, check, nothing swapped); only when every node is staged does
-//! any node swap (`--commit-staged ID`). A node that fails to stage leaves
-//! every node on its old container (the staged ones are discarded:
-//! `--discard-staged`) and is named with its error. The digest is fixed
-//! once: given in `--image`, else the head's pull resolves it and the other
-//! nodes pull `REPO@DIGEST`.
+//! node stages its new container (`halobox refresh --stage` over ssh: pull,
+//! pin, create, check, nothing swapped), all at once, and then waits on its
+//! ssh link for a word; only when every node is staged on the one digest
+//! does each get `commit` (it swaps), else each gets `discard` (it removes
+//! what it staged; a link that drops means the same), and the node that
+//! failed is named with its error. The digest is the one in `--image`, else
+//! the one the head's pull resolved; a node whose pull of the tag gave
+//! another (the tag moved meanwhile) stages `REPO@DIGEST` again.
 
-use std::sync::mpsc;
+use std::sync::{Condvar, Mutex};
 use std::time::{Duration, Instant};
 
 use serde::{Deserialize, Serialize};
 
 use crate::cluster::config::{ClusterConfig, NodeBackend, NodeConfig};
-use crate::cluster::run::{each_node, ray_nodes, remote_node};
+use crate::cluster::run::{ray_nodes, remote_node};
 use crate::container::backend::Backend;
 use crate::image_ref::ImageRef;
-use crate::remote;
+use crate::proc::{Capture, Proc, WaitError};
+use crate::refresh::word::Word;
+use crate::{remote, shell, ssh};
 
 /// How long one node's stage (the pull of a large image included) may take.
 const STAGE_TIMEOUT: Duration = Duration::from_secs(2 * 3600);
 /// How long one node's swap or discard may take.
 const SWAP_TIMEOUT: Duration = Duration::from_secs(600);
-/// The line a node's refresh prints once its pull resolved the digest.
-const DIGEST_LINE: &str = "==> image digest ";
+/// How a node's refresh says its new container is being watched (the
+/// settle window: the node is idle, waiting).
+const CHECK_LINE: &str = "==> starting ";
+
+/// Opens once: the first node is in its settle window, or staging ended.
+#[derive(Default)]
+struct Gate {
+    open: Mutex<bool>,
+    opened: Condvar,
+}
+
+impl Gate {
+    fn open(&self) {
+        *self.open.lock().unwrap() = true;
+        self.opened.notify_all();
+    }
+
+    fn wait(&self) {
+        let mut open = self.open.lock().unwrap();
+        while !*open {
+            open = self.opened.wait(open).unwrap();
+        }
+    }
+}
 
 /// What the user asked for.
 #[derive(Debug, Clone)]
@@ -36,17 +61,6 @@ pub struct Request {
     pub memlock: Option<String>,
     /// Stop Ray before the swap and start it again after.
     pub restart: bool,
-}
-
-/// What a node is asked to do.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Phase {
-    /// Pull, create and check the new container; swap nothing.
-    Stage,
-    /// Swap in the staged container with this id.
-    Commit(String),
-    /// Remove the staged container.
-    Discard,
 }
 
 /// The refresh backend a node's Ray backend means (`host`: none, no container).
@@ -76,13 +90,12 @@ pub fn split(cfg: &ClusterConfig) -> (Vec<NodeConfig>, Vec<String>) {
     (nodes, skipped)
 }
 
-/// The command `node` runs for `phase`, from `reference`.
+/// The `halobox refresh --stage` that `node` runs, from `reference`.
 pub fn command(
     cfg: &ClusterConfig,
     node: &NodeConfig,
     req: &Request,
     reference: &str,
-    phase: &Phase,
 ) -> Vec<String> {
     let backend = backend(node.backend).map_or("podman".to_string(), |b| b.to_string());
     let mut argv: Vec<String> = [
@@ -102,11 +115,7 @@ pub fn command(
     if let Some(m) = &req.memlock {
         argv.extend(["--memlock".to_string(), m.clone()]);
     }
-    match phase {
-        Phase::Stage => argv.extend(["--yes".into(), "--stage".into()]),
-        Phase::Commit(id) => argv.extend(["--commit-staged".into(), id.clone(), "--json".into()]),
-        Phase::Discard => argv.push("--discard-staged".into()),
-    }
+    argv.extend(["--yes", "--json", "--stage"].map(String::from));
     argv
 }
 
@@ -119,24 +128,18 @@ pub fn pinned(image: &ImageRef, digest: &str) -> String {
 pub fn render_plan(cfg: &ClusterConfig, req: &Request) -> String {
     let (nodes, skipped) = split(cfg);
     let mut out = String::from("halobox cluster refresh plan (dry run: nothing was changed)\n");
-    let given = req.image.digest.clone();
-    let (first, reference) = match &given {
-        Some(d) => {
-            out.push_str(&format!(
-                "  image    {} (digest {d}, on every node)\n",
-                req.image
-            ));
-            (None, req.image.to_string())
-        }
-        None => {
-            let head = nodes.first().map_or("-", |n| n.label());
-            out.push_str(&format!(
-                "  image    {}: node {head}'s pull resolves it to one digest; the other nodes pull {}@<that digest>\n",
-                req.image, req.image.repository
-            ));
-            (nodes.first(), pinned(&req.image, "<digest>"))
-        }
-    };
+    match &req.image.digest {
+        Some(d) => out.push_str(&format!(
+            "  image    {} (digest {d}, on every node)\n",
+            req.image
+        )),
+        None => out.push_str(&format!(
+            "  image    {}: node {}'s pull resolves it to one digest; a node whose pull gives another (the tag moved meanwhile) removes what it staged and stages {} instead\n",
+            req.image,
+            nodes.first().map_or("-", |n| n.label()),
+            shell::quote(&pinned(&req.image, "<digest>"))
+        )),
+    }
     for s in &skipped {
         out.push_str(&format!("  skipped  {s}\n"));
     }
@@ -151,58 +154,31 @@ pub fn render_plan(cfg: &ClusterConfig, req: &Request) -> String {
         }
     ));
     out.push_str(&format!(
-        "  each node's command runs there over ssh ({}), under halobox's guard\n",
+        "  each node's command runs there over ssh ({})\n",
         nodes
             .iter()
             .map(|n| format!("{} at {}", n.label(), n.ssh))
             .collect::<Vec<_>>()
             .join(", ")
     ));
-    let line = |n: &NodeConfig, reference: &str, phase: &Phase| {
-        crate::shell::line(&command(cfg, n, req, reference, phase))
-    };
     out.push_str(
-        "  1. stage, on every node at once (pull, pin, create, check; nothing is swapped):\n",
-    );
-    for n in &nodes {
-        let r = if Some(n) == first {
-            req.image.to_string()
-        } else {
-            reference.clone()
-        };
-        let when = if Some(n) == first {
-            " (first: the others start once its digest is known)"
-        } else {
-            ""
-        };
-        out.push_str(&format!(
-            "     {}{when}: {}\n",
-            n.label(),
-            line(n, &r, &Phase::Stage)
-        ));
-    }
-    out.push_str("  2. only when every node is staged, swap on every node at once:\n");
-    for n in &nodes {
-        out.push_str(&format!(
-            "     {}: {}\n",
-            n.label(),
-            line(n, &reference, &Phase::Commit("<ID>".into()))
-        ));
-    }
-    out.push_str(
-        "  if any node fails to stage: discard on every staged node (every node keeps its old container):\n",
+        "  1. stage, on every node at once (pull, pin, create, check; nothing is swapped), each then waiting for a word on its ssh link:\n",
     );
     for n in &nodes {
         out.push_str(&format!(
             "     {}: {}\n",
             n.label(),
-            line(n, &reference, &Phase::Discard)
+            shell::line(&command(cfg, n, req, &req.image.to_string()))
         ));
     }
+    out.push_str("  2. only when every node is staged on that digest, `commit` to every node at once: each swaps\n");
+    out.push_str(
+        "  if any node fails to stage: `discard` to every staged node, each removes its staged container and keeps its old one (a link that drops means `discard` too)\n",
+    );
     out
 }
 
-/// What a node's `refresh --stage` printed.
+/// What a node's `refresh --stage` printed once staged.
 #[derive(Debug, Clone, Deserialize)]
 struct StagedLine {
     staged: String,
@@ -215,9 +191,9 @@ struct StagedLine {
 pub struct NodeResult {
     /// Node name.
     pub node: String,
-    /// `swapped`, `staged`, `discarded`, `failed`, `not started`, `skipped`.
+    /// `swapped`, `discarded`, `failed`.
     pub outcome: String,
-    /// The container now in place (or staged), when known.
+    /// The container now in place, when swapped.
     pub container: Option<String>,
     /// The pinned image.
     pub image: Option<String>,
@@ -246,103 +222,182 @@ pub struct Report {
     pub seconds: f64,
 }
 
-/// A node's staged container, or why it has none.
-type Stage = Result<StagedLine, String>;
+/// A node's `refresh --stage`, staged and waiting for the word on its
+/// stdin (the ssh link: closing it makes the node remove what it staged).
+struct Waiting {
+    proc: Proc,
+    line: StagedLine,
+}
 
-/// Runs one node's stage, printing its progress; sends the digest on
-/// `digest` as soon as the node's pull resolved it.
+/// A node's staged run, or why it has none.
+type Stage = Result<Waiting, String>;
+
+/// `node`'s `halobox refresh --stage` of `reference`, started over ssh.
+/// Not under the remote guard: the guard reads the same stdin the word
+/// comes on, and the staged run watches its stdin itself
+/// ([`crate::refresh::word`]).
+fn spawn_stage(
+    cfg: &ClusterConfig,
+    node: &NodeConfig,
+    req: &Request,
+    reference: &str,
+) -> Result<Proc, String> {
+    let label = format!("node {} ({})", node.label(), node.ssh);
+    ssh::check_target(&node.ssh).map_err(|e| format!("{label}: {e}"))?;
+    let cmd = command(cfg, node, req, reference);
+    let argv = ssh::command(&node.ssh, &cfg.ssh_options, &shell::line(&cmd));
+    Proc::spawn_with(
+        &argv,
+        Capture {
+            limit: remote::OUTPUT_LIMIT,
+            clean: Some(remote::printable),
+        },
+    )
+    .map_err(|e| format!("{label}: {e}\n  hint: install the OpenSSH client (`ssh`)"))
+}
+
+/// Stages `node` from `reference`, printing its progress, until it is
+/// staged (and waits for the word) or fails; opens `settling` when the
+/// node's start check begins.
 fn stage_node(
     cfg: &ClusterConfig,
     node: &NodeConfig,
     req: &Request,
     reference: &str,
-    digest: Option<&mpsc::Sender<String>>,
-) -> Stage {
+    settling: &Gate,
+) -> Result<Waiting, String> {
     let rn = remote_node(cfg, node);
     let label = node.label().to_string();
-    let mut proc = rn
-        .spawn(&command(cfg, node, req, reference, &Phase::Stage))
-        .map_err(|e| e.to_string())?;
-    let _ = proc.wait_for_line(
+    let mut proc = spawn_stage(cfg, node, req, reference)?;
+    let staged = std::cell::RefCell::new(None);
+    let waited = proc.wait_for_line(
         |l| {
-            eprintln!("[{label}] {l}");
-            if let (Some(tx), Some(d)) = (digest, l.strip_prefix(DIGEST_LINE)) {
-                let _ = tx.send(d.trim().to_string());
+            if l.starts_with("{\"")
+                && let Ok(s) = remote::parse_json::<StagedLine>(l)
+            {
+                *staged.borrow_mut() = Some(s);
+                return true;
             }
+            if l.starts_with(CHECK_LINE) {
+                settling.open();
+            }
+            eprintln!("[{label}] {l}");
             false
         },
         STAGE_TIMEOUT,
     );
-    let done = proc.complete(remote::STOP_GRACE, remote::STOP_GRACE);
-    if !done.status.is_some_and(|s| s.success()) {
-        return Err(rn.error("`halobox refresh --stage`", &done).to_string());
+    match (waited, staged.into_inner()) {
+        (Ok(()), Some(line)) => Ok(Waiting { proc, line }),
+        (Err(WaitError::Timeout), _) => Err(format!(
+            "{}: `halobox refresh --stage` was not staged within {} s: stopped (it removes what it made)",
+            rn.label(),
+            STAGE_TIMEOUT.as_secs()
+        )),
+        _ => {
+            let done = proc.complete(remote::STOP_GRACE, remote::STOP_GRACE);
+            Err(if done.status.is_some_and(|s| s.success()) {
+                format!(
+                    "node {label}: its halobox printed no staged container: is it the same version as this one? `halobox cluster install` copies this one"
+                )
+            } else {
+                rn.error("`halobox refresh --stage`", &done).to_string()
+            })
+        }
     }
-    let line = done
-        .stdout
-        .lines()
-        .rev()
-        .find(|l| l.starts_with('{'))
-        .unwrap_or("");
-    remote::parse_json(line).map_err(|e| {
-        format!(
-            "node {label}: its halobox printed no staged container ({e}): is it the same version as this one? `halobox cluster install` copies this one"
-        )
-    })
 }
 
-/// Runs `phase` (commit or discard) on `node`; the node's output on failure.
+/// Sends `word` to a staged node and waits for it to swap or discard; the
+/// node's error when it did not.
 fn finish_node(
     cfg: &ClusterConfig,
     node: &NodeConfig,
-    req: &Request,
-    reference: &str,
-    phase: &Phase,
-) -> Result<String, String> {
-    let what = match phase {
-        Phase::Commit(_) => "`halobox refresh --commit-staged`",
-        _ => "`halobox refresh --discard-staged`",
+    w: Waiting,
+    word: Word,
+) -> Result<(), String> {
+    let what = match word {
+        Word::Commit => "`halobox refresh --stage` (the swap)",
+        Word::Discard => "`halobox refresh --stage` (removing the staged container)",
     };
-    remote_node(cfg, node)
-        .run_ok(
-            what,
-            &command(cfg, node, req, reference, phase),
-            SWAP_TIMEOUT,
-        )
-        .map(|d| d.stdout)
-        .map_err(|e| e.to_string())
+    let mut proc = w.proc;
+    // A write that fails means the run ended already: its status says how.
+    let _ = proc.send(word.line().as_bytes());
+    let done = proc.complete(SWAP_TIMEOUT, remote::STOP_GRACE);
+    if done.status.is_some_and(|s| s.success()) {
+        Ok(())
+    } else {
+        Err(remote_node(cfg, node).error(what, &done).to_string())
+    }
 }
 
-/// Stages every node: the head first when the digest is not known, the
-/// others once its pull resolved it. Returns the digest and each node's stage
-/// (`None`: not started).
+/// Runs `f` on every item at once (one thread each); results in order.
+fn each<T: Send, U: Send>(items: Vec<T>, f: impl Fn(usize, T) -> U + Sync) -> Vec<U> {
+    std::thread::scope(|s| {
+        let f = &f;
+        let handles: Vec<_> = items
+            .into_iter()
+            .enumerate()
+            .map(|(i, t)| s.spawn(move || f(i, t)))
+            .collect();
+        handles
+            .into_iter()
+            .map(|h| h.join().expect("node thread"))
+            .collect()
+    })
+}
+
+/// Stages every node at once from the image asked for. The digest is the
+/// one asked for, else the one the head's pull resolved: a node whose pull
+/// of the tag gave another (the tag moved meanwhile) removes what it staged
+/// and stages `REPO@DIGEST` of the head's. Returns the digest (`None`: the
+/// head has none) and each node's stage.
 fn stage_all(
     cfg: &ClusterConfig,
     nodes: &[NodeConfig],
     req: &Request,
-) -> (Option<String>, Vec<Option<Stage>>) {
-    if let Some(d) = &req.image.digest {
-        let reference = req.image.to_string();
-        let stages = each_node(nodes, |n| Some(stage_node(cfg, n, req, &reference, None)));
-        return (Some(d.clone()), stages);
+    notes: &mut Vec<String>,
+    settling: &Gate,
+) -> (Option<String>, Vec<Stage>) {
+    let reference = req.image.to_string();
+    let mut stages: Vec<Stage> = each(nodes.iter().collect(), |_, n| {
+        stage_node(cfg, n, req, &reference, settling)
+    });
+    let head = match &stages[0] {
+        Ok(w) => w.line.digest.clone(),
+        _ => None,
+    };
+    let Some(d) = req.image.digest.clone().or(head) else {
+        return (None, stages);
+    };
+    let odd: Vec<usize> = (1..nodes.len())
+        .filter(|&i| matches!(&stages[i], Ok(w) if w.line.digest.as_ref() != Some(&d)))
+        .collect();
+    let all_staged = stages.iter().all(Result::is_ok);
+    if odd.is_empty() || !all_staged || req.image.digest.is_some() {
+        return (Some(d), stages);
     }
-    let (tx, rx) = mpsc::channel();
-    std::thread::scope(|s| {
-        let first =
-            s.spawn(move || stage_node(cfg, &nodes[0], req, &req.image.to_string(), Some(&tx)));
-        let digest = rx.recv().ok();
-        let rest = match &digest {
-            Some(d) => {
-                let reference = pinned(&req.image, d);
-                each_node(&nodes[1..], |n| {
-                    Some(stage_node(cfg, n, req, &reference, None))
-                })
-            }
-            None => vec![None; nodes.len() - 1],
-        };
-        let mut stages = vec![Some(first.join().expect("stage thread"))];
-        stages.extend(rest);
-        (digest, stages)
-    })
+    let pinned_ref = pinned(&req.image, &d);
+    let mut work = Vec::new();
+    for i in odd {
+        if let Ok(w) = std::mem::replace(&mut stages[i], Err(String::new())) {
+            work.push((i, w));
+        }
+    }
+    let again = each(work, |_, (i, w)| {
+        let n = &nodes[i];
+        let got = w.line.digest.clone().unwrap_or_else(|| "(none)".into());
+        let redone = finish_node(cfg, n, w, Word::Discard)
+            .and_then(|()| stage_node(cfg, n, req, &pinned_ref, settling));
+        (i, got, redone)
+    });
+    for (i, got, redone) in again {
+        notes.push(format!(
+            "node {}: its pull of {} gave digest {got}, the head's gave {d} (the tag moved): it staged {pinned_ref} instead",
+            nodes[i].label(),
+            req.image
+        ));
+        stages[i] = redone;
+    }
+    (Some(d), stages)
 }
 
 /// `cluster refresh`: stage everywhere, then swap everywhere (or nowhere).
@@ -365,29 +420,53 @@ pub fn run(cfg: &ClusterConfig, config_path: &std::path::Path, req: &Request) ->
         report.ok = true;
         return report;
     }
-    // Whether Ray runs is asked while the nodes stage (it touches nothing).
-    let (ray, (digest, stages)) = std::thread::scope(|s| {
-        let ray = s.spawn(|| ray_nodes(cfg, 0, 5).map(|r| r.alive().count()));
-        let staged = stage_all(cfg, &nodes, req);
+    // Whether Ray runs is asked while the nodes stage (it touches nothing),
+    // once the first one waits out its settle window: not while they pull
+    // and create.
+    let mut notes = Vec::new();
+    let settling = Gate::default();
+    let (ray, (digest, mut stages)) = std::thread::scope(|s| {
+        let ray = s.spawn(|| {
+            settling.wait();
+            ray_nodes(cfg, 0, 5).map(|r| r.alive().count())
+        });
+        let staged = stage_all(cfg, &nodes, req, &mut notes, &settling);
+        settling.open();
         (ray.join().expect("ray thread"), staged)
     });
+    report.notes.extend(notes);
     report.digest = digest.clone();
-    let reference = digest
-        .as_deref()
-        .map_or(req.image.to_string(), |d| pinned(&req.image, d));
+    if let Some(pause) = crate::refresh::run::test_pause("commit") {
+        std::thread::sleep(pause);
+    }
     let mut failures: Vec<String> = Vec::new();
-    for (n, st) in nodes.iter().zip(&stages) {
-        match st {
-            Some(Ok(s)) if s.digest.is_some() && s.digest == digest => {}
-            Some(Ok(s)) => failures.push(format!(
-                "node {}: staged digest {} is not {}",
+    for (n, st) in nodes.iter().zip(stages.iter_mut()) {
+        match (st, &digest) {
+            (Ok(_), None) => {}
+            (Ok(w), Some(d)) if w.line.digest.as_ref() != Some(d) => failures.push(format!(
+                "node {}: staged digest {} is not {d}",
                 n.label(),
-                s.digest.as_deref().unwrap_or("(none)"),
-                digest.as_deref().unwrap_or("(unknown)")
+                w.line.digest.as_deref().unwrap_or("(none)"),
             )),
-            Some(Err(e)) => failures.push(e.clone()),
-            None => {}
+            (Ok(w), Some(_)) => {
+                if let Some(status) = w.proc.try_status() {
+                    failures.push(format!(
+                        "node {}: its staged run ended ({status}) before the swap: {}\n  hint: is its halobox the same version as this one? `halobox cluster install` copies this one",
+                        n.label(),
+                        remote::tail(&w.proc.output(), 2)
+                    ));
+                }
+            }
+            (Err(e), _) => failures.push(e.clone()),
         }
+    }
+    if failures.is_empty() && digest.is_none() {
+        failures.push(format!(
+            "node {}: its pull of {} resolved no digest, so the nodes cannot be put on one image\n  hint: name it by digest: --image {}@sha256:…",
+            nodes[0].label(),
+            req.image,
+            req.image.repository
+        ));
     }
     let running = match &ray {
         Ok(alive) => *alive,
@@ -404,11 +483,8 @@ pub fn run(cfg: &ClusterConfig, config_path: &std::path::Path, req: &Request) ->
             "Ray is running in the cluster ({running} node(s) alive): swapping the containers would stop it\n  hint: pass --restart (cluster down, swap, cluster up), or `halobox cluster down` first"
         ));
     }
-    if !failures.is_empty() || stages.iter().any(Option::is_none) {
-        if failures.is_empty() {
-            failures.push("the first node's pull did not resolve a digest".into());
-        }
-        report.nodes = discard_all(cfg, &nodes, req, &reference, &stages);
+    if !failures.is_empty() {
+        report.nodes = discard_all(cfg, &nodes, stages);
         report.notes.extend(failures);
         report.seconds = t0.elapsed().as_secs_f64();
         return report;
@@ -421,23 +497,15 @@ pub fn run(cfg: &ClusterConfig, config_path: &std::path::Path, req: &Request) ->
                 .push(format!("{}: Ray not stopped: {}", d.name, d.detail));
         }
     }
-    let staged: Vec<StagedLine> = stages
-        .into_iter()
-        .map(|s| s.expect("started").expect("staged"))
-        .collect();
-    let results = each_node(&nodes, |n| {
-        let i = nodes.iter().position(|m| m == n).expect("node");
-        finish_node(
-            cfg,
-            n,
-            req,
-            &reference,
-            &Phase::Commit(staged[i].staged.clone()),
-        )
+    // No failure: every node is staged.
+    let staged: Vec<Waiting> = stages.into_iter().flatten().collect();
+    let results = each(staged, |i, w| {
+        let line = w.line.clone();
+        (line, finish_node(cfg, &nodes[i], w, Word::Commit))
     });
-    for ((n, s), r) in nodes.iter().zip(&staged).zip(results) {
+    for (n, (s, r)) in nodes.iter().zip(results) {
         report.nodes.push(match r {
-            Ok(_) => NodeResult {
+            Ok(()) => NodeResult {
                 node: n.label().into(),
                 outcome: "swapped".into(),
                 container: Some(s.staged.clone()),
@@ -474,52 +542,38 @@ pub fn run(cfg: &ClusterConfig, config_path: &std::path::Path, req: &Request) ->
     report
 }
 
-/// Discards every staged container; results per node.
-fn discard_all(
-    cfg: &ClusterConfig,
-    nodes: &[NodeConfig],
-    req: &Request,
-    reference: &str,
-    stages: &[Option<Stage>],
-) -> Vec<NodeResult> {
-    let done = each_node(nodes, |n| {
-        let i = nodes.iter().position(|m| m == n).expect("node");
-        match &stages[i] {
-            Some(Ok(_)) => Some(finish_node(cfg, n, req, reference, &Phase::Discard)),
-            _ => None,
-        }
-    });
-    nodes
-        .iter()
-        .zip(stages)
-        .zip(done)
-        .map(|((n, st), d)| {
-            let (outcome, detail) = match (st, d) {
-                (None, _) => ("not started", "kept its old container".to_string()),
-                (Some(Err(e)), _) => ("failed", e.clone()),
-                (Some(Ok(_)), Some(Ok(_))) => (
-                    "discarded",
-                    "the staged container was removed; it keeps its old container".to_string(),
-                ),
-                (Some(Ok(s)), Some(Err(e))) => (
-                    "failed",
-                    format!(
-                        "the staged container {} could not be removed ({e}); its old container is untouched: run `halobox refresh --discard-staged --name {}` there",
-                        s.staged, n.container
+/// Tells every staged node to remove what it staged; results per node.
+fn discard_all(cfg: &ClusterConfig, nodes: &[NodeConfig], stages: Vec<Stage>) -> Vec<NodeResult> {
+    each(stages, |i, st| {
+        let n = &nodes[i];
+        let (outcome, detail) = match st {
+            Err(e) => ("failed", e),
+            Ok(w) => {
+                let id = w.line.staged.clone();
+                match finish_node(cfg, n, w, Word::Discard) {
+                    Ok(()) => (
+                        "discarded",
+                        "the staged container was removed; it keeps its old container".to_string(),
                     ),
-                ),
-                (Some(Ok(_)), None) => ("failed", String::new()),
-            };
-            NodeResult {
-                node: n.label().into(),
-                outcome: outcome.into(),
-                container: None,
-                image: None,
-                digest: None,
-                detail,
+                    Err(e) => (
+                        "failed",
+                        format!(
+                            "the staged container {id} may be left ({e}); its old container is untouched: run `halobox refresh --discard-staged --name {}` there",
+                            n.container
+                        ),
+                    ),
+                }
             }
-        })
-        .collect()
+        };
+        NodeResult {
+            node: n.label().into(),
+            outcome: outcome.into(),
+            container: None,
+            image: None,
+            digest: None,
+            detail,
+        }
+    })
 }
 
 /// The report as text.
@@ -582,19 +636,13 @@ backend = "host"
     }
 
     #[test]
-    fn each_phase_is_the_nodes_own_refresh() {
+    fn each_node_stages_with_its_own_refresh() {
         let c = cfg();
         let r = req("reg:5000/x/vllm");
         let b = &c.nodes[1];
         assert_eq!(
-            command(&c, b, &r, "reg:5000/x/vllm@sha256:ab", &Phase::Stage).join(" "),
-            "/opt/hb/halobox refresh latest --image reg:5000/x/vllm@sha256:ab --name llm --backend toolbox --memlock 8M --yes --stage"
-        );
-        let commit = command(&c, b, &r, "i", &Phase::Commit("id1".into()));
-        assert!(commit.ends_with(&["--commit-staged".into(), "id1".into(), "--json".into()]));
-        assert_eq!(
-            command(&c, b, &r, "i", &Phase::Discard).last().unwrap(),
-            "--discard-staged"
+            command(&c, b, &r, "reg:5000/x/vllm@sha256:ab").join(" "),
+            "/opt/hb/halobox refresh latest --image reg:5000/x/vllm@sha256:ab --name llm --backend toolbox --memlock 8M --yes --json --stage"
         );
         let (nodes, skipped) = split(&c);
         assert_eq!(nodes.len(), 2);
@@ -608,11 +656,13 @@ backend = "host"
         assert!(text.contains("digest sha256:ab12, on every node"), "{text}");
         assert!(text.contains("a at root@n1"), "{text}");
         assert!(
-            text.contains("     a: /opt/hb/halobox refresh latest"),
+            text.contains(
+                "     a: /opt/hb/halobox refresh latest --image reg:5000/x/vllm@sha256:ab12"
+            ),
             "{text}"
         );
-        assert!(text.contains("--commit-staged '<ID>'"), "{text}");
-        assert!(text.contains("--discard-staged"), "{text}");
+        assert!(text.contains("`commit` to every node"), "{text}");
+        assert!(text.contains("`discard` to every staged node"), "{text}");
         assert!(text.contains("pass --restart"), "{text}");
         assert!(!text.contains("     c: "), "{text}");
         let text = render_plan(&c, &req("reg:5000/x/vllm"));
@@ -620,10 +670,14 @@ backend = "host"
             text.contains("node a's pull resolves it to one digest"),
             "{text}"
         );
-        assert!(
-            text.contains("--image reg:5000/x/vllm:latest --name vllm"),
-            "{text}"
-        );
+        for x in ["a", "b"] {
+            assert!(
+                text.contains(&format!(
+                    "     {x}: /opt/hb/halobox refresh latest --image reg:5000/x/vllm:latest"
+                )),
+                "{text}"
+            );
+        }
         assert!(text.contains("'reg:5000/x/vllm@<digest>'"), "{text}");
     }
 }

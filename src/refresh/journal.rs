@@ -25,8 +25,9 @@ pub enum Step {
     /// The new container has the name; the old one is being retired.
     Swapped,
     /// The new container ran its check and waits, under the temporary
-    /// name, to be swapped in or removed by the `cluster refresh` that
-    /// staged it (`refresh --commit-staged` / `--discard-staged`).
+    /// name, for the word of the `cluster refresh` that staged it (`refresh
+    /// --stage`: swap it in or remove it); one left behind is removed by
+    /// the next `--stage` or by `--discard-staged`.
     Staged,
 }
 

@@ -2,7 +2,8 @@
 //! stays up, then swap and keep the old one as `NAME-prev`, then prune.
 //! [`prepare`] gathers what the plan needs (config, environment, engine),
 //! [`plan`] decides, [`run`] carries it out ([`check`] is its start check,
-//! [`signals`] holds SIGINT/SIGTERM across the swap). [`lock`] keeps it to
+//! [`signals`] holds SIGINT/SIGTERM across the swap; [`word`] is how a
+//! staged run hears `cluster refresh`'s decision). [`lock`] keeps it to
 //! one run per engine and name; [`journal`] records each run's steps and
 //! [`repair`] puts back what an interrupted run left.
 
@@ -14,3 +15,4 @@ pub mod prepare;
 pub mod repair;
 pub mod run;
 pub mod signals;
+pub mod word;

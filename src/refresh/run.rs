@@ -147,7 +147,7 @@ pub async fn execute(
 pub struct Staged {
     /// The container name it is staged for.
     pub name: String,
-    /// The staged container's id (what `--commit-staged` names).
+    /// The staged container's id.
     pub staged: String,
     /// The image it runs (pinned).
     pub image: String,
@@ -155,6 +155,9 @@ pub struct Staged {
     pub digest: Option<String>,
     /// How long each step took.
     pub timings: Vec<StepTime>,
+    /// What the journal records of it (for [`commit`] and [`discard`]).
+    #[serde(skip)]
+    pub entry: Entry,
 }
 
 /// Runs `plan` up to the swap: pull, pin, create and check the new
@@ -185,13 +188,12 @@ pub async fn stage(
         image: made.image,
         digest: made.digest,
         timings: laps.done,
+        entry: steps.entry,
     })
 }
 
-/// Swaps in the container a [`stage`] left (`entry`, read from `journal`
-/// under the lock), then retires the old one and prunes as [`execute`]
-/// does. `plan` is planned again now; its containers must be the ones the
-/// entry recorded.
+/// Swaps in the container a [`stage`] of `plan` left (`entry`; the lock
+/// held since), then retires the old one and prunes as [`execute`] does.
 pub async fn commit(
     engine: &Engine,
     plan: &RefreshPlan,
@@ -347,14 +349,15 @@ async fn finish(
     })
 }
 
-/// Pauses at `point` when `HALOBOX_TEST_PAUSE_AT` names it, for
+/// How long to pause at `point`: when `HALOBOX_TEST_PAUSE_AT` names it,
 /// `HALOBOX_TEST_PAUSE_SECS` seconds (default 5), after printing
-/// `HALOBOX_TEST_PAUSED at POINT (pid N)`: the tests use it to signal or
-/// kill a real refresh between the two renames (`swap`) and to hold its
-/// lock. Nothing else reads these variables.
-async fn test_pause(point: &str) {
+/// `HALOBOX_TEST_PAUSED at POINT (pid N)`. The tests use it to signal or
+/// kill a real refresh between the two renames (`swap`), to hold its lock,
+/// and to kill a `cluster refresh` once every node is staged (`commit`).
+/// Nothing else reads these variables.
+pub fn test_pause(point: &str) -> Option<Duration> {
     if std::env::var("HALOBOX_TEST_PAUSE_AT").as_deref() != Ok(point) {
-        return;
+        return None;
     }
     let secs = std::env::var("HALOBOX_TEST_PAUSE_SECS")
         .ok()
@@ -365,7 +368,7 @@ async fn test_pause(point: &str) {
         "HALOBOX_TEST_PAUSED at {point} (pid {})",
         std::process::id()
     );
-    tokio::time::sleep(Duration::from_secs_f64(secs)).await;
+    Some(Duration::from_secs_f64(secs))
 }
 
 /// The steps of one refresh, each undoing what it made when it fails.
@@ -678,7 +681,9 @@ impl<'a> Steps<'a> {
                     .await);
             }
         }
-        test_pause("swap").await;
+        if let Some(pause) = test_pause("swap") {
+            tokio::time::sleep(pause).await;
+        }
         let Err(e) = engine.rename(new_id, &plan.name).await else {
             // The swap is done; a journal that cannot say so is a warning
             // (the repair finishes the retiring from the names alone).
