@@ -139,6 +139,31 @@ impl Cluster {
     }
 }
 
+/// No ssh master connection and no socket directory of `up` is left once
+/// it returned (it owns one master per node while it runs).
+fn no_masters_left(c: &Cluster, after: &str) {
+    let dirs: Vec<String> = std::fs::read_dir(std::env::temp_dir())
+        .unwrap()
+        .filter_map(|e| e.ok())
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .filter(|n| n.starts_with("halobox-ssh-"))
+        .collect();
+    assert!(dirs.is_empty(), "left after {after}: {dirs:?}");
+    let ps = std::process::Command::new("ps")
+        .args(["-eo", "args"])
+        .output()
+        .unwrap();
+    let masters: Vec<String> = String::from_utf8_lossy(&ps.stdout)
+        .lines()
+        .filter(|l| {
+            l.contains("ControlMaster=")
+                && (1..=3).any(|i| l.contains(&format!("root@{}", c.nodes.ip(i))))
+        })
+        .map(str::to_string)
+        .collect();
+    assert!(masters.is_empty(), "left after {after}: {masters:?}");
+}
+
 /// Run on the head with the head's env (as `halobox serve` runs vLLM):
 /// one task pinned to each alive node returns the env it runs with, once
 /// with the driver's env carried to the workers the way vLLM does it
@@ -249,6 +274,7 @@ fn main_path(engine: &'static str) {
     let out = c.cluster(&["up"], &two);
     let up = ok(&out);
     assert!(up.contains("Ray lists all 2 node(s)"), "{up}");
+    no_masters_left(&c, "up");
     // Made with a memlock limit below unlimited: named with the fix (a
     // warning over TCP; a failure when the cluster uses RDMA).
     for x in ['a', 'b'] {
@@ -499,6 +525,7 @@ fn main_path(engine: &'static str) {
         "{all}"
     );
     assert!(all.contains("preflight failed (c: devices"), "{all}");
+    no_masters_left(&c, "a failed preflight");
     by_hand(&["stop", "-t", "0", "vllm"]);
     let out = c.cluster(&["up"], &three);
     assert_eq!(out.status.code(), Some(1), "{}", text(&out));
