@@ -5,7 +5,7 @@
 //! anything prints it, and one wording for what went wrong, naming the node.
 
 use std::path::PathBuf;
-use std::process::{Child, Stdio};
+use std::process::Stdio;
 use std::time::{Duration, Instant};
 
 use crate::proc::{Capture, DROPPED_PREFIX, Finished, Proc};
@@ -235,11 +235,13 @@ impl Node {
 const MASTER_START: Duration = Duration::from_secs(15);
 
 /// One ssh connection per node shared by every command of one halobox run
-/// (ssh's ControlMaster): each master is a child of halobox with its
-/// standard streams on /dev/null, its socket in a directory only this user
-/// can enter, made for this run. Dropping it closes every master (`-O
-/// exit`, then killed if still there) and removes the directory; a node
-/// whose master did not start is reached by plain ssh.
+/// (ssh's ControlMaster): each master logs in, then runs in the background
+/// with its standard streams on /dev/null (no pipe of halobox's kept open),
+/// its socket in a directory only this user can enter, made for this run.
+/// Dropping it closes every master (`-O exit`) and removes the directory;
+/// a master whose halobox was killed ends once its clients are gone
+/// ([`ssh::MASTER_IDLE_S`]). A node whose master did not start is reached
+/// by plain ssh, as is a node whose master is gone.
 #[derive(Debug, Default)]
 pub struct Masters {
     dir: Option<PathBuf>,
@@ -249,9 +251,8 @@ pub struct Masters {
 #[derive(Debug)]
 struct Master {
     target: String,
-    options: Vec<String>,
     socket: PathBuf,
-    child: Child,
+    options: Vec<String>,
 }
 
 impl Masters {
@@ -301,58 +302,56 @@ impl Masters {
 }
 
 impl Master {
-    /// Starts the master and waits until its socket is there (it logged
-    /// in); `None` when it ends or does not log in within [`MASTER_START`].
+    /// Starts the master and waits until it logged in and went to the
+    /// background; `None` when it fails or does not within [`MASTER_START`].
     fn start(node: &Node, socket: PathBuf) -> Option<Master> {
         let argv = ssh::master(&node.target, &node.options, &socket);
-        let child = crate::proc::command(&argv[0])
-            .args(&argv[1..])
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .ok()?;
-        let mut m = Master {
-            target: node.target.clone(),
-            options: node.options.clone(),
-            socket,
-            child,
-        };
+        let mut child = quiet(&argv).spawn().ok()?;
         let deadline = Instant::now() + MASTER_START;
-        loop {
-            if m.socket.exists() {
-                return Some(m);
+        let status = loop {
+            match child.try_wait() {
+                Ok(Some(s)) => break Some(s),
+                Ok(None) if Instant::now() < deadline => {
+                    std::thread::sleep(Duration::from_millis(10));
+                }
+                _ => break None,
             }
-            if !matches!(m.child.try_wait(), Ok(None)) || Instant::now() > deadline {
-                m.close();
-                return None;
-            }
-            std::thread::sleep(Duration::from_millis(10));
+        };
+        let m = Master {
+            target: node.target.clone(),
+            socket,
+            options: node.options.clone(),
+        };
+        if status.is_some_and(|s| s.success()) && m.socket.exists() {
+            return Some(m);
         }
+        let _ = child.kill();
+        let _ = child.wait();
+        m.close();
+        None
     }
 
-    /// `-O exit`, then the child is killed if it is still there, and reaped.
-    fn close(&mut self) {
-        if matches!(self.child.try_wait(), Ok(None)) {
-            let _ = crate::proc::command("ssh")
-                .args(&ssh::master_exit(&self.target, &self.socket)[1..])
-                .stdin(Stdio::null())
-                .stdout(Stdio::null())
-                .stderr(Stdio::null())
-                .status();
-            let deadline = Instant::now() + Duration::from_secs(2);
-            while matches!(self.child.try_wait(), Ok(None)) && Instant::now() < deadline {
-                std::thread::sleep(Duration::from_millis(10));
-            }
+    /// `-O exit`: the master closes its connection and ends.
+    fn close(&self) {
+        if self.socket.exists() {
+            let _ = quiet(&ssh::master_exit(&self.target, &self.socket)).status();
         }
-        let _ = self.child.kill();
-        let _ = self.child.wait();
     }
+}
+
+/// `argv` with its standard streams on /dev/null.
+fn quiet(argv: &[String]) -> std::process::Command {
+    let mut c = crate::proc::command(&argv[0]);
+    c.args(&argv[1..])
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null());
+    c
 }
 
 impl Drop for Masters {
     fn drop(&mut self) {
-        for m in &mut self.open {
+        for m in &self.open {
             m.close();
         }
         if let Some(d) = &self.dir {

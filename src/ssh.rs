@@ -28,15 +28,25 @@ pub fn command_via(target: &str, options: &[String], control: &Path, remote: &st
     argv
 }
 
-/// The master connection to `target` at the socket `control`: it
-/// authenticates, then stays in the foreground running no command (`-N`)
-/// until `-O exit` ([`master_exit`]) or its end.
+/// The master connection to `target` at the socket `control`: it logs in,
+/// then goes to the background (the command exits 0) and runs no command
+/// (`-N`) until `-O exit` ([`master_exit`]), or until it has had no client
+/// for [`MASTER_IDLE_S`] seconds (when halobox was killed).
 pub fn master(target: &str, options: &[String], control: &Path) -> Vec<String> {
     let mut argv = base(options);
     argv.extend(control_options(control, "yes"));
-    argv.extend(["-N".into(), "--".into(), target.to_string()]);
+    argv.extend([
+        "-o".into(),
+        format!("ControlPersist={MASTER_IDLE_S}"),
+        "-N".into(),
+        "--".into(),
+        target.to_string(),
+    ]);
     argv
 }
+
+/// Seconds a master connection stays without clients before it ends.
+pub const MASTER_IDLE_S: u32 = 5;
 
 /// Asks the master at `control` to close its connection and exit.
 pub fn master_exit(target: &str, control: &Path) -> Vec<String> {
@@ -52,8 +62,6 @@ fn control_options(control: &Path, master: &str) -> Vec<String> {
         format!("ControlMaster={master}"),
         "-o".into(),
         format!("ControlPath={}", control.display()),
-        "-o".into(),
-        "ControlPersist=no".into(),
     ]
 }
 
@@ -373,7 +381,10 @@ mod tests {
             assert!(user < path, "{a:?}");
         }
         assert!(m.windows(2).any(|w| w == ["-o", "ControlMaster=yes"]));
-        assert_eq!(m[m.len() - 3..], ["-N", "--", "root@n1"]);
+        assert_eq!(
+            m[m.len() - 5..],
+            ["-o", "ControlPersist=5", "-N", "--", "root@n1"]
+        );
         assert!(c.windows(2).any(|w| w == ["-o", "ControlMaster=no"]));
         assert_eq!(c[c.len() - 3..], ["--", "root@n1", "true"]);
         let x = master_exit("root@n1", sock);

@@ -149,18 +149,27 @@ fn no_masters_left(c: &Cluster, after: &str) {
         .filter(|n| n.starts_with("halobox-ssh-"))
         .collect();
     assert!(dirs.is_empty(), "left after {after}: {dirs:?}");
-    let ps = std::process::Command::new("ps")
-        .args(["-eo", "args"])
-        .output()
-        .unwrap();
-    let masters: Vec<String> = String::from_utf8_lossy(&ps.stdout)
-        .lines()
-        .filter(|l| {
-            l.contains("ControlMaster=")
-                && (1..=3).any(|i| l.contains(&format!("root@{}", c.nodes.ip(i))))
-        })
-        .map(str::to_string)
-        .collect();
+    // `-O exit` has been asked for; the master ends a moment later.
+    let list = || -> Vec<String> {
+        let ps = std::process::Command::new("ps")
+            .args(["-eo", "args"])
+            .output()
+            .unwrap();
+        String::from_utf8_lossy(&ps.stdout)
+            .lines()
+            .filter(|l| {
+                l.contains("ControlMaster=")
+                    && (1..=3).any(|i| l.contains(&format!("root@{}", c.nodes.ip(i))))
+            })
+            .map(str::to_string)
+            .collect()
+    };
+    let deadline = std::time::Instant::now() + Duration::from_secs(3);
+    let mut masters = list();
+    while !masters.is_empty() && std::time::Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(100));
+        masters = list();
+    }
     assert!(masters.is_empty(), "left after {after}: {masters:?}");
 }
 
