@@ -369,8 +369,9 @@ fn private_dir() -> Option<PathBuf> {
     let nanos = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map_or(0, |d| d.subsec_nanos());
-    let dir =
-        std::env::temp_dir().join(format!("halobox-ssh-{}-{seq}-{nanos}", std::process::id()));
+    let tmp = std::env::temp_dir();
+    remove_stale(&tmp);
+    let dir = tmp.join(format!("halobox-ssh-{}-{seq}-{nanos}", std::process::id()));
     // ssh expands '%' and splits words in ControlPath; sockets have a
     // short path limit.
     let text = dir.to_str()?;
@@ -379,6 +380,33 @@ fn private_dir() -> Option<PathBuf> {
     }
     std::fs::DirBuilder::new().mode(0o700).create(&dir).ok()?;
     Some(dir)
+}
+
+/// Removes the empty socket directories that a killed halobox left in
+/// `tmp` (its process is gone; a master removes its socket when it ends).
+fn remove_stale(tmp: &std::path::Path) {
+    use std::os::unix::fs::MetadataExt;
+    let Ok(entries) = std::fs::read_dir(tmp) else {
+        return;
+    };
+    let uid = nix::unistd::Uid::current().as_raw();
+    for e in entries.flatten() {
+        let name = e.file_name();
+        let Some(pid) = name
+            .to_str()
+            .and_then(|n| n.strip_prefix("halobox-ssh-"))
+            .and_then(|n| n.split('-').next())
+        else {
+            continue;
+        };
+        let mine = e
+            .path()
+            .symlink_metadata()
+            .is_ok_and(|m| m.is_dir() && m.uid() == uid);
+        if mine && !std::path::Path::new("/proc").join(pid).exists() {
+            let _ = std::fs::remove_dir(e.path());
+        }
+    }
 }
 
 /// Longest line of remote output quoted in a message.

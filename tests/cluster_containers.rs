@@ -109,13 +109,26 @@ impl Cluster {
         p
     }
 
+    /// `halobox cluster ARGS --cluster FILE` on node a, with its own
+    /// temporary directory ([`Cluster::tmp`]).
     fn cluster(&self, args: &[&str], file: &std::path::Path) -> Output {
-        let mut a = vec!["cluster"];
+        let mut a = vec![HALOBOX, "cluster"];
         a.extend_from_slice(args);
         a.push("--cluster");
         let f = file.display().to_string();
         a.push(&f);
-        self.halobox('a', &a)
+        std::fs::create_dir_all(self.tmp()).unwrap();
+        self.nodes
+            .on_node('a', &a)
+            .env("HF_HOME", self.nodes.path("hf"))
+            .env("TMPDIR", self.tmp())
+            .output()
+            .expect("run halobox on a node")
+    }
+
+    /// The temporary directory of the `cluster` commands.
+    fn tmp(&self) -> std::path::PathBuf {
+        self.nodes.path("tmp")
     }
 
     /// The Ray processes in node `x`'s container.
@@ -142,7 +155,7 @@ impl Cluster {
 /// No ssh master connection and no socket directory of `up` is left once
 /// it returned (it owns one master per node while it runs).
 fn no_masters_left(c: &Cluster, after: &str) {
-    let dirs: Vec<String> = std::fs::read_dir(std::env::temp_dir())
+    let dirs: Vec<String> = std::fs::read_dir(c.tmp())
         .unwrap()
         .filter_map(|e| e.ok())
         .map(|e| e.file_name().to_string_lossy().into_owned())
