@@ -4,7 +4,9 @@
 //! [`OUTPUT_LIMIT`] with terminal control characters removed before
 //! anything prints it, and one wording for what went wrong, naming the node.
 
-use std::time::Duration;
+use std::path::PathBuf;
+use std::process::Stdio;
+use std::time::{Duration, Instant};
 
 use crate::proc::{Capture, DROPPED_PREFIX, Finished, Proc};
 use crate::{shell, ssh};
@@ -57,6 +59,8 @@ pub struct Node {
     options: Vec<String>,
     label: String,
     missing_hint: String,
+    /// The socket of this command's master connection to the node, if any.
+    control: Option<PathBuf>,
 }
 
 /// What kind of failure a remote command had.
@@ -93,6 +97,23 @@ impl Node {
             options: options.to_vec(),
             label,
             missing_hint,
+            control: None,
+        }
+    }
+
+    /// This node reached through its master connection in `masters`
+    /// (when one started), else as it is.
+    pub fn through(&self, masters: &Masters) -> Node {
+        let mut n = self.clone();
+        n.control = masters.socket(&self.target, &self.options);
+        n
+    }
+
+    /// The ssh argv that runs the shell line `remote` there.
+    fn ssh(&self, remote: &str) -> Vec<String> {
+        match &self.control {
+            Some(c) => ssh::command_via(&self.target, &self.options, c, remote),
+            None => ssh::command(&self.target, &self.options, remote),
         }
     }
 
@@ -101,7 +122,8 @@ impl Node {
         &self.label
     }
 
-    /// The ssh argv that runs `cmd` (argv on the node) under the guard.
+    /// The ssh argv that runs `cmd` (argv on the node) under the guard, as
+    /// a user would run it (without a master connection).
     pub fn argv(&self, cmd: &[String]) -> Vec<String> {
         ssh::command(&self.target, &self.options, &guarded(cmd))
     }
@@ -110,7 +132,7 @@ impl Node {
     /// stdin, which stops the command on the node.
     pub fn spawn(&self, cmd: &[String]) -> Result<Proc, RemoteError> {
         ssh::check_target(&self.target).map_err(|e| self.failed(e))?;
-        Proc::spawn_with(&self.argv(cmd), CAPTURE)
+        Proc::spawn_with(&self.ssh(&guarded(cmd)), CAPTURE)
             .map_err(|e| self.failed(format!("{e}\n  hint: install the OpenSSH client (`ssh`)")))
     }
 
@@ -147,7 +169,7 @@ impl Node {
         timeout: Duration,
     ) -> Result<Finished, RemoteError> {
         ssh::check_target(&self.target).map_err(|e| self.failed(e))?;
-        let argv = ssh::command(&self.target, &self.options, &shell::line(cmd));
+        let argv = self.ssh(&shell::line(cmd));
         let mut proc = Proc::spawn_with(&argv, CAPTURE)
             .map_err(|e| self.failed(format!("{e}\n  hint: install the OpenSSH client (`ssh`)")))?;
         // A write that fails means ssh ended early: its status says why.
@@ -204,6 +226,185 @@ impl Node {
         RemoteError {
             failure: Failure::Failed(None),
             message: format!("{}: {e}", self.label),
+        }
+    }
+}
+
+/// How long a master connection may take to log in before halobox goes on
+/// without it.
+const MASTER_START: Duration = Duration::from_secs(15);
+
+/// One ssh connection per node shared by every command of one halobox run
+/// (ssh's ControlMaster): each master logs in, then runs in the background
+/// with its standard streams on /dev/null (no pipe of halobox's kept open),
+/// its socket in a directory only this user can enter, made for this run.
+/// Dropping it closes every master (`-O exit`) and removes the directory;
+/// a master whose halobox was killed ends once its clients are gone
+/// ([`ssh::MASTER_IDLE_S`]). A node whose master did not start is reached
+/// by plain ssh, as is a node whose master is gone.
+#[derive(Debug, Default)]
+pub struct Masters {
+    dir: Option<PathBuf>,
+    open: Vec<Master>,
+}
+
+#[derive(Debug)]
+struct Master {
+    target: String,
+    socket: PathBuf,
+    options: Vec<String>,
+}
+
+impl Masters {
+    /// A master connection to each distinct node of `nodes`, started in
+    /// parallel; nodes whose master cannot log in are left out (their
+    /// commands connect by themselves and say why they cannot).
+    pub fn start(nodes: &[Node]) -> Masters {
+        let Some(dir) = private_dir() else {
+            return Masters::default();
+        };
+        let mut distinct: Vec<&Node> = vec![];
+        for n in nodes {
+            if ssh::check_target(&n.target).is_ok()
+                && !distinct
+                    .iter()
+                    .any(|d| d.target == n.target && d.options == n.options)
+            {
+                distinct.push(n);
+            }
+        }
+        let open = std::thread::scope(|s| {
+            let started: Vec<_> = distinct
+                .iter()
+                .enumerate()
+                .map(|(i, n)| {
+                    let socket = dir.join(i.to_string());
+                    s.spawn(move || Master::start(n, socket))
+                })
+                .collect();
+            started
+                .into_iter()
+                .filter_map(|h| h.join().expect("master thread"))
+                .collect()
+        });
+        Masters {
+            dir: Some(dir),
+            open,
+        }
+    }
+
+    fn socket(&self, target: &str, options: &[String]) -> Option<PathBuf> {
+        self.open
+            .iter()
+            .find(|m| m.target == target && m.options == options)
+            .map(|m| m.socket.clone())
+    }
+}
+
+impl Master {
+    /// Starts the master and waits until it logged in and went to the
+    /// background; `None` when it fails or does not within [`MASTER_START`].
+    fn start(node: &Node, socket: PathBuf) -> Option<Master> {
+        let argv = ssh::master(&node.target, &node.options, &socket);
+        let mut child = quiet(&argv).spawn().ok()?;
+        let deadline = Instant::now() + MASTER_START;
+        let status = loop {
+            match child.try_wait() {
+                Ok(Some(s)) => break Some(s),
+                Ok(None) if Instant::now() < deadline => {
+                    std::thread::sleep(Duration::from_millis(10));
+                }
+                _ => break None,
+            }
+        };
+        let m = Master {
+            target: node.target.clone(),
+            socket,
+            options: node.options.clone(),
+        };
+        if status.is_some_and(|s| s.success()) && m.socket.exists() {
+            return Some(m);
+        }
+        let _ = child.kill();
+        let _ = child.wait();
+        m.close();
+        None
+    }
+
+    /// `-O exit`: the master closes its connection and ends.
+    fn close(&self) {
+        if self.socket.exists() {
+            let _ = quiet(&ssh::master_exit(&self.target, &self.socket)).status();
+        }
+    }
+}
+
+/// `argv` with its standard streams on /dev/null.
+fn quiet(argv: &[String]) -> std::process::Command {
+    let mut c = crate::proc::command(&argv[0]);
+    c.args(&argv[1..])
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null());
+    c
+}
+
+impl Drop for Masters {
+    fn drop(&mut self) {
+        for m in &self.open {
+            m.close();
+        }
+        if let Some(d) = &self.dir {
+            let _ = std::fs::remove_dir_all(d);
+        }
+    }
+}
+
+/// A new directory for the masters' sockets, mode 0700, under the
+/// temporary directory (`None` where ssh could not use its path).
+fn private_dir() -> Option<PathBuf> {
+    use std::os::unix::fs::DirBuilderExt;
+    static SEQ: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
+    let seq = SEQ.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.subsec_nanos());
+    let tmp = std::env::temp_dir();
+    remove_stale(&tmp);
+    let dir = tmp.join(format!("halobox-ssh-{}-{seq}-{nanos}", std::process::id()));
+    // ssh expands '%' and splits words in ControlPath; sockets have a
+    // short path limit.
+    let text = dir.to_str()?;
+    if text.contains(['%', ' ', '\t', '"', '\'']) || text.len() > 80 {
+        return None;
+    }
+    std::fs::DirBuilder::new().mode(0o700).create(&dir).ok()?;
+    Some(dir)
+}
+
+/// Removes the empty socket directories that a killed halobox left in
+/// `tmp` (its process is gone; a master removes its socket when it ends).
+fn remove_stale(tmp: &std::path::Path) {
+    use std::os::unix::fs::MetadataExt;
+    let Ok(entries) = std::fs::read_dir(tmp) else {
+        return;
+    };
+    let uid = nix::unistd::Uid::current().as_raw();
+    for e in entries.flatten() {
+        let name = e.file_name();
+        let Some(pid) = name
+            .to_str()
+            .and_then(|n| n.strip_prefix("halobox-ssh-"))
+            .and_then(|n| n.split('-').next())
+        else {
+            continue;
+        };
+        let mine = e
+            .path()
+            .symlink_metadata()
+            .is_ok_and(|m| m.is_dir() && m.uid() == uid);
+        if mine && !std::path::Path::new("/proc").join(pid).exists() {
+            let _ = std::fs::remove_dir(e.path());
         }
     }
 }

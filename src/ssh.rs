@@ -11,6 +11,62 @@ use std::path::{Path, PathBuf};
 /// `options` become `-o OPT` (check them with [`check_options`] first);
 /// they may set the connect timeout and keepalive, never host key checks.
 pub fn command(target: &str, options: &[String], remote: &str) -> Vec<String> {
+    let mut argv = base(options);
+    argv.push("--".into());
+    argv.push(target.to_string());
+    argv.push(remote.to_string());
+    argv
+}
+
+/// [`command`] through the master connection whose socket is `control`
+/// (halobox's own options, after the user's: a master that is gone makes
+/// ssh connect directly).
+pub fn command_via(target: &str, options: &[String], control: &Path, remote: &str) -> Vec<String> {
+    let mut argv = base(options);
+    argv.extend(control_options(control, "no"));
+    argv.extend(["--".into(), target.to_string(), remote.to_string()]);
+    argv
+}
+
+/// The master connection to `target` at the socket `control`: it logs in,
+/// then goes to the background (the command exits 0) and runs no command
+/// (`-N`) until `-O exit` ([`master_exit`]), or until it has had no client
+/// for [`MASTER_IDLE_S`] seconds (when halobox was killed).
+pub fn master(target: &str, options: &[String], control: &Path) -> Vec<String> {
+    let mut argv = base(options);
+    argv.extend(control_options(control, "yes"));
+    argv.extend([
+        "-o".into(),
+        format!("ControlPersist={MASTER_IDLE_S}"),
+        "-N".into(),
+        "--".into(),
+        target.to_string(),
+    ]);
+    argv
+}
+
+/// Seconds a master connection stays without clients before it ends.
+pub const MASTER_IDLE_S: u32 = 5;
+
+/// Asks the master at `control` to close its connection and exit.
+pub fn master_exit(target: &str, control: &Path) -> Vec<String> {
+    let mut argv: Vec<String> = vec!["ssh".into(), "-o".into(), "BatchMode=yes".into()];
+    argv.extend(control_options(control, "no"));
+    argv.extend(["-O".into(), "exit".into(), "--".into(), target.to_string()]);
+    argv
+}
+
+fn control_options(control: &Path, master: &str) -> Vec<String> {
+    vec![
+        "-o".into(),
+        format!("ControlMaster={master}"),
+        "-o".into(),
+        format!("ControlPath={}", control.display()),
+    ]
+}
+
+/// `ssh` with host key checks, batch mode, `options` and the timeouts.
+fn base(options: &[String]) -> Vec<String> {
     let mut argv: Vec<String> = [
         "ssh",
         "-o",
@@ -25,9 +81,6 @@ pub fn command(target: &str, options: &[String], remote: &str) -> Vec<String> {
         argv.push(o.clone());
     }
     argv.extend(["-o", "ConnectTimeout=10", "-o", "ServerAliveInterval=5"].map(String::from));
-    argv.push("--".into());
-    argv.push(target.to_string());
-    argv.push(remote.to_string());
     argv
 }
 
@@ -310,6 +363,32 @@ mod tests {
         );
         assert!(a.windows(2).any(|w| w == ["-o", "IdentityFile=/k"]));
         assert_eq!(a[a.len() - 3..], ["--", "root@n1", "true"]);
+    }
+
+    #[test]
+    fn master_and_its_clients_keep_host_keys_and_the_users_options_first() {
+        let opts = ["IdentityFile=/k".to_string()];
+        let sock = Path::new("/tmp/halobox-ssh-1/0");
+        let m = master("root@n1", &opts, sock);
+        let c = command_via("root@n1", &opts, sock, "true");
+        for a in [&m, &c] {
+            assert_eq!(a[..3], ["ssh", "-o", "StrictHostKeyChecking=yes"]);
+            let user = a.iter().position(|w| w == "IdentityFile=/k").unwrap();
+            let path = a
+                .iter()
+                .position(|w| w == "ControlPath=/tmp/halobox-ssh-1/0")
+                .unwrap();
+            assert!(user < path, "{a:?}");
+        }
+        assert!(m.windows(2).any(|w| w == ["-o", "ControlMaster=yes"]));
+        assert_eq!(
+            m[m.len() - 5..],
+            ["-o", "ControlPersist=5", "-N", "--", "root@n1"]
+        );
+        assert!(c.windows(2).any(|w| w == ["-o", "ControlMaster=no"]));
+        assert_eq!(c[c.len() - 3..], ["--", "root@n1", "true"]);
+        let x = master_exit("root@n1", sock);
+        assert_eq!(x[x.len() - 4..], ["-O", "exit", "--", "root@n1"]);
     }
 
     #[test]

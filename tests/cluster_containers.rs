@@ -166,13 +166,26 @@ impl Cluster {
         p
     }
 
+    /// `halobox cluster ARGS --cluster FILE` on node a, with its own
+    /// temporary directory ([`Cluster::tmp`]).
     fn cluster(&self, args: &[&str], file: &std::path::Path) -> Output {
-        let mut a = vec!["cluster"];
+        let mut a = vec![HALOBOX, "cluster"];
         a.extend_from_slice(args);
         a.push("--cluster");
         let f = file.display().to_string();
         a.push(&f);
-        self.halobox('a', &a)
+        std::fs::create_dir_all(self.tmp()).unwrap();
+        self.nodes
+            .on_node('a', &a)
+            .env("HF_HOME", self.nodes.path("hf"))
+            .env("TMPDIR", self.tmp())
+            .output()
+            .expect("run halobox on a node")
+    }
+
+    /// The temporary directory of the `cluster` commands.
+    fn tmp(&self) -> std::path::PathBuf {
+        self.nodes.path("tmp")
     }
 
     /// Command lines of the processes in node `x`'s container. podman and
@@ -220,6 +233,40 @@ fn ray_only(lines: Vec<String>) -> Vec<String> {
             .any(|k| l.contains(k))
         })
         .collect()
+}
+
+/// No ssh master connection and no socket directory of `up` is left once
+/// it returned (it owns one master per node while it runs).
+fn no_masters_left(c: &Cluster, after: &str) {
+    let dirs: Vec<String> = std::fs::read_dir(c.tmp())
+        .unwrap()
+        .filter_map(|e| e.ok())
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .filter(|n| n.starts_with("halobox-ssh-"))
+        .collect();
+    assert!(dirs.is_empty(), "left after {after}: {dirs:?}");
+    // `-O exit` has been asked for; the master ends a moment later.
+    let list = || -> Vec<String> {
+        let ps = std::process::Command::new("ps")
+            .args(["-eo", "args"])
+            .output()
+            .unwrap();
+        String::from_utf8_lossy(&ps.stdout)
+            .lines()
+            .filter(|l| {
+                l.contains("ControlMaster=")
+                    && (1..=3).any(|i| l.contains(&format!("root@{}", c.nodes.ip(i))))
+            })
+            .map(str::to_string)
+            .collect()
+    };
+    let deadline = std::time::Instant::now() + Duration::from_secs(3);
+    let mut masters = list();
+    while !masters.is_empty() && std::time::Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(100));
+        masters = list();
+    }
+    assert!(masters.is_empty(), "left after {after}: {masters:?}");
 }
 
 /// Run on the head with the head's env (as `halobox serve` runs vLLM):
@@ -335,6 +382,7 @@ fn main_path(backend: &'static str) {
     let out = c.cluster(&["up"], &two);
     let up = ok(&out);
     assert!(up.contains("Ray lists all 2 node(s)"), "{up}");
+    no_masters_left(&c, "up");
     // Made with a memlock limit below unlimited: named with the fix (a
     // warning over TCP; a failure when the cluster uses RDMA).
     for x in ['a', 'b'] {
@@ -548,6 +596,7 @@ fn main_path(backend: &'static str) {
     } else {
         by_hand_without_devices(&c);
     }
+    no_masters_left(&c, "a failed preflight");
     c.engine_cli('c', &["stop", "-t", "0", "vllm"]);
     let out = c.cluster(&["up"], &three);
     assert_eq!(out.status.code(), Some(1), "{}", text(&out));

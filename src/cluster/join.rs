@@ -108,8 +108,15 @@ pub fn container_report(facts: &HostFacts, req: &JoinRequest) -> anyhow::Result<
     Ok(report)
 }
 
-/// This node's report (what `join --dry-run --json` prints).
-pub fn report(facts: &HostFacts, req: &JoinRequest) -> anyhow::Result<JoinReport> {
+/// This node's report (what `join --dry-run --json` prints). With a
+/// container, `look_inside` also runs halobox's own report inside it (the
+/// dry run, which `up`'s preflight reads); a start leaves it out, as the
+/// `join` it runs inside makes the same checks before Ray starts.
+pub fn report(
+    facts: &HostFacts,
+    req: &JoinRequest,
+    look_inside: bool,
+) -> anyhow::Result<JoinReport> {
     let env = env::plan(facts, &req.env).map_err(|e| anyhow::anyhow!("{e}"))?;
     let prefix_len = plan::prefix_len(facts, req.env.ip);
     // A snapshot (`check_port` false) has no engine to ask about its container.
@@ -173,10 +180,10 @@ pub fn report(facts: &HostFacts, req: &JoinRequest) -> anyhow::Result<JoinReport
         &req.container,
         &plan::inside_join(&inside, &req.env, false),
     );
-    if !report.container.running() {
+    if !look_inside || !report.container.running() {
         return Ok(report);
     }
-    match look_inside(req, &inside) {
+    match inside_report(req, &inside) {
         Ok(r) => {
             report.inside_version = Some(r.halobox_version);
             report.env = r.env;
@@ -191,7 +198,7 @@ pub fn report(facts: &HostFacts, req: &JoinRequest) -> anyhow::Result<JoinReport
 
 /// halobox's report from inside the container (`cluster join --backend
 /// host --dry-run --json` there, through `halobox enter`).
-fn look_inside(req: &JoinRequest, inside: &str) -> Result<JoinReport, String> {
+fn inside_report(req: &JoinRequest, inside: &str) -> Result<JoinReport, String> {
     let name = &req.container;
     let exe = own_exe().map_err(|e| e.to_string())?;
     let mut argv = vec![exe.display().to_string(), "enter".into(), name.clone()];

@@ -15,7 +15,7 @@ use super::join::VERSION;
 use super::plan::{self, JoinReport, RayNodes};
 use super::preflight::{self, Finding, Level};
 use crate::proc::{Finished, Proc, WaitError};
-use crate::remote::{self, Failure, RemoteError};
+use crate::remote::{self, Failure, Masters, RemoteError};
 use crate::shell;
 
 /// How long one node's `join` (Ray start included) may take over ssh.
@@ -38,16 +38,20 @@ pub fn node_argv(cfg: &ClusterConfig, node: &NodeConfig, argv: &[String]) -> Vec
     remote_node(cfg, node).argv(argv)
 }
 
-/// Runs `argv` (on the node) over ssh under the guard; an error naming the
+/// Runs `argv` (on the node) over ssh under the guard, through the node's
+/// master connection in `masters` when there is one; an error naming the
 /// node unless it exits 0.
 fn on_node(
     cfg: &ClusterConfig,
+    masters: &Masters,
     node: &NodeConfig,
     what: &str,
     argv: &[String],
     timeout: Duration,
 ) -> Result<Finished, RemoteError> {
-    remote_node(cfg, node).run_ok(what, argv, timeout)
+    remote_node(cfg, node)
+        .through(masters)
+        .run_ok(what, argv, timeout)
 }
 
 /// Runs `f` for every node at once; results in node order.
@@ -62,10 +66,11 @@ pub fn each_node<T: Send>(nodes: &[NodeConfig], f: impl Fn(&NodeConfig) -> T + S
 }
 
 /// Every node's `join --dry-run --json`.
-pub fn reports(cfg: &ClusterConfig) -> Vec<Result<JoinReport, String>> {
+pub fn reports(cfg: &ClusterConfig, masters: &Masters) -> Vec<Result<JoinReport, String>> {
     each_node(&cfg.nodes, |node| {
         let done = on_node(
             cfg,
+            masters,
             node,
             "`halobox cluster join --dry-run`",
             &plan::join_command(cfg, node, true),
@@ -92,6 +97,7 @@ pub fn ray_nodes(cfg: &ClusterConfig, want: usize, timeout_s: u64) -> anyhow::Re
     let head = cfg.head();
     let done = on_node(
         cfg,
+        &Masters::default(),
         head,
         "the Ray state query",
         &plan::nodes_query(cfg, want, timeout_s, false),
@@ -124,14 +130,19 @@ struct Waiter {
 }
 
 impl Waiter {
-    fn start(cfg: &ClusterConfig, want: usize, timeout_s: u64) -> anyhow::Result<Waiter> {
+    fn start(
+        cfg: &ClusterConfig,
+        masters: &Masters,
+        want: usize,
+        timeout_s: u64,
+    ) -> anyhow::Result<Waiter> {
         // An API exec (podman, docker) gives the command no stdin to watch;
         // the guard stops what runs on the host either way.
         let watch = !matches!(
             cfg.head().backend,
             NodeBackend::Podman | NodeBackend::Docker
         );
-        let node = remote_node(cfg, cfg.head());
+        let node = remote_node(cfg, cfg.head()).through(masters);
         let proc = node.spawn(&plan::nodes_query(cfg, want, timeout_s, watch))?;
         Ok(Waiter {
             node,
@@ -214,7 +225,15 @@ pub fn up(
 ) -> anyhow::Result<()> {
     let t0 = Instant::now();
     println!("preflight of {} node(s):", cfg.nodes.len());
-    let reports = reports(cfg);
+    // One ssh connection per node for the whole run (closed when `up`
+    // returns, however it returns).
+    let masters = Masters::start(
+        &cfg.nodes
+            .iter()
+            .map(|n| remote_node(cfg, n))
+            .collect::<Vec<_>>(),
+    );
+    let reports = reports(cfg, &masters);
     let findings = preflight::preflight(cfg, &reports, VERSION);
     print_findings(&findings);
     let failed: Vec<&Finding> = findings.iter().filter(|f| f.level == Level::Fail).collect();
@@ -265,6 +284,7 @@ pub fn up(
     let start = |node: &NodeConfig| -> Result<(), String> {
         on_node(
             cfg,
+            &masters,
             node,
             "`halobox cluster join`",
             &plan::join_command(cfg, node, false),
@@ -284,7 +304,7 @@ pub fn up(
         head.ip,
         t.elapsed().as_secs_f64()
     );
-    let waiter = Waiter::start(cfg, cfg.nodes.len(), timeout_s)?;
+    let waiter = Waiter::start(cfg, &masters, cfg.nodes.len(), timeout_s)?;
     let workers = &cfg.nodes[1..];
     if !workers.is_empty() {
         let t = Instant::now();
@@ -412,6 +432,7 @@ pub fn down(cfg: &ClusterConfig) -> Vec<DownResult> {
         };
         match on_node(
             cfg,
+            &Masters::default(),
             node,
             "`ray stop`",
             &plan::stop_command(cfg, node),

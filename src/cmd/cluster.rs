@@ -207,7 +207,8 @@ fn join(a: &ClusterJoinArgs) -> anyhow::Result<ExitCode> {
         println!("# runs as: {}", shell::line(&full));
         return Ok(ExitCode::SUCCESS);
     }
-    let report = join::report(&facts, &req).map_err(|e| named(format!("{e:#}")))?;
+    let report =
+        join::report(&facts, &req, a.mode.dry_run()).map_err(|e| named(format!("{e:#}")))?;
     if a.mode.dry_run() {
         if a.mode.json() {
             println!("{}", serde_json::to_string(&report)?);
