@@ -317,13 +317,16 @@ fn the_kernel_fix_follows_the_distribution() {
         "title Fedora\nversion 6.18.5-200.fc43.x86_64\noptions root=UUID=1 ro iommu=pt pci=realloc pcie_aspm=off\n",
     )
     .unwrap();
-    let said = text(&setup(&[
-        "--sysroot",
-        &root,
-        "--dry-run",
-        "--only",
-        "kernel",
-    ]));
+    let plan_kernel = || {
+        text(&setup(&[
+            "--sysroot",
+            &root,
+            "--dry-run",
+            "--only",
+            "kernel",
+        ]))
+    };
+    let said = plan_kernel();
     assert!(said.contains("nothing to do"), "{said}");
     let (report, _) = run_json(&["doctor", "--json", "--sysroot", &root]);
     assert_eq!(check(&report, "kernel.pcie_aspm")["pending"], "reboot");
@@ -335,13 +338,7 @@ fn the_kernel_fix_follows_the_distribution() {
     .unwrap();
     std::fs::create_dir_all(r.join("run")).unwrap();
     std::fs::write(r.join("run/ostree-booted"), "").unwrap();
-    let said = text(&setup(&[
-        "--sysroot",
-        &root,
-        "--dry-run",
-        "--only",
-        "kernel",
-    ]));
+    let said = plan_kernel();
     assert!(
         said.contains("rpm-ostree kargs --append-if-missing=pcie_aspm=off"),
         "{said}"
@@ -354,12 +351,6 @@ fn the_kernel_fix_follows_the_distribution() {
         "GRUB_CMDLINE_LINUX=\"iommu=pt pci=realloc pcie_aspm=off\"\n",
     )
     .unwrap();
-    let said = text(&setup(&[
-        "--sysroot",
-        &root,
-        "--dry-run",
-        "--only",
-        "kernel",
-    ]));
+    let said = plan_kernel();
     assert!(said.contains("nothing to do"), "{said}");
 }

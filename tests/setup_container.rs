@@ -51,31 +51,29 @@ fn json_of(out: Output) -> Value {
     })
 }
 
+/// Starts the test's Debian container `name` (`extra` podman run flags)
+/// with this halobox bound in, replacing one left by an earlier run.
+fn run_debian(name: &str, extra: &[&str]) {
+    require(PODMAN);
+    cleanup("podman", &[name]);
+    let bin = format!(
+        "{}:/usr/local/bin/halobox:ro",
+        env!("CARGO_BIN_EXE_halobox")
+    );
+    let mut args = vec!["run", "-d", "--name", name];
+    args.extend_from_slice(extra);
+    args.extend_from_slice(&["-v", &bin, IMAGE, "sleep", "infinity"]);
+    ok(cli("podman", &args));
+}
+
 /// A container with a GPU-like `/dev/kfd` (mode 0660, group render), a
 /// user `halo` outside that group, the stock 8 MiB memlock (podman's default here), podman's
 /// binary present (as `podman` on a real host), and this halobox bound in.
 fn start(name: &str) {
-    require(PODMAN);
-    cleanup("podman", &[name]);
-    let bin = env!("CARGO_BIN_EXE_halobox");
-    ok(cli(
-        "podman",
-        &[
-            "run",
-            "-d",
-            "--name",
-            name,
-            "--network",
-            "none",
-            "--device",
-            "/dev/null:/dev/kfd",
-            "-v",
-            &format!("{bin}:/usr/local/bin/halobox:ro"),
-            IMAGE,
-            "sleep",
-            "infinity",
-        ],
-    ));
+    run_debian(
+        name,
+        &["--network", "none", "--device", "/dev/null:/dev/kfd"],
+    );
     ok(exec(
         name,
         "root",
@@ -287,25 +285,7 @@ fn the_memlock_doctor_reads_from_limits_d_is_what_a_login_gets() {
 #[test]
 fn ufw_ip_and_netplan_fixes_with_the_real_tools() {
     let name = "hbx-setup-net";
-    require(PODMAN);
-    cleanup("podman", &[name]);
-    let bin = env!("CARGO_BIN_EXE_halobox");
-    ok(cli(
-        "podman",
-        &[
-            "run",
-            "-d",
-            "--name",
-            name,
-            "--cap-add",
-            "NET_ADMIN,NET_RAW",
-            "-v",
-            &format!("{bin}:/usr/local/bin/halobox:ro"),
-            IMAGE,
-            "sleep",
-            "infinity",
-        ],
-    ));
+    run_debian(name, &["--cap-add", "NET_ADMIN,NET_RAW"]);
     ok(exec(
         name,
         "root",
