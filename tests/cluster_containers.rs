@@ -663,12 +663,15 @@ fn by_hand_without_devices(c: &Cluster) {
 /// image label and with the node's own memlock limit.
 fn by_hand_toolbox(c: &Cluster) {
     c.engine_cli('c', &["pull", "-q", &c.image]);
+    // `toolbox create` takes the user's shell from $SHELL, which a login
+    // session has and a CI job may not.
     ok(&c
         .nodes
         .on_node(
             'c',
             &["toolbox", "-y", "create", "-c", "vllm", "-i", &c.image],
         )
+        .env("SHELL", "/bin/bash")
         .output()
         .unwrap());
     let three = c.config(3);

@@ -16,6 +16,10 @@ halobox=${HALOBOX_BIN:-$PWD/target/debug/halobox}
 [ -x "$halobox" ] || { echo "error: $halobox is missing: cargo build, or set HALOBOX_BIN" >&2; exit 1; }
 podman image exists localhost/halobox-distro:1 \
   || { echo "error: localhost/halobox-distro:1 is missing: bash scripts/engines/start.sh" >&2; exit 1; }
+# Tests run in parallel: one maker of the local images at a time.
+mkdir -p /run/lock
+exec 9>/run/lock/halobox-fleet-image.lock
+flock 9
 registry=10.77.$2.254:5000
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT

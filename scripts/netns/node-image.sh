@@ -23,6 +23,12 @@ version=$("$venv/bin/python" -c 'import ray; print(ray.__version__)')
 podman image exists localhost/halobox-distro:1 \
   || { echo "error: localhost/halobox-distro:1 is missing: bash scripts/engines/start.sh" >&2; exit 1; }
 
+# Tests run in parallel and each may find the images missing on a fresh
+# machine: one maker at a time (the others then find them made).
+mkdir -p /run/lock
+exec 9>/run/lock/halobox-node-image.lock
+flock 9
+
 base=localhost/halobox-node-base:1
 if ! podman image exists "$base"; then
   echo "==> $base: python3 iperf3 perftest procps from Debian" >&2
@@ -41,6 +47,7 @@ if ! podman image exists "$ref"; then
     --label org.opencontainers.image.created=2026-01-01T00:00:00Z \
     --label "org.opencontainers.image.title=halobox test node (Ray $version)" --load >&2
 fi
+exec 9>&-
 if [ $# -eq 0 ]; then
   echo "$ref"
   exit 0
