@@ -1465,3 +1465,64 @@ fn refresh_check_says_what_failed_and_keeps_the_new_container() {
         ],
     );
 }
+
+/// `list` while another process removes halobox containers (two runs at
+/// once): a container that goes between the engine's list and its inspect
+/// is simply gone, not an error (podman answers that inspect with HTTP 500
+/// "no such container", not 404).
+#[test]
+fn list_while_containers_are_removed_succeeds() {
+    for (program, engine) in [("podman", PODMAN), ("docker", DOCKER)] {
+        require(engine);
+        let pulled = cli(program, &["pull", "-q", &format!("{REPO}:1")]);
+        assert!(pulled.status.success(), "{pulled:?}");
+        let names: Vec<String> = (0..20).map(|i| format!("hbx-vanish-{i}")).collect();
+        let left = cli(program, &["ps", "-aq", "--filter", "name=hbx-vanish-"]);
+        for id in String::from_utf8_lossy(&left.stdout).split_whitespace() {
+            cli(program, &["rm", "-f", id]);
+        }
+        for n in &names {
+            let made = cli(
+                program,
+                &[
+                    "run",
+                    "-d",
+                    "--stop-signal",
+                    "KILL",
+                    "--name",
+                    n,
+                    "--label",
+                    "dev.halobox.managed=true",
+                    "--label",
+                    &format!("dev.halobox.instance={n}"),
+                    &format!("{REPO}:1"),
+                    "sleep",
+                    "1000",
+                ],
+            );
+            assert!(made.status.success(), "{made:?}");
+        }
+        let remover = {
+            let names = names.clone();
+            std::thread::spawn(move || {
+                for n in &names {
+                    let gone = cli(program, &["rm", "-f", n]);
+                    assert!(gone.status.success(), "{gone:?}");
+                }
+            })
+        };
+        let mut lists = 0;
+        while !remover.is_finished() {
+            let out = run(&["list", "--json", "--engine", engine]);
+            assert!(
+                out.status.success(),
+                "{program}: list failed while containers were removed: {}",
+                stderr(&out)
+            );
+            lists += 1;
+        }
+        remover.join().unwrap();
+        assert!(lists > 1, "{program}: list ran {lists} time(s)");
+        assert!(listed(engine).iter().all(|n| !n.starts_with("hbx-vanish-")));
+    }
+}

@@ -168,6 +168,12 @@ impl Engine {
                 .and_then(Value::as_str)
                 .map(str::to_string)
                 .unwrap_or_else(|| String::from_utf8_lossy(&bytes).into_owned());
+            // A container removed while podman reads it (another process's
+            // `rm` between a list and this inspect) is answered with 500
+            // "... does not exist in database: no such container": gone.
+            if message.ends_with("no such container") {
+                return Ok(None);
+            }
             return Err(EngineError::Stream {
                 context: what.to_string(),
                 message: format!("HTTP {status}: {message}"),
