@@ -75,6 +75,9 @@ if [ "$engine" != none ]; then
   fi
   mount -t tmpfs -o mode=755 tmpfs /run
   mkdir -p /run/sshd /run/podman /run/lock
+  # The runtime folder of root, as logind makes it on a machine: halobox
+  # keeps its refresh locks there, so two nodes never share one.
+  mkdir -p -m 0700 /run/user/0
   [ -z "$host_link" ] || ln -s "$host_link" /run/host
   if [ -n "$dbus" ]; then
     mkdir -p /run/dbus
