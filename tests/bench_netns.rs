@@ -311,6 +311,75 @@ fn unreachable_peer_is_named_with_the_fix() {
     );
 }
 
+/// A cluster file that runs this node's Ray in a podman container asks for
+/// the container's numbers: with its engine unreachable `bench run` stops
+/// and says so (host numbers would be measured where RCCL does not run),
+/// `--on host` measures the hosts and the plan says so. Without a cluster
+/// file naming a container, the hosts are measured and the plan says why.
+#[test]
+fn an_unreachable_engine_is_an_error_not_host_numbers() {
+    let hosts = Hosts::up();
+    let file = hosts.path("containers.toml");
+    std::fs::write(
+        &file,
+        format!(
+            "halobox = \"{}\"\nssh_options = {}\n\
+             [[node]]\nname = \"a\"\nssh = \"root@{a}\"\nip = \"{a}\"\nbackend = \"podman\"\n\
+             [[node]]\nname = \"b\"\nssh = \"root@{b}\"\nip = \"{b}\"\nbackend = \"podman\"\n",
+            env!("CARGO_BIN_EXE_halobox"),
+            serde_json::to_string(&hosts.nodes.ssh_options()).unwrap(),
+            a = hosts.ip(1),
+            b = hosts.ip(2),
+        ),
+    )
+    .unwrap();
+    let file = file.to_str().unwrap();
+    let nowhere = format!("unix://{}", hosts.path("no-engine.sock").display());
+    let run = |extra: &[&str]| {
+        let mut args = vec!["bench", "run", "--cluster", file, "--engine", &nowhere];
+        args.extend(extra);
+        hosts.nodes.halobox('a', &args)
+    };
+    let out = run(&["--dry-run"]);
+    let err = text(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert!(
+        err.contains(&format!(
+            "this node's end would run in container vllm ({file} runs this node's Ray in its podman container vllm), but no container engine can be reached: no container engine API answered"
+        )) && err.contains(&nowhere)
+            && err.contains("or pass --on host to measure the hosts instead"),
+        "{err}"
+    );
+    let out = run(&["--dry-run", "--on", "host"]);
+    let plan = text(&out.stdout);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    assert!(
+        plan.contains("runs in: this node: host; peer: host\n"),
+        "{plan}"
+    );
+    // No cluster file: the default container is only tried.
+    let out = hosts.nodes.halobox(
+        'a',
+        &[
+            "bench",
+            "run",
+            "--peer",
+            &format!("root@{}", hosts.ip(2)),
+            "--peer-ip",
+            &hosts.ip(2),
+            "--engine",
+            &nowhere,
+            "--dry-run",
+        ],
+    );
+    let plan = text(&out.stdout);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    assert!(
+        plan.contains("runs in: this node: host (no container engine here); peer: host\n"),
+        "{plan}"
+    );
+}
+
 /// Runs `cmd` to its end, sampling its peak resident memory (VmHWM, KiB).
 fn output_and_peak_rss(mut cmd: Command) -> (Output, u64) {
     let child = cmd

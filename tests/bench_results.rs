@@ -57,6 +57,7 @@ fn one_leg(kind: LegKind, id: &str, client: &[u8], server: Option<&[u8]>) -> Res
             sweep: false,
             local_in: None,
             peer_container: None,
+            host_why: None,
         },
         paths: vec![PathRecord {
             id: "p0".into(),

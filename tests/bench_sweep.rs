@@ -97,6 +97,7 @@ fn sweep_run(dir: &Path, fixture_name: &str) -> RunRecord {
             sweep: true,
             local_in: None,
             peer_container: None,
+            host_why: None,
         },
         paths: vec![PathRecord {
             id: "p0".into(),

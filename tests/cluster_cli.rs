@@ -64,7 +64,7 @@ fn join_dry_run_prints_env_lines_and_ray_start() {
         "{stdout}"
     );
     assert!(
-        stdout.contains("# this node's own (vLLM must not copy the head's): NCCL_SOCKET_IFNAME GLOO_SOCKET_IFNAME NCCL_IB_HCA NCCL_IB_GID_INDEX VLLM_HOST_IP NCCL_DEBUG\n"),
+        stdout.contains("# per node (vLLM must not copy the head's): NCCL_SOCKET_IFNAME GLOO_SOCKET_IFNAME NCCL_IB_HCA NCCL_IB_GID_INDEX NCCL_IB_DISABLE VLLM_HOST_IP NCCL_DEBUG\n"),
         "{stdout}"
     );
     // A per-node data-plane variable cannot be set by hand.

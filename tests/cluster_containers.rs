@@ -147,7 +147,7 @@ impl Cluster {
             "ray = \"{RAY}\"\nhalobox = \"{HALOBOX}\"\ntimeout_s = 90\n\
              ray_args = [\"--object-store-memory=80000000\"]\n\
              ray_head_args = [\"--include-dashboard=false\"]\n\
-             ssh_options = {}\n\n[env]\nNCCL_IB_TC = \"106\"\n",
+             ssh_options = {}\n\n[env]\nNCCL_IB_TC = \"106\"\nNCCL_DEBUG = \"WARN\"\n",
             serde_json::to_string(&self.nodes.ssh_options()).unwrap(),
         );
         for i in 1..=count {
@@ -157,6 +157,8 @@ impl Cluster {
                 self.backend,
                 ip = self.nodes.ip(i)
             ));
+            // b's own NCCL_DEBUG over [env]'s: vLLM must not copy the
+            // head's WARN to it.
             if name == 'b' {
                 t.push_str("env = { NCCL_DEBUG = \"INFO\" }\n");
             }
@@ -270,10 +272,12 @@ fn no_masters_left(c: &Cluster, after: &str) {
 }
 
 /// Run on the head with the head's env (as `halobox serve` runs vLLM):
-/// one task pinned to each alive node returns the env it runs with, once
-/// with the driver's env carried to the workers the way vLLM does it
-/// (everything but the names in ray_non_carry_over_env_vars.json), once
-/// carrying everything (what vLLM does without the file).
+/// one task pinned to each alive node returns the env it runs with, three
+/// times: with nothing carried from the driver ("own": what that node's
+/// own join gave its raylet), with the driver's env carried the way vLLM
+/// does it ("vllm": everything but the names in the head's
+/// ray_non_carry_over_env_vars.json, which vLLM reads where its driver
+/// runs), and carrying everything ("carry-all": vLLM without the file).
 const PINNED_PY: &str = r#"
 import json, os, sys, ray
 from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
@@ -286,11 +290,16 @@ ray.init(address=sys.argv[1], logging_level="ERROR", log_to_driver=False)
 def env():
     return dict({k: os.environ.get(k) for k in NAMES}, ip=ray.util.get_node_ip_address())
 out = {}
-for mode in ("vllm", "carry-all"):
-    carried = {k: os.environ[k] for k in NAMES if k in os.environ and (mode == "carry-all" or k not in skip)}
-    out[mode] = [ray.get(env.options(
-        scheduling_strategy=NodeAffinitySchedulingStrategy(n["NodeID"], soft=False),
-        runtime_env={"env_vars": carried}).remote()) for n in ray.nodes() if n["Alive"]]
+for mode in ("own", "vllm", "carry-all"):
+    out[mode] = []
+    for n in ray.nodes():
+        if not n["Alive"]:
+            continue
+        opts = dict(scheduling_strategy=NodeAffinitySchedulingStrategy(n["NodeID"], soft=False))
+        if mode != "own":
+            opts["runtime_env"] = {"env_vars": {k: os.environ[k] for k in NAMES
+                                                if k in os.environ and (mode == "carry-all" or k not in skip)}}
+        out[mode].append(ray.get(env.options(**opts).remote()))
 print(json.dumps(out))
 "#;
 
@@ -353,8 +362,12 @@ fn main_path(backend: &'static str) {
             RAY,
             "--env",
             "NCCL_IB_TC=106",
+            "--env",
+            "NCCL_DEBUG=WARN",
             "--node-env",
             "NCCL_DEBUG=INFO",
+            "--per-node-name",
+            "NCCL_DEBUG",
             "--dry-run",
         ],
     );
@@ -366,7 +379,7 @@ fn main_path(backend: &'static str) {
         "RAY_EXPERIMENTAL_NOSET_HIP_VISIBLE_DEVICES=1\n",
         "NCCL_IB_TC=106\n",
         "NCCL_DEBUG=INFO\n",
-        "# this node's own (vLLM must not copy the head's): NCCL_SOCKET_IFNAME GLOO_SOCKET_IFNAME NCCL_IB_DISABLE VLLM_HOST_IP NCCL_DEBUG\n",
+        "# per node (vLLM must not copy the head's): NCCL_SOCKET_IFNAME GLOO_SOCKET_IFNAME NCCL_IB_HCA NCCL_IB_GID_INDEX NCCL_IB_DISABLE VLLM_HOST_IP NCCL_DEBUG\n",
         format!("halobox inside: {inside}").as_str(),
         "# in vllm: GPU: /dev/kfd (0666); render: /dev/dri/renderD128 (0666)\n",
         "# in vllm: RDMA: /dev/infiniband/uverbs0 (0666)\n",
@@ -377,6 +390,7 @@ fn main_path(backend: &'static str) {
         assert!(dry.contains(want), "{want:?} not in:\n{dry}");
     }
     assert!(dry.contains("memlock 8192 KiB"), "{dry}");
+    assert!(!dry.contains("NCCL_DEBUG=WARN\n"), "b's own wins: {dry}");
 
     // Up: preflight from inside every container, then Ray in them.
     let out = c.cluster(&["up"], &two);
@@ -402,14 +416,17 @@ fn main_path(backend: &'static str) {
             &["cat", "/root/.config/vllm/ray_non_carry_over_env_vars.json"],
         ));
         let names: Vec<String> = serde_json::from_str(&list).unwrap();
-        for n in ["NCCL_SOCKET_IFNAME", "GLOO_SOCKET_IFNAME", "VLLM_HOST_IP"] {
+        // The head's list too names b's own NCCL_DEBUG: vLLM reads the
+        // list where its driver runs.
+        for n in [
+            "NCCL_SOCKET_IFNAME",
+            "GLOO_SOCKET_IFNAME",
+            "VLLM_HOST_IP",
+            "NCCL_DEBUG",
+        ] {
             assert!(names.contains(&n.to_string()), "{x}: {names:?}");
         }
-        assert_eq!(
-            names.contains(&"NCCL_DEBUG".to_string()),
-            x == 'b',
-            "{names:?}"
-        );
+        assert!(!names.contains(&"NCCL_IB_TC".to_string()), "{x}: {names:?}");
     }
     // The head's Ray is in node a's container only: node a's host has none.
     let out = c.cluster(&["status", "--json"], &two);
@@ -450,25 +467,48 @@ fn main_path(backend: &'static str) {
             .cloned()
             .unwrap_or_else(|| panic!("no task ran on {}: {seen:#}", nodes.ip(i)))
     };
-    let (a, b) = (by_ip("vllm", 1), by_ip("vllm", 2));
-    assert_eq!(a["NCCL_SOCKET_IFNAME"], "=dp0", "{seen:#}");
-    assert_eq!(a["GLOO_SOCKET_IFNAME"], "dp0", "{seen:#}");
-    assert_eq!(a["VLLM_HOST_IP"], nodes.ip(1), "{seen:#}");
-    assert_eq!(b["NCCL_SOCKET_IFNAME"], "=ens2", "{seen:#}");
-    assert_eq!(b["GLOO_SOCKET_IFNAME"], "ens2", "{seen:#}");
-    assert_eq!(b["VLLM_HOST_IP"], nodes.ip(2), "{seen:#}");
-    assert_eq!(b["NCCL_DEBUG"], "INFO", "{seen:#}");
-    assert_eq!(a["NCCL_DEBUG"], Value::Null, "{seen:#}");
-    for e in [&a, &b] {
+    // Nothing carried: what each node's own join gave its raylet, [env]
+    // (NCCL_IB_TC, the head's NCCL_DEBUG) and halobox's switches included.
+    let (a, b) = (by_ip("own", 1), by_ip("own", 2));
+    for (e, ifname, ip, debug) in [
+        (&a, "dp0", nodes.ip(1), "WARN"),
+        (&b, "ens2", nodes.ip(2), "INFO"),
+    ] {
+        assert_eq!(e["NCCL_SOCKET_IFNAME"], format!("={ifname}"), "{seen:#}");
+        assert_eq!(e["GLOO_SOCKET_IFNAME"], ifname, "{seen:#}");
+        assert_eq!(e["VLLM_HOST_IP"], ip, "{seen:#}");
+        assert_eq!(e["NCCL_DEBUG"], debug, "{seen:#}");
         assert_eq!(e["NCCL_IB_TC"], "106", "{seen:#}");
-        assert_eq!(e["RAY_EXPERIMENTAL_NOSET_HIP_VISIBLE_DEVICES"], "1");
-        assert_eq!(e["RAY_EXPERIMENTAL_NOSET_ROCR_VISIBLE_DEVICES"], "1");
+        assert_eq!(
+            e["RAY_EXPERIMENTAL_NOSET_HIP_VISIBLE_DEVICES"], "1",
+            "{seen:#}"
+        );
+        assert_eq!(
+            e["RAY_EXPERIMENTAL_NOSET_ROCR_VISIBLE_DEVICES"], "1",
+            "{seen:#}"
+        );
     }
+    // As vLLM carries the head's env: every name on the head's list keeps
+    // each node's own value, b's NCCL_DEBUG included. (NCCL_IB_TC and the
+    // NOSET switches are not on the list: here b gets the head's values,
+    // so they are checked above, not here.)
+    let (a, b) = (by_ip("vllm", 1), by_ip("vllm", 2));
+    for (e, ifname, ip, debug) in [
+        (&a, "dp0", nodes.ip(1), "WARN"),
+        (&b, "ens2", nodes.ip(2), "INFO"),
+    ] {
+        assert_eq!(e["NCCL_SOCKET_IFNAME"], format!("={ifname}"), "{seen:#}");
+        assert_eq!(e["GLOO_SOCKET_IFNAME"], ifname, "{seen:#}");
+        assert_eq!(e["VLLM_HOST_IP"], ip, "{seen:#}");
+        assert_eq!(e["NCCL_DEBUG"], debug, "{seen:#}");
+    }
+    // Without the list the head's values reach b.
     let carried = by_ip("carry-all", 2);
     for (name, head) in [
         ("NCCL_SOCKET_IFNAME", "=dp0".to_string()),
         ("GLOO_SOCKET_IFNAME", "dp0".to_string()),
         ("VLLM_HOST_IP", nodes.ip(1)),
+        ("NCCL_DEBUG", "WARN".to_string()),
     ] {
         assert_eq!(
             carried[name], head,
@@ -522,6 +562,15 @@ fn main_path(backend: &'static str) {
             assert_eq!(r["status"], "ok", "{r}");
         }
     }
+    // The report says so too.
+    let out = c.halobox('a', &["bench", "report", save.to_str().unwrap()]);
+    assert!(
+        String::from_utf8_lossy(&out.stdout).contains(&format!(
+            "\n  ran in: this node: container vllm ({backend}); peer: container vllm\n"
+        )),
+        "{}",
+        text(&out)
+    );
     let run: Value =
         serde_json::from_str(&std::fs::read_to_string(save.join("run.json")).unwrap()).unwrap();
     let commands = run["paths"][0]["legs"].to_string();
@@ -552,6 +601,47 @@ fn main_path(backend: &'static str) {
             .collect();
         assert!(left.is_empty(), "left in {x}'s container: {left:?}");
     }
+
+    // --on host: both ends on the hosts although the containers are there,
+    // and the report says so.
+    let host_save = nodes.path("bench-host");
+    let out = c.halobox(
+        'a',
+        &[
+            "bench",
+            "run",
+            "--cluster",
+            two.to_str().unwrap(),
+            "--peer-node",
+            "b",
+            "--on",
+            "host",
+            "--no-rdma",
+            "--duration",
+            "1",
+            "--streams",
+            "2",
+            "--samples",
+            "200",
+            "--save",
+            host_save.to_str().unwrap(),
+        ],
+    );
+    let report = ok(&out);
+    assert!(
+        report.contains("\n  ran in: this node: host; peer: host\n"),
+        "{report}"
+    );
+    let run: Value =
+        serde_json::from_str(&std::fs::read_to_string(host_save.join("run.json")).unwrap())
+            .unwrap();
+    let commands = run["paths"][0]["legs"].to_string();
+    assert!(
+        commands.contains(&format!("{HALOBOX} bench serve"))
+            && !commands.contains("bench exec")
+            && !commands.contains(" exec -i "),
+        "{commands}"
+    );
 
     // A second up finds the head's port taken, from inside the container.
     let out = c.cluster(&["up"], &two);
@@ -588,6 +678,28 @@ fn main_path(backend: &'static str) {
     assert_eq!(out.status.code(), Some(1), "{}", text(&out));
     assert!(
         text(&out).contains("FAIL container [c]: there is no container vllm: create it with `halobox refresh --name vllm` on that node"),
+        "{}",
+        text(&out)
+    );
+    // bench run on node c, whose Ray cluster.toml puts in a container it
+    // does not have: an error with the fix, not the hosts' numbers.
+    let out = c.halobox(
+        'c',
+        &[
+            "bench",
+            "run",
+            "--cluster",
+            three.to_str().unwrap(),
+            "--peer-node",
+            "a",
+            "--dry-run",
+        ],
+    );
+    assert_eq!(out.status.code(), Some(2), "{}", text(&out));
+    assert!(
+        text(&out).contains(&format!(
+            "there is no container vllm on this node ({} runs this node's Ray in its {backend} container vllm)\n  hint: create it with `halobox refresh --name vllm`, or pass --on host"
+        , three.display())),
         "{}",
         text(&out)
     );

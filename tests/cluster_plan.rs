@@ -8,7 +8,7 @@ use halobox::cluster::config::{ClusterConfig, NodeBackend, NodeConfig, Transport
 use halobox::cluster::env::{self, EnvError, EnvRequest, NodeEnv, Resolved};
 use halobox::cluster::plan::{self, ContainerReport, JoinReport, ServeRequest};
 use halobox::cluster::preflight::{self, Level};
-use halobox::cluster::view::{DeviceAccess, RuntimeView};
+use halobox::cluster::view::{DeviceAccess, PortView, RuntimeView};
 use halobox::host::{self, GatherOptions, HostFacts, HostRoot};
 
 fn facts(name: &str) -> HostFacts {
@@ -30,6 +30,7 @@ fn req(ip: &str, head: &str, transport: Transport) -> EnvRequest {
         ray_head_args: vec!["--include-dashboard=false".into()],
         env: vec![],
         node_env: vec![],
+        cluster_node_env: vec![],
     }
 }
 
@@ -62,6 +63,8 @@ fn e810_uses_roce_with_gid_index_1() {
             "RAY_EXPERIMENTAL_NOSET_ROCR_VISIBLE_DEVICES=1",
         ]
     );
+    // Every per-node data-plane name, set here or not: a worker on
+    // Ethernet has NCCL_IB_DISABLE, which the head's list must keep out.
     assert_eq!(
         e.per_node,
         [
@@ -69,6 +72,7 @@ fn e810_uses_roce_with_gid_index_1() {
             "GLOO_SOCKET_IFNAME",
             "NCCL_IB_HCA",
             "NCCL_IB_GID_INDEX",
+            "NCCL_IB_DISABLE",
             "VLLM_HOST_IP"
         ]
     );
@@ -743,14 +747,21 @@ fn env_table_reaches_every_node_and_node_env_stays_its_own() {
     ] {
         assert!(w.contains(&want.to_string()), "{want} not in {w:?}");
     }
+    let head = plan::join_command(&cfg, &cfg.nodes[0], true);
     assert!(
-        !plan::join_command(&cfg, &cfg.nodes[0], true)
-            .iter()
-            .any(|a| a.starts_with("--node-env"))
+        !head.iter().any(|a| a.starts_with("--node-env")),
+        "{head:?}"
+    );
+    // The head sets no NCCL_DEBUG of its own, but vLLM reads the head's
+    // list: it names n2's own variable too.
+    assert!(
+        head.contains(&"--per-node-name=NCCL_DEBUG".to_string()),
+        "{head:?}"
     );
     let mut r = req("192.168.100.1", "192.168.100.1", Transport::Auto);
     r.env = env::vars(&cfg.env);
     r.node_env = env::vars(&cfg.nodes[1].env);
+    r.cluster_node_env = cfg.node_env_names();
     let e = env::plan(&facts("strix-e810"), &r).unwrap();
     // A cluster-wide setting replaces halobox's default in place; the others follow.
     assert_eq!(var(&e, "NCCL_NET_GDR_LEVEL"), Some("1"));
@@ -761,7 +772,7 @@ fn env_table_reaches_every_node_and_node_env_stays_its_own() {
     assert!(!e.per_node.contains(&"NCCL_IB_TC".to_string()));
     let text = plan::render_env(&e);
     assert!(
-        text.contains("# this node's own (vLLM must not copy the head's): NCCL_SOCKET_IFNAME GLOO_SOCKET_IFNAME NCCL_IB_HCA NCCL_IB_GID_INDEX VLLM_HOST_IP NCCL_DEBUG"),
+        text.contains("# per node (vLLM must not copy the head's): NCCL_SOCKET_IFNAME GLOO_SOCKET_IFNAME NCCL_IB_HCA NCCL_IB_GID_INDEX NCCL_IB_DISABLE VLLM_HOST_IP NCCL_DEBUG\n"),
         "{text}"
     );
     // What the node's halobox runs inside its container.
@@ -780,6 +791,7 @@ fn env_table_reaches_every_node_and_node_env_stays_its_own() {
         "--num-cpus=16",
         "--env=NCCL_IB_TC=106",
         "--node-env=NCCL_DEBUG=INFO",
+        "--per-node-name=NCCL_DEBUG",
         "--dry-run",
         "--json",
     ] {
@@ -788,6 +800,165 @@ fn env_table_reaches_every_node_and_node_env_stays_its_own() {
             "{want} not in {inside:?}"
         );
     }
+}
+
+/// `[env]` sets NCCL_DEBUG for all, n2 overrides it for itself; n3 sets a
+/// Ray variable of its own. The head is the E810 snapshot, n2 and n3 the
+/// CX-5 one (its RoCE address and its LAN address).
+const OVERRIDDEN: &str = r#"
+[env]
+NCCL_DEBUG = "WARN"
+NCCL_IB_TC = "106"
+
+[[node]]
+name = "n1"
+ssh = "root@n1"
+ip = "192.168.100.1"
+backend = "host"
+cpus = 4
+
+[[node]]
+name = "n2"
+ssh = "root@n2"
+ip = "10.0.0.1"
+backend = "podman"
+cpus = 4
+env = { NCCL_DEBUG = "INFO" }
+
+[[node]]
+name = "n3"
+ssh = "root@n3"
+ip = "192.168.1.60"
+backend = "host"
+cpus = 4
+env = { RAY_memory_monitor_refresh_ms = "0" }
+"#;
+
+/// vLLM reads `ray_non_carry_over_env_vars.json` where its driver runs
+/// (the head) and copies every other driver variable to the workers: the
+/// head's list must name what any node sets for itself, or n2 would get
+/// the head's NCCL_DEBUG=WARN instead of its own INFO. Each node's join, as
+/// `cluster up` runs it (the real binary, on each node's snapshot), says
+/// so in its report; `--dry-run` shows the list.
+#[test]
+fn every_nodes_list_names_what_any_node_sets_for_itself() {
+    let cfg = halobox::cluster::config::parse(OVERRIDDEN).unwrap();
+    assert_eq!(
+        cfg.node_env_names(),
+        ["NCCL_DEBUG", "RAY_memory_monitor_refresh_ms"]
+    );
+    let snapshot = |n: usize| {
+        PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+            .join("tests/fixtures/hosts")
+            .join(if n == 0 { "strix-e810" } else { "strix-cx5" })
+    };
+    let mut envs = Vec::new();
+    for (i, node) in cfg.nodes.iter().enumerate() {
+        let argv = plan::join_command(&cfg, node, true);
+        for want in [
+            "--per-node-name=NCCL_DEBUG",
+            "--per-node-name=RAY_memory_monitor_refresh_ms",
+        ] {
+            assert!(argv.contains(&want.to_string()), "{want} not in {argv:?}");
+        }
+        assert!(!argv.iter().any(|a| a == "--per-node-name=NCCL_IB_TC"));
+        let out = std::process::Command::new(env!("CARGO_BIN_EXE_halobox"))
+            .args(&argv[1..])
+            .arg("--sysroot")
+            .arg(snapshot(i))
+            .env("HOME", "/nonexistent-home")
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "{argv:?}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let report: JoinReport = serde_json::from_slice(&out.stdout).unwrap();
+        envs.push(report.env);
+    }
+    for e in &envs {
+        assert_eq!(
+            e.per_node,
+            [
+                "NCCL_SOCKET_IFNAME",
+                "GLOO_SOCKET_IFNAME",
+                "NCCL_IB_HCA",
+                "NCCL_IB_GID_INDEX",
+                "NCCL_IB_DISABLE",
+                "VLLM_HOST_IP",
+                "NCCL_DEBUG",
+                "RAY_memory_monitor_refresh_ms",
+            ],
+            "node {}",
+            e.ip
+        );
+        assert_eq!(var(e, "NCCL_IB_TC"), Some("106"));
+    }
+    assert!(envs[0].is_head);
+    assert_eq!(var(&envs[0], "NCCL_DEBUG"), Some("WARN"));
+    assert_eq!(var(&envs[1], "NCCL_DEBUG"), Some("INFO"));
+    assert_eq!(var(&envs[2], "NCCL_DEBUG"), Some("WARN"));
+    assert_eq!(var(&envs[0], "RAY_memory_monitor_refresh_ms"), None);
+    assert_eq!(var(&envs[2], "RAY_memory_monitor_refresh_ms"), Some("0"));
+    // The text form of the head's dry run shows the list.
+    let mut argv = plan::join_command(&cfg, cfg.head(), true);
+    argv.retain(|a| a != "--json");
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_halobox"))
+        .args(&argv[1..])
+        .arg("--sysroot")
+        .arg(snapshot(0))
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        text.contains("# per node (vLLM must not copy the head's): NCCL_SOCKET_IFNAME GLOO_SOCKET_IFNAME NCCL_IB_HCA NCCL_IB_GID_INDEX NCCL_IB_DISABLE VLLM_HOST_IP NCCL_DEBUG RAY_memory_monitor_refresh_ms\n")
+            && text.contains("NCCL_DEBUG=WARN\n"),
+        "{text}"
+    );
+    // A name that is not a variable's is refused before anything runs.
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_halobox"))
+        .args(["cluster", "join", "--head=10.0.0.1", "--ip=10.0.0.1"])
+        .arg("--per-node-name=NCCL DEBUG")
+        .args(["--dry-run", "--sysroot"])
+        .arg(snapshot(1))
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("\"NCCL DEBUG\" is not a variable name"),
+        "{err}"
+    );
+}
+
+/// `serve --nccl-debug` sets INFO in the driver's env; when a node sets
+/// NCCL_DEBUG for itself vLLM keeps each worker's own, and the plan says so.
+#[test]
+fn nccl_debug_on_serve_says_when_nodes_keep_their_own() {
+    let cfg = halobox::cluster::config::parse(OVERRIDDEN).unwrap();
+    let mut r = req("192.168.100.1", "192.168.100.1", Transport::Auto);
+    r.env = env::vars(&cfg.env);
+    r.cluster_node_env = cfg.node_env_names();
+    let head = env::plan(&facts("strix-e810"), &r).unwrap();
+    let mut s = serve_req();
+    s.nccl_debug = true;
+    let p = plan::serve(&s, Some(&head), 3).unwrap();
+    assert!(
+        p.notes
+            .iter()
+            .any(|n| n.contains("--nccl-debug sets INFO on the head only")),
+        "{:?}",
+        p.notes
+    );
+    r.cluster_node_env.clear();
+    let head = env::plan(&facts("strix-e810"), &r).unwrap();
+    let p = plan::serve(&s, Some(&head), 3).unwrap();
+    assert!(
+        !p.notes.iter().any(|n| n.contains("--nccl-debug")),
+        "{:?}",
+        p.notes
+    );
 }
 
 #[test]
@@ -945,6 +1116,56 @@ fn preflight_reads_what_the_container_sees() {
         roce,
     ));
     assert!(m.contains("the node has no /dev/kfd"), "{m}");
+}
+
+/// With RoCE asked for, a container that sees no ACTIVE RDMA port (the
+/// data plane's) in its /sys/class/infiniband fails preflight with the fix;
+/// under `auto` it is no failure (TCP is chosen).
+#[test]
+fn preflight_fails_a_container_without_an_active_rdma_port_under_roce() {
+    let port = |state: &str| PortView {
+        device: "rocep194s0".into(),
+        port: 1,
+        state: Some(state.into()),
+        netdevs: vec!["enp194s0np0".into()],
+    };
+    let run = |transport: Transport, ports: Vec<PortView>| {
+        let (mut cfg, reports) = two_e810s();
+        cfg.transport = transport;
+        let mut reports: Vec<JoinReport> = reports.into_iter().map(viewed).collect();
+        reports[0].view.as_mut().unwrap().rdma_ports = vec![port("ACTIVE")];
+        reports[1].view.as_mut().unwrap().rdma_ports = ports;
+        preflight::preflight(
+            &cfg,
+            &reports.into_iter().map(Ok).collect::<Vec<_>>(),
+            "0.1.0",
+        )
+        .into_iter()
+        .filter(|f| f.level != Level::Pass)
+        .collect::<Vec<_>>()
+    };
+    assert_eq!(run(Transport::Roce, vec![port("ACTIVE")]), vec![]);
+    let f = run(Transport::Roce, vec![]);
+    assert_eq!(fails(&f), [("rdma".to_string(), Some("n2".to_string()))]);
+    assert!(
+        f[0].message.contains("transport roce asked for, but container vllm sees no RDMA port in /sys/class/infiniband (it needs rocep194s0 port 1 (the data plane's) ACTIVE)")
+            && f[0].message.contains("`halobox refresh --name vllm` on that node"),
+        "{}",
+        f[0].message
+    );
+    let mut other = port("ACTIVE");
+    other.device = "mlx5_0".into();
+    let f = run(Transport::Roce, vec![port("DOWN"), other]);
+    assert_eq!(fails(&f), [("rdma".to_string(), Some("n2".to_string()))]);
+    assert!(
+        f[0].message
+            .contains("sees rocep194s0:1 DOWN, mlx5_0:1 ACTIVE in /sys/class/infiniband, not rocep194s0 port 1 (the data plane's) ACTIVE")
+            && f[0].message.contains("check the cable"),
+        "{}",
+        f[0].message
+    );
+    assert_eq!(run(Transport::Auto, vec![]), vec![]);
+    assert_eq!(run(Transport::Ethernet, vec![]), vec![]);
 }
 
 #[test]

@@ -63,6 +63,10 @@ pub struct BenchOptions {
     /// The peer's container its end runs in (`None`: on the peer's host).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub peer_container: Option<String>,
+    /// Why this node's end runs on the host although a container was
+    /// tried (`no container vllm here`); said in the report.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub host_why: Option<String>,
 }
 
 impl BenchOptions {
@@ -70,9 +74,11 @@ impl BenchOptions {
     pub fn ran_in(&self) -> String {
         format!(
             "this node: {}; peer: {}",
-            self.local_in
-                .as_ref()
-                .map_or("host".to_string(), Inside::describe),
+            match (&self.local_in, &self.host_why) {
+                (Some(i), _) => i.describe(),
+                (None, Some(why)) => format!("host ({why})"),
+                (None, None) => "host".to_string(),
+            },
             self.peer_container
                 .as_ref()
                 .map_or("host".to_string(), |n| format!("container {n}"))

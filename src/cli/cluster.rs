@@ -141,6 +141,9 @@ pub struct ClusterJoinArgs {
     /// A variable for this node only, NAME=VALUE (its `env` in cluster.toml; repeat): vLLM does not copy the head's value to the workers.
     #[arg(long, value_name = "NAME=VALUE")]
     pub node_env: Vec<String>,
+    /// A variable some node of the cluster sets for itself (any node's `env` in cluster.toml; repeat): listed in vLLM's file here too, as vLLM reads the head's list for every worker.
+    #[arg(long, value_name = "NAME", value_parser = per_node_name)]
+    pub per_node_name: Vec<String>,
     #[command(flatten)]
     pub source: SourceArgs,
     #[command(flatten)]
@@ -279,4 +282,10 @@ pub struct ServeArgs {
     /// Extra `vllm serve` arguments.
     #[arg(last = true)]
     pub extra: Vec<String>,
+}
+
+/// `--per-node-name NAME`: a plain variable name.
+fn per_node_name(s: &str) -> Result<String, String> {
+    crate::cluster::env::check_name(s)?;
+    Ok(s.to_string())
 }

@@ -6,8 +6,12 @@
 //! (vllm-project/vllm#14099); without this list the head's interface, HCA,
 //! GID index and address would replace each worker's own.
 //!
-//! `join` writes it where Ray starts (in the container, as the user Ray and
-//! vLLM run as), adding halobox's names to whatever the file already lists.
+//! vLLM reads it where its driver runs (the head) and copies every other
+//! variable of the driver to the workers, so the head's list must name
+//! whatever differs between nodes: `join` writes the same list on every
+//! node ([`super::env::per_node_names`]) where Ray starts (in the
+//! container, as the user Ray and vLLM run as), adding halobox's names to
+//! whatever the file already lists.
 
 use std::path::{Path, PathBuf};
 

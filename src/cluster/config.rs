@@ -241,6 +241,15 @@ impl ClusterConfig {
         &self.nodes[0]
     }
 
+    /// The names any node sets for itself (every node's `env`), sorted and
+    /// each once: they differ between nodes, so every node's vLLM list
+    /// holds them (vLLM reads the head's).
+    pub fn node_env_names(&self) -> Vec<String> {
+        let names: std::collections::BTreeSet<&String> =
+            self.nodes.iter().flat_map(|n| n.env.keys()).collect();
+        names.into_iter().cloned().collect()
+    }
+
     /// The Python next to `ray` when `ray` is a path, else `python3`.
     pub fn python(&self) -> String {
         match Path::new(&self.ray).parent() {

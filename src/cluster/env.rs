@@ -8,7 +8,7 @@ use std::net::Ipv4Addr;
 use serde::{Deserialize, Serialize};
 
 use super::config::Transport;
-pub use super::vars::{PER_NODE, check_user_var};
+pub use super::vars::{PER_NODE, check_name, check_user_var};
 use crate::dataplane::{self, DataPlane, RdmaEndpoint, Selection};
 use crate::host::HostFacts;
 use crate::host::rdma::RdmaTransport;
@@ -60,6 +60,11 @@ pub struct EnvRequest {
     /// Variables for this node only (its `env` in cluster.toml).
     #[serde(default)]
     pub node_env: Vec<EnvVar>,
+    /// The names any node of the cluster sets for itself (the union of
+    /// every node's `env` in cluster.toml): they differ between nodes, so
+    /// they go on vLLM's list here too, whatever this node sets.
+    #[serde(default)]
+    pub cluster_node_env: Vec<String>,
 }
 
 /// Ray ≥ 2.45 masks AMD GPUs through `HIP_VISIBLE_DEVICES` and reads only
@@ -117,9 +122,11 @@ pub struct NodeEnv {
     pub gid_index: Option<u32>,
     /// The variables, in the order they are printed.
     pub vars: Vec<EnvVar>,
-    /// Names of the variables that are this node's own (the per-node
-    /// data-plane ones it has, and its `env` from cluster.toml): vLLM must
-    /// not copy the head's values of these to the workers.
+    /// Names of the variables that differ between nodes (every per-node
+    /// data-plane one, this node's `env` and every other node's `env`
+    /// names): vLLM must not copy the head's values of these to the
+    /// workers. The same on every node of a cluster, as vLLM reads the
+    /// list where its driver runs (the head).
     #[serde(default)]
     pub per_node: Vec<String>,
     /// `ray start …` (argv).
@@ -197,19 +204,13 @@ pub fn plan(facts: &HostFacts, req: &EnvRequest) -> Result<NodeEnv, EnvError> {
     for name in RAY_NOSET {
         vars.push(var(name, "1".into()));
     }
-    let mut per_node: Vec<String> = vars
-        .iter()
-        .map(|v| v.name.clone())
-        .filter(|n| PER_NODE.contains(&n.as_str()))
-        .collect();
     for user in req.env.iter().chain(&req.node_env) {
         match vars.iter_mut().find(|v| v.name == user.name) {
             Some(v) => v.value = user.value.clone(),
             None => vars.push(user.clone()),
         }
     }
-    per_node.extend(req.node_env.iter().map(|v| v.name.clone()));
-    per_node.dedup();
+    let per_node = per_node_names(req);
     let is_head = req.ip == req.head;
     Ok(NodeEnv {
         ip: req.ip,
@@ -225,6 +226,26 @@ pub fn plan(facts: &HostFacts, req: &EnvRequest) -> Result<NodeEnv, EnvError> {
         per_node,
         ray_start: ray_start(req, is_head),
     })
+}
+
+/// The names vLLM must not copy from the head to the workers: every
+/// per-node data-plane variable (whether this node has it or not: the
+/// head's list decides for all), then the names this node or any other
+/// sets for itself (`env` of a node in cluster.toml), sorted; each once.
+pub fn per_node_names(req: &EnvRequest) -> Vec<String> {
+    let own: std::collections::BTreeSet<&str> = req
+        .node_env
+        .iter()
+        .map(|v| v.name.as_str())
+        .chain(req.cluster_node_env.iter().map(String::as_str))
+        .filter(|n| !PER_NODE.contains(n))
+        .collect();
+    PER_NODE
+        .iter()
+        .copied()
+        .chain(own)
+        .map(str::to_string)
+        .collect()
 }
 
 fn var(name: &str, value: String) -> EnvVar {

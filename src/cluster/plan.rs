@@ -75,6 +75,11 @@ pub fn join_command(cfg: &ClusterConfig, node: &NodeConfig, dry_run: bool) -> Ve
     }
     a.extend(cfg.env.iter().map(|(k, v)| format!("--env={k}={v}")));
     a.extend(node.env.iter().map(|(k, v)| format!("--node-env={k}={v}")));
+    a.extend(
+        cfg.node_env_names()
+            .iter()
+            .map(|k| format!("--per-node-name={k}")),
+    );
     if dry_run {
         a.push("--dry-run".into());
         a.push("--json".into());
@@ -113,6 +118,11 @@ pub fn inside_join(inside: &str, req: &EnvRequest, dry_run: bool) -> Vec<String>
         req.node_env
             .iter()
             .map(|v| format!("--node-env={}={}", v.name, v.value)),
+    );
+    a.extend(
+        req.cluster_node_env
+            .iter()
+            .map(|k| format!("--per-node-name={k}")),
     );
     if dry_run {
         a.push("--dry-run".into());
@@ -356,7 +366,7 @@ pub fn render_env(env: &NodeEnv) -> String {
         s.push('\n');
     }
     s.push_str(&format!(
-        "# this node's own (vLLM must not copy the head's): {}\n",
+        "# per node (vLLM must not copy the head's): {}\n",
         env.per_node.join(" ")
     ));
     s.push_str(&shell::line(&env.ray_start));
@@ -612,6 +622,11 @@ pub fn serve(
     }
     c.extend(req.extra.iter().cloned());
     let mut env = head.map(|h| h.vars.clone()).unwrap_or_default();
+    if req.nccl_debug && head.is_some_and(|h| h.per_node.iter().any(|n| n == "NCCL_DEBUG")) {
+        notes.push(
+            "a node sets NCCL_DEBUG in its `env` (cluster.toml), so vLLM keeps each worker's own: --nccl-debug sets INFO on the head only".into(),
+        );
+    }
     if req.nccl_debug {
         env.push(EnvVar {
             name: "NCCL_DEBUG".into(),

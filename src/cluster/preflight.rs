@@ -9,10 +9,10 @@ use std::net::Ipv4Addr;
 
 use serde::{Deserialize, Serialize};
 
-use super::config::{ClusterConfig, NodeConfig};
+use super::config::{ClusterConfig, NodeConfig, Transport};
 use super::env::Resolved;
 use super::plan::{ContainerReport, JoinReport};
-use super::view::{DeviceAccess, RuntimeView};
+use super::view::{DeviceAccess, PortView, RuntimeView};
 
 /// How bad a preflight finding is.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -235,6 +235,11 @@ fn node_findings(
         if !blocked.is_empty() {
             add(rdma_level, "rdma", cannot_open(v, &blocked, &place, &fix));
         }
+        if matches!(cfg.transport, Transport::Roce | Transport::Ib)
+            && let Some(message) = no_active_port(cfg.transport, r, v, &place, &fix)
+        {
+            add(Level::Fail, "rdma", message);
+        }
     }
     if r.env.is_head && r.port_free == Some(false) {
         add(
@@ -247,6 +252,56 @@ fn node_findings(
         );
     }
     out
+}
+
+/// With RoCE or InfiniBand asked for: why RCCL would find no ACTIVE RDMA
+/// port where Ray runs (the data plane's own, when the env names one), as
+/// `/sys/class/infiniband` reads there; `None` when it has one.
+fn no_active_port(
+    transport: Transport,
+    r: &JoinReport,
+    v: &RuntimeView,
+    place: &str,
+    fix: &str,
+) -> Option<String> {
+    let active = |p: &&PortView| p.state.as_deref() == Some("ACTIVE");
+    let wanted = r.env.rdma_device.as_deref().zip(r.env.rdma_port);
+    let found = match wanted {
+        Some((d, n)) => v
+            .rdma_ports
+            .iter()
+            .filter(active)
+            .any(|p| p.device == d && p.port == n),
+        None => v.rdma_ports.iter().any(|p| active(&p)),
+    };
+    if found {
+        return None;
+    }
+    let which = wanted.map_or("an ACTIVE RDMA port".to_string(), |(d, n)| {
+        format!("{d} port {n} (the data plane's) ACTIVE")
+    });
+    Some(if v.rdma_ports.is_empty() {
+        format!(
+            "transport {transport} asked for, but {place} sees no RDMA port in /sys/class/infiniband (it needs {which}): RCCL cannot use RDMA there; {fix}, or transport = \"auto\" in cluster.toml for TCP"
+        )
+    } else {
+        let seen: Vec<String> = v
+            .rdma_ports
+            .iter()
+            .map(|p| {
+                format!(
+                    "{}:{} {}",
+                    p.device,
+                    p.port,
+                    p.state.as_deref().unwrap_or("?")
+                )
+            })
+            .collect();
+        format!(
+            "transport {transport} asked for, but {place} sees {} in /sys/class/infiniband, not {which}: RCCL cannot use RDMA there; check the cable and the switch port (`ibv_devinfo -d DEV`, `ip link show`), or transport = \"auto\" in cluster.toml for TCP",
+            seen.join(", ")
+        )
+    })
 }
 
 fn cannot_open(v: &RuntimeView, blocked: &[&DeviceAccess], place: &str, fix: &str) -> String {

@@ -267,6 +267,10 @@ pub fn up(
             for a in r.env.assignments() {
                 println!("  {a}");
             }
+            println!(
+                "  per node (vLLM must not copy the head's): {}",
+                r.env.per_node.join(" ")
+            );
             println!("  on the node: {}", shell::line(&r.command));
             println!(
                 "  from here:   {}",

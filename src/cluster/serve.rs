@@ -40,6 +40,7 @@ pub fn prepare(
         ray_head_args: vec![],
         env: env::vars(&cfg.env),
         node_env: env::vars(&head.env),
+        cluster_node_env: cfg.node_env_names(),
     };
     let where_ = format!("{} ({})", head.ip, head.label());
     let run_there = format!("ssh {} halobox serve {} …", head.ssh, req.model);

@@ -13,20 +13,28 @@ pub const PER_NODE: [&str; 6] = [
     "VLLM_HOST_IP",
 ];
 
-/// Checks one variable of cluster.toml's `[env]` or a node's `env` (also
-/// `cluster join --env`/`--node-env`): a plain name, a one-line value, not a
-/// secret, and never one of the per-node data-plane variables.
-pub fn check_user_var(name: &str, value: &str) -> Result<(), String> {
+/// Checks that `name` is a plain variable name (letters, digits, '_', not
+/// starting with a digit).
+pub fn check_name(name: &str) -> Result<(), String> {
     let plain = name
         .chars()
         .next()
         .is_some_and(|c| c.is_ascii_alphabetic() || c == '_')
         && name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_');
-    if !plain {
-        return Err(format!(
+    if plain {
+        Ok(())
+    } else {
+        Err(format!(
             "{name:?} is not a variable name: use letters, digits and '_', not starting with a digit"
-        ));
+        ))
     }
+}
+
+/// Checks one variable of cluster.toml's `[env]` or a node's `env` (also
+/// `cluster join --env`/`--node-env`): a plain name, a one-line value, not a
+/// secret, and never one of the per-node data-plane variables.
+pub fn check_user_var(name: &str, value: &str) -> Result<(), String> {
+    check_name(name)?;
     if PER_NODE.contains(&name) {
         let how = match name {
             "NCCL_IB_DISABLE" => "set transport = \"ethernet\" to use TCP",

@@ -99,6 +99,10 @@ struct Peer {
     from: Option<String>,
     /// This node's container (`None`: the cluster file runs its Ray on the host).
     container: Option<String>,
+    /// Why this node's end is expected in `container` (the cluster file
+    /// runs this node's Ray there, or `--container`); `None` when the
+    /// container is only the default name tried.
+    expected: Option<String>,
     /// The peer's container (`None`: on its host).
     peer_container: Option<String>,
 }
@@ -123,6 +127,7 @@ fn resolve_peer(args: &BenchRunArgs, facts: &host::HostFacts) -> anyhow::Result<
             ssh_options: args.ssh_option.clone(),
             from: None,
             container: Some(default_container(args.container.as_deref())?),
+            expected: args.container.as_ref().map(|n| format!("--container {n}")),
             peer_container: Some(default_container(args.container.as_deref())?),
         });
     }
@@ -159,16 +164,27 @@ fn resolve_peer(args: &BenchRunArgs, facts: &host::HostFacts) -> anyhow::Result<
                 .unwrap_or_else(|| n.container.clone())
         })
     };
-    let container = match choice
+    let this = choice
         .this
         .as_ref()
-        .and_then(|t| cfg.nodes.iter().find(|n| n.ip == t.ip))
-    {
+        .and_then(|t| cfg.nodes.iter().find(|n| n.ip == t.ip));
+    let container = match this {
         Some(n) => in_container(n),
         None => Some(default_container(args.container.as_deref())?),
     };
+    let expected = match (this, &args.container) {
+        (_, Some(n)) => Some(format!("--container {n}")),
+        (Some(n), None) if n.backend.is_container() => Some(format!(
+            "{} runs this node's Ray in its {} container {}",
+            path.display(),
+            n.backend,
+            n.container
+        )),
+        _ => None,
+    };
     Ok(Peer {
         container,
+        expected,
         peer_container: in_container(&choice.node),
         ssh: args.peer.clone().unwrap_or_else(|| choice.node.ssh.clone()),
         peer_ips: if from_config {
@@ -187,11 +203,20 @@ fn resolve_peer(args: &BenchRunArgs, facts: &host::HostFacts) -> anyhow::Result<
 }
 
 /// Where the ends run: `--on`, else this node's container when it has one
-/// (and then the peer's), else the hosts.
-fn placement(args: &BenchRunArgs, peer: &Peer) -> anyhow::Result<(Option<Inside>, Option<String>)> {
+/// (and then the peer's), else the hosts. A container the cluster file or
+/// `--container` names must be there: host numbers instead would be
+/// measured where RCCL does not run, so its engine unreachable or the
+/// container missing is an error that says `--on host`. When the container
+/// is only the default name tried, the hosts it is, and the report says why.
+fn placement(args: &BenchRunArgs, peer: &Peer) -> anyhow::Result<Placement> {
     let engine = args.engine.engine.as_deref();
+    let on_host = |why: Option<String>| Placement {
+        local_in: None,
+        peer_container: None,
+        host_why: why,
+    };
     match (args.on, &peer.container) {
-        (Some(BenchOn::Host), _) => Ok((None, None)),
+        (Some(BenchOn::Host), _) => Ok(on_host(None)),
         (Some(BenchOn::Container), None) => Err(UsageError(
             "--on container, but the cluster file runs this node's Ray on the host: pass --container NAME".into(),
         )
@@ -202,22 +227,48 @@ fn placement(args: &BenchRunArgs, peer: &Peer) -> anyhow::Result<(Option<Inside>
                     "there is no container {name} on this node\n  hint: create it with `halobox refresh --name {name}`, or pass --on host"
                 ))
             })?;
-            Ok((Some(inside), peer.peer_container.clone().or(Some(name.clone()))))
+            Ok(Placement {
+                local_in: Some(inside),
+                peer_container: peer.peer_container.clone().or(Some(name.clone())),
+                host_why: None,
+            })
         }
-        (None, None) => Ok((None, None)),
+        (None, None) => Ok(on_host(None)),
         (None, Some(name)) => {
-            let connected = crate::engine::block_on(crate::engine::connect(engine))
-                .ok()
-                .and_then(Result::ok);
-            if connected.is_none() {
-                return Ok((None, None));
+            let connected = match crate::engine::block_on(crate::engine::connect(engine)) {
+                Ok(Ok(_)) => Ok(()),
+                Ok(Err(e)) | Err(e) => Err(e),
+            };
+            if let Err(e) = connected {
+                return match &peer.expected {
+                    Some(why) => Err(anyhow::anyhow!(
+                        "this node's end would run in container {name} ({why}), but no container engine can be reached: {e:#}\n  or pass --on host to measure the hosts instead (not what RCCL sees in the container)"
+                    )),
+                    None => Ok(on_host(Some("no container engine here".into()))),
+                };
             }
-            match inside::find(name, engine)? {
-                Some(i) => Ok((Some(i), peer.peer_container.clone())),
-                None => Ok((None, None)),
+            match (inside::find(name, engine)?, &peer.expected) {
+                (Some(i), _) => Ok(Placement {
+                    local_in: Some(i),
+                    peer_container: peer.peer_container.clone(),
+                    host_why: None,
+                }),
+                (None, Some(why)) => Err(UsageError(format!(
+                    "there is no container {name} on this node ({why})\n  hint: create it with `halobox refresh --name {name}`, or pass --on host to measure the hosts instead"
+                ))
+                .into()),
+                (None, None) => Ok(on_host(Some(format!("no container {name} here")))),
             }
         }
     }
+}
+
+/// Where the ends run, as [`placement`] decided.
+struct Placement {
+    local_in: Option<Inside>,
+    peer_container: Option<String>,
+    /// Why the hosts, when a container was tried and not there.
+    host_why: Option<String>,
 }
 
 fn options(
@@ -227,10 +278,15 @@ fn options(
 ) -> anyhow::Result<BenchOptions> {
     crate::ssh::check_target(&peer.ssh).map_err(|e| anyhow::anyhow!("the peer {e}"))?;
     crate::ssh::check_options(&peer.ssh_options).map_err(anyhow::Error::msg)?;
-    let (local_in, peer_container) = placement(args, &peer)?;
+    let Placement {
+        local_in,
+        peer_container,
+        host_why,
+    } = placement(args, &peer)?;
     Ok(BenchOptions {
         local_in,
         peer_container,
+        host_why,
         peer: peer.ssh,
         peer_from: peer.from,
         peer_halobox: peer.halobox,

@@ -187,6 +187,7 @@ fn join(a: &ClusterJoinArgs) -> anyhow::Result<ExitCode> {
             ray_head_args: a.ray_head_arg.clone(),
             env: parse(&a.env)?,
             node_env: parse(&a.node_env)?,
+            cluster_node_env: a.per_node_name.clone(),
         },
         backend: a.ray_node.backend,
         container: a.ray_node.container.clone(),
