@@ -5,58 +5,9 @@
 //! quit leaves with status 0. Its ssh targets are loopback addresses
 //! where nothing listens, so nothing leaves this machine.
 
-use std::process::Command;
-use std::time::{Duration, Instant};
+mod common;
 
-struct Tmux {
-    socket: String,
-}
-
-impl Tmux {
-    fn run(&self, args: &[&str]) -> String {
-        let out = Command::new("tmux")
-            .args(["-L", &self.socket])
-            .args(args)
-            .output()
-            .expect("tmux (scripts/test.sh installs it)");
-        String::from_utf8_lossy(&out.stdout).into_owned()
-    }
-
-    fn screen(&self) -> String {
-        self.run(&["capture-pane", "-t", "tui", "-p", "-J", "-S", "-200"])
-    }
-
-    fn wait_for(&self, text: &str) -> String {
-        let deadline = Instant::now() + Duration::from_secs(30);
-        loop {
-            let s = self.screen();
-            if s.contains(text) {
-                return s;
-            }
-            assert!(Instant::now() < deadline, "{text:?} never appeared:\n{s}");
-            std::thread::sleep(Duration::from_millis(100));
-        }
-    }
-
-    fn keys(&self, keys: &[&str]) {
-        for k in keys {
-            self.run(&["send-keys", "-t", "tui", k]);
-            std::thread::sleep(Duration::from_millis(50));
-        }
-    }
-}
-
-/// Types `text` and Enter.
-fn type_line(tmux: &Tmux, text: &str) {
-    tmux.run(&["send-keys", "-t", "tui", "-l", text]);
-    tmux.keys(&["Enter"]);
-}
-
-impl Drop for Tmux {
-    fn drop(&mut self) {
-        self.run(&["kill-server"]);
-    }
-}
+use common::tmux::Tmux;
 
 #[test]
 fn menu_shows_the_config_survives_errors_and_quits() {
@@ -69,31 +20,12 @@ fn menu_shows_the_config_survives_errors_and_quits() {
          [[node]]\nssh = \"root@127.0.0.10\"\nip = \"10.9.0.2\"\ncontainer = \"vllm\"\nbackend = \"host\"\n",
     )
     .unwrap();
-    let tmux = Tmux {
-        socket: format!("halobox-tui-{}", std::process::id()),
-    };
     let command = format!(
         "{} cluster tui --cluster {}; echo EXIT=$?; sleep 60",
         env!("CARGO_BIN_EXE_halobox"),
         file.display()
     );
-    let started = Command::new("tmux")
-        .args([
-            "-L",
-            &tmux.socket,
-            "new-session",
-            "-d",
-            "-s",
-            "tui",
-            "-x",
-            "120",
-            "-y",
-            "50",
-        ])
-        .arg(&command)
-        .status()
-        .unwrap();
-    assert!(started.success());
+    let tmux = Tmux::start("halobox-tui", &command);
     tmux.wait_for("show cluster.toml");
 
     // "show cluster.toml" is the sixth entry.
@@ -111,15 +43,15 @@ fn menu_shows_the_config_survives_errors_and_quits() {
     tmux.wait_for("serve a model");
     tmux.keys(&["Down", "Down", "Down", "Enter"]);
     tmux.wait_for("model");
-    type_line(&tmux, "Qwen/Qwen3-0.6B");
+    tmux.type_line("Qwen/Qwen3-0.6B");
     tmux.wait_for("tensor parallel size (1..2");
     // Out of range: refused with the reason, asked again.
-    type_line(&tmux, "3");
+    tmux.type_line("3");
     tmux.wait_for("use 1..2: the cluster has 2 node(s)");
     tmux.keys(&["BSpace", "BSpace"]);
-    type_line(&tmux, "1");
+    tmux.type_line("1");
     tmux.wait_for("context length");
-    type_line(&tmux, "4096");
+    tmux.type_line("4096");
     tmux.wait_for("force eager mode");
     tmux.keys(&["n"]);
     tmux.wait_for("erase vLLM's compile cache");

@@ -64,14 +64,7 @@ pub fn run(args: &SetupArgs) -> anyhow::Result<ExitCode> {
     }
     let (after, _) = make_plan(args, &root, &sel);
     println!("\n{}", before_after(&report, &after, &chosen));
-    let left = chosen.iter().map(|s| s.when).max().unwrap_or(When::Now);
-    match left {
-        When::Reboot => println!("left to do: reboot for the kernel parameters to take effect"),
-        When::Relogin => {
-            println!("left to do: log out and back in (limits and groups apply to new logins)")
-        }
-        When::Now => println!("done"),
-    }
+    print!("{}", left_to_do(&chosen));
     println!("undo with: halobox setup --undo");
     Ok(ExitCode::SUCCESS)
 }
@@ -196,10 +189,15 @@ fn before_after(before: &Report, after: &Report, applied: &[&Step]) -> String {
                 .actions
                 .iter()
                 .any(|a| matches!(a, setup::Action::NotRun { .. }));
+            let by_hand = step
+                .actions
+                .iter()
+                .any(|a| matches!(a, setup::Action::ByHand { .. }));
             let pending = match step.when {
                 When::Now if was == now && not_run => {
                     " (once the commands listed as not run are run)"
                 }
+                When::Now if by_hand => " (for now: see what is left to do)",
                 When::Now => "",
                 When::Relogin if was == now => " (shows after logging out and back in)",
                 When::Reboot if was == now => " (shows after a reboot)",
@@ -209,6 +207,34 @@ fn before_after(before: &Report, after: &Report, applied: &[&Step]) -> String {
         }
     }
     out
+}
+
+/// What the applied steps leave: the commands they listed but did not run
+/// and what they say to do by hand, then the log-out or reboot that makes
+/// the rest take effect; `done` when nothing.
+fn left_to_do(applied: &[&Step]) -> String {
+    let mut items: Vec<String> = applied
+        .iter()
+        .flat_map(|s| s.actions.iter().filter_map(setup::Action::left_to_do))
+        .collect();
+    match applied.iter().map(|s| s.when).max().unwrap_or(When::Now) {
+        When::Reboot => items.push("reboot for the kernel parameters to take effect".into()),
+        When::Relogin => {
+            items.push("log out and back in (limits and groups apply to new logins)".into())
+        }
+        When::Now => {}
+    }
+    match items.as_slice() {
+        [] => "done\n".into(),
+        [one] => format!("left to do: {}\n", one.replace('\n', "\n    ")),
+        many => {
+            let lines: String = many
+                .iter()
+                .map(|i| format!("  {}\n", i.replace('\n', "\n    ")))
+                .collect();
+            format!("left to do:\n{lines}")
+        }
+    }
 }
 
 fn undo(args: &SetupArgs, mut store: Store) -> anyhow::Result<ExitCode> {

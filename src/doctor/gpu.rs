@@ -67,7 +67,7 @@ pub(super) fn checks(facts: &HostFacts) -> Vec<Check> {
             "/dev/kfd is missing although the KFD topology exists",
             "check that udev created /dev/kfd (`ls -l /dev/kfd`); reload with `sudo udevadm trigger`",
         ),
-        Some(node) => access_check("gpu.kfd_access", facts, node),
+        Some(node) => access_check("gpu.kfd_access", facts, node, Some("video")),
     });
     let render = target
         .or(gpus.first().copied())
@@ -84,7 +84,7 @@ pub(super) fn checks(facts: &HostFacts) -> Vec<Check> {
                 format!("{path} (the GPU's render node) does not exist"),
                 "check that udev created it (`ls -l /dev/dri`); reload with `sudo udevadm trigger`",
             ),
-            Some(node) => access_check("gpu.render_access", facts, node),
+            Some(node) => access_check("gpu.render_access", facts, node, Some("video")),
         },
     });
     out.push(carveout(facts));
@@ -119,8 +119,14 @@ fn carveout(facts: &HostFacts) -> Check {
     }
 }
 
-/// Can the user open `node` for read and write?
-pub(super) fn access_check(id: &str, facts: &HostFacts, node: &DeviceNode) -> Check {
+/// Can the user open `node` for read and write? The fix adds the user to
+/// the node's group and to `companion` (`video` for the GPU, `rdma`).
+pub(super) fn access_check(
+    id: &str,
+    facts: &HostFacts,
+    node: &DeviceNode,
+    companion: Option<&str>,
+) -> Check {
     let user = &facts.user;
     let who = user.name.as_deref().unwrap_or("this user");
     if node.mode.is_none() {
@@ -145,9 +151,11 @@ pub(super) fn access_check(id: &str, facts: &HostFacts, node: &DeviceNode) -> Ch
     let desc = format!(
         "{} (mode {mode}, group {})",
         node.path,
-        group
-            .clone()
-            .unwrap_or_else(|| node.gid.map_or("?".into(), |g| g.to_string()))
+        group.clone().unwrap_or_else(|| match node.gid {
+            Some(0) => "root".into(),
+            Some(g) => g.to_string(),
+            None => "?".into(),
+        })
     );
     if user.is_root() {
         return Check::pass(id, format!("{desc}: running as root"));
@@ -161,13 +169,28 @@ pub(super) fn access_check(id: &str, facts: &HostFacts, node: &DeviceNode) -> Ch
     if group_rw && node.gid.is_some_and(|g| user.has_gid(g)) {
         return Check::pass(id, format!("{desc}: {who} is in that group"));
     }
-    let grp = group.unwrap_or_else(|| "render".into());
+    if node.gid == Some(0) {
+        let name = node.path.rsplit('/').next().unwrap_or_default();
+        let grp = companion.unwrap_or("render");
+        return Check::fail(
+            id,
+            format!("{desc}: only root can open it"),
+            format!(
+                "echo 'KERNEL==\"{name}\", GROUP=\"{grp}\", MODE=\"0660\"' | sudo tee -a /etc/udev/rules.d/90-device-groups.rules && sudo udevadm trigger\nsudo usermod -aG {grp} {who}   # then log out and back in"
+            ),
+        );
+    }
+    let grp = group
+        .or_else(|| node.gid.map(|g| g.to_string()))
+        .unwrap_or_else(|| "render".into());
+    let groups = match companion.filter(|c| *c != grp) {
+        Some(c) => format!("{grp},{c}"),
+        None => grp.clone(),
+    };
     Check::fail(
         id,
         format!("{desc}: {who} cannot open it (not in group {grp})"),
-        format!(
-            "sudo usermod -aG {grp},video {who}   # then log out and back in (or `newgrp {grp}`)"
-        ),
+        format!("sudo usermod -aG {groups} {who}   # then log out and back in (or `newgrp {grp}`)"),
     )
 }
 

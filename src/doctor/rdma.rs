@@ -1,6 +1,6 @@
 //! RDMA checks for the data-plane port: present, up, RoCE, GID, PCIe, firmware.
 
-use super::{Check, has_rdma};
+use super::{Check, Status, has_rdma};
 use crate::dataplane::{DataPlane, RdmaEndpoint};
 use crate::host::HostFacts;
 use crate::host::rdma::{RdmaDevice, RdmaTransport};
@@ -10,6 +10,58 @@ use crate::units::{pcie_generation, pcie_link_gbps};
 pub const E810_VERIFIED_FW: (u32, u32) = (4, 91);
 
 pub(super) fn checks(facts: &HostFacts, plane: Option<&DataPlane>) -> Vec<Check> {
+    let mut out = device_checks(facts, plane);
+    out.insert(1, access(facts));
+    out
+}
+
+/// Whether the user can open the nodes user-space verbs use
+/// (`/dev/infiniband/uverbs*`, `rdma_cm`); the fix joins the nodes' group
+/// and `rdma` where the host has that group.
+fn access(facts: &HostFacts) -> Check {
+    let id = "rdma.access";
+    if !has_rdma(facts) {
+        return Check::skip(id, "no RDMA device");
+    }
+    let nodes: Vec<_> = facts
+        .rdma
+        .dev_nodes
+        .iter()
+        .filter(|n| {
+            let name = n.path.rsplit('/').next().unwrap_or_default();
+            name.starts_with("uverbs") || name == "rdma_cm"
+        })
+        .collect();
+    if nodes.is_empty() {
+        return Check::warn(
+            id,
+            "no /dev/infiniband/uverbs* or rdma_cm: programs cannot reach the RDMA device (ib_uverbs / rdma_ucm not loaded)",
+            "sudo modprobe -a ib_uverbs rdma_ucm   # rdma-core's service loads them at boot",
+        );
+    }
+    let companion = facts
+        .user
+        .device_groups
+        .iter()
+        .any(|g| g.name == "rdma" && g.gid.is_some())
+        .then_some("rdma");
+    let each: Vec<Check> = nodes
+        .iter()
+        .map(|n| super::gpu::access_check(id, facts, n, companion))
+        .collect();
+    if let Some(bad) = each.iter().find(|c| c.status != Status::Pass) {
+        return bad.clone();
+    }
+    Check::pass(
+        id,
+        each.iter()
+            .map(|c| c.summary.as_str())
+            .collect::<Vec<_>>()
+            .join("; "),
+    )
+}
+
+fn device_checks(facts: &HostFacts, plane: Option<&DataPlane>) -> Vec<Check> {
     let ids = [
         "rdma.port",
         "rdma.mode",

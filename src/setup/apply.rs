@@ -31,6 +31,9 @@ pub fn apply(
                     say(format!("  ran {}", cmd.line()));
                 }
                 Action::NotRun { cmd, why } => say(format!("  {why}: {}", cmd.line())),
+                Action::ByHand { what } => {
+                    say(format!("  by hand: {}", what.replace('\n', "\n    ")))
+                }
             }
         }
     }

@@ -193,7 +193,8 @@ pub fn gather(
 fn nmcli(args: &[&str]) -> Option<String> {
     let out = crate::proc::command("nmcli").args(args).output().ok()?;
     let value = String::from_utf8_lossy(&out.stdout).trim().to_string();
-    (out.status.success() && !value.is_empty()).then_some(value)
+    // Terse output prints an unset value (`--`) as an empty line.
+    (out.status.success() && !value.is_empty() && value != "--").then_some(value)
 }
 
 fn distro(r: &Reader, facts: &HostFacts) -> Distro {

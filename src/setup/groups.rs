@@ -1,5 +1,7 @@
 //! Device groups: the target user joins the groups that own the GPU device
-//! nodes (`/dev/kfd`, `/dev/dri/renderD*`, usually `render`) and `video`.
+//! nodes (`/dev/kfd`, `/dev/dri/renderD*`, usually `render`) and `video`,
+//! and those of the RDMA nodes (`/dev/infiniband/uverbs*`, `rdma_cm`) and
+//! `rdma`, for the nodes others cannot open.
 //!
 //! Decided from `/etc/group` itself, not from who runs halobox: under sudo
 //! the caller is root, who opens every node, while the user to fix is not.
@@ -21,29 +23,43 @@ pub(super) fn steps(input: &Input) -> Vec<Step> {
     };
     let groups = parse_group(input.setup.file(GROUP).unwrap_or_default());
     let f = &input.facts.gpu;
-    let mut nodes: Vec<(&str, &DeviceNode)> = Vec::new();
+    let mut nodes: Vec<(&str, &DeviceNode, &str)> = Vec::new();
     if let Some(kfd) = &f.kfd {
-        nodes.push(("gpu.kfd_access", kfd));
+        nodes.push(("gpu.kfd_access", kfd, "video"));
     }
     nodes.extend(
         f.dri
             .iter()
             .filter(|d| d.path.contains("renderD"))
-            .map(|d| ("gpu.render_access", d)),
+            .map(|d| ("gpu.render_access", d, "video")),
+    );
+    nodes.extend(
+        input
+            .facts
+            .rdma
+            .dev_nodes
+            .iter()
+            .filter(|n| {
+                let name = n.path.rsplit('/').next().unwrap_or_default();
+                name.starts_with("uverbs") || name == "rdma_cm"
+            })
+            .map(|n| ("rdma.access", n, "rdma")),
     );
     let mut wanted: Vec<String> = Vec::new();
     let mut checks: Vec<String> = Vec::new();
-    for (check, node) in nodes {
+    for (check, node, companion) in nodes {
         let (Some(bits), Some(gid)) = (node.mode_bits(), node.gid) else {
             continue;
         };
-        if bits & 0o006 == 0o006 || bits & 0o060 != 0o060 {
+        // Open to all already, closed to the group too, or root's own
+        // group (membership in it is not what a device needs).
+        if bits & 0o006 == 0o006 || bits & 0o060 != 0o060 || gid == 0 {
             continue;
         }
         let Some(g) = groups.iter().find(|g| g.gid == gid) else {
             continue;
         };
-        for name in [g.name.as_str(), "video"] {
+        for name in [g.name.as_str(), companion] {
             let in_it = groups
                 .iter()
                 .find(|e| e.name == name)

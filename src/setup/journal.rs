@@ -155,9 +155,11 @@ impl Store {
 
     /// Writes `content` to host path `path`: missing directories created,
     /// an existing file first copied to `FILE.halobox-bak.<date>`, the new
-    /// content written to a temporary file and renamed over it. `owner`
-    /// and `mode` (default 0644) are given to a created file; a replaced one
-    /// keeps its owner and mode.
+    /// content written to a temporary file and renamed over it. `mode`
+    /// (default 0644) is given to a created file; a replaced one keeps its
+    /// owner and mode. With `owner`, root on the live host does all of it
+    /// as that user (setfsuid): what it creates is theirs, and a symlink
+    /// of theirs cannot lead it where they may not write.
     pub fn write_file(
         &mut self,
         path: &str,
@@ -165,33 +167,37 @@ impl Store {
         owner: Option<(u32, u32)>,
         mode: Option<u32>,
     ) -> anyhow::Result<()> {
-        for d in create_dirs(&self.tree, &parent_of(path))? {
+        let owner = owner.filter(|_| !self.tree.is_sysroot() && nix::unistd::geteuid().is_root());
+        let dirs = AsUser::run(owner, || create_dirs(&self.tree, &parent_of(path)))?;
+        for d in dirs {
             self.journal.entries.push(Entry::Dir { path: d });
             self.save()?;
         }
         let real = self.tree.real(path)?;
-        let existing = match fs::symlink_metadata(&real) {
-            Ok(m) if m.is_file() => Some(m),
-            Ok(_) => bail!(
-                "{path} exists and is not a regular file\n  hint: setup replaces only regular files; move it away and run setup again"
-            ),
-            Err(e) if e.kind() == io::ErrorKind::NotFound => None,
-            Err(e) => return Err(e).context(format!("cannot inspect {}", real.display())),
-        };
-        let backup = match &existing {
-            Some(meta) => {
-                let b = backup_name(&real);
-                fs::copy(&real, &b).with_context(|| format!("cannot back up {path}"))?;
-                keep_owner(&b, meta)?;
-                Some(self.tree_path(path, &b))
-            }
-            None => None,
-        };
-        let meta = existing.map(|m| (m.mode() & 0o7777, m.uid(), m.gid()));
-        let (uid, gid) = owner.unwrap_or((u32::MAX, u32::MAX));
-        let keep = meta.unwrap_or((mode.unwrap_or(0o644), uid, gid));
-        write_atomic(&real, content.as_bytes(), Some(keep))
-            .with_context(|| format!("cannot write {path}"))?;
+        let backup = AsUser::run(owner, || {
+            let existing = match fs::symlink_metadata(&real) {
+                Ok(m) if m.is_file() => Some(m),
+                Ok(_) => bail!(
+                    "{path} exists and is not a regular file\n  hint: setup replaces only regular files; move it away and run setup again"
+                ),
+                Err(e) if e.kind() == io::ErrorKind::NotFound => None,
+                Err(e) => return Err(e).context(format!("cannot inspect {}", real.display())),
+            };
+            let backup = match &existing {
+                Some(meta) => {
+                    let b = backup_name(&real);
+                    fs::copy(&real, &b).with_context(|| format!("cannot back up {path}"))?;
+                    keep_owner(&b, meta)?;
+                    Some(self.tree_path(path, &b))
+                }
+                None => None,
+            };
+            let meta = existing.map(|m| (m.mode() & 0o7777, m.uid(), m.gid()));
+            let keep = meta.unwrap_or((mode.unwrap_or(0o644), u32::MAX, u32::MAX));
+            write_atomic(&real, content.as_bytes(), Some(keep))
+                .with_context(|| format!("cannot write {path}"))?;
+            Ok(backup)
+        })?;
         self.journal.entries.push(Entry::File {
             path: path.to_string(),
             backup,
@@ -311,6 +317,53 @@ fn create_dirs(tree: &Tree, dir: &str) -> anyhow::Result<Vec<String>> {
     Ok(missing)
 }
 
+/// Root acting on the files of another user: this thread's filesystem uid
+/// and gid switched to theirs (setfsuid(2)), which also drops root's power
+/// to override file permissions, until dropped.
+struct AsUser {
+    uid: u32,
+    gid: u32,
+}
+
+impl AsUser {
+    /// Runs `f` as `owner` when given, else as the caller.
+    fn run<T>(
+        owner: Option<(u32, u32)>,
+        f: impl FnOnce() -> anyhow::Result<T>,
+    ) -> anyhow::Result<T> {
+        let _guard = match owner {
+            Some((uid, gid)) => Some(Self::assume(uid, gid)?),
+            None => None,
+        };
+        f()
+    }
+
+    fn assume(uid: u32, gid: u32) -> anyhow::Result<Self> {
+        use nix::unistd::{Gid, Uid, setfsgid, setfsuid};
+        let guard = Self {
+            uid: setfsuid(Uid::from_raw(uid)).as_raw(),
+            gid: setfsgid(Gid::from_raw(gid)).as_raw(),
+        };
+        // Both calls return the previous id, even when they fail: asking
+        // again tells whether the switch happened.
+        let now = (
+            setfsuid(Uid::from_raw(uid)).as_raw(),
+            setfsgid(Gid::from_raw(gid)).as_raw(),
+        );
+        if now != (uid, gid) {
+            bail!("cannot act as uid {uid} gid {gid} to write their files (setfsuid refused)");
+        }
+        Ok(guard)
+    }
+}
+
+impl Drop for AsUser {
+    fn drop(&mut self) {
+        nix::unistd::setfsgid(nix::unistd::Gid::from_raw(self.gid));
+        nix::unistd::setfsuid(nix::unistd::Uid::from_raw(self.uid));
+    }
+}
+
 /// `FILE.halobox-bak.<date>`, numbered when that exists already.
 fn backup_name(real: &Path) -> PathBuf {
     let stamp = chrono::Local::now().format("%Y%m%d-%H%M%S");
@@ -334,9 +387,16 @@ fn keep_owner(path: &Path, meta: &fs::Metadata) -> anyhow::Result<()> {
 
 /// Writes `bytes` to a temporary file beside `real` and renames it over
 /// `real`; `mode_owner` is applied before the rename (owner only as root).
+/// A temporary file left by a run that was killed is removed first (a
+/// symlink there is removed, never followed); the new one is created
+/// exclusively, so nothing put there meanwhile is written through.
 fn write_atomic(real: &Path, bytes: &[u8], mode_owner: Option<(u32, u32, u32)>) -> io::Result<()> {
     let name = real.file_name().unwrap_or_default().to_string_lossy();
     let tmp = real.with_file_name(format!(".{name}.halobox-tmp"));
+    match fs::remove_file(&tmp) {
+        Err(e) if e.kind() != io::ErrorKind::NotFound => return Err(e),
+        _ => {}
+    }
     let result = (|| {
         let mut f = fs::OpenOptions::new()
             .write(true)

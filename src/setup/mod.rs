@@ -95,7 +95,8 @@ pub enum Action {
         old: Option<String>,
         /// What will be there.
         new: String,
-        /// Owner to give a file written for another user (uid, gid).
+        /// The user (uid, gid) a file of theirs is written as, when root
+        /// writes it for them on the live host.
         owner: Option<(u32, u32)>,
         /// Mode of a created file (`null`: 0644).
         mode: Option<u32>,
@@ -109,6 +110,29 @@ pub enum Action {
         /// Why it is not run.
         why: String,
     },
+    /// Something setup cannot do that the fix still needs: printed, and
+    /// named again in what is left to do.
+    ByHand {
+        /// What to do.
+        what: String,
+    },
+}
+
+impl Action {
+    /// True for a file write or a command that runs.
+    pub fn applies(&self) -> bool {
+        matches!(self, Action::Write { .. } | Action::Run(_))
+    }
+
+    /// What is left to do after this action, when anything: a command
+    /// listed but not run (with why), or an instruction.
+    pub fn left_to_do(&self) -> Option<String> {
+        match self {
+            Action::NotRun { cmd, why } => Some(format!("{}   # {why}", cmd.line())),
+            Action::ByHand { what } => Some(what.clone()),
+            _ => None,
+        }
+    }
 }
 
 /// One fix: what it changes, for which checks, and when it shows.
@@ -200,11 +224,12 @@ pub const FAMILIES: [&str; 7] = [
 ];
 
 /// The doctor checks setup can fix.
-pub const FIXED_CHECKS: [&str; 11] = [
+pub const FIXED_CHECKS: [&str; 12] = [
     "memlock.user",
     "memlock.podman_service",
     "gpu.kfd_access",
     "gpu.render_access",
+    "rdma.access",
     "kernel.iommu",
     "kernel.pci_realloc",
     "kernel.pcie_aspm",
@@ -251,7 +276,8 @@ impl Input<'_> {
 }
 
 /// Every step that fixes a WARN/FAIL of `report`, and the failures left as
-/// instructions.
+/// instructions (those no step can fix, a check setup fixes elsewhere
+/// among them).
 pub fn plan(facts: &HostFacts, report: &Report, setup: &SetupFacts, sel: &Selection) -> Plan {
     let input = Input {
         facts,
@@ -263,18 +289,17 @@ pub fn plan(facts: &HostFacts, report: &Report, setup: &SetupFacts, sel: &Select
     steps.extend(groups::steps(&input));
     steps.extend(kernel::steps(&input));
     steps.extend(network::steps(&input));
+    let covered: Vec<String> = steps.iter().flat_map(|s| s.checks.clone()).collect();
     steps.retain(|s| sel.keeps(s));
     steps.sort_by_key(|s| s.when);
-    let (steps, inert): (Vec<Step>, Vec<Step>) = steps.into_iter().partition(|s| {
-        s.actions
-            .iter()
-            .any(|a| !matches!(a, Action::NotRun { .. }))
-    });
+    let (steps, inert): (Vec<Step>, Vec<Step>) = steps
+        .into_iter()
+        .partition(|s| s.actions.iter().any(Action::applies));
     let mut manual: Vec<Manual> = report
         .checks
         .iter()
         .filter(|c| c.status == Status::Fail || c.status == Status::Warn)
-        .filter(|c| !FIXED_CHECKS.contains(&c.id.as_str()))
+        .filter(|c| !FIXED_CHECKS.contains(&c.id.as_str()) || !covered.contains(&c.id))
         .map(|c| Manual {
             check: c.id.clone(),
             summary: c.summary.clone(),
@@ -288,10 +313,7 @@ pub fn plan(facts: &HostFacts, report: &Report, setup: &SetupFacts, sel: &Select
             fix: s
                 .actions
                 .iter()
-                .filter_map(|a| match a {
-                    Action::NotRun { cmd, why } => Some(format!("{}   # {why}", cmd.line())),
-                    _ => None,
-                })
+                .filter_map(Action::left_to_do)
                 .collect::<Vec<_>>()
                 .join("\n"),
         }

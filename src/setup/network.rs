@@ -51,7 +51,7 @@ fn mtu(input: &Input, iface: &str, now: Option<u32>) -> Step {
     ))];
     let netplan = input.setup.distro == Distro::Ubuntu
         && (input.setup.has_program("netplan") || input.setup.sysroot.is_some());
-    if netplan {
+    let persistent = if netplan {
         let body = format!(
             "# written by halobox setup: jumbo frames on the data plane\nnetwork:\n  version: 2\n  ethernets:\n    {iface}:\n      mtu: {JUMBO}\n"
         );
@@ -64,62 +64,92 @@ fn mtu(input: &Input, iface: &str, now: Option<u32>) -> Step {
                 w
             }),
         );
-    } else {
-        let conn = input
-            .setup
-            .nm_connection
-            .clone()
-            .unwrap_or_else(|| format!("<connection of {iface}>"));
+        true
+    } else if let Some(conn) = &input.setup.nm_connection {
         let old_mtu = input.setup.nm_mtu.clone().unwrap_or_else(|| "auto".into());
         actions.push(input.command(Cmd::reversible(
+            &["nmcli", "connection", "modify", conn, "ethernet.mtu", JUMBO],
             &[
                 "nmcli",
                 "connection",
                 "modify",
-                &conn,
-                "ethernet.mtu",
-                JUMBO,
-            ],
-            &[
-                "nmcli",
-                "connection",
-                "modify",
-                &conn,
+                conn,
                 "ethernet.mtu",
                 &old_mtu,
             ],
         )));
-    }
+        true
+    } else {
+        actions.push(Action::ByHand {
+            what: persist_by_hand(input, iface),
+        });
+        false
+    };
     Step {
         family: "mtu".into(),
         checks: vec!["net.mtu".into()],
-        title: format!("MTU {JUMBO} on {iface}, now and at every boot"),
+        title: if persistent {
+            format!("MTU {JUMBO} on {iface}, now and at every boot")
+        } else {
+            format!("MTU {JUMBO} on {iface}, now (until the next reboot)")
+        },
         needs_root: true,
         when: When::Now,
         actions,
     }
 }
 
+/// How to keep the MTU at boot when setup has no connection or file to
+/// write it to.
+fn persist_by_hand(input: &Input, iface: &str) -> String {
+    let why = if input.setup.sysroot.is_some() {
+        "which tool configures it at boot is not known in a snapshot"
+    } else if input.setup.has_program("nmcli") {
+        "NetworkManager has no connection on it (or is not running)"
+    } else {
+        "neither NetworkManager nor netplan manages it"
+    };
+    format!(
+        "keep MTU {JUMBO} on {iface} after a reboot ({why}): set it where {iface} is configured\n\
+         ifupdown: `mtu {JUMBO}` in its stanza of /etc/network/interfaces\n\
+         systemd-networkd: `MTUBytes={JUMBO}` under [Link] in its .network file\n\
+         NetworkManager: sudo nmcli connection modify <its connection> ethernet.mtu {JUMBO}"
+    )
+}
+
+/// The firewalls doctor judges, each told to trust `iface`: firewalld when
+/// it runs (its trusted zone file), ufw when it is enabled and doctor's fix
+/// names its rule (a rule already there is not added twice). Zone files
+/// alone (NetworkManager ships one) are no running firewall.
 fn firewall(input: &Input, iface: &str) -> Option<Step> {
     let fw = &input.facts.firewall;
-    let actions = if !fw.zones.is_empty() || fw.firewalld_running {
+    let ufw_rule = format!("sudo ufw allow in on {iface}");
+    let ufw_drops = input
+        .failing("net.firewall")
+        .and_then(|c| c.fix.as_deref())
+        .is_some_and(|f| f.lines().any(|l| l == ufw_rule));
+    let mut actions = Vec::new();
+    if fw.firewalld_running {
         let old = input.setup.file(TRUSTED_ZONE);
         let base = old
             .or(input.setup.file(TRUSTED_ZONE_VENDOR))
             .unwrap_or(TRUSTED_TEMPLATE);
-        let new = trust_interface(base, iface)?;
-        vec![
-            write_if_changed(TRUSTED_ZONE, old, new)?,
-            input.command(Cmd::reload(&["firewall-cmd", "--reload"])),
-        ]
-    } else if fw.ufw.enabled {
-        vec![input.command(Cmd::reversible(
+        if let Some(w) =
+            trust_interface(base, iface).and_then(|new| write_if_changed(TRUSTED_ZONE, old, new))
+        {
+            actions.push(w);
+            actions.push(input.command(Cmd::reload(&["firewall-cmd", "--reload"])));
+        }
+    }
+    if fw.ufw.enabled && ufw_drops {
+        actions.push(input.command(Cmd::reversible(
             &["ufw", "allow", "in", "on", iface],
             &["ufw", "delete", "allow", "in", "on", iface],
-        ))]
-    } else {
+        )));
+    }
+    if actions.is_empty() {
         return None;
-    };
+    }
     Some(Step {
         family: "firewall".into(),
         checks: vec!["net.firewall".into()],

@@ -73,6 +73,9 @@ pub fn step(s: &Step) -> String {
             Action::NotRun { cmd, why } => {
                 let _ = writeln!(out, "    {why}: {}", cmd.line());
             }
+            Action::ByHand { what } => {
+                let _ = writeln!(out, "    by hand: {}", what.replace('\n', "\n      "));
+            }
         }
     }
     out

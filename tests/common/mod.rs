@@ -6,6 +6,7 @@ pub mod engines;
 pub mod netns;
 pub mod spy;
 pub mod standin;
+pub mod tmux;
 
 use std::path::PathBuf;
 use std::process::Output;
