@@ -184,16 +184,19 @@ mod tests {
             let a = Activity::new();
             let quiet = watch(std::future::pending::<()>(), &a, Duration::from_millis(50));
             assert!(quiet.await.is_err());
+            // Busy for 1.2 s in all, never quiet for more than 0.1 s: a
+            // 1 s idle bound lets it finish (a tenfold margin for a busy
+            // machine's timer).
             let a = Activity::new();
             let ticker = a.clone();
             let busy = async move {
-                for _ in 0..6 {
-                    tokio::time::sleep(Duration::from_millis(20)).await;
+                for _ in 0..12 {
+                    tokio::time::sleep(Duration::from_millis(100)).await;
                     ticker.touch();
                 }
                 7
             };
-            assert_eq!(watch(busy, &a, Duration::from_millis(50)).await, Ok(7));
+            assert_eq!(watch(busy, &a, Duration::from_secs(1)).await, Ok(7));
         });
     }
 }
