@@ -214,6 +214,48 @@ fn setup_as_root_in_a_debian_container_then_undo() {
         "{text}"
     );
     assert_eq!(ok(exec(name, "root", "ls -A /etc/hbx-target")), "");
+    // Nor does one halo puts there after setup lead root's undo to a
+    // file of root's: undo acts as halo in halo's home.
+    ok(exec(
+        name,
+        "halo",
+        "rm ~/.config/systemd/user/podman.service.d",
+    ));
+    ok(exec(
+        name,
+        "root",
+        "halobox setup --yes --user halo --only podman",
+    ));
+    ok(exec(
+        name,
+        "root",
+        "echo root > /etc/hbx-target/memlock.conf",
+    ));
+    ok(exec(
+        name,
+        "halo",
+        "rm -r ~/.config/systemd/user/podman.service.d && ln -s /etc/hbx-target ~/.config/systemd/user/podman.service.d",
+    ));
+    let out = exec(name, "root", "halobox setup --undo --yes");
+    let text = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(!out.status.success(), "{text}");
+    assert!(
+        text.contains("/home/halo/.config/systemd/user/podman.service.d/memlock.conf")
+            && text.contains("Permission denied"),
+        "{text}"
+    );
+    assert_eq!(
+        ok(exec(
+            name,
+            "root",
+            "ls -A /etc/hbx-target; cat /etc/hbx-target/memlock.conf"
+        )),
+        "memlock.conf\nroot\n"
+    );
     cleanup("podman", &[name]);
 }
 

@@ -63,6 +63,9 @@ pub enum Entry {
     Dir {
         /// Host path.
         path: String,
+        /// The user (uid, gid) root created it as, in their home.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        owner: Option<(u32, u32)>,
     },
     /// A file written: `backup` holds what was there (`None`: it was created).
     File {
@@ -72,6 +75,9 @@ pub enum Entry {
         backup: Option<String>,
         /// What setup wrote.
         written: String,
+        /// The user (uid, gid) root wrote it as, in their home.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        owner: Option<(u32, u32)>,
     },
     /// A command that ran.
     Command(super::Cmd),
@@ -170,7 +176,7 @@ impl Store {
         let owner = owner.filter(|_| !self.tree.is_sysroot() && nix::unistd::geteuid().is_root());
         let dirs = AsUser::run(owner, || create_dirs(&self.tree, &parent_of(path)))?;
         for d in dirs {
-            self.journal.entries.push(Entry::Dir { path: d });
+            self.journal.entries.push(Entry::Dir { path: d, owner });
             self.save()?;
         }
         let real = self.tree.real(path)?;
@@ -202,6 +208,7 @@ impl Store {
             path: path.to_string(),
             backup,
             written: content.to_string(),
+            owner,
         });
         self.save()
     }
@@ -219,7 +226,9 @@ impl Store {
 
     /// Undoes every change, newest first: files restored from their backups
     /// (byte for byte) or removed, directories removed, commands reversed;
-    /// reload commands run once more at the end. Returns one line per change.
+    /// reload commands run once more at the end. What was written as a user
+    /// is undone as that user (their symlinks cannot lead root elsewhere).
+    /// Returns one line per change.
     pub fn undo(
         &mut self,
         run: &dyn Fn(&[String]) -> anyhow::Result<()>,
@@ -228,9 +237,9 @@ impl Store {
         let mut reloads: Vec<Vec<String>> = Vec::new();
         while let Some(entry) = self.journal.entries.last().cloned() {
             match &entry {
-                Entry::Dir { path } => {
+                Entry::Dir { path, owner } => {
                     let real = self.tree.real(path)?;
-                    match fs::remove_dir(&real) {
+                    match AsUser::run(*owner, || Ok(fs::remove_dir(&real)))? {
                         Ok(()) => done.push(format!("removed directory {path}")),
                         Err(e) => done.push(format!("kept directory {path}: {e}")),
                     }
@@ -239,7 +248,10 @@ impl Store {
                     path,
                     backup,
                     written,
-                } => done.push(self.restore(path, backup.as_deref(), written)?),
+                    owner,
+                } => done.push(AsUser::run(*owner, || {
+                    self.restore(path, backup.as_deref(), written)
+                })?),
                 Entry::Command(cmd) => match &cmd.undo {
                     Some(undo) => {
                         run(undo)?;
@@ -269,7 +281,8 @@ impl Store {
         let mut note = String::new();
         if now.is_some() && now.as_deref() != Some(written.as_bytes()) {
             let keep = PathBuf::from(format!("{}.halobox-changed", real.display()));
-            fs::rename(&real, &keep)?;
+            fs::rename(&real, &keep)
+                .with_context(|| format!("cannot keep {path} (changed after setup) aside"))?;
             note = format!(
                 " (it was changed after setup; that version is kept as {})",
                 keep.display()
