@@ -4,15 +4,20 @@
 # machines (scripts/netns/nodes.sh with a podman engine per node and real
 # sshd; images from scripts/netns/fleet-image.sh in the nodes' registry).
 # Rounds alternate between the two images, so every run really replaces
-# the container (pull, pin, create, start check, swap, prune). Prints the
-# medians and the ratio line "...: N.NNx" (target <= 1.3x), then runs
-# scripts/bench-cluster-doctor.sh as its last step.
-# Usage (as root, under the live-test lock): scripts/bench-cluster-refresh.sh [ROUNDS]
-#   ROUNDS default 3; HALOBOX_BIN=path skips the release build.
+# the container (pull, pin, create, start check, swap, prune). Then runs
+# scripts/bench-cluster-doctor.sh (`cluster doctor` of 3 nodes against one
+# `ssh node halobox doctor --json`). Prints the medians; its last two lines
+# are the ratios, each ending "N.NNx": cluster refresh (target <= 1.3x),
+# then cluster doctor (target <= 1.5x).
+# Usage (as root, under the live-test lock):
+#   scripts/bench-cluster-refresh.sh [ROUNDS [DOCTOR_RUNS]]
+#   ROUNDS default 3, DOCTOR_RUNS default 9; HALOBOX_BIN=path skips the
+#   release build (for both).
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 cd "$here/.."
 rounds=${1:-3}
+doctor_runs=${2:-9}
 if [ -z "${HALOBOX_BIN:-}" ]; then
   cargo build --release --quiet
   target=${CARGO_TARGET_DIR:-target}
@@ -40,9 +45,11 @@ mapfile -t images < <(HALOBOX_BIN=$halobox bash scripts/netns/fleet-image.sh "$t
 {
   echo "halobox = \"$halobox\""
   echo "ssh_options = [\"UserKnownHostsFile=$dir/known_hosts\", \"IdentityFile=$dir/client_key\", \"IdentitiesOnly=yes\"]"
-  for i in 1 2 3; do
+  i=0
+  for x in a b c; do
+    i=$((i + 1))
     printf '\n[[node]]\nname = "%s"\nssh = "root@10.77.%s.%s"\nip = "10.77.%s.%s"\nbackend = "podman"\n' \
-      "$(printf "\\x$(printf %x $((96 + i)))")" "$n" "$i" "$n" "$i"
+      "$x" "$n" "$i" "$n" "$i"
   done
 } >"$dir/cluster.toml"
 
@@ -71,8 +78,14 @@ f=$(printf '%s\n' "${f_times[@]}" | median)
 awk -v s="$s" -v f="$f" -v n="$rounds" 'BEGIN {
   printf "one node'"'"'s halobox refresh:        median %8.1f ms over %d runs\n", s / 1000, n
   printf "halobox cluster refresh, 3 nodes: median %8.1f ms over %d runs\n", f / 1000, n
-  printf "cluster refresh of 3 nodes / one node'"'"'s refresh (target <= 1.3x): %.2fx\n", f / s
 }'
+ratio=$(awk -v s="$s" -v f="$f" 'BEGIN {
+  printf "cluster refresh of 3 nodes / one node'"'"'s refresh (target <= 1.3x): %.2fx\n", f / s
+}')
 cleanup
 trap - EXIT
-bash "$here/bench-cluster-doctor.sh"
+doctor=$(HALOBOX_BIN=$halobox bash "$here/bench-cluster-doctor.sh" "$doctor_runs")
+# The doctor's lines but its ratio, then both ratios: refresh, doctor.
+printf '%s\n' "$doctor" | sed '$d'
+echo "$ratio"
+printf '%s\n' "$doctor" | tail -n 1

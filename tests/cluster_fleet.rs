@@ -9,8 +9,14 @@
 //! what it made when its link closes); a tag that
 //! moves between the nodes' pulls still ends with all three on the head's
 //! digest (the odd node stages it again); install copies this binary to
-//! three nodes with equal checksums, and a second install sends nothing. Needs root, the engines of
-//! scripts/engines/start.sh and skopeo; a missing piece fails.
+//! three nodes with equal checksums, and a second install sends nothing
+//! (each node's file is the one the first wrote). With Ray running in the
+//! three containers (images with Ray: `fleet-image.sh TAG N ray`), a
+//! refresh refuses and swaps nothing, also when asking Ray on the head
+//! fails (its daemons are seen on the nodes); with --restart it stops Ray,
+//! swaps, and Ray's GCS lists the three nodes again. Needs root, the
+//! engines of scripts/engines/start.sh, skopeo and the Ray venv
+//! (scripts/ray-venv.sh); a missing piece fails.
 
 use std::io::{BufRead, BufReader};
 use std::process::{Command, Output, Stdio};
@@ -23,6 +29,7 @@ use common::netns::Nodes;
 use common::{ok, text};
 
 const HALOBOX: &str = env!("CARGO_BIN_EXE_halobox");
+const RAY: &str = "/opt/halobox-ray/bin/ray";
 const NODES: [char; 3] = ['a', 'b', 'c'];
 
 struct Fleet {
@@ -33,6 +40,11 @@ struct Fleet {
 
 impl Fleet {
     fn up() -> Fleet {
+        Fleet::up_with(&[])
+    }
+
+    /// The nodes, and the two images `fleet-image.sh TAG N MORE` makes.
+    fn up_with(more: &[&str]) -> Fleet {
         let nodes = Nodes::up_with_engine(&["9000", "9000", "9000"], "podman");
         // A login on a machine has its own /run/user/UID: the refresh
         // locks live there (the test nodes share /tmp).
@@ -42,7 +54,7 @@ impl Fleet {
                 .output()
                 .unwrap());
         }
-        let refs = nodes.make_images("fleet-image.sh", HALOBOX);
+        let refs = nodes.make_images_with("fleet-image.sh", HALOBOX, more);
         assert_eq!(refs.len(), 2, "{refs:?}");
         Fleet {
             nodes,
@@ -62,31 +74,58 @@ impl Fleet {
     }
 
     fn config(&self) -> std::path::PathBuf {
+        self.config_with("cluster.toml", "", "")
+    }
+
+    /// The cluster file `name` over the three nodes, with `top` (lines)
+    /// before the nodes and `node` (lines) in each.
+    fn config_with(&self, name: &str, top: &str, node: &str) -> std::path::PathBuf {
         let mut t = format!(
-            "halobox = \"{HALOBOX}\"\nssh_options = {}\n",
+            "halobox = \"{HALOBOX}\"\nssh_options = {}\n{top}",
             serde_json::to_string(&self.nodes.ssh_options()).unwrap(),
         );
         for (i, x) in NODES.iter().enumerate() {
             t.push_str(&format!(
-                "\n[[node]]\nname = \"{x}\"\nssh = \"root@{ip}\"\nip = \"{ip}\"\nbackend = \"podman\"\n",
+                "\n[[node]]\nname = \"{x}\"\nssh = \"root@{ip}\"\nip = \"{ip}\"\nbackend = \"podman\"\n{node}",
                 ip = self.nodes.ip(u32::try_from(i).unwrap() + 1)
             ));
         }
-        let p = self.nodes.path("cluster.toml");
+        let p = self.nodes.path(name);
         std::fs::write(&p, t).unwrap();
         p
     }
 
+    /// `halobox cluster ARGS --cluster FILE` (cluster.toml), run on node a.
+    fn cluster(&self, args: &[&str]) -> Output {
+        self.cluster_with(&self.config(), args)
+    }
+
     /// `halobox cluster ARGS --cluster FILE`, run on node a.
-    fn cluster(&self, args: &[&str]) -> (Output, f64) {
-        let file = self.config();
+    fn cluster_with(&self, file: &std::path::Path, args: &[&str]) -> Output {
         let mut a = vec!["cluster"];
         a.extend_from_slice(args);
         let f = file.display().to_string();
         a.extend(["--cluster", &f]);
-        let t = Instant::now();
-        let out = self.halobox('a', &a);
-        (out, t.elapsed().as_secs_f64())
+        self.halobox('a', &a)
+    }
+
+    /// Node `x`'s own `halobox refresh` onto `image`.
+    fn refresh_node(&self, x: char, image: &str) {
+        ok(&self.halobox(
+            x,
+            &[
+                "refresh",
+                "--backend",
+                "podman",
+                "--image",
+                image,
+                "--memlock",
+                "8M",
+                "--name",
+                "vllm",
+                "--yes",
+            ],
+        ));
     }
 
     /// `halobox cluster refresh --image IMAGE … ARGS` run on node a's
@@ -154,26 +193,12 @@ fn cluster_refresh_and_install_on_three_nodes() {
     let f = Fleet::up();
     // Every node on v1, each by its own refresh.
     for x in NODES {
-        ok(&f.halobox(
-            x,
-            &[
-                "refresh",
-                "--backend",
-                "podman",
-                "--image",
-                &f.v1,
-                "--memlock",
-                "8M",
-                "--name",
-                "vllm",
-                "--yes",
-            ],
-        ));
+        f.refresh_node(x, &f.v1);
     }
     let before: Vec<String> = NODES.iter().map(|&x| f.id(x)).collect();
 
     // The plan names every node and changes nothing.
-    let (out, _) = f.cluster(&["refresh", "--image", &f.v2, "--memlock", "8M", "--dry-run"]);
+    let out = f.cluster(&["refresh", "--image", &f.v2, "--memlock", "8M", "--dry-run"]);
     let plan = ok(&out);
     for x in NODES {
         assert!(
@@ -193,7 +218,7 @@ fn cluster_refresh_and_install_on_three_nodes() {
         assert!(st.success());
     };
     block("add");
-    let (out, _) = f.cluster(&[
+    let out = f.cluster(&[
         "refresh",
         "--image",
         &f.v2,
@@ -238,7 +263,7 @@ fn cluster_refresh_and_install_on_three_nodes() {
 
     // With the registry back, all three swap onto one digest.
     block("del");
-    let (out, _) = f.cluster(&[
+    let out = f.cluster(&[
         "refresh",
         "--image",
         &f.v2,
@@ -395,12 +420,32 @@ fn cluster_refresh_and_install_on_three_nodes() {
     // install: this binary to each node's own /root (the test nodes share
     // every other directory), checksums equal; a second run sends nothing.
     let dest = "/root/bin/halobox";
-    let (out, _) = f.cluster(&["install", "--halobox", dest, "--dry-run"]);
+    let out = f.cluster(&["install", "--halobox", dest, "--dry-run"]);
     let plan = ok(&out);
     assert!(plan.contains(dest), "{plan}");
-    let (out, first) = f.cluster(&["install", "--halobox", dest]);
+    let out = f.cluster(&["install", "--halobox", dest]);
     let said = ok(&out);
     assert_eq!(said.matches(" installed ").count(), 3, "{said}");
+    // Each node's file as the first install left it: inode (a new file is
+    // renamed into place) and modification time, and its folder.
+    let file_state = |x: char| {
+        let out = f
+            .nodes
+            .on_node(
+                x,
+                &[
+                    "sh",
+                    "-c",
+                    "stat -c '%i %y' \"$1\"; ls -A \"$(dirname \"$1\")\"",
+                    "sh",
+                    dest,
+                ],
+            )
+            .output()
+            .unwrap();
+        ok(&out)
+    };
+    let installed: Vec<String> = NODES.iter().map(|&x| file_state(x)).collect();
     let want = {
         use sha2::Digest;
         hex::encode(sha2::Sha256::digest(std::fs::read(HALOBOX).unwrap()))
@@ -414,11 +459,118 @@ fn cluster_refresh_and_install_on_three_nodes() {
             "node {x}"
         );
     }
-    let (out, second) = f.cluster(&["install", "--halobox", dest]);
+    let out = f.cluster(&["install", "--halobox", dest]);
     let said = ok(&out);
     assert_eq!(said.matches(" unchanged ").count(), 3, "{said}");
-    assert!(
-        second < first,
-        "the second install ({second:.2} s) was not faster than the first ({first:.2} s)"
+    for (i, &x) in NODES.iter().enumerate() {
+        assert_eq!(
+            file_state(x),
+            installed[i],
+            "node {x}: the second install wrote the file again"
+        );
+    }
+}
+
+/// Ray running in the three containers: a refresh swaps nothing without
+/// --restart, also when asking Ray on the head fails (cluster.toml's `ray`
+/// names no Python there) since its daemons are seen on the nodes; with
+/// --restart it stops Ray, swaps every container and starts Ray again.
+#[test]
+fn cluster_refresh_with_ray_running() {
+    let f = Fleet::up_with(&["ray"]);
+    for x in NODES {
+        f.refresh_node(x, &f.v1);
+    }
+    let top = format!(
+        "ray = \"{RAY}\"\ntimeout_s = 90\nray_args = [\"--object-store-memory=80000000\"]\nray_head_args = [\"--include-dashboard=false\"]\n"
     );
+    let good = f.config_with("ray.toml", &top, "cpus = 1\n");
+    let blind = f.config_with(
+        "blind.toml",
+        &top.replace(RAY, "/opt/no-ray/bin/ray"),
+        "cpus = 1\n",
+    );
+    let up = ok(&f.cluster_with(&good, &["up"]));
+    assert!(up.contains("Ray lists all 3 node(s)"), "{up}");
+    let alive = || -> Value {
+        let out = f.cluster_with(&good, &["status", "--json"]);
+        serde_json::from_str(&ok(&out)).expect("status JSON")
+    };
+    let before: Vec<String> = NODES.iter().map(|&x| f.id(x)).collect();
+    let refresh = |file: &std::path::Path, more: &[&str]| -> (Output, Value) {
+        let mut a = vec![
+            "refresh",
+            "--image",
+            &f.v2,
+            "--memlock",
+            "8M",
+            "--yes",
+            "--json",
+        ];
+        a.extend_from_slice(more);
+        let out = f.cluster_with(file, &a);
+        let report = serde_json::from_slice(&out.stdout)
+            .unwrap_or_else(|_| panic!("no JSON report: {}", text(&out)));
+        (out, report)
+    };
+    let refused = |out: &Output, report: &Value, why: &[&str]| {
+        assert_eq!(out.status.code(), Some(1), "{}", text(out));
+        assert_eq!(report["ok"], false, "{report:#}");
+        let notes = report["notes"].to_string();
+        for w in why {
+            assert!(notes.contains(w), "{w:?} not in {report:#}");
+        }
+        for (i, &x) in NODES.iter().enumerate() {
+            let n = report["nodes"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .find(|n| n["node"] == x.to_string())
+                .unwrap_or_else(|| panic!("no node {x}: {report:#}"));
+            assert_eq!(n["outcome"], "discarded", "{report:#}");
+            assert_eq!(f.id(x), before[i], "node {x} changed its container");
+            assert!(f.container(x, "vllm-halobox-new").is_null(), "node {x}");
+        }
+        assert_eq!(alive()["alive"], 3, "Ray no longer runs on every node");
+    };
+
+    // Asking Ray on the head fails: its daemons on the nodes say it runs.
+    let (out, report) = refresh(&blind, &[]);
+    refused(
+        &out,
+        &report,
+        &[
+            "Ray is running in the cluster (asking Ray on the head failed",
+            "but Ray's daemons run on node a (",
+            "gcs_server",
+            "node b (raylet), node c (raylet)",
+            "pass --restart",
+        ],
+    );
+
+    // Asked properly: the head's table says it runs.
+    let (out, report) = refresh(&good, &[]);
+    refused(
+        &out,
+        &report,
+        &["Ray is running in the cluster (3 node(s) alive in Ray's table)"],
+    );
+
+    // --restart: down, swap, up; Ray's GCS lists the three nodes again.
+    let (out, report) = refresh(&good, &["--restart"]);
+    assert!(out.status.success(), "{}", text(&out));
+    assert_eq!(report["ok"], true, "{report:#}");
+    assert_eq!(report["restarted"], true, "{report:#}");
+    let digest = report["digest"].as_str().expect("a digest");
+    for (i, &x) in NODES.iter().enumerate() {
+        let c = f.container(x, "vllm");
+        assert_ne!(c["Id"].as_str().unwrap(), before[i], "node {x} not swapped");
+        assert_eq!(
+            c["Config"]["Labels"]["dev.halobox.image-digest"], digest,
+            "node {x}: {c:#}"
+        );
+    }
+    let status = alive();
+    assert_eq!(status["alive"], 3, "{status:#}");
+    ok(&f.cluster_with(&good, &["down"]));
 }

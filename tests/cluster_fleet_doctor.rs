@@ -79,6 +79,97 @@ fn doctor_across_three_nodes_names_the_mtu_mismatch() {
         .map(|c| c["status"].as_str().unwrap())
         .collect();
     assert_eq!(cells, ["PASS", "PASS", "FAIL"]);
+    // Every test node FAILs checks of its own (no GPU): the exit code says
+    // the mismatch only if fleet.mtu is among the failing rows and the
+    // cross-node checks that hold pass.
+    let worst = |v: &serde_json::Value, id: &str| -> String {
+        v["rows"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|r| r["id"] == id)
+            .unwrap_or_else(|| panic!("no row {id}: {v:#}"))["worst"]
+            .as_str()
+            .unwrap()
+            .to_string()
+    };
+    let failing_fleet: Vec<&str> = v["rows"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|r| r["worst"] == "FAIL")
+        .filter_map(|r| r["id"].as_str())
+        .filter(|id| id.starts_with("fleet."))
+        .collect();
+    assert_eq!(failing_fleet, ["fleet.mtu"], "{v:#}");
+    for id in [
+        "fleet.reached",
+        "fleet.reachable",
+        "fleet.kernel",
+        "fleet.halobox",
+    ] {
+        assert_eq!(worst(&v, id), "PASS", "{id}: {v:#}");
+    }
+
+    // Node c's halobox (at cluster.toml's path, in each node's own /root)
+    // reports another version: fleet.halobox FAILs and names it.
+    for x in ['a', 'b', 'c'] {
+        let script = if x == 'c' {
+            "printf '#!/bin/sh\\n[ \"$1\" = --version ] && { echo halobox 0.0.0-old; exit 0; }\\nexec %s \"$@\"\\n' \"$1\" >/root/bin/halobox && chmod +x /root/bin/halobox".to_string()
+        } else {
+            "ln -sf \"$1\" /root/bin/halobox".to_string()
+        };
+        let out = nodes
+            .on_node(
+                x,
+                &[
+                    "sh",
+                    "-c",
+                    &format!("mkdir -p /root/bin && {script}"),
+                    "sh",
+                    env!("CARGO_BIN_EXE_halobox"),
+                ],
+            )
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{}", text(&out));
+    }
+    let versions = nodes.path("versions.toml");
+    std::fs::write(
+        &versions,
+        std::fs::read_to_string(&file).unwrap().replacen(
+            &format!("halobox = \"{}\"", env!("CARGO_BIN_EXE_halobox")),
+            "halobox = \"/root/bin/halobox\"",
+            1,
+        ),
+    )
+    .unwrap();
+    let out = nodes.halobox(
+        'a',
+        &[
+            "cluster",
+            "doctor",
+            "--json",
+            "--cluster",
+            versions.to_str().unwrap(),
+        ],
+    );
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).expect("JSON");
+    let row = v["rows"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|r| r["id"] == "fleet.halobox")
+        .unwrap();
+    assert_eq!(row["worst"], "FAIL", "{row:#}");
+    assert!(
+        row["summary"]
+            .as_str()
+            .unwrap()
+            .contains("halobox differs: c 0.0.0-old (the others "),
+        "{row:#}"
+    );
+    assert_eq!(worst(&v, "fleet.reached"), "PASS", "{v:#}");
 
     // A node that cannot be reached is a named FAIL row, not a crash.
     let broken = nodes.path("broken.toml");

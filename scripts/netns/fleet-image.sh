@@ -5,17 +5,24 @@
 # /etc/halobox-fleet, saying v1 or v2 (so the two have different digests),
 # made once in the rootful podman store (localhost/halobox-fleet:v1, :v2)
 # by `halobox image add-layer`, and pushed to the node set's registry
-# (10.77.N.254:5000/halobox/fleet:v1, :v2). Prints the v1 then the v2
+# (10.77.N.254:5000/halobox/fleet:v1, :v2). With `ray`, the two are made
+# on the test node image with Ray (scripts/netns/node-image.sh) instead:
+# localhost/halobox-fleet:ray-VERSION-v1, -v2. Prints the v1 then the v2
 # reference, one a line.
-# Usage (as root): scripts/netns/fleet-image.sh TAG N
+# Usage (as root): scripts/netns/fleet-image.sh TAG N [ray]
 #   HALOBOX_BIN: the halobox binary (default: target/debug/halobox)
 set -euo pipefail
 cd "$(dirname "$0")/../.."
-[ $# -eq 2 ] || { echo "usage: $0 TAG N" >&2; exit 2; }
+case "$#:${3:-}" in 2:|3:ray) ;; *) echo "usage: $0 TAG N [ray]" >&2; exit 2 ;; esac
 halobox=${HALOBOX_BIN:-$PWD/target/debug/halobox}
 [ -x "$halobox" ] || { echo "error: $halobox is missing: cargo build, or set HALOBOX_BIN" >&2; exit 1; }
 podman image exists localhost/halobox-distro:1 \
   || { echo "error: localhost/halobox-distro:1 is missing: bash scripts/engines/start.sh" >&2; exit 1; }
+base=localhost/halobox-distro:1 prefix=
+if [ "${3:-}" = ray ]; then
+  base=$(HALOBOX_BIN=$halobox bash scripts/netns/node-image.sh)
+  prefix=${base##*:}-
+fi
 # Tests run in parallel: one maker of the local images at a time.
 mkdir -p /run/lock
 exec 9>/run/lock/halobox-fleet-image.lock
@@ -24,14 +31,14 @@ registry=10.77.$2.254:5000
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 for v in v1 v2; do
-  ref=localhost/halobox-fleet:$v
+  ref=localhost/halobox-fleet:$prefix$v
   if ! podman image exists "$ref"; then
     echo "$v" >"$work/$v"
-    "$halobox" image add-layer localhost/halobox-distro:1 --engine unix:///run/podman/podman.sock \
+    "$halobox" image add-layer "$base" --engine unix:///run/podman/podman.sock \
       --add "$work/$v:/etc/halobox-fleet" --tag "$ref" \
       --label "org.opencontainers.image.created=2026-0${v#v}-01T00:00:00Z" --load >&2
   fi
   ip netns exec "hb-$1-sw" skopeo copy -q --dest-tls-verify=false \
-    "containers-storage:$ref" "docker://$registry/halobox/fleet:$v" >&2
-  echo "$registry/halobox/fleet:$v"
+    "containers-storage:$ref" "docker://$registry/halobox/fleet:$prefix$v" >&2
+  echo "$registry/halobox/fleet:$prefix$v"
 done

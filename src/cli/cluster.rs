@@ -39,7 +39,7 @@ pub enum ClusterCommand {
     Down(ClusterDownArgs),
     /// Refresh every node's container onto one image digest: stage everywhere, then swap everywhere (or nowhere).
     #[command(
-        after_help = "Examples:\n  halobox cluster refresh --dry-run\n  halobox cluster refresh latest --yes\n  halobox cluster refresh --image registry:5000/team/vllm@sha256:... --restart --yes\n\nEvery node runs its own `halobox refresh` over ssh: first --stage on every node at once (pull, pin, create and check the new container beside the old one), and only when every node is staged on one digest, the swap. A node that fails leaves every node on its old container. With Ray running, --restart stops it for the swap (cluster down) and starts it again (cluster up)."
+        after_help = "Examples:\n  halobox cluster refresh --dry-run\n  halobox cluster refresh latest --yes\n  halobox cluster refresh --image registry:5000/team/vllm@sha256:... --restart --yes\n\nEvery node runs its own `halobox refresh` over ssh: first --stage on every node at once (pull, pin, create and check the new container beside the old one), and only when every node is staged on one digest, the swap. A node that fails leaves every node on its old container. With Ray running (asked on the head, else looked for in every node's processes), nothing is swapped unless --restart: it stops Ray for the swap (cluster down) and starts it again (cluster up); so does a Ray whose state cannot be told."
     )]
     Refresh(ClusterRefreshArgs),
     /// Copy this halobox binary to every node (checksum verified, atomic rename).
@@ -170,7 +170,7 @@ pub struct ClusterRefreshArgs {
     /// Image repository or reference (default: HALOBOX_IMAGE, this machine's config `image`, or this project's image).
     #[arg(long, value_name = "REF")]
     pub image: Option<String>,
-    /// When Ray runs: stop it for the swap (cluster down) and start it again (cluster up).
+    /// When Ray runs, or whether it runs cannot be told: stop it for the swap (cluster down) and start it again (cluster up).
     #[arg(long)]
     pub restart: bool,
     /// Memlock limit for the containers (the nodes' `refresh --memlock`; default unlimited).

@@ -2,6 +2,7 @@
 //! in parallel where the order does not matter (what runs on each node is
 //! [`super::join`]).
 
+use std::io::Write;
 use std::net::Ipv4Addr;
 use std::path::Path;
 use std::time::{Duration, Instant};
@@ -200,7 +201,7 @@ fn save_state(config: &Path, envs: Vec<NodeEnv>) {
     }
 }
 
-fn print_findings(findings: &[Finding]) {
+fn print_findings(out: &mut dyn Write, findings: &[Finding]) -> std::io::Result<()> {
     for f in findings {
         let level = match f.level {
             Level::Pass => "PASS",
@@ -212,19 +213,22 @@ fn print_findings(findings: &[Finding]) {
             .as_ref()
             .map(|n| format!(" [{n}]"))
             .unwrap_or_default();
-        println!("  {level} {}{node}: {}", f.check, f.message);
+        writeln!(out, "  {level} {}{node}: {}", f.check, f.message)?;
     }
+    Ok(())
 }
 
-/// `cluster up`: preflight, head, workers, wait for every node in Ray.
+/// `cluster up`: preflight, head, workers, wait for every node in Ray;
+/// its progress goes to `out`.
 pub fn up(
     cfg: &ClusterConfig,
     config_path: &Path,
     dry_run: bool,
     timeout_s: u64,
+    out: &mut dyn Write,
 ) -> anyhow::Result<()> {
     let t0 = Instant::now();
-    println!("preflight of {} node(s):", cfg.nodes.len());
+    writeln!(out, "preflight of {} node(s):", cfg.nodes.len())?;
     // One ssh connection per node for the whole run (closed when `up`
     // returns, however it returns).
     let masters = Masters::start(
@@ -235,7 +239,7 @@ pub fn up(
     );
     let reports = reports(cfg, &masters);
     let findings = preflight::preflight(cfg, &reports, VERSION);
-    print_findings(&findings);
+    print_findings(out, &findings)?;
     let failed: Vec<&Finding> = findings.iter().filter(|f| f.level == Level::Fail).collect();
     if !failed.is_empty() {
         let named: Vec<String> = failed
@@ -256,33 +260,37 @@ pub fn up(
         .collect();
     if dry_run {
         for (node, r) in cfg.nodes.iter().zip(&reports) {
-            println!(
+            writeln!(
+                out,
                 "\nnode {} ({}){}: transport {}: {}",
                 node.label(),
                 node.ip,
                 if r.env.is_head { ", head" } else { "" },
                 r.env.transport,
                 r.env.reason
-            );
+            )?;
             for a in r.env.assignments() {
-                println!("  {a}");
+                writeln!(out, "  {a}")?;
             }
-            println!(
+            writeln!(
+                out,
                 "  per node (vLLM must not copy the head's): {}",
                 r.env.per_node.join(" ")
-            );
-            println!("  on the node: {}", shell::line(&r.command));
-            println!(
+            )?;
+            writeln!(out, "  on the node: {}", shell::line(&r.command))?;
+            writeln!(
+                out,
                 "  from here:   {}",
                 shell::line(&node_argv(cfg, node, &plan::join_command(cfg, node, false)))
-            );
+            )?;
         }
-        println!(
+        writeln!(
+            out,
             "\nthen wait up to {timeout_s} s until Ray's GCS on {}:{} lists {} alive node(s). Nothing was started (--dry-run).",
             cfg.head().ip,
             cfg.ray_port,
             cfg.nodes.len()
-        );
+        )?;
         return Ok(());
     }
     let start = |node: &NodeConfig| -> Result<(), String> {
@@ -302,12 +310,13 @@ pub fn up(
     let head = cfg.head();
     let t = Instant::now();
     start(head).map_err(|e| anyhow::anyhow!("starting the Ray head failed: {e}{cleanup}"))?;
-    println!(
+    writeln!(
+        out,
         "head {} ({}) started in {:.1} s",
         head.label(),
         head.ip,
         t.elapsed().as_secs_f64()
-    );
+    )?;
     let waiter = Waiter::start(cfg, &masters, cfg.nodes.len(), timeout_s)?;
     let workers = &cfg.nodes[1..];
     if !workers.is_empty() {
@@ -322,11 +331,12 @@ pub fn up(
                 errors.join("\n  ")
             );
         }
-        println!(
+        writeln!(
+            out,
             "{} worker(s) started in {:.1} s",
             workers.len(),
             t.elapsed().as_secs_f64()
-        );
+        )?;
     }
     let t = Instant::now();
     let nodes = waiter.result(head)?;
@@ -350,12 +360,13 @@ pub fn up(
         );
     }
     save_state(config_path, reports.into_iter().map(|r| r.env).collect());
-    println!(
+    writeln!(
+        out,
         "Ray lists all {} node(s) ({:.1} s); cluster up in {:.1} s",
         cfg.nodes.len(),
         t.elapsed().as_secs_f64(),
         t0.elapsed().as_secs_f64()
-    );
+    )?;
     Ok(())
 }
 

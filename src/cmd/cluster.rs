@@ -134,6 +134,7 @@ fn up(a: &ClusterUpArgs) -> anyhow::Result<ExitCode> {
         &path,
         a.plan.dry_run,
         a.timeout.unwrap_or(cfg.timeout_s),
+        &mut std::io::stdout(),
     )?;
     Ok(ExitCode::SUCCESS)
 }

@@ -577,6 +577,219 @@ mod tests {
         assert_eq!(pair_dir("n 1", "b/2"), "n_1--b_2");
     }
 
+    /// One end of a pair: its MTU, and its NIC's PCIe ceiling against its
+    /// line rate.
+    fn end(ip: &str, mtu: u32, pcie_gbps: Option<f64>) -> crate::bench::probe::NodeContext {
+        serde_json::from_value(serde_json::json!({
+            "ip": ip, "interface": "dp0", "mtu": mtu, "roce_mtu": 4096,
+            "link_gbps": 100.0, "virtual_link": false,
+            "pcie": pcie_gbps.map(|_| "PCIe 4.0 x2"), "pcie_gbps": pcie_gbps,
+            "rdma": null, "rdma_devices": 1, "iperf3": true, "perftest": true
+        }))
+        .unwrap()
+    }
+
+    fn row(test: &str, status: &str, gbps: Option<f64>) -> Row {
+        Row {
+            path: "p0".into(),
+            path_label: "dp0".into(),
+            leg: "p0-leg".into(),
+            test: test.into(),
+            streams: 1,
+            message_bytes: None,
+            status: status.into(),
+            latency: None,
+            bandwidth_gbps: gbps,
+            ceiling_gbps: None,
+            percent_of_ceiling: None,
+            note: None,
+            diagnosis: None,
+        }
+    }
+
+    /// A pair that ran: `rows` measured, its ends' MTUs and PCIe ceilings.
+    fn measured(
+        from: (&str, u32, Option<f64>),
+        to: (&str, u32, Option<f64>),
+        rows: Vec<Row>,
+    ) -> PairResult {
+        use crate::bench::plan::{BenchOptions, PathSpec, RdmaMode};
+        use crate::bench::results::PathRecord;
+        let (lip, pip) = ("10.0.0.1", "10.0.0.2");
+        let spec = PathSpec {
+            local_ip: lip.parse().unwrap(),
+            peer_ip: pip.parse().unwrap(),
+        };
+        let run = RunRecord {
+            schema_version: 1,
+            started_utc: "2026-01-01T00:00:00Z".into(),
+            options: BenchOptions {
+                peer: to.0.into(),
+                peer_from: None,
+                peer_halobox: "halobox".into(),
+                ssh_options: vec![],
+                paths: vec![spec],
+                rdma: RdmaMode::Auto,
+                duration_s: 10,
+                streams: 4,
+                port: 5301,
+                latency_samples: 1000,
+                sweep: false,
+                local_in: None,
+                peer_container: None,
+                host_why: None,
+            },
+            paths: vec![PathRecord {
+                id: "p0".into(),
+                local_ip: spec.local_ip,
+                peer_ip: spec.peer_ip,
+                local: end(lip, from.1, from.2),
+                peer: end(pip, to.1, to.2),
+                legs: vec![],
+                rdma_counters: None,
+            }],
+        };
+        PairResult {
+            from: from.0.into(),
+            to: to.0.into(),
+            saved: None,
+            results: Some(Results {
+                schema_version: 1,
+                started_utc: run.started_utc.clone(),
+                peer: to.0.into(),
+                ran_in: String::new(),
+                context: vec![],
+                rows,
+                counters: vec![],
+            }),
+            error: None,
+            run: Some(run),
+        }
+    }
+
+    fn tcp(gbps: f64) -> Vec<Row> {
+        vec![
+            row("tcp halobox", "ok", Some(gbps * 0.6)),
+            row("tcp halobox", "ok", Some(gbps)),
+        ]
+    }
+
+    #[test]
+    fn a_pair_with_mtu_1500_among_9000s_is_flagged_with_the_mtu() {
+        let ps = [
+            measured(("a", 9000, None), ("b", 9000, None), tcp(9.4)),
+            measured(("a", 9000, None), ("c", 9000, None), tcp(9.2)),
+            measured(("a", 9000, None), ("d", 1500, None), tcp(6.0)),
+        ];
+        assert_eq!(judged(&ps), Metric::TcpBandwidth);
+        assert_eq!(value(&ps[0], Metric::TcpBandwidth), Ok(9.4), "the best row");
+        let f = flags(&ps);
+        assert_eq!(f.len(), 1, "{f:#?}");
+        assert_eq!(f[0].pair, "a ↔ d");
+        assert_eq!(f[0].bandwidth, "6.00 Gb/s (tcp halobox)");
+        assert_eq!(
+            f[0].what,
+            "65% of the others' median (9.30 Gb/s), below 80%; the slowest link"
+        );
+        assert_eq!(
+            f[0].causes,
+            [
+                "MTU: d has 1500, other nodes 9000 (set the same MTU on every data-plane interface; `halobox cluster doctor` checks it)"
+            ]
+        );
+        let text = render(&["a".into(), "b".into(), "c".into(), "d".into()], &ps);
+        assert!(
+            text.contains("a ↔ d: 6.00 Gb/s (tcp halobox), 65% of the others' median")
+                && text.contains("  likely: MTU: d has 1500"),
+            "{text}"
+        );
+    }
+
+    #[test]
+    fn the_slowest_link_within_80_percent_is_named_without_a_cause() {
+        let ps = [
+            measured(("a", 9000, None), ("b", 9000, None), tcp(9.4)),
+            measured(("a", 9000, None), ("c", 9000, None), tcp(9.0)),
+            measured(("b", 9000, None), ("c", 9000, None), tcp(8.0)),
+        ];
+        let f = flags(&ps);
+        assert_eq!(f.len(), 1, "{f:#?}");
+        assert_eq!(f[0].pair, "b ↔ c");
+        assert_eq!(f[0].what, "the slowest link (within 80% of the others)");
+        assert_eq!(
+            f[0].causes,
+            ["no cause found in the MTUs, PCIe links or RDMA counters of its ends"]
+        );
+        // One pair alone has no others to be slow against.
+        assert!(flags(&ps[..1]).is_empty());
+    }
+
+    #[test]
+    fn a_narrow_pcie_link_and_moved_counters_are_causes_of_a_slow_rdma_pair() {
+        use crate::bench::counters::CounterReport;
+        let rdma = |t: f64, g: f64| {
+            vec![
+                row("tcp halobox", "ok", Some(t)),
+                row("rdma ib_write_bw", "ok", Some(g)),
+            ]
+        };
+        let mut ps = vec![
+            measured(("a", 9000, None), ("b", 9000, None), rdma(9.4, 92.0)),
+            measured(("a", 9000, None), ("c", 9000, None), rdma(9.2, 90.0)),
+            measured(("b", 9000, None), ("c", 9000, Some(31.5)), rdma(8.5, 30.0)),
+        ];
+        ps[2].results.as_mut().unwrap().counters = vec![CounterReport {
+            path: "p0".into(),
+            end: "peer".into(),
+            port: Some("rocep1s0/1".into()),
+            present: true,
+            deltas: [("out_of_sequence".to_string(), 12)].into(),
+            diagnosis: "packets arrived out of order".into(),
+        }];
+        assert_eq!(judged(&ps), Metric::RdmaBandwidth, "every pair has RDMA");
+        let f = flags(&ps);
+        assert_eq!(f.len(), 1, "{f:#?}");
+        assert_eq!(f[0].pair, "b ↔ c");
+        assert_eq!(f[0].bandwidth, "30.00 Gb/s (rdma ib_write_bw)");
+        assert!(
+            f[0].what
+                .starts_with("33% of the others' median (91.00 Gb/s)"),
+            "{f:#?}"
+        );
+        assert_eq!(
+            f[0].causes,
+            [
+                "PCIe: c's NIC sits on PCIe 4.0 x2 (31.5 Gb/s), below its 100 Gb/s line rate (move it to a wider or faster slot; see doctor's rdma.pcie)",
+                "counters on c: packets arrived out of order",
+            ]
+        );
+        // One pair without RDMA: all are judged on TCP, where none is slow
+        // but one is the slowest; its failed RDMA leg is a cause.
+        let leg = ps[2].results.as_mut().unwrap();
+        leg.rows[1] = Row {
+            diagnosis: Some(crate::bench::diagnose::Diagnosis {
+                cause: crate::bench::diagnose::Cause::RetryExceeded,
+                why: "packets were never acknowledged".into(),
+                fix: "check the GID and MTU".into(),
+                completion: None,
+            }),
+            ..row("rdma ib_write_bw", "failed", None)
+        };
+        assert_eq!(judged(&ps), Metric::TcpBandwidth);
+        let f = flags(&ps);
+        assert_eq!(f.len(), 1, "{f:#?}");
+        assert_eq!(f[0].pair, "b ↔ c");
+        assert_eq!(f[0].bandwidth, "8.50 Gb/s (tcp halobox)");
+        assert_eq!(f[0].what, "the slowest link (within 80% of the others)");
+        assert!(
+            f[0].causes.contains(
+                &"rdma ib_write_bw: packets were never acknowledged (fix: check the GID and MTU)"
+                    .to_string()
+            ),
+            "{f:#?}"
+        );
+    }
+
     #[test]
     fn median_of_even_and_odd() {
         assert_eq!(median(vec![3.0, 1.0, 2.0]), Some(2.0));

@@ -5,4 +5,5 @@ pub mod bench_run;
 pub mod doctor;
 pub mod doctor_run;
 pub mod install;
+pub mod ray_state;
 pub mod refresh;

@@ -14,8 +14,9 @@ use std::time::{Duration, Instant};
 use serde::{Deserialize, Serialize};
 
 use crate::cluster::config::{ClusterConfig, NodeBackend, NodeConfig};
-use crate::cluster::run::{ray_nodes, remote_node};
+use crate::cluster::run::remote_node;
 use crate::container::backend::Backend;
+use crate::fleet::ray_state::{self, RayState};
 use crate::image_ref::ImageRef;
 use crate::proc::{Capture, Proc, WaitError};
 use crate::refresh::word::Word;
@@ -144,7 +145,7 @@ pub fn render_plan(cfg: &ClusterConfig, req: &Request) -> String {
         out.push_str(&format!("  skipped  {s}\n"));
     }
     out.push_str(&format!(
-        "  Ray      asked on the head ({}:{}); if it runs, {}\n",
+        "  Ray      asked on the head ({}:{}), else looked for in every node's processes (raylet, gcs_server); if it runs, or cannot be told, {}\n",
         cfg.head().ip,
         cfg.ray_port,
         if req.restart {
@@ -420,15 +421,15 @@ pub fn run(cfg: &ClusterConfig, config_path: &std::path::Path, req: &Request) ->
         report.ok = true;
         return report;
     }
-    // Whether Ray runs is asked while the nodes stage (it touches nothing),
-    // once the first one waits out its settle window: not while they pull
-    // and create.
+    // Whether Ray runs (the head asked, else every node's processes looked
+    // at) is found out while the nodes stage (it touches nothing), once the
+    // first one waits out its settle window: not while they pull and create.
     let mut notes = Vec::new();
     let settling = Gate::default();
-    let (ray, (digest, mut stages)) = std::thread::scope(|s| {
+    let ((ray, head), (digest, mut stages)) = std::thread::scope(|s| {
         let ray = s.spawn(|| {
             settling.wait();
-            ray_nodes(cfg, 0, 5).map(|r| r.alive().count())
+            ray_state::ask(cfg, &nodes)
         });
         let staged = stage_all(cfg, &nodes, req, &mut notes, &settling);
         settling.open();
@@ -468,19 +469,29 @@ pub fn run(cfg: &ClusterConfig, config_path: &std::path::Path, req: &Request) ->
             req.image.repository
         ));
     }
-    let running = match &ray {
-        Ok(alive) => *alive,
-        Err(e) => {
-            report.notes.push(format!(
-                "could not ask Ray on the head whether it runs ({}); taken as not running",
-                remote::tail(&format!("{e:#}"), 1)
-            ));
-            0
+    if let (RayState::Stopped, Err(e)) = (&ray, &head) {
+        report.notes.push(format!(
+            "could not ask Ray on the head whether it runs ({}); no node runs a Ray daemon (raylet, gcs_server): taken as not running",
+            ray_state::first_line(e)
+        ));
+    }
+    if failures.is_empty() && !req.restart {
+        match &ray {
+            RayState::Stopped => {}
+            RayState::Running(how) => failures.push(format!(
+                "Ray is running in the cluster ({how}): swapping the containers would stop it\n  hint: pass --restart (cluster down, swap, cluster up), or `halobox cluster down` first"
+            )),
+            RayState::Unknown(why) => failures.push(format!(
+                "cannot tell whether Ray is running in the cluster ({why}): swapping the containers would stop it if it is\n  hint: fix that and run again, or pass --restart (cluster down, swap, cluster up)"
+            )),
         }
-    };
-    if failures.is_empty() && running > 0 && !req.restart {
-        failures.push(format!(
-            "Ray is running in the cluster ({running} node(s) alive): swapping the containers would stop it\n  hint: pass --restart (cluster down, swap, cluster up), or `halobox cluster down` first"
+    }
+    let restart = ray != RayState::Stopped;
+    if let RayState::Unknown(why) = &ray
+        && failures.is_empty()
+    {
+        report.notes.push(format!(
+            "cannot tell whether Ray is running ({why}): taken as running, so `cluster down` before the swap and `cluster up` after it (--restart)"
         ));
     }
     if !failures.is_empty() {
@@ -489,7 +500,7 @@ pub fn run(cfg: &ClusterConfig, config_path: &std::path::Path, req: &Request) ->
         report.seconds = t0.elapsed().as_secs_f64();
         return report;
     }
-    if running > 0 {
+    if restart {
         let down = crate::cluster::run::down(cfg);
         for d in down.iter().filter(|d| d.outcome != "stopped") {
             report
@@ -529,8 +540,15 @@ pub fn run(cfg: &ClusterConfig, config_path: &std::path::Path, req: &Request) ->
             "the swap failed on the node(s) marked failed after the others had swapped: those keep their old container; `halobox refresh --rollback` on a swapped node brings its old one back".into(),
         );
     }
-    if running > 0 {
-        match crate::cluster::run::up(cfg, config_path, false, cfg.timeout_s) {
+    if restart {
+        // Its progress on stderr, with the nodes' (stdout is the report).
+        match crate::cluster::run::up(
+            cfg,
+            config_path,
+            false,
+            cfg.timeout_s,
+            &mut std::io::stderr(),
+        ) {
             Ok(()) => report.restarted = true,
             Err(e) => {
                 report.ok = false;

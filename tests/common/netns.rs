@@ -91,6 +91,11 @@ impl Nodes {
     /// Runs `scripts/netns/SCRIPT TAG N` (an image maker for these nodes'
     /// registry) with `halobox` as the binary it packs; the lines it printed.
     pub fn make_images(&self, script: &str, halobox: &str) -> Vec<String> {
+        self.make_images_with(script, halobox, &[])
+    }
+
+    /// [`Nodes::make_images`] with `more` arguments after `TAG N`.
+    pub fn make_images_with(&self, script: &str, halobox: &str, more: &[&str]) -> Vec<String> {
         let out = Command::new("bash")
             .arg(
                 std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
@@ -98,6 +103,7 @@ impl Nodes {
                     .join(script),
             )
             .args([self.tag.as_str(), &self.n.to_string()])
+            .args(more)
             .env("HALOBOX_BIN", halobox)
             .output()
             .unwrap_or_else(|e| panic!("run scripts/netns/{script}: {e}"));
