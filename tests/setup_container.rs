@@ -26,12 +26,17 @@ fn exec(name: &str, user: &str, script: &str) -> Output {
     )
 }
 
-fn ok(out: Output) -> String {
-    let text = format!(
+/// stdout then stderr, as one text.
+fn both(out: &Output) -> String {
+    format!(
         "{}{}",
         String::from_utf8_lossy(&out.stdout),
         String::from_utf8_lossy(&out.stderr)
-    );
+    )
+}
+
+fn ok(out: Output) -> String {
+    let text = both(&out);
     assert!(out.status.success(), "failed: {text}");
     text
 }
@@ -202,11 +207,7 @@ fn setup_as_root_in_a_debian_container_then_undo() {
         "root",
         "halobox setup --yes --user halo --only podman",
     );
-    let text = format!(
-        "{}{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
+    let text = both(&out);
     assert!(!out.status.success(), "{text}");
     assert!(
         text.contains("cannot write /home/halo/.config/systemd/user/podman.service.d/memlock.conf")
@@ -237,11 +238,7 @@ fn setup_as_root_in_a_debian_container_then_undo() {
         "rm -r ~/.config/systemd/user/podman.service.d && ln -s /etc/hbx-target ~/.config/systemd/user/podman.service.d",
     ));
     let out = exec(name, "root", "halobox setup --undo --yes");
-    let text = format!(
-        "{}{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
+    let text = both(&out);
     assert!(!out.status.success(), "{text}");
     assert!(
         text.contains("/home/halo/.config/systemd/user/podman.service.d/memlock.conf")
@@ -264,11 +261,7 @@ fn setup_as_an_unprivileged_user_is_refused_and_changes_nothing() {
     let name = "hbx-setup-user";
     start(name);
     let out = exec(name, "halo", "halobox setup --yes");
-    let text = format!(
-        "{}{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
+    let text = both(&out);
     assert_eq!(out.status.code(), Some(2), "{text}");
     assert!(
         text.contains("error: setup needs root for: podman (memlock.podman_service), memlock (memlock.user), groups (gpu.kfd_access); nothing changed\n  hint: run it as root (sudo halobox setup)"),

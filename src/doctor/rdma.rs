@@ -23,15 +23,7 @@ fn access(facts: &HostFacts) -> Check {
     if !has_rdma(facts) {
         return Check::skip(id, "no RDMA device");
     }
-    let nodes: Vec<_> = facts
-        .rdma
-        .dev_nodes
-        .iter()
-        .filter(|n| {
-            let name = n.path.rsplit('/').next().unwrap_or_default();
-            name.starts_with("uverbs") || name == "rdma_cm"
-        })
-        .collect();
+    let nodes: Vec<_> = facts.rdma.user_nodes().collect();
     if nodes.is_empty() {
         return Check::warn(
             id,

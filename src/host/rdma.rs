@@ -124,6 +124,17 @@ pub struct RdmaFacts {
     pub dev_nodes: Vec<DeviceNode>,
 }
 
+impl RdmaFacts {
+    /// The `/dev/infiniband` nodes a program opens to use RDMA
+    /// (`uverbs*`, `rdma_cm`): who may open them decides who may use it.
+    pub fn user_nodes(&self) -> impl Iterator<Item = &DeviceNode> {
+        self.dev_nodes.iter().filter(|n| {
+            let name = n.path.rsplit('/').next().unwrap_or_default();
+            name.starts_with("uverbs") || name == "rdma_cm"
+        })
+    }
+}
+
 /// Reads every RDMA device and `/dev/infiniband`.
 pub fn read(r: &Reader, stats: &StatTable) -> RdmaFacts {
     let devices = if r.exists(CLASS) {

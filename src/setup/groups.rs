@@ -37,12 +37,7 @@ pub(super) fn steps(input: &Input) -> Vec<Step> {
         input
             .facts
             .rdma
-            .dev_nodes
-            .iter()
-            .filter(|n| {
-                let name = n.path.rsplit('/').next().unwrap_or_default();
-                name.starts_with("uverbs") || name == "rdma_cm"
-            })
+            .user_nodes()
             .map(|n| ("rdma.access", n, "rdma")),
     );
     let mut wanted: Vec<String> = Vec::new();
