@@ -142,32 +142,39 @@ pub fn stop_command(cfg: &ClusterConfig, node: &NodeConfig) -> Vec<String> {
 }
 
 /// The Python program that reads the node table from Ray's GCS and waits,
-/// polling with a short back-off, until `want` nodes are alive or the
+/// polling with a short back-off (Ray's modules loaded first, at a lower
+/// CPU priority than the Ray processes starting beside it, so it can start
+/// before the head does without slowing it), until `want` nodes are alive or the
 /// deadline passes (`want` 0: one look). Arguments: `ADDRESS WANT TIMEOUT_S
 /// [watch-stdin]` (the last: exit when stdin closes, i.e. when halobox
 /// stops waiting). Prints one JSON
 /// document: `{"nodes": [...], "error": null | "..."}`.
 pub const NODES_PY: &str = r#"
-import json, socket, sys, time
+import json, os, socket, sys, time
+if int(sys.argv[2]) > 0:
+    os.nice(10)
 addr, want, timeout = sys.argv[1], int(sys.argv[2]), float(sys.argv[3])
 if sys.argv[4:] == ["watch-stdin"]:
-    import os, threading
+    import threading
     def orphaned():
         sys.stdin.read()
         os._exit(3)
     threading.Thread(target=orphaned, daemon=True).start()
 deadline = time.monotonic() + timeout
+try:
+    from ray._raylet import GcsClient
+    from ray.core.generated import gcs_pb2
+except Exception:
+    GcsClient = None
 def table():
     host, port = addr.rsplit(":", 1)
     socket.create_connection((host, int(port)), timeout=2).close()
-    try:
-        from ray._raylet import GcsClient
-        from ray.core.generated import gcs_pb2
+    if GcsClient is not None:
         infos = GcsClient(address=addr).get_all_node_info(timeout=10).values()
         alive = gcs_pb2.GcsNodeInfo.GcsNodeState.Value("ALIVE")
         return [dict(ip=n.node_manager_address, id=n.node_id.hex(), alive=n.state == alive,
                      head=n.is_head_node, resources=dict(n.resources_total)) for n in infos]
-    except ImportError:
+    else:
         import ray
         if not ray.is_initialized():
             ray.init(address=addr, logging_level="ERROR", log_to_driver=False)
@@ -185,7 +192,7 @@ while True:
     if time.monotonic() + pause > deadline:
         break
     time.sleep(pause)
-    pause = min(pause * 2, 0.5)
+    pause = min(pause * 2, 0.25)
 print(json.dumps({"nodes": nodes, "error": error}))
 "#;
 

@@ -308,6 +308,10 @@ pub fn up(
     let cleanup =
         "\n  hint: the nodes already started keep running; `halobox cluster down` stops them";
     let head = cfg.head();
+    // The state query starts with the head, so Python and Ray's modules
+    // load while Ray starts rather than beside the workers (it polls the
+    // head's port until the GCS answers).
+    let waiter = Waiter::start(cfg, &masters, cfg.nodes.len(), timeout_s)?;
     let t = Instant::now();
     start(head).map_err(|e| anyhow::anyhow!("starting the Ray head failed: {e}{cleanup}"))?;
     writeln!(
@@ -317,7 +321,6 @@ pub fn up(
         head.ip,
         t.elapsed().as_secs_f64()
     )?;
-    let waiter = Waiter::start(cfg, &masters, cfg.nodes.len(), timeout_s)?;
     let workers = &cfg.nodes[1..];
     if !workers.is_empty() {
         let t = Instant::now();
