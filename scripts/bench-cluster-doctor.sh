@@ -10,14 +10,7 @@
 set -euo pipefail
 runs=${1:-9}
 cd "$(dirname "$0")/.."
-if [ -z "${HALOBOX_BIN:-}" ]; then
-  cargo build --release --quiet
-  target=${CARGO_TARGET_DIR:-target}
-  case "$target" in /*) ;; *) target=$PWD/$target ;; esac
-  HALOBOX_BIN=$target/release/halobox
-fi
-hb=$HALOBOX_BIN
-[ -x "$hb" ] || { echo "error: $hb is not an executable halobox: unset HALOBOX_BIN to build one" >&2; exit 1; }
+hb=$(bash scripts/release-bin.sh)
 dir=$(mktemp -d)
 tag=cd$$
 n=$(( $$ % 200 + 20 ))

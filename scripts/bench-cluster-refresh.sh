@@ -18,13 +18,7 @@ here=$(cd "$(dirname "$0")" && pwd)
 cd "$here/.."
 rounds=${1:-3}
 doctor_runs=${2:-9}
-if [ -z "${HALOBOX_BIN:-}" ]; then
-  cargo build --release --quiet
-  target=${CARGO_TARGET_DIR:-target}
-  case "$target" in /*) ;; *) target=$PWD/$target ;; esac
-  HALOBOX_BIN=$target/release/halobox
-fi
-halobox=$HALOBOX_BIN
+halobox=$(bash scripts/release-bin.sh)
 
 tag="br$(($$ % 100000))" n=$(($$ % 250 + 1))
 dir=$(mktemp -d)

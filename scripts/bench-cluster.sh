@@ -30,13 +30,7 @@ done
 case "$backend" in host | podman | docker) ;; *) echo "--backend must be host, podman or docker" >&2; exit 2 ;; esac
 ray=${HALOBOX_TEST_RAY:-/opt/halobox-ray/bin/ray}
 [ -x "$ray" ] || bash scripts/ray-venv.sh "$(dirname "$(dirname "$ray")")"
-if [ -z "${HALOBOX_BIN:-}" ]; then
-  cargo build --release --quiet
-  target=${CARGO_TARGET_DIR:-target}
-  case "$target" in /*) ;; *) target=$PWD/$target ;; esac
-  HALOBOX_BIN=$target/release/halobox
-fi
-halobox=$HALOBOX_BIN
+halobox=$(bash scripts/release-bin.sh)
 
 tag="bc$(($$ % 100000))" n=$(($$ % 250 + 1))
 dir=$(mktemp -d)

@@ -516,19 +516,16 @@ fn main_path(backend: &'static str) {
         );
     }
 
-    // bench run from a to b: by default both ends run in the containers;
-    // TCP and iperf3 there, and the RDMA leg's real no-device diagnosis.
-    let save = nodes.path("bench");
-    let out = c.halobox(
-        'a',
-        &[
+    // A short bench run from a to b, saved in `save`, and the commands its
+    // legs ran (run.json).
+    let bench_ab = |save: &std::path::Path, more: &[&str]| -> Output {
+        let mut a = vec![
             "bench",
             "run",
             "--cluster",
             two.to_str().unwrap(),
             "--peer-node",
             "b",
-            "--rdma",
             "--duration",
             "1",
             "--streams",
@@ -537,9 +534,20 @@ fn main_path(backend: &'static str) {
             "200",
             "--save",
             save.to_str().unwrap(),
-            "--json",
-        ],
-    );
+        ];
+        a.extend_from_slice(more);
+        c.halobox('a', &a)
+    };
+    let leg_commands = |save: &std::path::Path| -> String {
+        let run: Value =
+            serde_json::from_str(&std::fs::read_to_string(save.join("run.json")).unwrap()).unwrap();
+        run["paths"][0]["legs"].to_string()
+    };
+
+    // bench run from a to b: by default both ends run in the containers;
+    // TCP and iperf3 there, and the RDMA leg's real no-device diagnosis.
+    let save = nodes.path("bench");
+    let out = bench_ab(&save, &["--rdma", "--json"]);
     assert_eq!(
         out.status.code(),
         Some(1),
@@ -571,9 +579,7 @@ fn main_path(backend: &'static str) {
         "{}",
         text(&out)
     );
-    let run: Value =
-        serde_json::from_str(&std::fs::read_to_string(save.join("run.json")).unwrap()).unwrap();
-    let commands = run["paths"][0]["legs"].to_string();
+    let commands = leg_commands(&save);
     for want in [
         "bench exec --container vllm -- halobox bench serve",
         "bench exec --container vllm -- iperf3 -s",
@@ -605,37 +611,12 @@ fn main_path(backend: &'static str) {
     // --on host: both ends on the hosts although the containers are there,
     // and the report says so.
     let host_save = nodes.path("bench-host");
-    let out = c.halobox(
-        'a',
-        &[
-            "bench",
-            "run",
-            "--cluster",
-            two.to_str().unwrap(),
-            "--peer-node",
-            "b",
-            "--on",
-            "host",
-            "--no-rdma",
-            "--duration",
-            "1",
-            "--streams",
-            "2",
-            "--samples",
-            "200",
-            "--save",
-            host_save.to_str().unwrap(),
-        ],
-    );
-    let report = ok(&out);
+    let report = ok(&bench_ab(&host_save, &["--on", "host", "--no-rdma"]));
     assert!(
         report.contains("\n  ran in: this node: host; peer: host\n"),
         "{report}"
     );
-    let run: Value =
-        serde_json::from_str(&std::fs::read_to_string(host_save.join("run.json")).unwrap())
-            .unwrap();
-    let commands = run["paths"][0]["legs"].to_string();
+    let commands = leg_commands(&host_save);
     assert!(
         commands.contains(&format!("{HALOBOX} bench serve"))
             && !commands.contains("bench exec")

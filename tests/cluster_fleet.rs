@@ -109,6 +109,22 @@ impl Fleet {
         self.halobox('a', &a)
     }
 
+    /// `halobox cluster refresh --image V2 --memlock 8M --yes --json MORE`
+    /// with `file`, run on node a.
+    fn refresh_v2(&self, file: &std::path::Path, more: &[&str]) -> Output {
+        let mut a = vec![
+            "refresh",
+            "--image",
+            &self.v2,
+            "--memlock",
+            "8M",
+            "--yes",
+            "--json",
+        ];
+        a.extend_from_slice(more);
+        self.cluster_with(file, &a)
+    }
+
     /// Node `x`'s own `halobox refresh` onto `image`.
     fn refresh_node(&self, x: char, image: &str) {
         ok(&self.halobox(
@@ -218,15 +234,7 @@ fn cluster_refresh_and_install_on_three_nodes() {
         assert!(st.success());
     };
     block("add");
-    let out = f.cluster(&[
-        "refresh",
-        "--image",
-        &f.v2,
-        "--memlock",
-        "8M",
-        "--yes",
-        "--json",
-    ]);
+    let out = f.refresh_v2(&f.config(), &[]);
     assert_eq!(out.status.code(), Some(1), "{}", text(&out));
     let report: Value = serde_json::from_slice(&out.stdout).expect("JSON report");
     assert_eq!(report["ok"], false, "{report:#}");
@@ -263,15 +271,7 @@ fn cluster_refresh_and_install_on_three_nodes() {
 
     // With the registry back, all three swap onto one digest.
     block("del");
-    let out = f.cluster(&[
-        "refresh",
-        "--image",
-        &f.v2,
-        "--memlock",
-        "8M",
-        "--yes",
-        "--json",
-    ]);
+    let out = f.refresh_v2(&f.config(), &[]);
     let report: Value = serde_json::from_str(&ok(&out)).expect("JSON report");
     assert_eq!(report["ok"], true, "{report:#}");
     let digest = report["digest"].as_str().expect("a digest").to_string();
@@ -498,17 +498,7 @@ fn cluster_refresh_with_ray_running() {
     };
     let before: Vec<String> = NODES.iter().map(|&x| f.id(x)).collect();
     let refresh = |file: &std::path::Path, more: &[&str]| -> (Output, Value) {
-        let mut a = vec![
-            "refresh",
-            "--image",
-            &f.v2,
-            "--memlock",
-            "8M",
-            "--yes",
-            "--json",
-        ];
-        a.extend_from_slice(more);
-        let out = f.cluster_with(file, &a);
+        let out = f.refresh_v2(file, more);
         let report = serde_json::from_slice(&out.stdout)
             .unwrap_or_else(|_| panic!("no JSON report: {}", text(&out)));
         (out, report)

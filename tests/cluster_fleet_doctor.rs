@@ -27,6 +27,16 @@ fn three() -> (Nodes, std::path::PathBuf) {
     (nodes, file)
 }
 
+/// The row `id` of `cluster doctor --json`'s table.
+fn row<'a>(v: &'a serde_json::Value, id: &str) -> &'a serde_json::Value {
+    v["rows"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|r| r["id"] == id)
+        .unwrap_or_else(|| panic!("no row {id}: {v:#}"))
+}
+
 fn text(o: &Output) -> String {
     format!(
         "{}{}",
@@ -66,13 +76,7 @@ fn doctor_across_three_nodes_names_the_mtu_mismatch() {
     let out = nodes.halobox('a', &["cluster", "doctor", "--json", "--cluster", f]);
     let v: serde_json::Value = serde_json::from_slice(&out.stdout).expect("JSON");
     assert_eq!(v["failed"], true);
-    let mtu = v["rows"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|r| r["id"] == "fleet.mtu")
-        .unwrap();
-    let cells: Vec<&str> = mtu["cells"]
+    let cells: Vec<&str> = row(&v, "fleet.mtu")["cells"]
         .as_array()
         .unwrap()
         .iter()
@@ -83,15 +87,7 @@ fn doctor_across_three_nodes_names_the_mtu_mismatch() {
     // the mismatch only if fleet.mtu is among the failing rows and the
     // cross-node checks that hold pass.
     let worst = |v: &serde_json::Value, id: &str| -> String {
-        v["rows"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .find(|r| r["id"] == id)
-            .unwrap_or_else(|| panic!("no row {id}: {v:#}"))["worst"]
-            .as_str()
-            .unwrap()
-            .to_string()
+        row(v, id)["worst"].as_str().unwrap().to_string()
     };
     let failing_fleet: Vec<&str> = v["rows"]
         .as_array()
@@ -155,19 +151,14 @@ fn doctor_across_three_nodes_names_the_mtu_mismatch() {
         ],
     );
     let v: serde_json::Value = serde_json::from_slice(&out.stdout).expect("JSON");
-    let row = v["rows"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|r| r["id"] == "fleet.halobox")
-        .unwrap();
-    assert_eq!(row["worst"], "FAIL", "{row:#}");
+    let halobox = row(&v, "fleet.halobox");
+    assert_eq!(halobox["worst"], "FAIL", "{halobox:#}");
     assert!(
-        row["summary"]
+        halobox["summary"]
             .as_str()
             .unwrap()
             .contains("halobox differs: c 0.0.0-old (the others "),
-        "{row:#}"
+        "{halobox:#}"
     );
     assert_eq!(worst(&v, "fleet.reached"), "PASS", "{v:#}");
 

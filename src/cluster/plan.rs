@@ -151,9 +151,9 @@ pub fn stop_command(cfg: &ClusterConfig, node: &NodeConfig) -> Vec<String> {
 /// document: `{"nodes": [...], "error": null | "..."}`.
 pub const NODES_PY: &str = r#"
 import json, os, socket, sys, time
-if int(sys.argv[2]) > 0:
-    os.nice(10)
 addr, want, timeout = sys.argv[1], int(sys.argv[2]), float(sys.argv[3])
+if want > 0:
+    os.nice(10)
 if sys.argv[4:] == ["watch-stdin"]:
     import threading
     def orphaned():

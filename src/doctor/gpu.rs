@@ -170,7 +170,7 @@ pub(super) fn access_check(
         return Check::pass(id, format!("{desc}: {who} is in that group"));
     }
     if node.gid == Some(0) {
-        let name = node.path.rsplit('/').next().unwrap_or_default();
+        let name = node.name();
         let grp = companion.unwrap_or("render");
         return Check::fail(
             id,

@@ -38,6 +38,11 @@ impl DeviceNode {
             .as_deref()
             .and_then(|m| u32::from_str_radix(m, 8).ok())
     }
+
+    /// The node's file name (`kfd`, `uverbs0`, `rdma_cm`).
+    pub fn name(&self) -> &str {
+        self.path.rsplit('/').next().unwrap_or_default()
+    }
 }
 
 /// Captured `stat` lines of a snapshot, by path.

@@ -128,10 +128,9 @@ impl RdmaFacts {
     /// The `/dev/infiniband` nodes a program opens to use RDMA
     /// (`uverbs*`, `rdma_cm`): who may open them decides who may use it.
     pub fn user_nodes(&self) -> impl Iterator<Item = &DeviceNode> {
-        self.dev_nodes.iter().filter(|n| {
-            let name = n.path.rsplit('/').next().unwrap_or_default();
-            name.starts_with("uverbs") || name == "rdma_cm"
-        })
+        self.dev_nodes
+            .iter()
+            .filter(|n| n.name().starts_with("uverbs") || n.name() == "rdma_cm")
     }
 }
 
