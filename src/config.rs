@@ -30,12 +30,16 @@ pub struct Config {
     pub backend: Option<Backend>,
     /// Default container name.
     pub name: Option<String>,
+    /// Bind mounts for every container `refresh` makes, `SRC:DEST[:ro|rw]`
+    /// (a model store, a venv); `--volume` adds to them.
+    #[serde(default)]
+    pub volumes: Vec<String>,
 }
 
 /// A config file that could not be used.
 #[derive(Debug, thiserror::Error)]
 #[error(
-    "{path}: {message}\n  hint: keys are image, engine, backend (toolbox|distrobox|podman|docker) and name"
+    "{path}: {message}\n  hint: keys are image, engine, backend (toolbox|distrobox|podman|docker), name and volumes"
 )]
 pub struct ConfigError {
     /// The file.

@@ -39,6 +39,7 @@ pub mod image_ref;
 pub mod proc;
 pub mod refresh;
 pub mod remote;
+pub mod serve;
 pub mod setup;
 pub mod shell;
 pub mod ssh;

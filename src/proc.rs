@@ -301,6 +301,24 @@ impl Proc {
         }
     }
 
+    /// The lines it printed since the last call (stdout and stderr),
+    /// waiting up to `timeout` for the first; empty when none came (or it
+    /// ended: see [`Proc::try_status`]).
+    pub fn lines(&mut self, timeout: Duration) -> Vec<String> {
+        let deadline = crate::units::deadline(timeout);
+        let mut o = self.lock();
+        loop {
+            if !o.pending.is_empty() || o.open_streams == 0 {
+                return o.pending.drain(..).collect();
+            }
+            let left = deadline.saturating_duration_since(Instant::now());
+            if left.is_zero() {
+                return Vec::new();
+            }
+            o = self.shared.1.wait_timeout(o, left).unwrap().0;
+        }
+    }
+
     /// The exit status once the process has ended; `None` while it runs.
     pub fn try_status(&mut self) -> Option<ExitStatus> {
         if self.status.is_none() {

@@ -72,13 +72,31 @@ fn ssh_to_nodes_gets_no_secret() {
     );
 }
 
-/// `serve` on a podman head runs `podman exec -i`: the token and the API key
-/// arrive on its stdin (one a line, in that order), and neither they nor any
-/// other secret are in its environment.
+/// `serve` on a podman head starts vLLM through `podman exec -i`: the token
+/// and the API key arrive on its stdin (one a line, in that order), and
+/// neither they nor any other secret are in its environment or that of ssh
+/// (the Ray query) and halobox (the looks into the container). The spies
+/// answer as a cluster whose API never comes up, so serve ends at its
+/// `--timeout`, stopping what it started.
 #[test]
 fn serve_hands_the_token_on_stdin_only() {
     let spies = Spies::new();
-    spies.add("podman", true, "exit 0");
+    let ip = common::local_ipv4();
+    spies.add(
+        "ssh",
+        false,
+        &format!(
+            "echo '{{\"nodes\": [{{\"ip\": \"{ip}\", \"id\": \"n\", \"alive\": true, \"head\": true, \"resources\": {{\"GPU\": 1.0}}}}], \"error\": null}}'"
+        ),
+    );
+    spies.add("halobox", false, "echo gone 4242");
+    spies.add("podman", true, "echo halobox-serve-pid 4242");
+    let port = std::net::TcpListener::bind("0.0.0.0:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+        .to_string();
     let dir = tempfile::tempdir().unwrap();
     let file = dir.path().join("cluster.toml");
     std::fs::write(
@@ -91,10 +109,18 @@ fn serve_hands_the_token_on_stdin_only() {
     .unwrap();
     let out = with_secrets(&mut halobox())
         .env("PATH", spies.path())
-        .args(["serve", "m", "--cluster", file.to_str().unwrap()])
+        .args(["serve", "m", "--timeout", "2", "--port", &port])
+        .args(["--cluster", file.to_str().unwrap()])
         .output()
         .unwrap();
-    assert!(out.status.success(), "{out:?}");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{out:?}");
+    assert!(stderr.contains("did not answer within 2 s"), "{stderr}");
+    for (_, v) in SECRETS {
+        assert!(!stderr.contains(v) && !String::from_utf8_lossy(&out.stdout).contains(v));
+    }
+    assert_no_secret(&spies.record("ssh"));
+    assert_no_secret(&spies.record("halobox"));
     let record = spies.record("podman");
     let (env, stdin) = record.split_once("-- stdin:\n").expect("stdin recorded");
     assert_no_secret(env);

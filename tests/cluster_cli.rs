@@ -241,7 +241,8 @@ fn serve_dry_run_from_a_machine_that_is_not_the_head() {
     );
     assert!(!stdout.lines().any(|l| l.starts_with("NCCL_")), "{stdout}");
     assert!(
-        stdout.contains("# runs as: halobox enter vllm -- vllm serve m"),
+        stdout.contains("# runs as: halobox enter vllm -- sh -c ")
+            && stdout.contains(" halobox-serve vllm serve m "),
         "{stdout}"
     );
     assert!(
@@ -600,9 +601,17 @@ fn serve_on_the_head_hands_secrets_on_stdin_and_clears_the_cache() {
         &dir,
         &format!("[[node]]\nssh = \"head\"\nip = \"{ip}\"\nbackend = \"host\"\n"),
     );
-    // A stand-in `vllm` that records what it was given.
+    // A stand-in `vllm` that records what it was given, and an `ssh` that
+    // answers the Ray query on the head: one alive node with a GPU.
     let bin = dir.path().join("bin");
     std::fs::create_dir(&bin).unwrap();
+    let ssh = bin.join("ssh");
+    std::fs::write(
+        &ssh,
+        format!("#!/bin/sh\necho '{{\"nodes\": [{{\"ip\": \"{ip}\", \"id\": \"n\", \"alive\": true, \"head\": true, \"resources\": {{\"GPU\": 1.0}}}}], \"error\": null}}'\n"),
+    )
+    .unwrap();
+    std::fs::set_permissions(&ssh, std::fs::Permissions::from_mode(0o755)).unwrap();
     let vllm = bin.join("vllm");
     std::fs::write(
         &vllm,
@@ -638,9 +647,15 @@ fn serve_on_the_head_hands_secrets_on_stdin_and_clears_the_cache() {
         .output()
         .unwrap();
     let (stdout, stderr) = out(&o);
-    assert!(o.status.success(), "{stdout}{stderr}");
+    // The stand-in exits at once: nothing may be reported as served.
+    assert_eq!(o.status.code(), Some(1), "{stdout}{stderr}");
     assert!(
-        !stdout.contains(token) && !stderr.contains(key),
+        stderr.contains("vLLM exited before its API answered"),
+        "{stderr}"
+    );
+    assert!(!stdout.contains("serving "), "{stdout}");
+    assert!(
+        !stdout.contains(token) && !stderr.contains(key) && !stderr.contains(token),
         "{stdout}{stderr}"
     );
     let got = std::fs::read_to_string(&record).unwrap();

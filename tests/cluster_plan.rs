@@ -10,6 +10,7 @@ use halobox::cluster::plan::{self, ContainerReport, JoinReport, ServeRequest};
 use halobox::cluster::preflight::{self, Level};
 use halobox::cluster::view::{DeviceAccess, PortView, RuntimeView};
 use halobox::host::{self, GatherOptions, HostFacts, HostRoot};
+use halobox::serve::engine::Head;
 
 fn facts(name: &str) -> HostFacts {
     let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
@@ -373,19 +374,22 @@ fn serve_command_and_env() {
     );
     assert!(p.env.iter().all(|v| v.name != "HF_TOKEN"));
     assert_eq!(p.secrets, ["HF_TOKEN"]);
-    let argv = plan::serve_argv("halobox", cfg.head(), &p);
+    let cmd = plan::with_env(&p.env, &p.command);
+    let head = Head::of(&cfg);
+    let argv = head.start_argv(&cmd, &p.secrets, None);
     assert_eq!(argv[..6], ["halobox", "enter", "vllm", "--", "sh", "-c"]);
+    assert!(argv[6].contains("IFS= read -r HF_TOKEN || exit 97; export HF_TOKEN;"));
     assert_eq!(
-        argv[6],
-        "IFS= read -r HF_TOKEN || exit 97; export HF_TOKEN; exec \"$@\""
+        argv[7..],
+        [&["halobox-serve".to_string()][..], &cmd].concat()
     );
-    let mut podman = cfg.head().clone();
+    let mut podman = head.clone();
     podman.backend = NodeBackend::Podman;
     assert_eq!(
-        plan::serve_argv("halobox", &podman, &p)[..4],
+        podman.start_argv(&cmd, &p.secrets, None)[..4],
         ["podman", "exec", "-i", "vllm"]
     );
-    let text = plan::render_serve(&p, &argv);
+    let text = plan::render_serve(&p, &cmd);
     assert!(text.contains("HF_TOKEN=********"), "{text}");
     assert!(
         text.contains("\nvllm serve Qwen/Qwen3-30B-A3B --tensor-parallel-size 2"),
@@ -492,15 +496,13 @@ fn serve_api_key_host_and_clear_cache() {
         "{:?}",
         p.notes
     );
-    let argv = plan::serve_argv("halobox", cfg.head(), &p);
-    assert_eq!(
-        argv[6],
-        format!(
-            "rm -rf -- \"{c}\" || exit 96; echo \"halobox: removed {c}\" >&2; IFS= read -r HF_TOKEN || exit 97; export HF_TOKEN; IFS= read -r VLLM_API_KEY || exit 97; export VLLM_API_KEY; exec \"$@\"",
-            c = plan::COMPILE_CACHE
-        )
-    );
-    let text = plan::render_serve(&p, &argv);
+    let cmd = plan::with_env(&p.env, &p.command);
+    let argv = Head::of(&cfg).start_argv(&cmd, &p.secrets, Some(plan::COMPILE_CACHE));
+    assert!(argv[6].contains(&format!(
+        "rm -rf -- \"{c}\" || exit 96; echo \"halobox: removed {c}\" >&2; IFS= read -r HF_TOKEN || exit 97; export HF_TOKEN; IFS= read -r VLLM_API_KEY || exit 97; export VLLM_API_KEY;",
+        c = plan::COMPILE_CACHE
+    )));
+    let text = plan::render_serve(&p, &cmd);
     assert!(
         text.contains("VLLM_API_KEY=******** (from this environment, passed on stdin)"),
         "{text}"
@@ -513,9 +515,13 @@ fn serve_api_key_host_and_clear_cache() {
     r.hf_token = false;
     r.api_key = false;
     let p = plan::serve(&r, Some(&reports[0].env), 2).unwrap();
-    let mut podman = cfg.head().clone();
+    let mut podman = Head::of(&cfg);
     podman.backend = NodeBackend::Podman;
-    let argv = plan::serve_argv("halobox", &podman, &p);
+    let argv = podman.start_argv(
+        &plan::with_env(&p.env, &p.command),
+        &p.secrets,
+        Some(plan::COMPILE_CACHE),
+    );
     assert_eq!(argv[..6], ["halobox", "enter", "vllm", "--", "sh", "-c"]);
     // Keys in the arguments, and a second --host, are refused.
     for extra in [&["--api-key", "k"][..], &["--api-key=k"], &["--host", "::"]] {
@@ -523,64 +529,6 @@ fn serve_api_key_host_and_clear_cache() {
         r.extra = extra.iter().map(|s| s.to_string()).collect();
         assert!(plan::serve(&r, None, 2).is_err(), "{extra:?}");
     }
-}
-
-#[test]
-fn the_serve_wrapper_clears_the_cache_and_reads_secrets_from_stdin() {
-    use std::io::Write;
-    let home = tempfile::tempdir().unwrap();
-    let cache = home.path().join(".cache/vllm");
-    std::fs::create_dir_all(cache.join("torch_compile_cache/abc/rank_0_0")).unwrap();
-    std::fs::create_dir_all(cache.join("modelinfos")).unwrap();
-    let mut r = serve_req();
-    r.api_key = true;
-    r.clear_cache = true;
-    let p = plan::serve(&r, None, 2).unwrap();
-    let wrapper = plan::serve_wrapper(&p).unwrap();
-    let mut child = std::process::Command::new("sh")
-        .args(["-c", &wrapper, "halobox-serve", "sh", "-c"])
-        .arg("echo \"$HF_TOKEN|$VLLM_API_KEY\"; ls \"$HOME/.cache/vllm\"")
-        .env("HOME", home.path())
-        .env_remove("VLLM_CACHE_ROOT")
-        .env_remove("XDG_CACHE_HOME")
-        .stdin(std::process::Stdio::piped())
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .unwrap();
-    child
-        .stdin
-        .take()
-        .unwrap()
-        .write_all(b"hf_secret\nkey secret\n")
-        .unwrap();
-    let out = child.wait_with_output().unwrap();
-    assert!(out.status.success());
-    assert_eq!(
-        String::from_utf8_lossy(&out.stdout),
-        "hf_secret|key secret\nmodelinfos\n"
-    );
-    assert!(String::from_utf8_lossy(&out.stderr).contains("halobox: removed"));
-    // VLLM_CACHE_ROOT moves it, as in vLLM.
-    let root = tempfile::tempdir().unwrap();
-    std::fs::create_dir_all(root.path().join("torch_compile_cache")).unwrap();
-    let mut r = serve_req();
-    r.hf_token = false;
-    r.clear_cache = true;
-    let p = plan::serve(&r, None, 2).unwrap();
-    let st = std::process::Command::new("sh")
-        .args([
-            "-c",
-            &plan::serve_wrapper(&p).unwrap(),
-            "halobox-serve",
-            "true",
-        ])
-        .env("VLLM_CACHE_ROOT", root.path())
-        .stdin(std::process::Stdio::null())
-        .status()
-        .unwrap();
-    assert!(st.success());
-    assert!(!root.path().join("torch_compile_cache").exists());
 }
 
 #[test]

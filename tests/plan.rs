@@ -39,6 +39,7 @@ fn opts(backend: Backend, memlock: &str) -> SpecOptions {
         runtime_dir: Some("/run/user/1000".into()),
         halobox_exe: Some("/usr/local/bin/halobox".into()),
         hf_home: Some("/home/user/.cache/huggingface".into()),
+        volumes: vec![],
     }
 }
 
@@ -311,6 +312,7 @@ fn refresh_opts(backend: Backend, memlock: &str, clamp: bool) -> RefreshOptions 
         settle: std::time::Duration::from_secs(3),
         halobox_exe: None,
         hf_home: None,
+        volumes: vec![],
     }
 }
 

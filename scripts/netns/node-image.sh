@@ -1,10 +1,10 @@
 #!/usr/bin/env bash
 # The image the test nodes' containers run (scripts/netns/nodes.sh with
 # HB_NODE_ENGINE): Debian bookworm (localhost/halobox-distro:1 from
-# scripts/engines/start.sh) with python3, iperf3, perftest and procps from
+# scripts/engines/start.sh) with python3, iperf3, perftest, procps and libnuma1 (vLLM's CPU kernels need it) from
 # Debian, plus the pinned Ray venv (scripts/ray-venv.sh) put in as one
 # layer by `halobox image add-layer` at the same path, /opt/halobox-ray.
-# Made once in the rootful podman store (localhost/halobox-node:ray-VERSION);
+# Made once in the rootful podman store (localhost/halobox-node:ray-VERSION-baseN);
 # with TAG and N it is also pushed to that node set's registry
 # (10.77.N.254:5000, skipped when already there).
 # Prints the reference to refresh from.
@@ -29,17 +29,18 @@ mkdir -p /run/lock
 exec 9>/run/lock/halobox-node-image.lock
 flock 9
 
-base=localhost/halobox-node-base:1
+base=localhost/halobox-node-base:2
 if ! podman image exists "$base"; then
-  echo "==> $base: python3 iperf3 perftest procps from Debian" >&2
+  echo "==> $base: python3 iperf3 perftest procps libnuma1 from Debian" >&2
   podman rm -f hb-node-base-build >/dev/null 2>&1 || true
   podman run --name hb-node-base-build --network host localhost/halobox-distro:1 sh -c \
-    'apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends python3 iperf3 perftest procps >/dev/null && rm -rf /var/lib/apt/lists/*' >&2
+    'apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends python3 iperf3 perftest procps libnuma1 >/dev/null && rm -rf /var/lib/apt/lists/*' >&2
   podman commit -q hb-node-base-build "$base" >/dev/null
   podman rm hb-node-base-build >/dev/null
 fi
 
-ref=localhost/halobox-node:ray-$version
+tag=ray-$version-base2
+ref=localhost/halobox-node:$tag
 if ! podman image exists "$ref"; then
   echo "==> $ref: $venv as one layer (halobox image add-layer)" >&2
   "$halobox" image add-layer "$base" --engine unix:///run/podman/podman.sock \
@@ -54,11 +55,11 @@ if [ $# -eq 0 ]; then
 fi
 [ $# -eq 2 ] || { echo "usage: $0 [TAG N]" >&2; exit 2; }
 registry=10.77.$2.254:5000
-remote=$registry/halobox/node:ray-$version
+remote=$registry/halobox/node:$tag
 if ! ip netns exec "hb-$1-sw" curl -sf -o /dev/null --max-time 5 \
   -H 'Accept: application/vnd.oci.image.manifest.v1+json' \
   -H 'Accept: application/vnd.docker.distribution.manifest.v2+json' \
-  "http://$registry/v2/halobox/node/manifests/ray-$version"; then
+  "http://$registry/v2/halobox/node/manifests/$tag"; then
   echo "==> pushing $ref to $registry" >&2
   ip netns exec "hb-$1-sw" skopeo copy -q --dest-tls-verify=false \
     "containers-storage:$ref" "docker://$remote" >&2

@@ -240,9 +240,14 @@ pub struct ClusterBenchArgs {
 
 /// `halobox serve`.
 #[derive(Debug, Args)]
+#[command(args_conflicts_with_subcommands = true, subcommand_negates_reqs = true)]
 pub struct ServeArgs {
-    /// The model (Hugging Face id or a path on every node).
-    pub model: String,
+    /// What to do with a serve that runs (instead of starting one).
+    #[command(subcommand)]
+    pub action: Option<ServeAction>,
+    /// The model (Hugging Face id, or a folder at the same path in every node's container).
+    #[arg(required = true)]
+    pub model: Option<String>,
     #[command(flatten)]
     pub file: ClusterFileArgs,
     /// Tensor-parallel size (default: the nodes divided by `--pipeline-parallel-size` given after `--`, else the number of nodes); tp × pp must fit one GPU per node.
@@ -275,6 +280,12 @@ pub struct ServeArgs {
     /// Set NCCL_DEBUG=INFO and report which transport NCCL really used.
     #[arg(long)]
     pub nccl_debug: bool,
+    /// Return once the API answers and leave vLLM running (then `serve status`, `serve logs`, `serve stop`).
+    #[arg(long)]
+    pub detach: bool,
+    /// Seconds vLLM may take until its API answers and lists the model.
+    #[arg(long, value_name = "S", default_value_t = 1800, value_parser = clap::value_parser!(u64).range(1..=86400))]
+    pub timeout: u64,
     #[command(flatten)]
     pub source: SourceArgs,
     #[command(flatten)]
@@ -282,6 +293,34 @@ pub struct ServeArgs {
     /// Extra `vllm serve` arguments.
     #[arg(last = true)]
     pub extra: Vec<String>,
+}
+
+/// `halobox serve status|logs|stop`.
+#[derive(Debug, Subcommand)]
+pub enum ServeAction {
+    /// Model, endpoint, uptime, health and the nodes its workers run on.
+    Status {
+        #[command(flatten)]
+        file: ClusterFileArgs,
+        #[command(flatten)]
+        output: OutputArgs,
+    },
+    /// The engine's log (in the head's container).
+    Logs {
+        /// Keep printing what it writes (until Ctrl-C).
+        #[arg(short, long)]
+        follow: bool,
+        /// How many lines back to start.
+        #[arg(short = 'n', long, value_name = "N", default_value_t = 100)]
+        lines: usize,
+        #[command(flatten)]
+        file: ClusterFileArgs,
+    },
+    /// Stop vLLM on every node and remove the shared-memory segments it leaves.
+    Stop {
+        #[command(flatten)]
+        file: ClusterFileArgs,
+    },
 }
 
 /// `--per-node-name NAME`: a plain variable name.

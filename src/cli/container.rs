@@ -33,6 +33,11 @@ pub struct RefreshArgs {
     /// Bring back NAME-prev, the container the last refresh replaced (with its files; the current one becomes NAME-prev, so a second rollback swaps back); with none kept, re-create from the previous pinned image.
     #[arg(long, conflicts_with = "image")]
     pub rollback: bool,
+    /// Bind a host folder or file into the container: SRC:DEST[:ro|rw] (repeatable; added to
+    /// the config file's `volumes`, replacing one with the same DEST). For a model store on
+    /// NFS, a venv, a data folder. SRC must exist.
+    #[arg(long, value_name = "SRC:DEST[:ro|rw]")]
+    pub volume: Vec<String>,
     /// Seconds the new container must keep running (same start, no restart) before it replaces the old one.
     #[arg(long, value_name = "SECONDS", default_value = "3", value_parser = parse_settle)]
     pub settle: std::time::Duration,

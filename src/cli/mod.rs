@@ -24,7 +24,7 @@ pub use bench::{
 pub use cluster::{
     ClusterBenchArgs, ClusterCommand, ClusterDoctorArgs, ClusterDownArgs, ClusterInitArgs,
     ClusterInstallArgs, ClusterJoinArgs, ClusterRefreshArgs, ClusterStatusArgs, ClusterUpArgs,
-    RayNodeArgs, ServeArgs,
+    RayNodeArgs, ServeAction, ServeArgs,
 };
 pub use common::{
     Channel, ClusterFileArgs, DryRunArgs, EngineArgs, OutputArgs, PlanOutputArgs, SourceArgs,

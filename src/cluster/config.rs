@@ -181,6 +181,14 @@ fn default_halobox() -> String {
     "halobox".into()
 }
 
+fn default_vllm() -> String {
+    "vllm".into()
+}
+
+fn is_default_vllm(v: &str) -> bool {
+    v == "vllm"
+}
+
 /// The whole file.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -201,6 +209,9 @@ pub struct ClusterConfig {
     /// The `halobox` command on the nodes (outside the containers).
     #[serde(default = "default_halobox")]
     pub halobox: String,
+    /// The `vllm` command in the head's container (`serve` runs it).
+    #[serde(default = "default_vllm", skip_serializing_if = "is_default_vllm")]
+    pub vllm: String,
     /// Extra `ray start` arguments on every node (`--object-store-memory=…`).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub ray_args: Vec<String>,
@@ -228,6 +239,7 @@ impl ClusterConfig {
             timeout_s: DEFAULT_TIMEOUT_S,
             ray: default_ray(),
             halobox: default_halobox(),
+            vllm: default_vllm(),
             ray_args: vec![],
             ray_head_args: vec![],
             ssh_options: vec![],

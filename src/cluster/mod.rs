@@ -15,6 +15,5 @@ pub mod join;
 pub mod plan;
 pub mod preflight;
 pub mod run;
-pub mod serve;
 pub mod vars;
 pub mod view;

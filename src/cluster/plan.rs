@@ -565,6 +565,16 @@ pub fn serve(
     head: Option<&NodeEnv>,
     nodes: usize,
 ) -> Result<ServePlan, String> {
+    serve_with(req, head, nodes, "vllm")
+}
+
+/// [`serve`] with the `vllm` command of the head's container (cluster.toml's `vllm`).
+pub fn serve_with(
+    req: &ServeRequest,
+    head: Option<&NodeEnv>,
+    nodes: usize,
+    vllm: &str,
+) -> Result<ServePlan, String> {
     let (tp, pp, idle) = parallel(req, nodes)?;
     let u = req.gpu_memory_utilization;
     if !(u > 0.0 && u <= 1.0) {
@@ -604,7 +614,7 @@ pub fn serve(
         ));
     }
     let mut c: Vec<String> = vec![
-        "vllm".into(),
+        vllm.into(),
         "serve".into(),
         req.model.clone(),
         "--tensor-parallel-size".into(),
@@ -655,55 +665,6 @@ pub fn serve(
         clear_cache: req.clear_cache,
         notes,
     })
-}
-
-/// The shell program in front of `vllm serve` (run as `sh -c PROGRAM
-/// halobox-serve CMD…`): removes the compile cache when asked, reads each
-/// secret from one stdin line into the environment, then runs the command;
-/// no secret ever appears in an argument list. `None` when there is nothing
-/// to do.
-pub fn serve_wrapper(plan: &ServePlan) -> Option<String> {
-    if plan.secrets.is_empty() && !plan.clear_cache {
-        return None;
-    }
-    let mut s = String::new();
-    if plan.clear_cache {
-        s.push_str(&format!(
-            "rm -rf -- \"{COMPILE_CACHE}\" || exit 96; echo \"halobox: removed {COMPILE_CACHE}\" >&2; "
-        ));
-    }
-    for name in &plan.secrets {
-        s.push_str(&format!("IFS= read -r {name} || exit 97; export {name}; "));
-    }
-    s.push_str("exec \"$@\"");
-    Some(s)
-}
-
-/// The serve command as run on the head: the node env as `env` words and,
-/// with secrets or `--clear-cache`, [`serve_wrapper`] in front (argv; no
-/// secret in it).
-pub fn serve_argv(cfg_halobox: &str, head: &NodeConfig, plan: &ServePlan) -> Vec<String> {
-    let mut cmd = with_env(&plan.env, &plan.command);
-    if let Some(w) = serve_wrapper(plan) {
-        let mut a = vec!["sh".to_string(), "-c".into(), w, "halobox-serve".into()];
-        a.append(&mut cmd);
-        cmd = a;
-    }
-    match head.backend {
-        // An API exec attaches no stdin without a terminal: use the engine's
-        // CLI, which passes it on.
-        NodeBackend::Podman | NodeBackend::Docker if !plan.secrets.is_empty() => {
-            let mut a = vec![
-                head.backend.to_string(),
-                "exec".into(),
-                "-i".into(),
-                head.container.clone(),
-            ];
-            a.append(&mut cmd);
-            a
-        }
-        _ => in_container(cfg_halobox, head.backend, &head.container, &cmd),
-    }
 }
 
 /// The `--dry-run` text of a serve plan (secrets masked).

@@ -289,6 +289,11 @@ pub fn render_status(s: &run::Status, n: usize) -> String {
 fn down(a: &ClusterDownArgs) -> anyhow::Result<ExitCode> {
     let (_, cfg) = config::open(a.file.cluster.as_deref())?;
     if a.plan.dry_run {
+        println!(
+            "{} (first: a vLLM that halobox serve started, and its shm segments): {}",
+            cfg.head().label(),
+            shell::line(&crate::serve::control::stop_argv(&cfg))
+        );
         for node in &cfg.nodes {
             println!(
                 "{}: {}",
@@ -297,6 +302,13 @@ fn down(a: &ClusterDownArgs) -> anyhow::Result<ExitCode> {
             );
         }
         return Ok(ExitCode::SUCCESS);
+    }
+    match crate::serve::control::stop_over_ssh(&cfg) {
+        Ok(said) if said.starts_with("stopped ") => {
+            println!("{}: vLLM stopped first ({said})", cfg.head().label());
+        }
+        Ok(_) => {}
+        Err(e) => eprintln!("warning: could not look for a running vLLM on the head first: {e}"),
     }
     let results = run::down(&cfg);
     let mut ok = true;
@@ -450,7 +462,8 @@ fn serve_menu(a: &ClusterFileArgs) -> anyhow::Result<ExitCode> {
         .default(false)
         .interact()?;
     let args = |dry_run| crate::cli::ServeArgs {
-        model: model.clone(),
+        action: None,
+        model: Some(model.clone()),
         file: ClusterFileArgs {
             cluster: a.cluster.clone(),
         },
@@ -464,6 +477,8 @@ fn serve_menu(a: &ClusterFileArgs) -> anyhow::Result<ExitCode> {
         api_key: false,
         clear_cache,
         nccl_debug: false,
+        detach: false,
+        timeout: 1800,
         source: SourceArgs { sysroot: None },
         plan: DryRunArgs { dry_run },
         extra: vec![],

@@ -37,6 +37,7 @@ pub fn run(args: &RefreshArgs, color: bool) -> anyhow::Result<ExitCode> {
         rollback: args.rollback,
         adopt: args.adopt,
         settle: args.settle,
+        volumes: args.volume.clone(),
     };
     let target = prepare::target(&req)?;
     let facts = host::gather(HostRoot::live(), GatherOptions::default());

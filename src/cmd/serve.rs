@@ -1,33 +1,44 @@
 //! `halobox serve MODEL …`: `vllm serve` in the head's container with
-//! `--distributed-executor-backend ray` and the head's node env. Runs on the
-//! head (its env comes from its own facts; `--dry-run` prints the plan from
+//! `--distributed-executor-backend ray` and the head's node env, watched
+//! until its API answers (then in the foreground until Ctrl-C, or left
+//! running with `--detach`); `serve status|logs|stop`. Runs on the head (its
+//! env comes from its own facts; `--dry-run` prints the plan from
 //! anywhere). `HF_TOKEN` and `VLLM_API_KEY` are taken from this process's
 //! environment and handed over on stdin, never in an argument.
 
 use std::process::ExitCode;
+use std::time::Duration;
 
-use crate::cli::ServeArgs;
+use crate::cli::{ServeAction, ServeArgs};
 use crate::cluster::config;
 use crate::cluster::plan::{self, ServeRequest};
-use crate::cluster::serve;
 use crate::error::UsageError;
 use crate::host::{self, GatherOptions, HostRoot};
+use crate::serve::supervise::{self, Ended, Start};
+use crate::serve::{control, engine, preflight, prepare, program};
 
 /// Runs `serve`.
 pub fn run(a: &ServeArgs) -> anyhow::Result<ExitCode> {
+    if let Some(action) = &a.action {
+        return act(action);
+    }
+    let model = a
+        .model
+        .clone()
+        .expect("clap requires MODEL without a subcommand");
     if a.source.sysroot.is_some() && !a.plan.dry_run {
         return Err(UsageError(
             "--sysroot reads a snapshot: vLLM cannot be started from it; add --dry-run".into(),
         )
         .into());
     }
-    let (_, cfg) = config::open(a.file.cluster.as_deref())?;
+    let (path, cfg) = config::open(a.file.cluster.as_deref())?;
     let root = match &a.source.sysroot {
         Some(dir) => HostRoot::sysroot(dir)?,
         None => HostRoot::live(),
     };
     let facts = host::gather(root, GatherOptions::default());
-    let secrets: Vec<Option<String>> = plan::SECRETS.iter().map(|n| serve::secret(n)).collect();
+    let secrets: Vec<Option<String>> = plan::SECRETS.iter().map(|n| prepare::secret(n)).collect();
     if let Some(name) = plan::SECRETS.iter().zip(&secrets).find_map(|(n, v)| {
         v.as_ref()
             .is_some_and(|v| v.contains(['\n', '\r']))
@@ -45,7 +56,7 @@ pub fn run(a: &ServeArgs) -> anyhow::Result<ExitCode> {
         .into());
     }
     let req = ServeRequest {
-        model: a.model.clone(),
+        model: model.clone(),
         tp: a.tp,
         max_model_len: a.max_model_len,
         gpu_memory_utilization: a.gpu_memory_utilization,
@@ -58,15 +69,89 @@ pub fn run(a: &ServeArgs) -> anyhow::Result<ExitCode> {
         hf_token: secrets[0].is_some(),
         api_key: secrets[1].is_some(),
     };
-    let (p, argv) = serve::prepare(&cfg, &facts, &req, a.plan.dry_run)?;
+    let (p, argv) = prepare::prepare(&cfg, &facts, &req, a.plan.dry_run)?;
     if a.plan.dry_run {
         print!("{}", plan::render_serve(&p, &argv));
+        println!(
+            "# started detached in the head's container by halobox (log: {}), watched until its API answers at {}{}",
+            program::LOG,
+            engine::api_addr(a.host, a.port),
+            if a.detach {
+                ", then left running (--detach)"
+            } else {
+                ", then in the foreground until Ctrl-C"
+            }
+        );
         return Ok(ExitCode::SUCCESS);
     }
     for n in &p.notes {
         eprintln!("warning: {n}");
     }
-    let values: Vec<String> = secrets.into_iter().flatten().collect();
-    let code = serve::run(&argv, &values, a.nccl_debug)?;
-    Ok(ExitCode::from(code))
+    preflight::check(&cfg, &model, p.tp * p.pp, a.host, a.port)?;
+    let start = Start {
+        cfg: &cfg,
+        cluster_path: &path,
+        served_name: preflight::served_name(&model, &a.extra),
+        model,
+        command: plan::with_env(&p.env, &p.command),
+        secret_names: p.secrets.clone(),
+        secrets: secrets.iter().flatten().cloned().collect(),
+        clear_cache: p.clear_cache.then(|| plan::COMPILE_CACHE.to_string()),
+        api: engine::api_addr(a.host, a.port),
+        api_key: secrets[1].clone(),
+        nccl_debug: a.nccl_debug,
+        detach: a.detach,
+        timeout: Duration::from_secs(a.timeout),
+    };
+    match supervise::serve(&start)? {
+        Ended::Detached => Ok(ExitCode::SUCCESS),
+        Ended::Stopped(_) => Ok(ExitCode::SUCCESS),
+    }
+}
+
+/// `serve status|logs|stop`.
+fn act(action: &ServeAction) -> anyhow::Result<ExitCode> {
+    match action {
+        ServeAction::Status { file, output } => {
+            let (path, cfg) = config::open(file.cluster.as_deref())?;
+            let s = control::status(&cfg, &path)?;
+            if output.json {
+                println!("{}", serde_json::to_string_pretty(&s)?);
+            } else {
+                print!("{}", control::render(&s));
+            }
+            Ok(if s.state == "serving" {
+                ExitCode::SUCCESS
+            } else {
+                ExitCode::from(3)
+            })
+        }
+        ServeAction::Logs {
+            follow,
+            lines,
+            file,
+        } => {
+            let (_, cfg) = config::open(file.cluster.as_deref())?;
+            Ok(ExitCode::from(control::logs(&cfg, *lines, *follow)?))
+        }
+        ServeAction::Stop { file } => {
+            let (path, cfg) = config::open(file.cluster.as_deref())?;
+            let said = control::stop(&cfg, &path)?;
+            println!("{}", stop_words(&said));
+            Ok(ExitCode::SUCCESS)
+        }
+    }
+}
+
+/// The stop program's word as a sentence.
+fn stop_words(said: &str) -> String {
+    match said.split_once(' ') {
+        Some(("stopped", pid)) => format!(
+            "stopped vLLM (pid {pid} in the head's container); its Ray workers on the other nodes end with it"
+        ),
+        Some(("gone", pid)) => {
+            format!("vLLM (pid {pid}) had already ended; its leftovers are removed")
+        }
+        _ => "no vLLM started by halobox serve runs in the head's container".into(),
+    }
 }

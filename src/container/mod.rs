@@ -18,3 +18,4 @@ pub mod name;
 pub mod owner;
 pub mod spec;
 pub mod toolbox;
+pub mod volume;

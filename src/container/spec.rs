@@ -9,7 +9,7 @@ use std::path::PathBuf;
 use super::backend::Backend;
 use super::binds;
 use super::memlock::MemlockRequest;
-use super::model::Rlimit;
+use super::model::{Mount, Rlimit};
 use super::toolbox;
 use crate::engine::EngineKind;
 use crate::host::HostFacts;
@@ -55,6 +55,8 @@ pub struct SpecOptions {
     pub halobox_exe: Option<PathBuf>,
     /// The host's Hugging Face cache, bound into podman/docker containers.
     pub hf_home: Option<String>,
+    /// The user's own bind mounts ([`super::volume`]), for every backend.
+    pub volumes: Vec<Mount>,
 }
 
 /// The entry point of a plain container: halobox's own, so an image's
@@ -137,6 +139,7 @@ pub fn build(facts: &HostFacts, engine: &EngineTraits, opts: &SpecOptions) -> Co
         opts.halobox_exe.as_deref(),
         opts.hf_home.as_deref(),
     );
+    spec.mounts.extend(opts.volumes.iter().cloned());
     spec
 }
 

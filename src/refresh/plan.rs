@@ -112,6 +112,8 @@ pub struct RefreshOptions {
     pub halobox_exe: Option<std::path::PathBuf>,
     /// The Hugging Face cache to bind (podman/docker).
     pub hf_home: Option<String>,
+    /// The user's own bind mounts (`--volume`, config `volumes`).
+    pub volumes: Vec<crate::container::model::Mount>,
 }
 
 /// Everything `refresh` will do.
@@ -309,6 +311,7 @@ pub fn plan(
             runtime_dir: opts.runtime_dir.clone(),
             halobox_exe: opts.halobox_exe.clone(),
             hf_home: opts.hf_home.clone(),
+            volumes: opts.volumes.clone(),
         },
     );
     Ok(RefreshPlan {

@@ -8,8 +8,9 @@ use crate::config::{self, DEFAULT_IMAGE};
 use crate::container::backend::Backend;
 use crate::container::binds;
 use crate::container::memlock::MemlockRequest;
-use crate::container::name;
+use crate::container::model::Mount;
 use crate::container::spec::LABEL_IMAGE;
+use crate::container::{name, volume};
 use crate::engine::containers::ContainerInfo;
 use crate::engine::{Engine, local};
 use crate::error::UsageError;
@@ -39,6 +40,8 @@ pub struct RefreshRequest {
     pub adopt: bool,
     /// `--settle`.
     pub settle: std::time::Duration,
+    /// `--volume SRC:DEST[:ro|rw]` (added to the config's `volumes`).
+    pub volumes: Vec<String>,
 }
 
 /// The image, container and backend a request means once the config file
@@ -51,6 +54,9 @@ pub struct Target {
     pub name: String,
     /// The backend, when the flags or the config name one.
     pub backend: Option<Backend>,
+    /// The user's bind mounts: the config's `volumes`, then `--volume`,
+    /// each source checked to exist.
+    pub volumes: Vec<Mount>,
 }
 
 /// Resolves the request's image, name and backend.
@@ -58,10 +64,14 @@ pub fn target(req: &RefreshRequest) -> anyhow::Result<Target> {
     let cfg = config::load(config::path().as_deref())?;
     let image = image_in(req.image.clone(), &cfg, &req.channel)?;
     let name = name::resolve(req.name.as_deref())?;
+    let volumes =
+        volume::merge(&cfg.volumes, &req.volumes).map_err(|e| UsageError(e.to_string()))?;
+    volume::check_sources(&volumes).map_err(|e| UsageError(e.to_string()))?;
     Ok(Target {
         image,
         name,
         backend: req.backend.or(cfg.backend),
+        volumes,
     })
 }
 
@@ -132,6 +142,7 @@ pub async fn plan(
             std::env::var("HF_HOME").ok().as_deref(),
             facts.user.home.as_deref(),
         ),
+        volumes: target.volumes.clone(),
     };
     let creator = local::engine_process(facts, &engine.info);
     Ok(plan::plan(

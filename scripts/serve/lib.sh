@@ -1,0 +1,201 @@
+# shellcheck shell=bash
+# What scripts/serve-e2e.sh and scripts/bench-serve.sh share: test nodes
+# with an engine each (scripts/netns/nodes.sh), the node image, vLLM's CPU
+# venv bound into the containers, a model, a cluster file, and the helpers
+# that run things on a node, in its container, and against the API.
+# Sourced, not run.
+
+VENV=/opt/halobox-vllm
+PROMPT="The capital of France is"
+TOKENS=24
+
+step() { printf '==> %s\n' "$*" >&2; }
+fail() { echo "FAILED: $*" >&2; exit 1; }
+now() { date +%s.%N; }
+elapsed() { python3 -c "import sys; print(f'{float(sys.argv[2]) - float(sys.argv[1]):.1f}')" "$1" "$(now)"; }
+
+# shellcheck disable=SC2034
+# serve_setup BACKEND NODES MODEL SHAPE: sets HALOBOX, DIR, TAG, NET, IMAGE,
+# MODEL (the path in the containers), MODEL_HOST, CFG, NODE_NAMES; the
+# nodes go away when the script exits.
+serve_setup() {
+  local backend=$1 count=$2 given=$3 shape=$4
+  BACKEND=$backend
+  HALOBOX=${HALOBOX_BIN:-$root/target/debug/halobox}
+  if [ ! -x "$HALOBOX" ]; then
+    step "building halobox (cargo build)"
+    cargo build -q --bin halobox
+  fi
+  bash scripts/vllm-venv.sh "$VENV" >&2
+  DIR=$(mktemp -d /tmp/hb-serve-e2e.XXXXXX)
+  TAG=se$$
+  TAG=${TAG:0:10}
+  NET=$(($$ % 200 + 30))
+  trap 'serve_teardown' EXIT
+  if [ -n "$given" ]; then
+    [ -f "$given/config.json" ] || fail "--model $given: no config.json there (a Hugging Face model folder)"
+    MODEL_HOST=$(cd "$given" && pwd)
+  else
+    IFS=, read -r layers hidden heads kv <<<"$shape"
+    MODEL_HOST=$DIR/model
+    step "a random-weight Llama: $layers layers, hidden $hidden, $heads heads ($kv kv)"
+    HF_HUB_OFFLINE=1 "$VENV/bin/python" scripts/serve/make-llama.py "$MODEL_HOST" \
+      --layers "$layers" --hidden "$hidden" --heads "$heads" --kv-heads "$kv" >&2
+  fi
+  MODEL=/models/$(basename "$MODEL_HOST")
+  local specs=() i
+  for i in $(seq "$count"); do specs+=(9000); done
+  step "$count test node(s) with $backend (hb-$TAG-*, 10.77.$NET.0/24)"
+  HB_NODE_ENGINE=$backend HB_NODE_REGISTRY_DATA=/var/cache/halobox-engines/node-registry \
+    bash scripts/netns/nodes.sh up "$TAG" "$NET" "$DIR" "${specs[@]}" >&2
+  NODE_NAMES=$(echo abcd | cut -c"1-$count" | sed 's/./& /g')
+  IMAGE=$(HALOBOX_BIN=$HALOBOX bash scripts/netns/node-image.sh "$TAG" "$NET" | tail -n 1)
+  mkdir -p "$DIR/state" "$DIR/tmp"
+  CFG=$DIR/cluster.toml
+  {
+    echo "ray = \"$VENV/bin/ray\""
+    echo "vllm = \"$VENV/bin/vllm\""
+    echo "halobox = \"$HALOBOX\""
+    echo "timeout_s = 180"
+    echo 'ray_args = ["--object-store-memory=200000000"]'
+    echo 'ray_head_args = ["--include-dashboard=false"]'
+    echo "ssh_options = [\"UserKnownHostsFile=$DIR/known_hosts\", \"IdentityFile=$DIR/client_key\", \"IdentitiesOnly=yes\"]"
+    echo
+    echo '[env]'
+    echo 'HF_HUB_OFFLINE = "1"'
+    echo 'VLLM_CPU_KVCACHE_SPACE = "1"'
+    for x in $NODE_NAMES; do
+      printf '\n[[node]]\nname = "%s"\nssh = "root@%s"\nip = "%s"\nbackend = "%s"\ncpus = 1\n' \
+        "$x" "$(node_ip "$x")" "$(node_ip "$x")" "$backend"
+    done
+  } >"$CFG"
+}
+
+serve_teardown() {
+  local code=$?
+  [ -n "${DIR:-}" ] || return "$code"
+  if [ "$code" != 0 ] && [ -n "${SERVE_E2E_KEEP:-}" ]; then
+    echo "SERVE_E2E_KEEP: nodes kept; remove them with: bash scripts/netns/nodes.sh down $TAG $DIR" >&2
+    return "$code"
+  fi
+  bash scripts/netns/nodes.sh down "$TAG" "$DIR" >/dev/null 2>&1 || true
+  rm -rf "$DIR"
+  return "$code"
+}
+
+# node_ip X: node X's data-plane address.
+node_ip() { echo "10.77.$NET.$(($(printf %d "'$1") - 96))"; }
+
+# on_node X CMD...: CMD on node X (its network, mount and PID namespaces,
+# with its own /root), as a login there would run it.
+on_node() {
+  local x=$1
+  shift
+  nsenter -t "$(cat "$DIR/node_$x.pid")" -m -p -n -- env -u SSH_AUTH_SOCK -u CONTAINER_HOST -u DOCKER_HOST \
+    -u XDG_RUNTIME_DIR HOME=/root XDG_STATE_HOME="$DIR/state" TMPDIR="$DIR/tmp" "$@"
+}
+
+# hb ARGS...: halobox on the head (node a).
+hb() { on_node a "$HALOBOX" "$@"; }
+
+# in_container X CMD...: CMD in node X's halobox container.
+in_container() {
+  local x=$1
+  shift
+  on_node "$x" "$HALOBOX" enter vllm -- "$@"
+}
+
+# engine_cli X ARGS...: the engine's own CLI against node X's engine.
+engine_cli() {
+  local x=$1 pid
+  shift
+  pid=$(cat "$DIR/node_$x.pid")
+  case "$BACKEND" in
+  podman) podman --url "unix:///proc/$pid/root/run/podman/podman.sock" "$@" ;;
+  docker) docker -H "unix:///proc/$pid/root/run/docker.sock" "$@" ;;
+  esac
+}
+
+# complete X PORT [MAX_TOKENS [KEY_FILE]]: one greedy completion from node X's API (JSON).
+complete() {
+  ip netns exec "hb-$TAG-$1" python3 scripts/serve/complete.py "http://$(node_ip "$1"):$2" "$MODEL" "$PROMPT" "${3:-$TOKENS}" ${4:+"$4"}
+}
+
+# tps FILE: decode tokens per second of a completion's JSON.
+tps() { python3 -c "import json,sys; d=json.load(open(sys.argv[1])); print(f\"{d['completion_tokens']/d['secs']:.2f}\")" "$1"; }
+
+# same_tokens A B: the two completions have the same tokens and text.
+same_tokens() {
+  python3 -c "import json,sys; a,b=(json.load(open(f)) for f in sys.argv[1:]); sys.exit(0 if (a['tokens'],a['text'])==(b['tokens'],b['text']) and a['tokens'] else 1)" "$1" "$2"
+}
+
+# wait_api X PORT: until /health of node X's API answers (10 min at most).
+wait_api() {
+  for _ in $(seq 600); do
+    ip netns exec "hb-$TAG-$1" curl -sf -o /dev/null --max-time 2 "http://$(node_ip "$1"):$2/health" && return 0
+    sleep 1
+  done
+  return 1
+}
+
+# processes X: the command lines in node X's container.
+processes() { in_container "$1" ps -eo args 2>/dev/null || true; }
+
+# no_vllm_left [X...]: no vLLM process in the containers (every node by
+# default) within 60 s.
+no_vllm_left() {
+  local x left which
+  # shellcheck disable=SC2206
+  which=(${@:-$NODE_NAMES})
+  for x in "${which[@]}"; do
+    for _ in $(seq 60); do
+      left=$(processes "$x" | grep -E 'vllm serve|RayWorkerProc|RayWorkerWrapper|EngineCore|ray::' | grep -v grep || true)
+      [ -z "$left" ] && break
+      sleep 1
+    done
+    [ -z "$left" ] || fail "vLLM processes left on node $x: $left"
+  done
+}
+
+# no_ray_left: no Ray daemon in any container.
+no_ray_left() {
+  local x left
+  for x in $NODE_NAMES; do
+    left=$(processes "$x" | grep -E 'raylet|gcs_server|vllm serve' | grep -v grep || true)
+    [ -z "$left" ] || fail "processes left on node $x after cluster down: $left"
+  done
+}
+
+# plain_vllm X PORT [TP]: `vllm serve` started by hand in node X's container
+# (tensor-parallel over the running Ray with TP > 1).
+plain_vllm() {
+  local x=$1 port=$2 tp=${3:-1} extra=
+  [ "$tp" -gt 1 ] && extra="--tensor-parallel-size $tp --distributed-executor-backend ray"
+  in_container "$x" sh -c "mkdir -p /tmp/halobox-e2e && HF_HUB_OFFLINE=1 VLLM_CPU_KVCACHE_SPACE=1 ${PLAIN_ENV:-} \
+    setsid $VENV/bin/vllm serve $MODEL --port $port --max-model-len 512 --enforce-eager --dtype float32 $extra \
+    </dev/null >/tmp/halobox-e2e/ref.log 2>&1 & echo \$! >/tmp/halobox-e2e/ref.pid"
+}
+
+# stop_plain X: stops it.
+stop_plain() {
+  # shellcheck disable=SC2016
+  in_container "$1" sh -c 'p=$(cat /tmp/halobox-e2e/ref.pid); kill -TERM -- "-$p" 2>/dev/null; for i in $(seq 100); do kill -0 "$p" 2>/dev/null || break; sleep 0.2; done; kill -KILL -- "-$p" 2>/dev/null; rm -f /dev/shm/psm_*; true'
+}
+
+# foreground_serve PREFIX: `halobox serve` in the foreground on the head,
+# waited for until it says it serves; FG_PID (nsenter's) and HB_PID
+# (halobox's own) set.
+foreground_serve() {
+  local prefix=$1
+  hb serve "$MODEL" --tp "$(echo "$NODE_NAMES" | wc -w)" --cluster "$CFG" --max-model-len 512 -- --dtype float32 \
+    >"$prefix.out" 2>"$prefix.err" &
+  FG_PID=$!
+  for _ in $(seq 900); do
+    grep -q "^serving " "$prefix.out" 2>/dev/null && break
+    kill -0 "$FG_PID" 2>/dev/null || { cat "$prefix.out" "$prefix.err" >&2; fail "foreground serve ended before it served"; }
+    sleep 1
+  done
+  grep -q "^serving " "$prefix.out" || fail "foreground serve did not serve within 15 min"
+  # shellcheck disable=SC2034
+  HB_PID=$(pgrep -P "$FG_PID" | head -n 1)
+}

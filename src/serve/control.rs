@@ -1,0 +1,176 @@
+//! `serve status`, `serve logs` and `serve stop`: the serve recorded for a
+//! cluster file, looked at or stopped in the head's container.
+
+use std::path::Path;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use serde::Serialize;
+
+use super::engine::{self, EngineState, Head};
+use super::state::{self, ServeState};
+use super::{http, program, watch};
+use crate::cluster::config::ClusterConfig;
+
+/// What `serve status` reports.
+#[derive(Debug, Clone, Serialize)]
+pub struct Status {
+    /// `serving`, `starting`, `unhealthy`, `exited` or `stopped`.
+    pub state: String,
+    /// The recorded serve, when there is one.
+    pub serve: Option<ServeState>,
+    /// Seconds since it started.
+    pub uptime_s: Option<u64>,
+    /// The nodes its Ray workers run on (from its log), by cluster.toml name.
+    pub nodes: Vec<String>,
+    /// `/health` answered 200.
+    pub healthy: bool,
+}
+
+/// The status of the serve of `cfg` (whose file is `path`).
+pub fn status(cfg: &ClusterConfig, path: &Path) -> anyhow::Result<Status> {
+    let head = Head::of(cfg);
+    let rec = state::load(path);
+    let st = head.state()?;
+    let Some(rec) = rec else {
+        let word = match st {
+            EngineState::Running(_) => "running (not started by this cluster file's serve)",
+            _ => "stopped",
+        };
+        return Ok(Status {
+            state: word.into(),
+            serve: None,
+            uptime_s: None,
+            nodes: vec![],
+            healthy: false,
+        });
+    };
+    let api = rec
+        .endpoint
+        .trim_start_matches("http://")
+        .parse()
+        .unwrap_or_else(|_| engine::api_addr(None, 8000));
+    let healthy =
+        http::get(api, "/health", None, Duration::from_secs(3)).is_ok_and(|r| r.status == 200);
+    let log = head.log_tail(100_000).unwrap_or_default();
+    let mut ips: Vec<std::net::Ipv4Addr> = log.lines().filter_map(watch::worker_ip).collect();
+    ips.dedup();
+    let mut nodes: Vec<String> = cfg
+        .nodes
+        .iter()
+        .filter(|n| n.ip == head.ip || ips.contains(&n.ip))
+        .map(|n| format!("{} ({})", n.label(), n.ip))
+        .collect();
+    nodes.dedup();
+    let now = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs());
+    let word = match st {
+        EngineState::Running(p) if p == rec.pid && healthy => "serving",
+        EngineState::Running(p) if p == rec.pid => "starting or unhealthy",
+        EngineState::Running(_) => "another engine runs there",
+        EngineState::Exited(_) => "exited",
+        EngineState::None => "stopped",
+    };
+    Ok(Status {
+        state: word.into(),
+        uptime_s: Some(now.saturating_sub(rec.started)),
+        serve: Some(rec),
+        nodes,
+        healthy,
+    })
+}
+
+/// The status as text.
+pub fn render(s: &Status) -> String {
+    let Some(r) = &s.serve else {
+        return format!(
+            "serve: {}\n  hint: halobox serve MODEL starts one\n",
+            s.state
+        );
+    };
+    let up = s.uptime_s.unwrap_or(0);
+    format!(
+        "serve: {}\n  model:    {}\n  endpoint: {}{}\n  uptime:   {}h{:02}m{:02}s\n  engine:   {} (pid {} in container {}, {})\n  nodes:    {}\n",
+        s.state,
+        r.model,
+        r.endpoint,
+        if r.api_key { " (API key required)" } else { "" },
+        up / 3600,
+        up / 60 % 60,
+        up % 60,
+        r.engine,
+        r.pid,
+        r.container,
+        if r.detached {
+            "detached"
+        } else {
+            "watched by a halobox serve in the foreground"
+        },
+        if s.nodes.is_empty() {
+            "(none seen in its log)".into()
+        } else {
+            s.nodes.join(", ")
+        },
+    )
+}
+
+/// Prints the engine's log (the last `lines`; with `follow`, then what it
+/// writes until Ctrl-C), each line made safe for a terminal.
+pub fn logs(cfg: &ClusterConfig, lines: usize, follow: bool) -> anyhow::Result<u8> {
+    let head = Head::of(cfg);
+    let mut args = vec![lines.to_string()];
+    if follow {
+        args.push("-f".into());
+    }
+    let argv = head.argv(&program::argv(program::logs(), &args));
+    let mut p = crate::proc::Proc::spawn_with(&argv, engine::CAPTURE)?;
+    loop {
+        for l in p.lines(Duration::from_millis(500)) {
+            println!("{l}");
+        }
+        if let Some(st) = p.try_status() {
+            for l in p.lines(Duration::from_millis(100)) {
+                println!("{l}");
+            }
+            return Ok(u8::try_from(st.code().unwrap_or(1).clamp(0, 255)).unwrap_or(1));
+        }
+    }
+}
+
+/// The stop program as run on the head over ssh (from any machine): what
+/// `cluster down` runs first, so no vLLM outlives its Ray.
+pub fn stop_argv(cfg: &ClusterConfig) -> Vec<String> {
+    let head = Head::of(cfg);
+    crate::cluster::run::node_argv(
+        cfg,
+        cfg.head(),
+        &head.argv(&program::argv(program::stop(), &["20".to_string()])),
+    )
+}
+
+/// Runs [`stop_argv`]: what the stop program said (`stopped PID`,
+/// `gone PID`, `none`).
+pub fn stop_over_ssh(cfg: &ClusterConfig) -> anyhow::Result<String> {
+    let head = Head::of(cfg);
+    let done = crate::cluster::run::remote_node(cfg, cfg.head()).run_ok(
+        "the serve stop",
+        &head.argv(&program::argv(program::stop(), &["20".to_string()])),
+        Duration::from_secs(90),
+    )?;
+    Ok(done
+        .stdout
+        .lines()
+        .last()
+        .unwrap_or("none")
+        .trim()
+        .to_string())
+}
+
+/// Stops the serve of `cfg`: the engine in the head's container (its Ray
+/// workers on the other nodes end with it), its shm segments, the record.
+pub fn stop(cfg: &ClusterConfig, path: &Path) -> anyhow::Result<String> {
+    let head = Head::of(cfg);
+    let said = head.stop(Duration::from_secs(20))?;
+    state::remove(path);
+    Ok(said)
+}

@@ -1,0 +1,229 @@
+//! The engine in the head's container, as `serve` reaches it: the
+//! [`super::program`]s run there (directly for a `host` head, else through
+//! `halobox enter`, or the engine's CLI with `exec -i` when secrets go on
+//! stdin), its log followed line by line, its API asked over HTTP.
+
+use std::net::{IpAddr, Ipv4Addr, SocketAddr};
+use std::time::Duration;
+
+use super::program;
+use crate::cluster::config::{ClusterConfig, NodeBackend, NodeConfig};
+use crate::cluster::plan;
+use crate::proc::{self, Capture, Finished, Proc};
+
+/// How long one program in the container may take (a stop waits for the
+/// engine's grace period inside it).
+const PROGRAM_TIMEOUT: Duration = Duration::from_secs(90);
+
+/// Output from the container is printed: every line made safe for a
+/// terminal, and bounded.
+pub const CAPTURE: Capture = Capture {
+    limit: 4 << 20,
+    clean: Some(crate::remote::printable),
+};
+
+/// The head's container, where the engine runs.
+#[derive(Debug, Clone)]
+pub struct Head {
+    /// The `halobox` command on the head (for `halobox enter`).
+    pub halobox: String,
+    /// How the container is reached.
+    pub backend: NodeBackend,
+    /// Its name.
+    pub container: String,
+    /// Its label in messages ("a", or the ssh target).
+    pub label: String,
+    /// Its data-plane address.
+    pub ip: Ipv4Addr,
+}
+
+impl Head {
+    /// The head of `cfg`.
+    pub fn of(cfg: &ClusterConfig) -> Head {
+        let h: &NodeConfig = cfg.head();
+        Head {
+            halobox: cfg.halobox.clone(),
+            backend: h.backend,
+            container: h.container.clone(),
+            label: h.label().to_string(),
+            ip: h.ip,
+        }
+    }
+
+    /// `cmd` as run in the container from the head.
+    pub fn argv(&self, cmd: &[String]) -> Vec<String> {
+        plan::in_container(&self.halobox, self.backend, &self.container, cmd)
+    }
+
+    /// `cmd` in the container with stdin attached: the engine's CLI
+    /// (`exec -i`) for podman and docker, whose API exec attaches no stdin
+    /// without a terminal; `halobox enter` otherwise.
+    pub fn argv_with_stdin(&self, cmd: &[String]) -> Vec<String> {
+        match self.backend {
+            NodeBackend::Podman | NodeBackend::Docker => {
+                let mut a = vec![
+                    self.backend.to_string(),
+                    "exec".into(),
+                    "-i".into(),
+                    self.container.clone(),
+                ];
+                a.extend(cmd.iter().cloned());
+                a
+            }
+            _ => self.argv(cmd),
+        }
+    }
+
+    /// Runs `program` with `args` in the container (stdin empty).
+    pub fn run(&self, program: String, args: &[String]) -> std::io::Result<Finished> {
+        proc::run(&self.argv(&program::argv(program, args)), PROGRAM_TIMEOUT)
+    }
+
+    /// The argv that starts `cmd` detached in the container
+    /// ([`program::start`]), with stdin attached when secrets go on it.
+    pub fn start_argv(
+        &self,
+        cmd: &[String],
+        secret_names: &[String],
+        clear_cache: Option<&str>,
+    ) -> Vec<String> {
+        let argv = program::argv(program::start(secret_names, clear_cache), cmd);
+        if secret_names.is_empty() {
+            self.argv(&argv)
+        } else {
+            self.argv_with_stdin(&argv)
+        }
+    }
+
+    /// Starts the engine (`cmd`, argv with its env words) detached in the
+    /// container, `secrets` (values) on the start program's stdin; its pid
+    /// in the container.
+    pub fn start(
+        &self,
+        cmd: &[String],
+        secret_names: &[String],
+        secrets: &[String],
+        clear_cache: Option<&str>,
+    ) -> anyhow::Result<u32> {
+        let argv = self.start_argv(cmd, secret_names, clear_cache);
+        let mut input = String::new();
+        for v in secrets {
+            input.push_str(v);
+            input.push('\n');
+        }
+        let mut p = Proc::spawn_with(&argv, CAPTURE)?;
+        p.send(input.as_bytes())?;
+        let done = p.wait(PROGRAM_TIMEOUT);
+        let out = done.output.clone();
+        match done.status.and_then(|s| s.code()) {
+            Some(0) => {
+                for l in out.lines().filter(|l| !l.starts_with("halobox-serve-pid ")) {
+                    eprintln!("{l}");
+                }
+            }
+            Some(94) => anyhow::bail!(
+                "{}\n  hint: `halobox serve status` says what it serves; `halobox serve stop` stops it",
+                crate::remote::tail(&out, 1)
+            ),
+            Some(127) => anyhow::bail!(
+                "the head's container {} has no `sh`: {}\n  hint: refresh the head with an image that has a POSIX shell",
+                self.container,
+                crate::remote::tail(&out, 2)
+            ),
+            code => anyhow::bail!(
+                "could not start the engine in container {} on the head ({}) (exit {}): {}\n  hint: `halobox enter {}` and look; `halobox cluster status`",
+                self.container,
+                self.label,
+                code.map_or("killed".into(), |c| c.to_string()),
+                crate::remote::tail(&out, 4),
+                self.container
+            ),
+        }
+        done.stdout
+            .lines()
+            .find_map(|l| l.strip_prefix("halobox-serve-pid ")?.trim().parse().ok())
+            .ok_or_else(|| {
+                anyhow::anyhow!(
+                    "the start program in container {} printed no pid: {}",
+                    self.container,
+                    crate::remote::tail(&out, 3)
+                )
+            })
+    }
+
+    /// The engine's state there: `running PID`, `exited PID`, `none`.
+    pub fn state(&self) -> anyhow::Result<EngineState> {
+        let done = self.run(program::state(), &[])?;
+        let line = done.stdout.lines().last().unwrap_or("").trim().to_string();
+        let pid = |w: &str| line.strip_prefix(w).and_then(|p| p.trim().parse().ok());
+        if let Some(p) = pid("running ") {
+            return Ok(EngineState::Running(p));
+        }
+        if let Some(p) = pid("exited ") {
+            return Ok(EngineState::Exited(p));
+        }
+        if line == "none" {
+            return Ok(EngineState::None);
+        }
+        anyhow::bail!(
+            "cannot look into container {} on the head ({}): {}\n  hint: is it running? `halobox list`, `halobox cluster status`",
+            self.container,
+            self.label,
+            crate::remote::tail(&done.output, 3)
+        )
+    }
+
+    /// Stops the engine (SIGTERM, then SIGKILL after `grace`) and removes
+    /// the shm segments it left; what the stop program said.
+    pub fn stop(&self, grace: Duration) -> anyhow::Result<String> {
+        let done = self.run(program::stop(), &[grace.as_secs().to_string()])?;
+        let line = done.stdout.lines().last().unwrap_or("").trim().to_string();
+        if done.status.is_some_and(|s| s.success()) && !line.is_empty() {
+            return Ok(line);
+        }
+        anyhow::bail!(
+            "could not stop the engine in container {} on the head ({}): {}\n  hint: `halobox enter {} -- sh -c 'kill $(cat {}/engine.pid)'`",
+            self.container,
+            self.label,
+            crate::remote::tail(&done.output, 3),
+            self.container,
+            program::DIR
+        )
+    }
+
+    /// The last `lines` lines of the engine's log.
+    pub fn log_tail(&self, lines: usize) -> anyhow::Result<String> {
+        let done = self.run(program::logs(), &[lines.to_string()])?;
+        Ok(done.stdout)
+    }
+
+    /// Follows the engine's log: `last` lines back (`+1`: from its start), then what it writes.
+    pub fn follow(&self, last: &str) -> std::io::Result<Proc> {
+        let argv = self.argv(&program::argv(
+            program::logs(),
+            &[last.to_string(), "-f".into()],
+        ));
+        Proc::spawn_with(&argv, CAPTURE)
+    }
+}
+
+/// The engine's state in the container.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum EngineState {
+    /// Running, with this pid.
+    Running(u32),
+    /// Started, and ended since.
+    Exited(u32),
+    /// Never started there (or stopped by halobox).
+    None,
+}
+
+/// Where the API is asked from the head: the bind address, or loopback when
+/// it binds every interface.
+pub fn api_addr(host: Option<IpAddr>, port: u16) -> SocketAddr {
+    let ip = match host {
+        Some(ip) if !ip.is_unspecified() => ip,
+        _ => IpAddr::V4(Ipv4Addr::LOCALHOST),
+    };
+    SocketAddr::new(ip, port)
+}

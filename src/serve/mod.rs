@@ -1,0 +1,28 @@
+//! `halobox serve`: the inference engine (vLLM, tensor-parallel over the
+//! cluster's Ray) in the head's container, started detached there and
+//! watched from the head until it is ready, then (in the foreground) until
+//! it fails or Ctrl-C stops it; `serve status`, `logs` and `stop` for a
+//! serve left running with `--detach`.
+//!
+//! - [`preflight`]: cluster up, GPUs, port, vLLM, the model on every node;
+//! - [`prepare`]: the plan (vLLM's argv and the head's env) from the
+//!   cluster file and the head's facts;
+//! - [`program`]: the `sh` programs run in the container (start detached,
+//!   state, stop with its shm segments, logs);
+//! - [`engine`]: running them in the head's container, following the log;
+//! - [`watch`]: judging log lines (fatal, worker nodes, progress);
+//! - [`http`]: `/health`, `/v1/models`, a completion;
+//! - [`supervise`]: ready, then serving, then the end, named;
+//! - [`control`]: status, logs and stop of a recorded serve;
+//! - [`state`]: what a serve recorded on the head; [`interrupt`]: Ctrl-C.
+
+pub mod control;
+pub mod engine;
+pub mod http;
+pub mod interrupt;
+pub mod preflight;
+pub mod prepare;
+pub mod program;
+pub mod state;
+pub mod supervise;
+pub mod watch;

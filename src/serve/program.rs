@@ -1,0 +1,186 @@
+//! The small POSIX `sh` programs `serve` runs in the head's container (each
+//! as `sh -c PROGRAM halobox-serve ARGS…`): start the engine detached with
+//! its log in a file, look at it, follow its log, stop it. The engine's
+//! process id, its log and the `/dev/shm` segments that existed before it
+//! started live in [`DIR`] inside the container, so `serve status`, `logs`
+//! and `stop` find them from any later halobox run on the head.
+
+/// Where the programs keep the engine's pid, log and shm list (in the container).
+pub const DIR: &str = "/tmp/halobox-serve";
+/// The engine's log, in the container.
+pub const LOG: &str = "/tmp/halobox-serve/engine.log";
+
+/// `alive`: true when process `$pid` exists and is not a zombie (an
+/// orphaned engine is reparented to the container's init, which may never
+/// reap it, so `kill -0` alone would call a dead engine alive).
+const ALIVE_FN: &str = r#"alive() { [ -r "/proc/$1/stat" ] || return 1; case "$(sed 's/^.*) //' "/proc/$1/stat" 2>/dev/null)" in Z*|X*|x*|'') return 1 ;; esac; return 0; }"#;
+
+/// Starts `"$@"` detached (its own session, so a stop reaches its whole
+/// process group) with stdin from /dev/null and its output in [`LOG`];
+/// first refuses when an engine halobox started runs there already (exit
+/// 94), removes the compile cache when `clear_cache` (`cache` is the path as
+/// the shell expands it), and reads each of `secrets` from one stdin line into
+/// the environment (exit 97 when a line is missing). Prints
+/// `halobox-serve-pid PID`.
+pub fn start(secrets: &[String], clear_cache: Option<&str>) -> String {
+    let mut s = format!(
+        "{ALIVE_FN}; d={DIR}; mkdir -p \"$d\" || exit 95; \
+         if [ -f \"$d/engine.pid\" ] && alive \"$(cat \"$d/engine.pid\")\"; then \
+         echo \"halobox: an engine started by halobox serve already runs in this container (pid $(cat \"$d/engine.pid\"))\" >&2; exit 94; fi; "
+    );
+    if let Some(cache) = clear_cache {
+        s.push_str(&format!(
+            "rm -rf -- \"{cache}\" || exit 96; echo \"halobox: removed {cache}\" >&2; "
+        ));
+    }
+    for name in secrets {
+        s.push_str(&format!("IFS= read -r {name} || exit 97; export {name}; "));
+    }
+    s.push_str(
+        "ls /dev/shm 2>/dev/null | grep '^psm_' >\"$d/shm.before\"; \
+         : >\"$d/engine.log\"; \
+         setsid \"$@\" </dev/null >>\"$d/engine.log\" 2>&1 & \
+         echo $! >\"$d/engine.pid\"; echo \"halobox-serve-pid $!\"",
+    );
+    s
+}
+
+/// Prints `running PID`, `exited PID` or `none` (no engine started here).
+pub fn state() -> String {
+    format!(
+        "{ALIVE_FN}; d={DIR}; [ -f \"$d/engine.pid\" ] || {{ echo none; exit 0; }}; \
+         pid=$(cat \"$d/engine.pid\"); if alive \"$pid\"; then echo \"running $pid\"; else echo \"exited $pid\"; fi"
+    )
+}
+
+/// Stops the engine: SIGTERM to its process group, up to `$1` seconds for
+/// it to end, then SIGKILL; then removes its pid file and the `/dev/shm`
+/// `psm_*` segments that were not there before it started (vLLM leaves two
+/// behind even after a clean stop). Prints `stopped PID`, `gone PID` (it had
+/// ended already) or `none`.
+pub fn stop() -> String {
+    format!(
+        "{ALIVE_FN}; d={DIR}; grace=${{1:-30}}; [ -f \"$d/engine.pid\" ] || {{ echo none; exit 0; }}; \
+         pid=$(cat \"$d/engine.pid\"); word=gone; \
+         if alive \"$pid\"; then word=stopped; kill -TERM -- \"-$pid\" 2>/dev/null || kill -TERM \"$pid\" 2>/dev/null; \
+         i=0; while alive \"$pid\" && [ \"$i\" -lt \"$((grace * 5))\" ]; do sleep 0.2; i=$((i + 1)); done; \
+         if alive \"$pid\"; then kill -KILL -- \"-$pid\" 2>/dev/null || kill -KILL \"$pid\" 2>/dev/null; sleep 0.5; fi; fi; \
+         for f in $(ls /dev/shm 2>/dev/null | grep '^psm_'); do \
+         grep -qx \"$f\" \"$d/shm.before\" 2>/dev/null || rm -f \"/dev/shm/$f\"; done; \
+         rm -f \"$d/engine.pid\"; echo \"$word $pid\""
+    )
+}
+
+/// Prints the engine's log: the last `$1` lines, then, with `$2` = `-f`,
+/// what it writes from then on (until the reader goes away).
+pub fn logs() -> String {
+    format!(
+        "f={LOG}; [ -f \"$f\" ] || {{ echo \"halobox: no engine log in this container ({LOG})\" >&2; exit 3; }}; \
+         if [ \"$2\" = -f ]; then exec tail -n \"${{1:-100}}\" -F \"$f\"; else exec tail -n \"${{1:-100}}\" \"$f\"; fi"
+    )
+}
+
+/// `sh -c PROGRAM halobox-serve ARGS…` as argv.
+pub fn argv(program: String, args: &[String]) -> Vec<String> {
+    let mut a = vec![
+        "sh".to_string(),
+        "-c".into(),
+        program,
+        "halobox-serve".into(),
+    ];
+    a.extend(args.iter().cloned());
+    a
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn sh(program: &str, args: &[&str], dir: &std::path::Path) -> String {
+        let out = crate::proc::command("sh")
+            .arg("-c")
+            .arg(program.replace(DIR, &dir.display().to_string()))
+            .arg("halobox-serve")
+            .args(args)
+            .output()
+            .unwrap();
+        String::from_utf8_lossy(&out.stdout).trim().to_string()
+            + &String::from_utf8_lossy(&out.stderr)
+    }
+
+    /// The programs against a real `sleep` in a private folder: started,
+    /// seen running, refused a second time, stopped (its group too).
+    #[test]
+    fn start_state_stop_a_real_process() {
+        let dir = tempfile::tempdir().unwrap();
+        assert_eq!(sh(&state(), &[], dir.path()), "none");
+        let started = sh(&start(&[], None), &["sleep", "300"], dir.path());
+        let pid = started
+            .strip_prefix("halobox-serve-pid ")
+            .unwrap()
+            .to_string();
+        assert!(sh(&state(), &[], dir.path()).starts_with("running "));
+        let again = sh(&start(&[], None), &["sleep", "300"], dir.path());
+        assert!(again.contains("already runs"), "{again}");
+        assert_eq!(sh(&stop(), &["5"], dir.path()), format!("stopped {pid}"));
+        assert_eq!(sh(&state(), &[], dir.path()), "none");
+        // Gone, or a zombie its new parent has not reaped yet.
+        let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+        let st = stat.rsplit_once(") ").map_or("", |(_, r)| r);
+        assert!(stat.is_empty() || st.starts_with('Z'), "{stat}");
+    }
+
+    /// A real `sh`: the secrets arrive in the engine's environment from
+    /// stdin (not its arguments), and the compile cache is gone first.
+    #[test]
+    fn secrets_reach_the_engine_and_the_cache_is_cleared() {
+        use std::io::Write;
+        let dir = tempfile::tempdir().unwrap();
+        let cache = dir.path().join("cache/torch_compile_cache");
+        std::fs::create_dir_all(&cache).unwrap();
+        let program = start(
+            &["HF_TOKEN".into(), "VLLM_API_KEY".into()],
+            Some(&cache.display().to_string()),
+        )
+        .replace(DIR, &dir.path().display().to_string());
+        let mut child = crate::proc::command("sh")
+            .arg("-c")
+            .arg(program)
+            .args([
+                "halobox-serve",
+                "sh",
+                "-c",
+                "echo \"$HF_TOKEN|$VLLM_API_KEY|$*\"",
+                "x",
+            ])
+            .stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        child
+            .stdin
+            .take()
+            .unwrap()
+            .write_all(b"hf_secret\nkey secret\n")
+            .unwrap();
+        let out = child.wait_with_output().unwrap();
+        assert!(out.status.success(), "{out:?}");
+        assert!(String::from_utf8_lossy(&out.stderr).contains("halobox: removed"));
+        assert!(!cache.exists());
+        std::thread::sleep(std::time::Duration::from_millis(300));
+        let log = std::fs::read_to_string(dir.path().join("engine.log")).unwrap();
+        assert_eq!(log, "hf_secret|key secret|\n");
+    }
+
+    #[test]
+    fn secrets_are_read_from_stdin_not_arguments() {
+        let p = start(&["HF_TOKEN".into(), "VLLM_API_KEY".into()], None);
+        assert!(p.contains("IFS= read -r HF_TOKEN || exit 97; export HF_TOKEN;"));
+        assert!(p.find("HF_TOKEN").unwrap() < p.find("VLLM_API_KEY").unwrap());
+        assert!(
+            p.contains("</dev/null"),
+            "the engine must not keep the secrets' stdin"
+        );
+    }
+}

@@ -1,0 +1,464 @@
+//! Starting the engine and watching it: it counts as served only once its
+//! API answers `/health` and lists the model; from then on (in the
+//! foreground) its log is copied through and judged, and `/health` asked,
+//! because vLLM exits 0 after a fatal engine error. A failure stops the
+//! engine, names the node it lost where one is to blame, and ends non-zero;
+//! Ctrl-C (or SIGTERM) stops it on every node and ends cleanly.
+
+use std::collections::VecDeque;
+use std::net::{Ipv4Addr, SocketAddr};
+use std::path::Path;
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use super::engine::{EngineState, Head};
+use super::state::{self, ServeState};
+use super::{http, interrupt, watch};
+use crate::cluster::config::ClusterConfig;
+use crate::cluster::run as cluster_run;
+use crate::proc::Proc;
+
+/// How long the engine gets to end after SIGTERM before SIGKILL.
+const STOP_GRACE: Duration = Duration::from_secs(20);
+/// Log lines kept to show when something fails.
+const KEPT_LINES: usize = 40;
+/// The first error lines kept (the root cause is usually among them).
+const FIRST_ERRORS: usize = 6;
+
+/// What to start and how to watch it.
+#[derive(Debug, Clone)]
+pub struct Start<'a> {
+    /// The cluster.
+    pub cfg: &'a ClusterConfig,
+    /// Its file (the state's key).
+    pub cluster_path: &'a Path,
+    /// The model as given.
+    pub model: String,
+    /// The name the API lists it under.
+    pub served_name: String,
+    /// The engine's argv with its env words in front.
+    pub command: Vec<String>,
+    /// Names of the secrets handed over on stdin, in order.
+    pub secret_names: Vec<String>,
+    /// Their values, in the same order.
+    pub secrets: Vec<String>,
+    /// The compile cache to remove first (as the shell in the container expands it).
+    pub clear_cache: Option<String>,
+    /// Where the head reaches the API.
+    pub api: SocketAddr,
+    /// The API key, when one is in force.
+    pub api_key: Option<String>,
+    /// Say which transport NCCL used.
+    pub nccl_debug: bool,
+    /// Return once ready, leaving the engine running.
+    pub detach: bool,
+    /// How long the engine may take to become ready.
+    pub timeout: Duration,
+}
+
+/// How a serve ended.
+#[derive(Debug)]
+pub enum Ended {
+    /// Stopped by a signal (its number), cleanly.
+    Stopped(i32),
+    /// Ready and left running (`--detach`).
+    Detached,
+}
+
+/// Why the engine is not (or no longer) serving: the error `serve` ends with.
+#[derive(Debug, thiserror::Error)]
+#[error("{0}")]
+pub struct NotServing(pub String);
+
+/// The log as it arrives: kept lines, worker nodes seen, NCCL's transport,
+/// the first fatal line.
+struct Log {
+    follower: Option<Proc>,
+    seen: usize,
+    kept: VecDeque<String>,
+    errors: Vec<String>,
+    workers: Vec<Ipv4Addr>,
+    fatal: Option<String>,
+    transport_said: bool,
+    nccl_debug: bool,
+}
+
+impl Log {
+    fn new(nccl_debug: bool) -> Log {
+        Log {
+            follower: None,
+            seen: 0,
+            kept: VecDeque::new(),
+            errors: Vec::new(),
+            workers: Vec::new(),
+            fatal: None,
+            transport_said: false,
+            nccl_debug,
+        }
+    }
+
+    /// The lines that came within `wait`, judged and kept.
+    fn read(&mut self, head: &Head, wait: Duration) -> Vec<String> {
+        let ended = self
+            .follower
+            .as_mut()
+            .is_none_or(|f| f.try_status().is_some());
+        if ended {
+            self.follower = head.follow(&format!("+{}", self.seen + 1)).ok();
+        }
+        let Some(f) = self.follower.as_mut() else {
+            std::thread::sleep(wait);
+            return Vec::new();
+        };
+        let lines = f.lines(wait);
+        for l in &lines {
+            self.seen += 1;
+            if self.kept.len() == KEPT_LINES {
+                self.kept.pop_front();
+            }
+            self.kept.push_back(l.clone());
+            if let Some(e) = watch::error(l)
+                && self.errors.len() < FIRST_ERRORS
+                && !self.errors.iter().any(|k| k == e)
+            {
+                self.errors.push(e.to_string());
+            }
+            if let Some(ip) = watch::worker_ip(l)
+                && !self.workers.contains(&ip)
+            {
+                self.workers.push(ip);
+            }
+            if self.fatal.is_none() && watch::fatal(l) {
+                self.fatal = Some(l.clone());
+            }
+            if self.nccl_debug
+                && !self.transport_said
+                && let Some(t) = crate::cluster::plan::nccl_transport(l)
+            {
+                self.transport_said = true;
+                eprintln!("halobox: NCCL uses {t}");
+            }
+        }
+        lines
+    }
+
+    fn tail(&self, n: usize) -> String {
+        let skip = self.kept.len().saturating_sub(n);
+        self.kept
+            .iter()
+            .skip(skip)
+            .map(|l| format!("  | {l}\n"))
+            .collect()
+    }
+}
+
+/// Starts the engine and watches it until it is ready, then (unless
+/// `--detach`) until it fails or a signal stops it.
+pub fn serve(s: &Start) -> anyhow::Result<Ended> {
+    let head = Head::of(s.cfg);
+    interrupt::catch()?;
+    let pid = head.start(
+        &s.command,
+        &s.secret_names,
+        &s.secrets,
+        s.clear_cache.as_deref(),
+    )?;
+    let started = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs());
+    let mut record = ServeState {
+        cluster: s.cluster_path.display().to_string(),
+        engine: "vllm".into(),
+        model: s.model.clone(),
+        endpoint: format!("http://{}", s.api),
+        started,
+        pid,
+        container: head.container.clone(),
+        api_key: s.api_key.is_some(),
+        detached: s.detach,
+    };
+    if let Err(e) = state::save(s.cluster_path, &record) {
+        eprintln!("warning: cannot record the serve for `halobox serve status`: {e}");
+    }
+    eprintln!(
+        "==> vLLM started in container {} on the head ({}), pid {pid}; waiting for its API at {}",
+        head.container, head.label, record.endpoint
+    );
+    let mut log = Log::new(s.nccl_debug);
+    let t0 = Instant::now();
+    if let Err(e) = wait_ready(s, &head, &mut log, t0) {
+        return Err(end(s, &head, &log, e));
+    }
+    let ready_in = t0.elapsed().as_secs_f64();
+    print_ready(s, &head, &log, ready_in);
+    if s.detach {
+        drop(log.follower.take());
+        return Ok(Ended::Detached);
+    }
+    record.detached = false;
+    match watch_serving(s, &head, &mut log) {
+        Ok(sig) => {
+            eprintln!(
+                "==> {}: stopping vLLM on every node",
+                crate::refresh::signals::name(sig)
+            );
+            drop(log.follower.take());
+            let said = head.stop(STOP_GRACE)?;
+            state::remove(s.cluster_path);
+            eprintln!("==> vLLM stopped ({said})");
+            Ok(Ended::Stopped(sig))
+        }
+        Err(e) => Err(end(s, &head, &log, e)),
+    }
+}
+
+/// Waits until `/health` answers 200 and `/v1/models` lists the model.
+fn wait_ready(s: &Start, head: &Head, log: &mut Log, t0: Instant) -> Result<(), NotServing> {
+    let mut last_word = "";
+    let mut next_health = Instant::now();
+    let mut next_state = Instant::now() + Duration::from_secs(3);
+    loop {
+        if let Some(sig) = interrupt::arrived() {
+            return Err(NotServing(format!(
+                "{} before the API answered: vLLM stopped",
+                crate::refresh::signals::name(sig)
+            )));
+        }
+        for l in log.read(head, Duration::from_millis(500)) {
+            if let Some(w) = watch::progress(&l)
+                && w != last_word
+            {
+                last_word = w;
+                eprintln!("==> [{:>4} s] {w}", t0.elapsed().as_secs());
+            }
+        }
+        if let Some(f) = &log.fatal {
+            return Err(NotServing(format!(
+                "vLLM failed while starting: {}",
+                watch::cause(f)
+            )));
+        }
+        if Instant::now() >= next_health {
+            next_health = Instant::now() + Duration::from_secs(1);
+            if ready(s) {
+                return Ok(());
+            }
+        }
+        if Instant::now() >= next_state {
+            next_state = Instant::now() + Duration::from_secs(3);
+            if let Ok(EngineState::Exited(_) | EngineState::None) = head.state() {
+                log.read(head, Duration::from_millis(500));
+                return Err(NotServing(
+                    "vLLM exited before its API answered".to_string(),
+                ));
+            }
+        }
+        if t0.elapsed() > s.timeout {
+            return Err(NotServing(format!(
+                "vLLM's API did not answer within {} s (--timeout)",
+                s.timeout.as_secs()
+            )));
+        }
+    }
+}
+
+/// `/health` is 200 and `/v1/models` lists the served name.
+fn ready(s: &Start) -> bool {
+    let t = Duration::from_secs(3);
+    let Ok(h) = http::get(s.api, "/health", s.api_key.as_deref(), t) else {
+        return false;
+    };
+    if h.status != 200 {
+        return false;
+    }
+    let Ok(m) = http::get(s.api, "/v1/models", s.api_key.as_deref(), t) else {
+        return false;
+    };
+    m.status == 200 && lists(&m.body, &s.served_name)
+}
+
+/// Whether an OpenAI `/v1/models` body lists `name`.
+pub fn lists(body: &str, name: &str) -> bool {
+    serde_json::from_str::<serde_json::Value>(body)
+        .ok()
+        .and_then(|v| {
+            v["data"]
+                .as_array()
+                .map(|d| d.iter().any(|m| m["id"].as_str() == Some(name)))
+        })
+        .unwrap_or(false)
+}
+
+fn print_ready(s: &Start, head: &Head, log: &Log, secs: f64) {
+    let nodes = node_names(s.cfg, head, &log.workers);
+    println!(
+        "serving {} at {} (ready in {secs:.0} s; tensor-parallel workers on {nodes})",
+        s.served_name,
+        format_args!("http://{}", s.api)
+    );
+    let auth = if s.api_key.is_some() {
+        " -H \"Authorization: Bearer $VLLM_API_KEY\""
+    } else {
+        ""
+    };
+    println!(
+        "  curl -s http://{}/v1/completions -H 'Content-Type: application/json'{auth} -d '{{\"model\": \"{}\", \"prompt\": \"Hello\", \"max_tokens\": 16, \"temperature\": 0}}'",
+        s.api, s.served_name
+    );
+    if s.detach {
+        println!("  halobox serve status | halobox serve logs -f | halobox serve stop");
+    } else {
+        println!("  (Ctrl-C stops vLLM on every node)");
+    }
+}
+
+/// The nodes whose workers were seen, by their names in cluster.toml; the
+/// head's own when the log named none (one node, or the log did not say).
+fn node_names(cfg: &ClusterConfig, head: &Head, workers: &[Ipv4Addr]) -> String {
+    let mut names: Vec<String> = cfg
+        .nodes
+        .iter()
+        .filter(|n| n.ip == head.ip || workers.contains(&n.ip))
+        .map(|n| format!("{} ({})", n.label(), n.ip))
+        .collect();
+    for w in workers {
+        if !cfg.nodes.iter().any(|n| n.ip == *w) {
+            names.push(format!("{w} (not in cluster.toml)"));
+        }
+    }
+    names.join(", ")
+}
+
+/// Copies the log through and judges it until a fatal line, an API that
+/// stops answering with the engine gone, or a signal (returned).
+fn watch_serving(s: &Start, head: &Head, log: &mut Log) -> Result<i32, NotServing> {
+    let mut next_health = Instant::now() + Duration::from_secs(2);
+    let mut failed_checks = 0u32;
+    loop {
+        if let Some(sig) = interrupt::arrived() {
+            return Ok(sig);
+        }
+        for l in log.read(head, Duration::from_millis(500)) {
+            println!("{l}");
+        }
+        if let Some(f) = log.fatal.clone() {
+            // The lines right after the first fatal one usually name the node.
+            let until = Instant::now() + Duration::from_secs(2);
+            while Instant::now() < until {
+                for l in log.read(head, Duration::from_millis(300)) {
+                    println!("{l}");
+                }
+            }
+            return Err(NotServing(format!(
+                "vLLM stopped serving: {}",
+                watch::cause(&f)
+            )));
+        }
+        if Instant::now() >= next_health {
+            next_health = Instant::now() + Duration::from_secs(2);
+            let ok = http::get(
+                s.api,
+                "/health",
+                s.api_key.as_deref(),
+                Duration::from_secs(5),
+            )
+            .is_ok_and(|r| r.status == 200);
+            failed_checks = if ok { 0 } else { failed_checks + 1 };
+            if failed_checks >= 3 {
+                return Err(NotServing(match head.state() {
+                    Ok(EngineState::Running(_)) => {
+                        "vLLM's API stopped answering /health (3 checks in a row)".into()
+                    }
+                    _ => "vLLM exited".into(),
+                }));
+            }
+        }
+    }
+}
+
+/// Ends a failed serve: names the node to blame, stops the engine, forgets
+/// the serve; the error to report.
+fn end(s: &Start, head: &Head, log: &Log, e: NotServing) -> anyhow::Error {
+    let blame = blame(s.cfg, head, log);
+    let stopped = head.stop(STOP_GRACE);
+    state::remove(s.cluster_path);
+    let mut msg = match &blame {
+        Some(b) => format!("{b}: {}", e.0),
+        None => e.0,
+    };
+    msg.push('\n');
+    if !log.errors.is_empty() {
+        msg.push_str("  the engine's first errors:\n");
+        for l in &log.errors {
+            msg.push_str(&format!("  | {l}\n"));
+        }
+    }
+    let tail = log.tail(12);
+    if !tail.is_empty() {
+        msg.push_str(&format!("  the engine's last lines:\n{tail}"));
+    }
+    match stopped {
+        Ok(said) => msg.push_str(&format!(
+            "  vLLM on the head: {said} (its shm segments removed)\n"
+        )),
+        Err(e) => msg.push_str(&format!("  could not stop vLLM on the head: {e}\n")),
+    }
+    msg.push_str(
+        "  hint: `halobox cluster status` shows which nodes Ray still has; `halobox serve logs` shows the whole log; fix the node, then `halobox cluster up` and `halobox serve` again",
+    );
+    anyhow::anyhow!(msg)
+}
+
+/// The worker node a failure names: an address of a worker node in the
+/// fatal line, else a node Ray no longer lists as alive, asked a few times
+/// while Ray notices.
+fn blame(cfg: &ClusterConfig, head: &Head, log: &Log) -> Option<String> {
+    let workers: Vec<_> = cfg.nodes.iter().filter(|n| n.ip != head.ip).collect();
+    if workers.is_empty() {
+        return None;
+    }
+    let cause = log.fatal.as_deref().map(watch::cause);
+    let named = log
+        .kept
+        .iter()
+        .filter(|l| watch::fatal(l))
+        .flat_map(|l| watch::addresses(l))
+        .find_map(|ip| workers.iter().find(|n| n.ip == ip));
+    if let Some(n) = named {
+        return Some(format!(
+            "worker on node {} ({}) lost{}",
+            n.label(),
+            n.ip,
+            cause.map(|c| format!(" ({c})")).unwrap_or_default()
+        ));
+    }
+    for attempt in 0..4 {
+        if attempt > 0 {
+            std::thread::sleep(Duration::from_secs(5));
+        }
+        let Ok(nodes) = cluster_run::ray_nodes(cfg, 0, 5) else {
+            continue;
+        };
+        let alive: Vec<String> = nodes.alive().map(|r| r.ip.clone()).collect();
+        if let Some(n) = workers.iter().find(|n| !alive.contains(&n.ip.to_string())) {
+            return Some(format!(
+                "worker on node {} ({}) lost: Ray no longer lists the node as alive",
+                n.label(),
+                n.ip
+            ));
+        }
+    }
+    None
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn models_listing() {
+        let body = r#"{"object":"list","data":[{"id":"/models/tiny","object":"model"}]}"#;
+        assert!(lists(body, "/models/tiny"));
+        assert!(!lists(body, "tiny"));
+        assert!(!lists("<html>", "tiny"));
+    }
+}
