@@ -45,6 +45,7 @@ impl LimitsFacts {
 /// `user` the invoking user.
 pub fn read(r: &Reader, processes: &[Process], user: &UserFacts) -> LimitsFacts {
     let memlock = if r.root().is_live() {
+        r.touch_read("/proc/self/limits");
         nix::sys::resource::getrlimit(nix::sys::resource::Resource::RLIMIT_MEMLOCK)
             .ok()
             .map(|(soft, hard)| Limit {

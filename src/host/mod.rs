@@ -28,7 +28,9 @@ pub mod pci;
 pub mod procs;
 pub mod rdma;
 pub mod reader;
+pub mod redact;
 pub mod routes;
+pub mod snapshot;
 pub mod tools;
 pub mod unit_limits;
 pub mod users;
@@ -36,7 +38,7 @@ pub mod users;
 use schemars::JsonSchema;
 use serde::Serialize;
 
-pub use reader::{HostRoot, ReadIssue, Reader, RootError};
+pub use reader::{Accessed, HostRoot, ReadIssue, Reader, RootError};
 
 /// The version of the JSON schema of [`HostFacts`].
 pub const SCHEMA_VERSION: u32 = 1;
@@ -108,7 +110,22 @@ pub struct GatherOptions {
 
 /// Reads every fact of the host behind `root`.
 pub fn gather(root: HostRoot, opts: GatherOptions) -> HostFacts {
-    let r = Reader::new(root);
+    gather_with(&Reader::new(root), opts)
+}
+
+/// Reads every fact of the live host, recording every path it looks at and
+/// the command output it uses, for `halobox snapshot`.
+pub fn gather_recorded(opts: GatherOptions) -> (HostFacts, Accessed) {
+    let r = Reader::recording();
+    // A snapshot always says who had which device nodes and addresses,
+    // even when there are none.
+    r.write(devnodes::DEV_STAT, b"");
+    let facts = gather_with(&r, opts);
+    (facts, r.take_accessed())
+}
+
+fn gather_with(r: &Reader, opts: GatherOptions) -> HostFacts {
+    let r = r;
     let stats = devnodes::StatTable::load(&r);
     let processes = procs::find(&r, &["podman", "dockerd", "firewalld"]);
     let rdma = rdma::read(&r, &stats);

@@ -78,7 +78,9 @@ pub fn read(r: &Reader, versions: bool) -> Vec<Tool> {
 
 fn locate(r: &Reader, name: &str) -> Option<PathBuf> {
     if r.root().is_live() {
-        return which::which(name).ok();
+        let found = which::which(name).ok()?;
+        r.touch_stat(&found.to_string_lossy());
+        return Some(found);
     }
     // In a snapshot: an executable regular file, symlinks resolved inside it.
     SNAPSHOT_PATH.iter().find_map(|d| {
