@@ -93,7 +93,11 @@ fn a_snapshot_of_this_machine_judges_like_this_machine() {
         .unwrap();
     unpack(&out, dir.path());
     let root = dir.path().join("here");
-    for must in ["proc/self/limits", "captured/ip-addr.json", "captured/dev-stat.txt"] {
+    for must in [
+        "proc/self/limits",
+        "captured/ip-addr.json",
+        "captured/dev-stat.txt",
+    ] {
         assert!(root.join(must).exists(), "{must} is in the snapshot");
     }
     let snap = halobox(dir.path())
@@ -102,7 +106,11 @@ fn a_snapshot_of_this_machine_judges_like_this_machine() {
         .output()
         .unwrap();
     assert_eq!(live.status.code(), snap.status.code());
-    same_verdicts(&json(&live, "doctor"), &json(&snap, "doctor --sysroot"), "this machine");
+    same_verdicts(
+        &json(&live, "doctor"),
+        &json(&snap, "doctor --sysroot"),
+        "this machine",
+    );
     let leftovers: Vec<_> = fs::read_dir(dir.path())
         .unwrap()
         .filter_map(|e| e.ok())
@@ -164,7 +172,11 @@ fn dry_run_lists_the_files_and_writes_nothing() {
         assert!(text.contains(must), "{must} not listed:\n{text}");
     }
     assert!(text.contains("would write"), "{text}");
-    assert_eq!(fs::read_dir(dir.path()).unwrap().count(), 0, "wrote something");
+    assert_eq!(
+        fs::read_dir(dir.path()).unwrap().count(),
+        0,
+        "wrote something"
+    );
 }
 
 /// Bad names and an existing archive are refused before anything is read.
@@ -270,21 +282,19 @@ fn redaction_leaves_no_mac_or_hostname_and_replaces_consistently() {
     for (path, text) in &all {
         let lower = text.to_lowercase();
         for (ifname, mac) in &macs {
-            assert!(!lower.contains(mac), "{path} still has {ifname}'s MAC {mac}");
-        }
-        if hostname.len() >= 2 && hostname != "localhost" {
             assert!(
-                !names_word(text, hostname),
-                "{path} still names {hostname}"
+                !lower.contains(mac),
+                "{path} still has {ifname}'s MAC {mac}"
             );
         }
+        if hostname.len() >= 2 && hostname != "localhost" {
+            assert!(!names_word(text, hostname), "{path} still names {hostname}");
+        }
         for ip in &originals_v4 {
-            let found = text
-                .match_indices(ip.as_str())
-                .any(|(at, _)| {
-                    let after = text[at + ip.len()..].chars().next();
-                    !after.is_some_and(|c| c.is_ascii_digit())
-                });
+            let found = text.match_indices(ip.as_str()).any(|(at, _)| {
+                let after = text[at + ip.len()..].chars().next();
+                !after.is_some_and(|c| c.is_ascii_digit())
+            });
             assert!(!found, "{path} still has the address {ip}");
         }
     }
@@ -298,10 +308,10 @@ fn redaction_leaves_no_mac_or_hostname_and_replaces_consistently() {
         if mac == "00:00:00:00:00:00" {
             continue;
         }
-        if let Some(orig) = macs.get(name) {
-            if let Some(other) = seen.insert(mac.to_string(), orig.clone()) {
-                assert_eq!(&other, orig, "two MACs became {mac}");
-            }
+        if let Some(orig) = macs.get(name)
+            && let Some(other) = seen.insert(mac.to_string(), orig.clone())
+        {
+            assert_eq!(&other, orig, "two MACs became {mac}");
         }
         assert!(mac.starts_with("02:00:"), "{name}: {mac}");
     }
@@ -325,5 +335,83 @@ fn redaction_leaves_no_mac_or_hostname_and_replaces_consistently() {
     assert_eq!(
         status(&json(&live, "doctor")),
         status(&json(&snap, "doctor --sysroot on the redacted snapshot"))
+    );
+}
+
+/// Only `.partial-` files halobox left in `dir`.
+fn partials(dir: &Path) -> Vec<String> {
+    fs::read_dir(dir)
+        .unwrap()
+        .filter_map(|e| e.ok())
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .filter(|n| n.contains(".partial-"))
+        .collect()
+}
+
+/// Ctrl-C at any moment leaves either no archive or a whole one, and never
+/// the temporary file.
+#[test]
+fn ctrl_c_leaves_a_whole_archive_or_none() {
+    use std::time::Duration;
+    for delay_ms in [50u64, 200, 400, 700, 1000, 1500] {
+        let dir = tempfile::tempdir().unwrap();
+        let out = dir.path().join("int.tar.gz");
+        let mut child = halobox(dir.path())
+            .arg("snapshot")
+            .arg(&out)
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        std::thread::sleep(Duration::from_millis(delay_ms));
+        let _ = nix::sys::signal::kill(
+            nix::unistd::Pid::from_raw(child.id() as i32),
+            nix::sys::signal::Signal::SIGINT,
+        );
+        let status = child.wait().unwrap();
+        assert!(partials(dir.path()).is_empty(), "after {delay_ms} ms");
+        if out.exists() {
+            unpack(&out, dir.path());
+            assert!(dir.path().join("int/proc/self/limits").exists());
+        } else {
+            assert!(!status.success(), "after {delay_ms} ms: exit 0 without OUT");
+        }
+    }
+}
+
+/// The writer stopped by a signal, or failing at the rename, leaves
+/// neither OUT nor its temporary file.
+#[test]
+fn a_stopped_or_failed_write_leaves_nothing() {
+    use halobox::host::snapshot::{Body, Entry, Tree, WriteError, write_archive};
+    use std::sync::atomic::AtomicBool;
+    let mut tree = Tree::new();
+    tree.insert(
+        "/proc/meminfo".into(),
+        Entry {
+            mode: 0o644,
+            mtime: 0,
+            body: Body::File(b"MemTotal: 1 kB\n".to_vec()),
+        },
+    );
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("s.tar.gz");
+    let stopped = write_archive(&tree, "s", &out, &AtomicBool::new(true));
+    assert!(
+        matches!(stopped, Err(WriteError::Interrupted(_))),
+        "{stopped:?}"
+    );
+    assert!(!out.exists() && partials(dir.path()).is_empty());
+    // OUT is a directory with something in it: the rename fails.
+    fs::create_dir_all(out.join("busy")).unwrap();
+    let failed = write_archive(&tree, "s", &out, &AtomicBool::new(false));
+    assert!(matches!(failed, Err(WriteError::Io { .. })), "{failed:?}");
+    assert!(partials(dir.path()).is_empty());
+    fs::remove_dir_all(&out).unwrap();
+    write_archive(&tree, "s", &out, &AtomicBool::new(false)).unwrap();
+    unpack(&out, dir.path());
+    assert_eq!(
+        fs::read_to_string(dir.path().join("s/proc/meminfo")).unwrap(),
+        "MemTotal: 1 kB\n"
     );
 }

@@ -111,7 +111,10 @@ pub fn read(r: &Reader, table: &StatTable, host_path: &str) -> Option<DeviceNode
             Some(m) => {
                 let (mode, uid, gid) = (m.mode() & 0o7777, m.uid(), m.gid());
                 if m.file_type().is_char_device() || m.file_type().is_block_device() {
-                    r.write(DEV_STAT, format!("{host_path} {mode:o} {uid} {gid}\n").as_bytes());
+                    r.write(
+                        DEV_STAT,
+                        format!("{host_path} {mode:o} {uid} {gid}\n").as_bytes(),
+                    );
                 }
                 (Some(mode), Some(uid), Some(gid))
             }

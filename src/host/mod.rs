@@ -125,11 +125,10 @@ pub fn gather_recorded(opts: GatherOptions) -> (HostFacts, Accessed) {
 }
 
 fn gather_with(r: &Reader, opts: GatherOptions) -> HostFacts {
-    let r = r;
-    let stats = devnodes::StatTable::load(&r);
-    let processes = procs::find(&r, &["podman", "dockerd", "firewalld"]);
-    let rdma = rdma::read(&r, &stats);
-    let tools = tools::read(&r, opts.tool_versions);
+    let stats = devnodes::StatTable::load(r);
+    let processes = procs::find(r, &["podman", "dockerd", "firewalld"]);
+    let rdma = rdma::read(r, &stats);
+    let tools = tools::read(r, opts.tool_versions);
     let rdma_netdevs: Vec<String> = rdma
         .devices
         .iter()
@@ -139,8 +138,8 @@ fn gather_with(r: &Reader, opts: GatherOptions) -> HostFacts {
         .iter()
         .find(|t| t.name == "ethtool")
         .and_then(|t| t.path.clone());
-    let user = users::read(&r);
-    let podman_runtime = containers_conf::read(&r, user.home.as_deref());
+    let user = users::read(r);
+    let podman_runtime = containers_conf::read(r, user.home.as_deref());
     let captures_missing = if r.root().is_live() {
         Vec::new()
     } else {
@@ -153,22 +152,22 @@ fn gather_with(r: &Reader, opts: GatherOptions) -> HostFacts {
     HostFacts {
         schema_version: SCHEMA_VERSION,
         sysroot: r.root().sysroot_dir().map(|p| p.display().to_string()),
-        gpu: gpu::read(&r, &stats),
-        nic_drivers: ethtool::read(&r, &rdma_netdevs, ethtool_path.as_deref()),
-        network: net::read(&r, &rdma),
+        gpu: gpu::read(r, &stats),
+        nic_drivers: ethtool::read(r, &rdma_netdevs, ethtool_path.as_deref()),
+        network: net::read(r, &rdma),
         rdma,
-        limits: memlock::read(&r, &processes, &user),
+        limits: memlock::read(r, &processes, &user),
         user,
-        kernel: kernel::read(&r),
-        boot: boot::read(&r),
-        os: os::read(&r),
-        firmware: firmware::read(&r),
-        routes: routes::read(&r),
-        cpus_online: cpu::online(&r),
-        env_hazards: env::read(&r),
+        kernel: kernel::read(r),
+        boot: boot::read(r),
+        os: os::read(r),
+        firmware: firmware::read(r),
+        routes: routes::read(r),
+        cpus_online: cpu::online(r),
+        env_hazards: env::read(r),
         tools,
-        firewall: firewall::read(&r, &processes),
-        toolbox_paths: paths::read(&r),
+        firewall: firewall::read(r, &processes),
+        toolbox_paths: paths::read(r),
         podman_runtime,
         read_issues: r.take_issues(),
         captures_missing,

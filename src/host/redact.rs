@@ -479,7 +479,10 @@ mod tests {
         let h = how(true);
         let mut r = Redactor::new(&h);
         let gid = r.text("0000:0000:0000:0000:0000:ffff:c0a8:6401\n");
-        assert!(gid.starts_with("0000:0000:0000:0000:0000:ffff:c0a8:"), "{gid}");
+        assert!(
+            gid.starts_with("0000:0000:0000:0000:0000:ffff:c0a8:"),
+            "{gid}"
+        );
         assert_eq!(gid.trim(), {
             let v: Ipv6Addr = a.to_ipv6_mapped();
             format_groups(&v.octets())
@@ -503,6 +506,9 @@ mod tests {
         assert_ne!(s, "MT2145X12345\n");
         assert_eq!(s, r.serial_file("MT2145X12345\n"));
         let p = r.kfd_unique_id("gpu_id 1\nunique_id 1234567890\nnum_xcc 1\n");
-        assert!(!p.contains("1234567890") && p.contains("num_xcc 1\n"), "{p}");
+        assert!(
+            !p.contains("1234567890") && p.contains("num_xcc 1\n"),
+            "{p}"
+        );
     }
 }

@@ -316,7 +316,12 @@ mod tests {
             .collect();
         assert_eq!(
             dirs,
-            ["/sys", "/sys/class", "/sys/class/net", "/sys/class/net/eth0"]
+            [
+                "/sys",
+                "/sys/class",
+                "/sys/class/net",
+                "/sys/class/net/eth0"
+            ]
         );
     }
 }
