@@ -130,6 +130,10 @@ pub struct Accessed {
     /// Host paths written in a snapshot's layout (`/captured/…`,
     /// `/proc/self/environ`), with their content.
     pub written: BTreeMap<String, Vec<u8>>,
+    /// Empty executables a snapshot holds for tools found on `PATH` outside
+    /// the directories a snapshot is searched in (`~/.local/bin/distrobox`
+    /// is stored as `/usr/local/bin/distrobox`).
+    pub executables: BTreeSet<String>,
 }
 
 /// Reads host files through a [`HostRoot`] and collects what could not be read.
@@ -186,6 +190,11 @@ impl Reader {
     /// Records that `host_path` was looked up (an executable found on PATH).
     pub fn touch_stat(&self, host_path: &str) {
         self.touch(|a| &mut a.stat, host_path);
+    }
+
+    /// When recording, a snapshot gets an empty executable at `host_path`.
+    pub fn write_executable(&self, host_path: &str) {
+        self.touch(|a| &mut a.executables, host_path);
     }
 
     /// When recording, appends `bytes` to the snapshot file `host_path`

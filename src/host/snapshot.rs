@@ -79,6 +79,16 @@ pub fn collect(acc: &Accessed) -> Tree {
             );
         }
     }
+    for path in &acc.executables {
+        tree.insert(
+            path.clone(),
+            Entry {
+                mode: 0o755,
+                mtime: now(),
+                body: Body::File(Vec::new()),
+            },
+        );
+    }
     for (path, bytes) in &acc.written {
         tree.insert(
             path.clone(),
