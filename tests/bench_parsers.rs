@@ -144,6 +144,19 @@ fn failures_are_diagnosed() {
     let d = cause("no_device_debian12.txt", Side::Local);
     assert_eq!(d.cause, Cause::NoDevice);
 
+    let d = cause("port_down_then_context.txt", Side::Local);
+    assert_eq!(d.cause, Cause::PortDown, "{}", d.why);
+    assert!(d.why.contains("Port number 1 state is Down"), "{}", d.why);
+
+    let d = cause("retry_exceeded_named.txt", Side::Local);
+    assert_eq!(d.cause, Cause::RetryExceeded, "{}", d.why);
+    assert_eq!(d.completion.as_ref().unwrap().code, 12);
+    assert!(
+        d.fix.contains("GID") && d.fix.contains("UDP 4791"),
+        "{}",
+        d.fix
+    );
+
     let cq = diagnose::perftest("Couldn't create CQ\n", Side::Local, "ib_write_lat").unwrap();
     assert_eq!(cq.cause, Cause::Memlock);
     let old = diagnose::perftest("No IB devices found\n", Side::Local, "ib_write_lat").unwrap();

@@ -8,9 +8,10 @@ use std::fs;
 use common::{check, copy_tree, fixture, fixture_path, run, run_json};
 use serde_json::Value;
 
-const HOSTS: [&str; 5] = [
+const HOSTS: [&str; 6] = [
     "strix-e810",
     "strix-e810-iwarp",
+    "strix-e810-partial",
     "strix-cx5",
     "no-gpu-no-rdma",
     "broken-e810",
@@ -806,4 +807,57 @@ fn the_default_boot_entry_gives_the_next_boot() {
     );
     let (r, _) = doctor_at(p, &[]);
     assert_eq!(check(&r, "kernel.iommu")["status"], "WARN");
+}
+
+/// A snapshot with less in it still says what it can: the `*` memlock
+/// lines apply to whoever the unknown user is, and the kernel release comes
+/// from /proc/version or the BOOT_IMAGE= of /proc/cmdline, naming where.
+#[test]
+fn a_partial_snapshot_reads_what_it_has() {
+    let (r, code) = doctor("strix-e810-partial", &[]);
+    assert_eq!(code, 0, "{r:#}");
+    let memlock = check(&r, "memlock.user");
+    assert_eq!(memlock["status"], "PASS", "{memlock:#}");
+    assert_eq!(memlock["pending"], "re-login", "{memlock:#}");
+    assert!(
+        summary(&r, "memlock.user").contains("every login")
+            && summary(&r, "memlock.user").contains("/etc/security/limits.d/90-memlock.conf"),
+        "{memlock:#}"
+    );
+    let kernel = check(&r, "kernel.version");
+    assert_eq!(kernel["status"], "PASS", "{kernel:#}");
+    assert!(
+        summary(&r, "kernel.version")
+            .starts_with("6.18.5-200.fc43.x86_64 (read from /proc/cmdline)"),
+        "{kernel:#}"
+    );
+
+    let root = host_copy("strix-e810-partial");
+    let p = root.path();
+    write(
+        p,
+        "proc/version",
+        "Linux version 6.12.48+deb13-amd64 (debian-kernel@lists.debian.org) (x86_64-linux-gnu-gcc-14 (Debian 14.2.0-19) 14.2.0, GNU ld (GNU Binutils for Debian) 2.44) #1 SMP PREEMPT_DYNAMIC Debian 6.12.48-1 (2025-09-20)\n",
+    );
+    let (r, _) = doctor_at(p, &[]);
+    assert_eq!(check(&r, "kernel.version")["status"], "FAIL");
+    assert!(
+        summary(&r, "kernel.version").starts_with("6.12.48+deb13-amd64 (read from /proc/version)"),
+        "{}",
+        summary(&r, "kernel.version")
+    );
+    write(p, "proc/version", "");
+    write(p, "proc/cmdline", "root=/dev/sda1 ro quiet\n");
+    let (r, _) = doctor_at(p, &[]);
+    assert_eq!(check(&r, "kernel.version")["status"], "SKIP");
+    assert!(summary(&r, "kernel.version").contains("/proc/version"));
+    // A user line for someone else does not reach the unknown user; the
+    // `*` lines still do.
+    write(
+        p,
+        "etc/security/limits.d/10-bob.conf",
+        "bob  hard  memlock  64\n",
+    );
+    let (r, _) = doctor_at(p, &[]);
+    assert_eq!(check(&r, "memlock.user")["pending"], "re-login");
 }

@@ -92,7 +92,7 @@ pub struct Snapshots {
 }
 
 /// One end's counter deltas over the RDMA leg.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct CounterReport {
     /// Path id.
     pub path: String,

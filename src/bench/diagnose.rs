@@ -5,12 +5,13 @@
 //! `perftest_communication.c`, `perftest_parameters.c` and the test mains),
 //! and completion errors are decoded into their `ibv_wc_status`.
 
+use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 use super::wc_status::{self, Remedy, WcStatus};
 
 /// What went wrong, as far as the tool's own words tell.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum Cause {
     /// No RDMA device (`Did not detect devices`, `No IB devices found`).
@@ -63,7 +64,7 @@ impl Cause {
 }
 
 /// A diagnosis: the cause, one line of why, and the exact fix.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 pub struct Diagnosis {
     /// The cause.
     pub cause: Cause,
@@ -128,6 +129,10 @@ struct Rule {
     fix: &'static str,
 }
 
+/// How many of [`RULES`] (device and port) are root causes: among them
+/// the earliest line decides, before any completion error.
+const ROOT_RULES: usize = 3;
+
 /// Failure lines in order of precedence: the first rule with a matching
 /// line decides. Format strings as in perftest's sources.
 const RULES: &[Rule] = &[
@@ -154,6 +159,7 @@ in a container, /dev/infiniband must be passed in (`halobox refresh` does) and `
     Rule {
         formats: &[
             "Port number %d state is %s",
+            "Couldn't set the link layer",
             "Unable to query port %d attributes",
             "Error when trying to query port",
         ],
@@ -352,29 +358,43 @@ pub fn perftest(output: &str, side: Side, tool: &str) -> Option<Diagnosis> {
             "install perftest there (Debian/Ubuntu: `sudo apt-get install perftest`; Fedora: `sudo dnf install perftest`)",
         ));
     }
-    // Device and port problems come before anything they cause.
-    for rule in &RULES[..3] {
-        if let Some(d) = apply(rule, &lines, side, tool) {
-            return Some(d);
-        }
+    // Device and port problems come before anything they cause, and the
+    // first of them printed is the root: a port that is down makes the
+    // link layer and the device context fail after it.
+    if let Some(d) = first_root(&lines, side, tool) {
+        return Some(d);
     }
     if let Some(d) = completion(&lines, side, tool) {
         return Some(d);
     }
-    RULES[3..]
+    RULES[ROOT_RULES..]
         .iter()
         .find_map(|rule| apply(rule, &lines, side, tool))
+}
+
+/// The device or port rule (`RULES[..ROOT_RULES]`) whose line comes first.
+fn first_root(lines: &[&str], side: Side, tool: &str) -> Option<Diagnosis> {
+    lines.iter().find_map(|line| {
+        RULES[..ROOT_RULES]
+            .iter()
+            .find(|rule| rule.formats.iter().any(|f| matches_format(line, f)))
+            .map(|rule| diagnosis(rule, line, side, tool))
+    })
 }
 
 fn apply(rule: &Rule, lines: &[&str], side: Side, tool: &str) -> Option<Diagnosis> {
     let line = lines
         .iter()
         .find(|l| rule.formats.iter().any(|f| matches_format(l, f)))?;
-    Some(Diagnosis::new(
+    Some(diagnosis(rule, line, side, tool))
+}
+
+fn diagnosis(rule: &Rule, line: &str, side: Side, tool: &str) -> Diagnosis {
+    Diagnosis::new(
         rule.cause,
         format!("{tool} on {}: {line}: {}", side.name(), rule.meaning),
         rule.fix,
-    ))
+    )
 }
 
 /// `Completion with error at client|server` + `Failed status N: …`.

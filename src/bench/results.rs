@@ -8,6 +8,7 @@ use std::net::Ipv4Addr;
 use std::path::Path;
 
 use anyhow::Context;
+use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 use super::counters::{self, CounterReport, Snapshots};
@@ -89,7 +90,7 @@ pub struct RunRecord {
 }
 
 /// One row of the results table.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct Row {
     /// Path id.
     pub path: String,
@@ -121,9 +122,12 @@ pub struct Row {
 }
 
 /// `results.json`: the table, derived from `run.json` and the raw logs.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+/// Its JSON schema is `docs/bench-results.schema.json`; the `cause` names
+/// of its diagnoses are stable (a renamed cause is a new schema version).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct Results {
-    /// [`SCHEMA_VERSION`].
+    /// The format version of this file (1; `results::SCHEMA_VERSION`); it changes
+    /// when a field or a `cause` name changes meaning or name.
     pub schema_version: u32,
     /// Start time, UTC.
     pub started_utc: String,

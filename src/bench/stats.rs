@@ -1,10 +1,11 @@
 //! Latency statistics from samples: min, median, p99, p99.9, max.
 
+use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 /// Summary of latency samples in microseconds (a column a tool did not
 /// print is `None`).
-#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct LatencySummary {
     /// Number of samples.
     pub samples: u64,

@@ -3,10 +3,11 @@
 //! (`libibverbs/enum_strs.c`) and what it means on a RoCE link between two
 //! nodes.
 
+use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 /// A work completion status, decoded.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 pub struct WcStatus {
     /// The number perftest printed.
     pub code: u32,
@@ -217,15 +218,39 @@ pub fn decode(code: u32) -> Option<(WcStatus, &'static str, Remedy)> {
 }
 
 /// The status code in a perftest line: `Failed status 12: wr_id …`,
-/// `Failed status 12 (transport retry counter exceeded): …` or
-/// `Poll send CQ error status=12 qp 0`.
+/// `Failed status 12 (transport retry counter exceeded): …`,
+/// `Poll send CQ error status=12 qp 0`, or the name first and the number
+/// in parentheses, as rc_pingpong and some perftest builds print it:
+/// `Failed status transport retry counter exceeded (12) for wr_id 2`.
 pub fn code_in(line: &str) -> Option<u32> {
     let rest = line
         .split_once("Failed status ")
         .or_else(|| line.split_once("error status="))?
         .1;
-    let digits: String = rest.chars().take_while(char::is_ascii_digit).collect();
+    leading_number(rest).or_else(|| named(rest))
+}
+
+fn leading_number(s: &str) -> Option<u32> {
+    let digits: String = s.chars().take_while(char::is_ascii_digit).collect();
     digits.parse().ok()
+}
+
+/// `transport retry counter exceeded (12) …` → 12: the text of a known
+/// status, then its number in parentheses (the number decides; a known
+/// text without one gives its own code).
+fn named(rest: &str) -> Option<u32> {
+    let &(code, _, text, _, _) = TABLE
+        .iter()
+        .filter(|row| {
+            rest.to_ascii_lowercase()
+                .starts_with(&row.2.to_ascii_lowercase())
+        })
+        .max_by_key(|row| row.2.len())?;
+    let after = rest[text.len()..].trim_start();
+    match after.strip_prefix('(') {
+        Some(inner) => leading_number(inner),
+        None => Some(code),
+    }
 }
 
 #[cfg(test)]
@@ -251,6 +276,14 @@ mod tests {
             Some(12)
         );
         assert_eq!(code_in("Poll send CQ error status=5 qp 0"), Some(5));
+        assert_eq!(
+            code_in("Failed status transport retry counter exceeded (12) for wr_id 2"),
+            Some(12)
+        );
+        assert_eq!(
+            code_in("Failed status RNR retry counter exceeded (13) for wr_id 1"),
+            Some(13)
+        );
         assert_eq!(code_in("Failed status x"), None);
         assert_eq!(code_in("all fine"), None);
     }

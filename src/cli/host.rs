@@ -1,10 +1,11 @@
 //! `detect` and `doctor`: the host's facts and checks.
 
 use std::net::Ipv4Addr;
+use std::path::PathBuf;
 
 use clap::Args;
 
-use super::common::{OutputArgs, PlanOutputArgs, SourceArgs, YesArgs};
+use super::common::{DryRunArgs, OutputArgs, PlanOutputArgs, SourceArgs, YesArgs};
 
 /// `halobox detect`.
 #[derive(Debug, Args)]
@@ -31,6 +32,26 @@ pub struct DoctorArgs {
     /// A peer's data-plane IPv4 address whose route to check (repeatable; default: the other nodes of cluster.toml).
     #[arg(long, value_name = "IP")]
     pub peer: Vec<Ipv4Addr>,
+}
+
+/// `halobox snapshot`.
+#[derive(Debug, Args)]
+pub struct SnapshotArgs {
+    /// The archive to write (`.tar.gz`); it unpacks into a folder named like it.
+    #[arg(value_name = "OUT.tar.gz")]
+    pub out: PathBuf,
+    /// Replace MAC addresses (and the GUIDs and GIDs made from them), hostnames and serial numbers, consistently.
+    #[arg(long)]
+    pub redact: bool,
+    /// With --redact, also replace IP addresses (prefix-preserving: subnets and routes still agree).
+    #[arg(long, requires = "redact")]
+    pub redact_addresses: bool,
+    /// Overwrite OUT when it exists.
+    #[arg(long)]
+    pub force: bool,
+    /// `--dry-run`: list the files it would capture, write nothing.
+    #[command(flatten)]
+    pub plan: DryRunArgs,
 }
 
 /// `halobox setup`.

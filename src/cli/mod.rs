@@ -31,7 +31,7 @@ pub use common::{
     YesArgs,
 };
 pub use container::{CheckArgs, EnterArgs, ListArgs, RefreshArgs, RmArgs};
-pub use host::{DetectArgs, DoctorArgs, SetupArgs};
+pub use host::{DetectArgs, DoctorArgs, SetupArgs, SnapshotArgs};
 pub use image::{AddLayerArgs, BuildArgs, ImageCommand, PublishArgs};
 
 /// halobox: one tool for Strix Halo (gfx1151) vLLM clusters over RoCE v2.
@@ -75,6 +75,11 @@ pub enum Command {
         after_help = "Examples:\n  halobox doctor\n  halobox doctor --ip 192.168.100.1\n  halobox doctor --json --sysroot tests/fixtures/hosts/broken-e810\n\nExit status: 0 when nothing FAILs, 1 when a check FAILs, 2 on a usage error."
     )]
     Doctor(DoctorArgs),
+    /// Pack what detect and doctor read on this host into a .tar.gz, to share or to run doctor --sysroot on.
+    #[command(
+        after_help = "Examples:\n  halobox snapshot node1.tar.gz\n  halobox snapshot --redact node1.tar.gz              MACs, hostnames and serial numbers replaced\n  halobox snapshot --redact --redact-addresses node1.tar.gz\n  halobox snapshot --dry-run node1.tar.gz             the files it would capture\n  tar xzf node1.tar.gz && halobox doctor --sysroot node1\n\nThe archive is written beside OUT under a temporary name and renamed when complete."
+    )]
+    Snapshot(SnapshotArgs),
     /// Apply the host fixes doctor prints (limits, podman units, groups, kernel parameters, MTU, firewall, RoCE mode).
     #[command(
         after_help = "Examples:\n  halobox setup --dry-run                 the plan: files as diffs, commands, grouped by when they take effect\n  sudo halobox setup                      apply it, asking once per group\n  sudo halobox setup --yes --only memlock,groups\n  halobox setup --sysroot /tmp/snapshot --yes   write into a snapshot copy (commands are not run)\n  sudo halobox setup --undo               put back what setup changed\n\nEvery file changed is backed up next to itself (FILE.halobox-bak.<date>) and recorded in /var/lib/halobox/setup-journal.json."

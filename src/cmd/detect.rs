@@ -190,7 +190,12 @@ pub fn human(f: &HostFacts) -> String {
         };
         let _ = writeln!(
             o,
-            "  memlock at the next login: soft {}, hard {}",
+            "  memlock at the next login{}: soft {}, hard {}",
+            if c.every_login {
+                " (every login: the user is not known)"
+            } else {
+                ""
+            },
             side(&c.soft),
             side(&c.hard)
         );
@@ -234,7 +239,15 @@ pub fn human(f: &HostFacts) -> String {
     }
 
     let _ = writeln!(o, "\nKernel");
-    let _ = writeln!(o, "  release {}", or_dash(f.kernel.release.as_deref()));
+    let from = match f.kernel.release_from.as_deref() {
+        Some(from) if from != crate::host::kernel::OSRELEASE => format!(" (from {from})"),
+        _ => String::new(),
+    };
+    let _ = writeln!(
+        o,
+        "  release {}{from}",
+        or_dash(f.kernel.release.as_deref())
+    );
     let _ = writeln!(o, "  cmdline {}", or_dash(f.kernel.cmdline.as_deref()));
     let _ = writeln!(o, "  MemTotal {} KiB", or_dash(f.kernel.mem_total_kib));
     if let Some(next) = f.boot.next_boot() {

@@ -20,6 +20,7 @@ pub mod refresh;
 pub mod rm;
 pub mod serve;
 pub mod setup;
+pub mod snapshot;
 
 use std::io::IsTerminal;
 use std::process::ExitCode;
@@ -43,6 +44,7 @@ pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
     match cli.command {
         Command::Detect(args) => detect::run(&args),
         Command::Doctor(args) => doctor::run(&args, color),
+        Command::Snapshot(args) => snapshot::run(&args),
         Command::Setup(args) => setup::run(&args),
         Command::Completions { shell } => completions::run(shell),
         Command::Man { out_dir } => man::run(out_dir.as_deref()),

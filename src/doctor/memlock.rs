@@ -38,15 +38,22 @@ fn user(facts: &HostFacts) -> Check {
     let Some((configured, files)) = configured_unlimited(facts) else {
         return now;
     };
-    let current = facts.limits.memlock.map_or("unknown".to_string(), |l| {
-        format!("soft {}, hard {}", l.soft, l.hard)
-    });
+    let current = facts
+        .limits
+        .memlock
+        .map_or("this session's limit is not known".to_string(), |l| {
+            format!("this session has soft {}, hard {}", l.soft, l.hard)
+        });
+    let who = match (&facts.limits.configured, facts.user.name.as_deref()) {
+        (Some(c), _) if c.every_login => "every login (`*`; which user is not known)",
+        (_, Some(name)) => name,
+        (_, None) => "this user",
+    };
     Check::pending(
         id,
         Pending::Relogin,
         format!(
-            "memlock {configured} for {} configured in {files}: takes effect at the next login (this session has {current})",
-            facts.user.name.as_deref().unwrap_or("this user"),
+            "memlock {configured} for {who} configured in {files}: takes effect at the next login ({current})"
         ),
     )
 }

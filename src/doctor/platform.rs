@@ -3,7 +3,7 @@
 
 use super::versions::{self, KernelVerdict};
 use super::{Check, has_gpu};
-use crate::host::HostFacts;
+use crate::host::{HostFacts, kernel};
 
 pub(super) fn checks(facts: &HostFacts) -> Vec<Check> {
     vec![kernel(facts), firmware(facts)]
@@ -29,31 +29,38 @@ fn kernel(facts: &HostFacts) -> Check {
         );
     }
     let Some(release) = facts.kernel.release.as_deref() else {
-        return Check::skip(id, "/proc/sys/kernel/osrelease could not be read");
+        return Check::skip(
+            id,
+            "the kernel release could not be read (/proc/sys/kernel/osrelease, /proc/version and the BOOT_IMAGE= of /proc/cmdline)",
+        );
+    };
+    let shown = match facts.kernel.release_from.as_deref() {
+        Some(from) if from != kernel::OSRELEASE => format!("{release} (read from {from})"),
+        _ => release.to_string(),
     };
     let ubuntu = facts.os.id.as_deref() == Some("ubuntu");
     match versions::judge_kernel(release, ubuntu) {
         Some(KernelVerdict::Verified) => Check::pass(
             id,
-            format!("{release}: the kernel the RoCE cluster guide verified on Fedora 43"),
+            format!("{shown}: the kernel the RoCE cluster guide verified on Fedora 43"),
         ),
         Some(KernelVerdict::Good) => Check::pass(
             id,
             format!(
-                "{release} has the KFD fixes gfx1151 needs (AMD: 6.18.4+, Ubuntu 24.04 HWE 6.17.0-19+, OEM 6.14.0-1018+; the guides verified 6.18.5/6.18.6)"
+                "{shown} has the KFD fixes gfx1151 needs (AMD: 6.18.4+, Ubuntu 24.04 HWE 6.17.0-19+, OEM 6.14.0-1018+; the guides verified 6.18.5/6.18.6)"
             ),
         ),
         Some(KernelVerdict::TooOld { needs }) => Check::fail(
             id,
             format!(
-                "{release} lacks the KFD fixes gfx1151 needs ({needs}): AMD says GPU compute may fail to start or behave unpredictably, and community setups report crashes on kernels older than 6.18.4"
+                "{shown} lacks the KFD fixes gfx1151 needs ({needs}): AMD says GPU compute may fail to start or behave unpredictably, and community setups report crashes on kernels older than 6.18.4"
             ),
             upgrade_kernel(facts),
         ),
         None => Check::warn(
             id,
             format!(
-                "kernel release {release:?} not understood: cannot tell whether it has the KFD fixes gfx1151 needs (6.18.4+)"
+                "kernel release {shown:?} not understood: cannot tell whether it has the KFD fixes gfx1151 needs (6.18.4+)"
             ),
             "uname -r   # gfx1151 needs Linux 6.18.4+, Ubuntu 24.04 HWE 6.17.0-19+ or OEM 6.14.0-1018+",
         ),

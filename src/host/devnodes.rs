@@ -8,7 +8,7 @@
 //! the file) has an unknown mode and owner.
 
 use std::collections::BTreeMap;
-use std::os::unix::fs::MetadataExt;
+use std::os::unix::fs::{FileTypeExt, MetadataExt};
 
 use schemars::JsonSchema;
 use serde::Serialize;
@@ -108,7 +108,16 @@ pub fn read(r: &Reader, table: &StatTable, host_path: &str) -> Option<DeviceNode
         Some(&(m, u, g)) => (Some(m), Some(u), Some(g)),
         None if !table.live => (None, None, None),
         None => match r.metadata(host_path) {
-            Some(m) => (Some(m.mode() & 0o7777), Some(m.uid()), Some(m.gid())),
+            Some(m) => {
+                let (mode, uid, gid) = (m.mode() & 0o7777, m.uid(), m.gid());
+                if m.file_type().is_char_device() || m.file_type().is_block_device() {
+                    r.write(
+                        DEV_STAT,
+                        format!("{host_path} {mode:o} {uid} {gid}\n").as_bytes(),
+                    );
+                }
+                (Some(mode), Some(uid), Some(gid))
+            }
             None => (None, None, None),
         },
     };

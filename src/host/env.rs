@@ -49,7 +49,7 @@ pub fn read(r: &Reader) -> Vec<EnvVar> {
             })
             .unwrap_or_default()
     };
-    HAZARDS
+    let found: Vec<EnvVar> = HAZARDS
         .iter()
         .filter_map(|&name| {
             pairs.iter().find(|(k, _)| k == name).map(|(_, v)| EnvVar {
@@ -57,5 +57,13 @@ pub fn read(r: &Reader) -> Vec<EnvVar> {
                 value: v.clone(),
             })
         })
-        .collect()
+        .collect();
+    // A snapshot keeps only these variables of the environment: the rest
+    // may hold secrets.
+    let kept: String = found
+        .iter()
+        .map(|v| format!("{}={}\0", v.name, v.value))
+        .collect();
+    r.write("/proc/self/environ", kept.as_bytes());
+    found
 }

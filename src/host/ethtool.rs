@@ -31,9 +31,12 @@ pub fn read(r: &Reader, netdevs: &[String], ethtool: Option<&str>) -> Vec<Driver
                     .args(["-i", netdev])
                     .output()
                     .ok()?;
-                out.status
+                let text = out
+                    .status
                     .success()
-                    .then(|| String::from_utf8_lossy(&out.stdout).into_owned())?
+                    .then(|| String::from_utf8_lossy(&out.stdout).into_owned())?;
+                r.write(&format!("/captured/ethtool-i/{netdev}"), text.as_bytes());
+                text
             } else {
                 r.text_quiet(&format!("/captured/ethtool-i/{netdev}"))?
             };

@@ -269,7 +269,7 @@ fn dump(program: &str, args: &[&str]) -> Result<String, String> {
 
 fn nftables(r: &Reader) -> RulesetSource {
     let text = if r.root().is_live() {
-        dump("nft", &["-j", "list", "ruleset"])
+        dump("nft", &["-j", "list", "ruleset"]).inspect(|t| r.write(NFT_RULESET, t.as_bytes()))
     } else {
         r.text_quiet(NFT_RULESET)
             .ok_or_else(|| "not captured".to_string())
@@ -282,7 +282,7 @@ fn nftables(r: &Reader) -> RulesetSource {
 
 fn iptables(r: &Reader) -> RulesetSource {
     let text = if r.root().is_live() {
-        dump("iptables-save", &["-t", "filter"])
+        dump("iptables-save", &["-t", "filter"]).inspect(|t| r.write(IPTABLES_SAVE, t.as_bytes()))
     } else {
         r.text_quiet(IPTABLES_SAVE)
             .ok_or_else(|| "not captured".to_string())

@@ -150,6 +150,7 @@ fn rpm(r: &Reader) -> Vec<Package> {
         else {
             return Vec::new();
         };
+        r.write(RPM_Q, &out.stdout);
         String::from_utf8_lossy(&out.stdout).into_owned()
     } else {
         match r.text_quiet(RPM_Q) {

@@ -18,8 +18,11 @@ pub struct KernelParam {
 /// What the running kernel was booted with.
 #[derive(Debug, Clone, Default, Serialize, JsonSchema)]
 pub struct KernelFacts {
-    /// Kernel release from `/proc/sys/kernel/osrelease`.
+    /// Kernel release from `/proc/sys/kernel/osrelease`, else (a snapshot
+    /// without it) from `/proc/version` or the `BOOT_IMAGE=` of `/proc/cmdline`.
     pub release: Option<String>,
+    /// The host path the release was read from.
+    pub release_from: Option<String>,
     /// `/proc/cmdline` as read, trimmed.
     pub cmdline: Option<String>,
     /// Every parameter of the command line, in order.
@@ -56,12 +59,67 @@ pub fn read(r: &Reader) -> KernelFacts {
         }
         v
     });
+    let (release, release_from) = release(r, &params);
     KernelFacts {
-        release: r.line("/proc/sys/kernel/osrelease"),
+        release,
+        release_from,
         cmdline,
         params,
         mem_total_kib,
     }
+}
+
+/// Where the release is written, best first.
+pub const OSRELEASE: &str = "/proc/sys/kernel/osrelease";
+const PROC_VERSION: &str = "/proc/version";
+const CMDLINE: &str = "/proc/cmdline";
+
+/// The release and the file it came from: `osrelease`, else the third word
+/// of `/proc/version` (`Linux version 6.18.5-200.fc43.x86_64 (…`), else the
+/// kernel image named by `BOOT_IMAGE=` (`…/vmlinuz-6.18.5-200.fc43.x86_64`).
+fn release(r: &Reader, params: &[KernelParam]) -> (Option<String>, Option<String>) {
+    let found = r
+        .line(OSRELEASE)
+        .filter(|s| !s.is_empty())
+        .map(|s| (s, OSRELEASE))
+        .or_else(|| {
+            r.text_quiet(PROC_VERSION)
+                .and_then(|t| release_in_version(&t))
+                .map(|s| (s, PROC_VERSION))
+        })
+        .or_else(|| {
+            param_in(params, "BOOT_IMAGE")
+                .flatten()
+                .and_then(release_in_boot_image)
+                .map(|s| (s, CMDLINE))
+        });
+    match found {
+        Some((release, from)) => (Some(release), Some(from.to_string())),
+        None => (None, None),
+    }
+}
+
+/// `Linux version 6.12.48+deb13-amd64 (debian-kernel@…) …` → `6.12.48+deb13-amd64`.
+pub fn release_in_version(text: &str) -> Option<String> {
+    let mut words = text.split_whitespace();
+    (words.next()? == "Linux" && words.next()? == "version")
+        .then(|| words.next())
+        .flatten()
+        .filter(|w| w.starts_with(|c: char| c.is_ascii_digit()))
+        .map(str::to_string)
+}
+
+/// `(hd0,gpt2)/vmlinuz-6.18.5-200.fc43.x86_64` → `6.18.5-200.fc43.x86_64`;
+/// `None` for an image without a version (`/vmlinuz`).
+pub fn release_in_boot_image(image: &str) -> Option<String> {
+    let name = image.rsplit('/').next()?;
+    let release = name
+        .strip_prefix("vmlinuz-")
+        .or_else(|| name.strip_prefix("vmlinux-"))
+        .or_else(|| name.strip_prefix("bzImage-"))?;
+    release
+        .starts_with(|c: char| c.is_ascii_digit())
+        .then(|| release.to_string())
 }
 
 /// Splits a kernel command line into parameters the way the kernel does:
@@ -146,6 +204,29 @@ pub fn parse_meminfo_total(meminfo: &str) -> Option<u64> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn release_from_version_and_boot_image() {
+        assert_eq!(
+            release_in_version(
+                "Linux version 6.18.5-200.fc43.x86_64 (mockbuild@fedora) (gcc 15) #1 SMP\n"
+            )
+            .as_deref(),
+            Some("6.18.5-200.fc43.x86_64")
+        );
+        assert_eq!(release_in_version("Linux version\n"), None);
+        assert_eq!(release_in_version(""), None);
+        assert_eq!(
+            release_in_boot_image("(hd0,gpt2)/vmlinuz-6.18.5-200.fc43.x86_64").as_deref(),
+            Some("6.18.5-200.fc43.x86_64")
+        );
+        assert_eq!(
+            release_in_boot_image("/boot/vmlinuz-6.12.48+deb13-amd64").as_deref(),
+            Some("6.12.48+deb13-amd64")
+        );
+        assert_eq!(release_in_boot_image("/vmlinuz"), None);
+        assert_eq!(release_in_boot_image("/vmlinuz-linux"), None);
+    }
 
     #[test]
     fn cmdline_keeps_order_values_and_quotes() {

@@ -25,8 +25,9 @@ pub struct LimitsFacts {
     /// Running Docker daemons with their memlock.
     pub docker_daemons: Vec<Process>,
     /// Memlock the user's next login gets from `/etc/security/limits.conf`
-    /// and `limits.d` (pam_limits); `null` without those files, or when the
-    /// user is exempt from limits there.
+    /// and `limits.d` (pam_limits), or any login's (`*` lines) when the
+    /// user is not known; `null` without those files, or when the user is
+    /// exempt from limits there.
     pub configured: Option<ConfiguredMemlock>,
     /// `LimitMEMLOCK=` of podman.service in its unit files: the system unit,
     /// and the user's unit for a user other than root.
@@ -44,6 +45,7 @@ impl LimitsFacts {
 /// `user` the invoking user.
 pub fn read(r: &Reader, processes: &[Process], user: &UserFacts) -> LimitsFacts {
     let memlock = if r.root().is_live() {
+        r.touch_read("/proc/self/limits");
         nix::sys::resource::getrlimit(nix::sys::resource::Resource::RLIMIT_MEMLOCK)
             .ok()
             .map(|(soft, hard)| Limit {
@@ -65,7 +67,7 @@ pub fn read(r: &Reader, processes: &[Process], user: &UserFacts) -> LimitsFacts 
             .filter(|p| procs::is_dockerd(p))
             .cloned()
             .collect(),
-        configured: login_user(r, user).and_then(|u| pam_limits::read(r, &u)),
+        configured: pam_limits::read(r, login_user(r, user).as_ref()),
         podman_units: podman_units(r, user),
     }
 }

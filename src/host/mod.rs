@@ -28,7 +28,9 @@ pub mod pci;
 pub mod procs;
 pub mod rdma;
 pub mod reader;
+pub mod redact;
 pub mod routes;
+pub mod snapshot;
 pub mod tools;
 pub mod unit_limits;
 pub mod users;
@@ -36,7 +38,7 @@ pub mod users;
 use schemars::JsonSchema;
 use serde::Serialize;
 
-pub use reader::{HostRoot, ReadIssue, Reader, RootError};
+pub use reader::{Accessed, HostRoot, ReadIssue, Reader, RootError};
 
 /// The version of the JSON schema of [`HostFacts`].
 pub const SCHEMA_VERSION: u32 = 1;
@@ -108,11 +110,25 @@ pub struct GatherOptions {
 
 /// Reads every fact of the host behind `root`.
 pub fn gather(root: HostRoot, opts: GatherOptions) -> HostFacts {
-    let r = Reader::new(root);
-    let stats = devnodes::StatTable::load(&r);
-    let processes = procs::find(&r, &["podman", "dockerd", "firewalld"]);
-    let rdma = rdma::read(&r, &stats);
-    let tools = tools::read(&r, opts.tool_versions);
+    gather_with(&Reader::new(root), opts)
+}
+
+/// Reads every fact of the live host, recording every path it looks at and
+/// the command output it uses, for `halobox snapshot`.
+pub fn gather_recorded(opts: GatherOptions) -> (HostFacts, Accessed) {
+    let r = Reader::recording();
+    // A snapshot always says who had which device nodes and addresses,
+    // even when there are none.
+    r.write(devnodes::DEV_STAT, b"");
+    let facts = gather_with(&r, opts);
+    (facts, r.take_accessed())
+}
+
+fn gather_with(r: &Reader, opts: GatherOptions) -> HostFacts {
+    let stats = devnodes::StatTable::load(r);
+    let processes = procs::find(r, &["podman", "dockerd", "firewalld"]);
+    let rdma = rdma::read(r, &stats);
+    let tools = tools::read(r, opts.tool_versions);
     let rdma_netdevs: Vec<String> = rdma
         .devices
         .iter()
@@ -122,8 +138,8 @@ pub fn gather(root: HostRoot, opts: GatherOptions) -> HostFacts {
         .iter()
         .find(|t| t.name == "ethtool")
         .and_then(|t| t.path.clone());
-    let user = users::read(&r);
-    let podman_runtime = containers_conf::read(&r, user.home.as_deref());
+    let user = users::read(r);
+    let podman_runtime = containers_conf::read(r, user.home.as_deref());
     let captures_missing = if r.root().is_live() {
         Vec::new()
     } else {
@@ -136,22 +152,22 @@ pub fn gather(root: HostRoot, opts: GatherOptions) -> HostFacts {
     HostFacts {
         schema_version: SCHEMA_VERSION,
         sysroot: r.root().sysroot_dir().map(|p| p.display().to_string()),
-        gpu: gpu::read(&r, &stats),
-        nic_drivers: ethtool::read(&r, &rdma_netdevs, ethtool_path.as_deref()),
-        network: net::read(&r, &rdma),
+        gpu: gpu::read(r, &stats),
+        nic_drivers: ethtool::read(r, &rdma_netdevs, ethtool_path.as_deref()),
+        network: net::read(r, &rdma),
         rdma,
-        limits: memlock::read(&r, &processes, &user),
+        limits: memlock::read(r, &processes, &user),
         user,
-        kernel: kernel::read(&r),
-        boot: boot::read(&r),
-        os: os::read(&r),
-        firmware: firmware::read(&r),
-        routes: routes::read(&r),
-        cpus_online: cpu::online(&r),
-        env_hazards: env::read(&r),
+        kernel: kernel::read(r),
+        boot: boot::read(r),
+        os: os::read(r),
+        firmware: firmware::read(r),
+        routes: routes::read(r),
+        cpus_online: cpu::online(r),
+        env_hazards: env::read(r),
         tools,
-        firewall: firewall::read(&r, &processes),
-        toolbox_paths: paths::read(&r),
+        firewall: firewall::read(r, &processes),
+        toolbox_paths: paths::read(r),
         podman_runtime,
         read_issues: r.take_issues(),
         captures_missing,

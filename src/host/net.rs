@@ -101,7 +101,11 @@ impl NetworkFacts {
 /// that has no `captured/ip-addr.json`.
 pub fn read(r: &Reader, rdma: &RdmaFacts) -> NetworkFacts {
     let (addrs, addresses_from) = if r.root().is_live() {
-        (live_ipv4(), AddressSource::Kernel)
+        let addrs = live_ipv4();
+        if r.is_recording() {
+            r.write(IP_ADDR_JSON, ip_addr_json(&addrs).as_bytes());
+        }
+        (addrs, AddressSource::Kernel)
     } else if r.exists(IP_ADDR_JSON) {
         (snapshot_ipv4(r), AddressSource::IpAddrJson)
     } else {
@@ -176,6 +180,34 @@ fn live_ipv4() -> BTreeMap<String, Vec<Ipv4Net>> {
         });
     }
     map
+}
+
+/// `ip -json addr show` as the snapshot's `captured/ip-addr.json`: the
+/// command's own output, or (without iproute2) the kernel's IPv4 addresses
+/// in its shape.
+fn ip_addr_json(addrs: &BTreeMap<String, Vec<Ipv4Net>>) -> String {
+    let out = crate::proc::command("ip")
+        .args(["-json", "addr", "show"])
+        .output()
+        .ok()
+        .filter(|o| o.status.success());
+    if let Some(out) = out {
+        return String::from_utf8_lossy(&out.stdout).into_owned();
+    }
+    let links: Vec<serde_json::Value> = addrs
+        .iter()
+        .map(|(name, nets)| {
+            serde_json::json!({
+                "ifname": name,
+                "addr_info": nets.iter().map(|n| serde_json::json!({
+                    "family": "inet",
+                    "local": n.address.to_string(),
+                    "prefixlen": n.prefix_len,
+                })).collect::<Vec<_>>(),
+            })
+        })
+        .collect();
+    serde_json::Value::from(links).to_string() + "\n"
 }
 
 #[derive(Deserialize)]

@@ -38,6 +38,9 @@ pub struct ConfiguredMemlock {
     pub soft: Option<Setting>,
     /// The hard limit set, when a line sets it.
     pub hard: Option<Setting>,
+    /// The user was not known (a snapshot that does not say who it was
+    /// taken for): only the lines for every login (`*`) were applied.
+    pub every_login: bool,
 }
 
 /// Who the lines are matched against.
@@ -63,9 +66,10 @@ enum Source {
     Default,
 }
 
-/// What the files say for `user`, or `None` when no file exists or a
+/// What the files say for `user` (for any login when the user is not
+/// known: only `*` lines), or `None` when no file exists or a
 /// `<domain> -` line exempts the user from limits.
-pub fn read(r: &Reader, user: &LoginUser) -> Option<ConfiguredMemlock> {
+pub fn read(r: &Reader, user: Option<&LoginUser>) -> Option<ConfiguredMemlock> {
     let mut files = vec![LIMITS_CONF.to_string()];
     files.extend(r.files_ending(LIMITS_DIR, ".conf"));
     let texts: Vec<(String, String)> = files
@@ -78,9 +82,13 @@ pub fn read(r: &Reader, user: &LoginUser) -> Option<ConfiguredMemlock> {
     evaluate(&texts, user)
 }
 
-/// pam_limits over `(path, content)` files in reading order.
-pub fn evaluate(files: &[(String, String)], user: &LoginUser) -> Option<ConfiguredMemlock> {
-    let mut out = ConfiguredMemlock::default();
+/// pam_limits over `(path, content)` files in reading order, for `user`
+/// or (`None`) for a login of anyone: then only `*` lines match.
+pub fn evaluate(files: &[(String, String)], user: Option<&LoginUser>) -> Option<ConfiguredMemlock> {
+    let mut out = ConfiguredMemlock {
+        every_login: user.is_none(),
+        ..ConfiguredMemlock::default()
+    };
     let mut src: (Option<Source>, Option<Source>) = (None, None);
     for (path, text) in files {
         for raw in text.lines() {
@@ -134,13 +142,14 @@ pub fn evaluate(files: &[(String, String)], user: &LoginUser) -> Option<Configur
     Some(out)
 }
 
-/// How `domain` matches `user`, when it does.
-fn matches(domain: &str, user: &LoginUser) -> Option<Source> {
-    if domain == user.name {
-        return Some(Source::User);
-    }
+/// How `domain` matches `user`, when it does (an unknown user matches `*` only).
+fn matches(domain: &str, user: Option<&LoginUser>) -> Option<Source> {
     if domain == "*" {
         return Some(Source::Default);
+    }
+    let user = user?;
+    if domain == user.name {
+        return Some(Source::User);
     }
     if let Some(group) = domain.strip_prefix('@') {
         return match range(group) {
@@ -199,6 +208,30 @@ fn parse_value(v: &str) -> Option<LimitValue> {
 mod tests {
     use super::*;
 
+    #[test]
+    fn an_unknown_user_gets_the_lines_for_every_login() {
+        let got = evaluate(
+            &files(&[
+                (
+                    "a.conf",
+                    "halo hard memlock 64\n@render - memlock 128\nhalo -\n",
+                ),
+                (
+                    "b.conf",
+                    "* soft memlock unlimited\n* hard memlock unlimited\n",
+                ),
+            ]),
+            None,
+        )
+        .unwrap();
+        assert!(got.every_login);
+        assert_eq!(
+            values(&got),
+            (Some(LimitValue::Unlimited), Some(LimitValue::Unlimited))
+        );
+        assert_eq!(got.hard.unwrap().file, "b.conf");
+    }
+
     fn halo() -> LoginUser {
         LoginUser {
             name: "halo".into(),
@@ -229,7 +262,7 @@ mod tests {
                 ("limits.conf", "*  hard  memlock  64\n* soft memlock 64\n"),
                 ("limits.d/90.conf", "* - memlock unlimited\n"),
             ]),
-            &halo(),
+            Some(&halo()),
         )
         .unwrap();
         assert_eq!(
@@ -252,7 +285,7 @@ mod tests {
                     "* hard memlock unlimited\n@render soft memlock 4096\n",
                 ),
             ]),
-            &halo(),
+            Some(&halo()),
         )
         .unwrap();
         assert_eq!(
@@ -268,7 +301,7 @@ mod tests {
                 "a.conf",
                 "@video - memlock 1\n% - memlock 1\nbob - memlock 1\n",
             )]),
-            &halo(),
+            Some(&halo()),
         )
         .unwrap();
         assert_eq!(values(&got), (None, None));
@@ -282,7 +315,7 @@ mod tests {
                 "# * - memlock 1\n   *  HARD  MEMLOCK  unlimited  # all of it\n\
                  * - nofile 1024\n1000: soft memlock 2048\n@:992 hard memlock 1\nbroken line\n",
             )]),
-            &halo(),
+            Some(&halo()),
         )
         .unwrap();
         assert_eq!(
@@ -299,12 +332,12 @@ mod tests {
         assert_eq!(
             evaluate(
                 &files(&[("a.conf", "* - memlock unlimited\nhalo -\n")]),
-                &halo()
+                Some(&halo())
             ),
             None
         );
         assert_eq!(
-            evaluate(&files(&[("a.conf", "bob -\n* -\n")]), &halo()),
+            evaluate(&files(&[("a.conf", "bob -\n* -\n")]), Some(&halo())),
             Some(ConfiguredMemlock::default())
         );
     }

@@ -7,6 +7,7 @@
 //! Snapshot reads stay inside the snapshot ([`confine`]).
 
 use std::cell::RefCell;
+use std::collections::{BTreeMap, BTreeSet};
 use std::io;
 use std::path::{Path, PathBuf};
 
@@ -115,11 +116,32 @@ impl HostRoot {
     }
 }
 
+/// Every host path a live [`Reader`] looked at, and the files that stand
+/// for what it learnt without a file (command output, the kernel's answers):
+/// what `halobox snapshot` stores so a snapshot reads the same.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Accessed {
+    /// Files whose content was read.
+    pub read: BTreeSet<String>,
+    /// Paths whose existence, type or mode was asked about.
+    pub stat: BTreeSet<String>,
+    /// Symlinks whose target was read.
+    pub links: BTreeSet<String>,
+    /// Host paths written in a snapshot's layout (`/captured/…`,
+    /// `/proc/self/environ`), with their content.
+    pub written: BTreeMap<String, Vec<u8>>,
+    /// Empty executables a snapshot holds for tools found on `PATH` outside
+    /// the directories a snapshot is searched in (`~/.local/bin/distrobox`
+    /// is stored as `/usr/local/bin/distrobox`).
+    pub executables: BTreeSet<String>,
+}
+
 /// Reads host files through a [`HostRoot`] and collects what could not be read.
 #[derive(Debug)]
 pub struct Reader {
     root: HostRoot,
     issues: RefCell<Vec<ReadIssue>>,
+    accessed: Option<RefCell<Accessed>>,
 }
 
 impl Reader {
@@ -128,6 +150,62 @@ impl Reader {
         Self {
             root,
             issues: RefCell::new(Vec::new()),
+            accessed: None,
+        }
+    }
+
+    /// A reader of the live host that also records what it looks at.
+    pub fn recording() -> Self {
+        Self {
+            accessed: Some(RefCell::new(Accessed::default())),
+            ..Self::new(HostRoot::live())
+        }
+    }
+
+    /// True when recording for a snapshot.
+    pub fn is_recording(&self) -> bool {
+        self.accessed.is_some()
+    }
+
+    /// What was recorded (empty when not recording).
+    pub fn take_accessed(&self) -> Accessed {
+        self.accessed
+            .as_ref()
+            .map(|a| std::mem::take(&mut *a.borrow_mut()))
+            .unwrap_or_default()
+    }
+
+    fn touch(&self, pick: impl FnOnce(&mut Accessed) -> &mut BTreeSet<String>, host_path: &str) {
+        if let Some(a) = &self.accessed {
+            pick(&mut a.borrow_mut()).insert(host_path.to_string());
+        }
+    }
+
+    /// Records that `host_path`'s content was used (for a fact read
+    /// another way on the live host, e.g. `/proc/self/limits`).
+    pub fn touch_read(&self, host_path: &str) {
+        self.touch(|a| &mut a.read, host_path);
+    }
+
+    /// Records that `host_path` was looked up (an executable found on PATH).
+    pub fn touch_stat(&self, host_path: &str) {
+        self.touch(|a| &mut a.stat, host_path);
+    }
+
+    /// When recording, a snapshot gets an empty executable at `host_path`.
+    pub fn write_executable(&self, host_path: &str) {
+        self.touch(|a| &mut a.executables, host_path);
+    }
+
+    /// When recording, appends `bytes` to the snapshot file `host_path`
+    /// (a command's output under `/captured/`).
+    pub fn write(&self, host_path: &str, bytes: &[u8]) {
+        if let Some(a) = &self.accessed {
+            a.borrow_mut()
+                .written
+                .entry(host_path.to_string())
+                .or_default()
+                .extend_from_slice(bytes);
         }
     }
 
@@ -152,6 +230,7 @@ impl Reader {
     /// The whole file, or `None` when it does not exist or cannot be read
     /// (the latter is recorded).
     pub fn text(&self, host_path: &str) -> Option<String> {
+        self.touch_read(host_path);
         match self.root.read(host_path) {
             Ok(bytes) => match String::from_utf8(bytes) {
                 Ok(s) => Some(s),
@@ -171,6 +250,7 @@ impl Reader {
     /// (sysfs returns EINVAL for unused GID attributes): only what halobox
     /// itself refused (a symlink out of the snapshot, a FIFO) is recorded.
     pub fn text_quiet(&self, host_path: &str) -> Option<String> {
+        self.touch_read(host_path);
         match self.root.read(host_path) {
             Ok(bytes) => String::from_utf8(bytes).ok(),
             Err(e) => {
@@ -184,6 +264,7 @@ impl Reader {
 
     /// Raw bytes (for NUL-separated procfs files); absence is not recorded.
     pub fn bytes(&self, host_path: &str) -> Option<Vec<u8>> {
+        self.touch_read(host_path);
         match self.root.read(host_path) {
             Ok(b) => Some(b),
             Err(e) => {
@@ -200,6 +281,7 @@ impl Reader {
 
     /// The sorted names in a directory; `None` when it does not exist.
     pub fn dir(&self, host_path: &str) -> Option<Vec<String>> {
+        self.touch_stat(host_path);
         match self
             .root
             .resolve(host_path, true)
@@ -236,6 +318,7 @@ impl Reader {
 
     /// True when the host path exists (a file, directory or device node).
     pub fn exists(&self, host_path: &str) -> bool {
+        self.touch_stat(host_path);
         match self.root.resolve(host_path, false) {
             Ok(real) => std::fs::symlink_metadata(real).is_ok(),
             Err(e) => {
@@ -248,6 +331,7 @@ impl Reader {
     /// The metadata of what the host path names (symlinks followed inside a
     /// snapshot); `None` when it does not exist or cannot be read (recorded).
     pub fn metadata(&self, host_path: &str) -> Option<std::fs::Metadata> {
+        self.touch_stat(host_path);
         let got = self.root.resolve(host_path, true).and_then(|real| {
             if self.root.is_live() {
                 std::fs::metadata(real)
@@ -260,6 +344,7 @@ impl Reader {
 
     /// The last path component a symlink points at (e.g. a driver name).
     pub fn link_name(&self, host_path: &str) -> Option<String> {
+        self.touch(|a| &mut a.links, host_path);
         let real = self.root.resolve(host_path, false).ok()?;
         let target = std::fs::read_link(real).ok()?;
         target.file_name()?.to_str().map(str::to_string)

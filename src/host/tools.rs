@@ -78,7 +78,16 @@ pub fn read(r: &Reader, versions: bool) -> Vec<Tool> {
 
 fn locate(r: &Reader, name: &str) -> Option<PathBuf> {
     if r.root().is_live() {
-        return which::which(name).ok();
+        let found = which::which(name).ok()?;
+        let searched = found
+            .parent()
+            .is_some_and(|d| SNAPSHOT_PATH.iter().any(|s| d == std::path::Path::new(s)));
+        if searched {
+            r.touch_stat(&found.to_string_lossy());
+        } else {
+            r.write_executable(&format!("/usr/local/bin/{name}"));
+        }
+        return Some(found);
     }
     // In a snapshot: an executable regular file, symlinks resolved inside it.
     SNAPSHOT_PATH.iter().find_map(|d| {

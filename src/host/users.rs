@@ -70,6 +70,7 @@ pub fn read(r: &Reader) -> UserFacts {
     let group_file = group_file(r);
     let passwd = r.text("/etc/passwd").unwrap_or_default();
     let (uid, gid, mut groups) = if r.root().is_live() {
+        r.touch_read("/proc/self/status");
         let groups = nix::unistd::getgroups()
             .map(|g| g.into_iter().map(|g| g.as_raw()).collect())
             .unwrap_or_default();
