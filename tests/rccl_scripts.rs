@@ -1,0 +1,267 @@
+//! The scripts the image build runs around RCCL (containerfiles/), run for
+//! real on ELF files compiled here with the system C compiler and on
+//! stand-in files: the ABI gate, the consumer finder, the marker check.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+const GATE: &str = "containerfiles/rccl-abi-check.sh";
+const CONSUMERS: &str = "containerfiles/rccl-consumers.sh";
+const MARKERS: &str = "containerfiles/rccl-markers.sh";
+
+fn script(path: &str, args: &[&Path]) -> Output {
+    Command::new("bash")
+        .arg(Path::new(env!("CARGO_MANIFEST_DIR")).join(path))
+        .args(args)
+        .output()
+        .unwrap_or_else(|e| panic!("bash {path}: {e}"))
+}
+
+fn stderr(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stderr).into_owned()
+}
+
+fn stdout(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stdout).into_owned()
+}
+
+/// Compiles `source` (C) into the shared library `dir/name` with `cc`.
+fn shared_lib(dir: &Path, name: &str, source: &str, link: &[&str]) -> PathBuf {
+    let src = dir.join(format!("{name}.c"));
+    std::fs::write(&src, source).unwrap();
+    let out = dir.join(name);
+    let o = Command::new("cc")
+        .args(["-shared", "-fPIC", "-o"])
+        .arg(&out)
+        .arg(&src)
+        .args(link)
+        .current_dir(dir)
+        .output()
+        .expect("cc (the system C compiler) must be installed");
+    assert!(o.status.success(), "cc {name}: {}", stderr(&o));
+    out
+}
+
+/// A torch-like consumer that needs ncclCommInitRank and ncclCommResume,
+/// linked against `lib` (a DT_NEEDED entry on its file name), a librccl
+/// that has both, and one that lacks ncclCommResume (the old gfx1151 branch).
+struct Elfs {
+    _dir: tempfile::TempDir,
+    consumer: PathBuf,
+    full: PathBuf,
+    old: PathBuf,
+    dir: PathBuf,
+}
+
+fn elfs() -> Elfs {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().to_path_buf();
+    let full = shared_lib(
+        &dir,
+        "librccl.so.1",
+        "int ncclCommInitRank(void) { return 0; }\nint ncclCommResume(void) { return 0; }\nint rcclUnused(void) { return 0; }\n",
+        &[],
+    );
+    let old = shared_lib(
+        &dir,
+        "librccl-old.so.1",
+        "int ncclCommInitRank(void) { return 0; }\n",
+        &[],
+    );
+    let consumer = shared_lib(
+        &dir,
+        "libtorch_hip.so",
+        "int ncclCommInitRank(void);\nint ncclCommResume(void);\nint puts(const char *);\n\
+         int torch_init(void) { puts(\"x\"); return ncclCommInitRank() + ncclCommResume(); }\n",
+        &["-L.", "-l:librccl.so.1"],
+    );
+    Elfs {
+        _dir: tmp,
+        consumer,
+        full,
+        old,
+        dir,
+    }
+}
+
+#[test]
+fn the_gate_passes_a_librccl_that_defines_every_symbol_the_consumer_needs() {
+    let e = elfs();
+    let o = script(GATE, &[&e.consumer, Path::new("--"), &e.full]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    assert!(
+        stdout(&o).contains("defines all 2 nccl*/rccl* symbol(s)"),
+        "{}",
+        stdout(&o)
+    );
+}
+
+#[test]
+fn the_gate_fails_naming_the_symbol_the_librccl_lacks() {
+    let e = elfs();
+    let o = script(GATE, &[&e.consumer, Path::new("--"), &e.old]);
+    assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
+    let err = stderr(&o);
+    assert!(err.contains("lacks 1 of the 2"), "{err}");
+    assert!(err.contains("\n  ncclCommResume\n"), "{err}");
+    assert!(
+        !err.contains("  ncclCommInitRank"),
+        "only the missing symbol is named: {err}"
+    );
+    // puts (libc) is needed too but is not an nccl*/rccl* symbol.
+    assert!(!err.contains("puts"), "{err}");
+    // Two consumers: what either needs counts.
+    let o = script(
+        GATE,
+        &[&e.full, &e.consumer, Path::new("--"), &e.old],
+    );
+    assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
+}
+
+#[test]
+fn the_gate_says_how_to_call_it() {
+    let e = elfs();
+    for (args, needle) in [
+        (vec![e.consumer.as_path(), e.full.as_path()], "no -- before"),
+        (vec![Path::new("--"), e.full.as_path()], "no consumer library"),
+        (vec![e.consumer.as_path(), Path::new("--")], "exactly one librccl"),
+        (
+            vec![e.consumer.as_path(), Path::new("--"), &e.full, &e.old],
+            "exactly one librccl",
+        ),
+        (
+            vec![e.consumer.as_path(), Path::new("--"), Path::new("/nonexistent/librccl.so.1")],
+            "/nonexistent/librccl.so.1: no such readable file",
+        ),
+    ] {
+        let o = script(GATE, &args);
+        assert_eq!(o.status.code(), Some(2), "{args:?}: {}", stderr(&o));
+        let err = stderr(&o);
+        assert!(err.contains(needle), "{args:?}: {err}");
+        assert!(err.contains("usage: rccl-abi-check CONSUMER.so... -- LIBRCCL.so"), "{err}");
+    }
+    // A file that is not ELF: nm's own reason, exit 2 (not "all defined").
+    let text = e.dir.join("librccl.so.1.sha256");
+    std::fs::write(&text, "not an ELF file\n").unwrap();
+    let o = script(GATE, &[&e.consumer, Path::new("--"), &text]);
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    assert!(stderr(&o).contains("nm cannot read"), "{}", stderr(&o));
+}
+
+#[test]
+fn consumers_are_the_libraries_that_link_librccl() {
+    let e = elfs();
+    let tree = e.dir.join("tree");
+    std::fs::create_dir_all(tree.join("torch/lib")).unwrap();
+    std::fs::create_dir_all(tree.join("rocm/lib")).unwrap();
+    std::fs::copy(&e.consumer, tree.join("torch/lib/libtorch_hip.so")).unwrap();
+    std::fs::copy(&e.full, tree.join("rocm/lib/librccl.so.1")).unwrap();
+    std::fs::copy(&e.old, tree.join("rocm/lib/libunrelated.so")).unwrap();
+    let o = script(CONSUMERS, &[&tree]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    assert_eq!(
+        stdout(&o),
+        format!("{}\n", tree.join("torch/lib/libtorch_hip.so").display())
+    );
+    // None: exit 1, so the build does not run the gate on nothing.
+    let o = script(CONSUMERS, &[&tree.join("rocm")]);
+    assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
+    assert!(stderr(&o).contains("no library under"), "{}", stderr(&o));
+    let o = script(CONSUMERS, &[&tree.join("nope")]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(stderr(&o).contains("is not a folder"), "{}", stderr(&o));
+}
+
+/// A compressed offload bundle as LLVM writes it: `CCOB`, version 3,
+/// method 1 (zstd), three 8-byte fields, then the zstd frame.
+fn ccob(payload: &[u8]) -> Vec<u8> {
+    let mut z = Command::new("zstd")
+        .args(["-q", "-19", "-c"])
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .expect("zstd must be installed");
+    use std::io::Write;
+    z.stdin.take().unwrap().write_all(payload).unwrap();
+    let out = z.wait_with_output().unwrap();
+    assert!(out.status.success());
+    let mut v = b"CCOB\x03\x00\x01\x00".to_vec();
+    v.extend_from_slice(&[0u8; 24]);
+    v.extend_from_slice(&out.stdout);
+    v
+}
+
+#[test]
+fn markers_find_gfx1151_code_objects_and_the_ib_transport() {
+    let tmp = tempfile::tempdir().unwrap();
+    let file = |name: &str, bytes: &[u8]| {
+        let p = tmp.path().join(name);
+        std::fs::write(&p, bytes).unwrap();
+        p
+    };
+    let ib = b"\x7fELF host code NET/IB : Using [%d]%s:%d/%s\0".to_vec();
+    let plain = file(
+        "plain.so",
+        &[&ib[..], b"__CLANG_OFFLOAD_BUNDLE__ hipv4-amdgcn-amd-amdhsa--gfx1151\0"].concat(),
+    );
+    let o = script(MARKERS, &[&plain]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    assert!(
+        stdout(&o).contains("1 gfx1151 code object(s)") && stdout(&o).contains("1 NET/IB"),
+        "{}",
+        stdout(&o)
+    );
+
+    // Device code only inside a compressed bundle: the target id is not in
+    // the file's bytes, it is found by unpacking.
+    let mut bundle = String::from("__CLANG_OFFLOAD_BUNDLE__");
+    for n in 1000..1100 {
+        bundle.push_str(&format!(" hipv4-amdgcn-amd-amdhsa--gfx{n}"));
+    }
+    bundle.push_str(" hipv4-amdgcn-amd-amdhsa--gfx1151");
+    let packed = ccob(bundle.as_bytes());
+    let hidden = b"amdgcn-amd-amdhsa--gfx1151";
+    assert!(
+        !packed.windows(hidden.len()).any(|w| w == hidden),
+        "the stand-in must hide the id in the zstd frame"
+    );
+    let compressed = file(
+        "compressed.so",
+        &[&ib[..], &packed, b"more host code after the bundle"].concat(),
+    );
+    let o = script(MARKERS, &[&compressed]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    assert!(
+        stdout(&o).contains("1 gfx1151 code object(s) (1 compressed bundle(s), 0 unreadable)"),
+        "{}",
+        stdout(&o)
+    );
+    // gfx942 is not in it: exit 1 naming the target.
+    let o = script(MARKERS, &[&compressed, Path::new("gfx942")]);
+    assert_eq!(o.status.code(), Some(1));
+    assert!(
+        stderr(&o).contains("has no gfx942 code objects"),
+        "{}",
+        stderr(&o)
+    );
+
+    // A library without the IB transport (a TCP-only build).
+    let no_ib = file(
+        "no-ib.so",
+        b"NET/Socket only __CLANG_OFFLOAD_BUNDLE__ hipv4-amdgcn-amd-amdhsa--gfx1151",
+    );
+    let o = script(MARKERS, &[&no_ib]);
+    assert_eq!(o.status.code(), Some(1));
+    assert!(stderr(&o).contains("has no NET/IB transport"), "{}", stderr(&o));
+    assert!(!stderr(&o).contains("code objects"), "{}", stderr(&o));
+
+    // Usage errors.
+    let o = script(MARKERS, &[]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(stderr(&o).contains("usage: rccl-markers LIBRCCL [GFX_TARGET]"));
+    let o = script(MARKERS, &[&plain, Path::new("1151")]);
+    assert_eq!(o.status.code(), Some(2));
+    let o = script(MARKERS, &[&tmp.path().join("nope.so")]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(stderr(&o).contains("no such readable file"));
+}
