@@ -111,10 +111,7 @@ fn the_gate_fails_naming_the_symbol_the_librccl_lacks() {
     // puts (libc) is needed too but is not an nccl*/rccl* symbol.
     assert!(!err.contains("puts"), "{err}");
     // Two consumers: what either needs counts.
-    let o = script(
-        GATE,
-        &[&e.full, &e.consumer, Path::new("--"), &e.old],
-    );
+    let o = script(GATE, &[&e.full, &e.consumer, Path::new("--"), &e.old]);
     assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
 }
 
@@ -123,14 +120,24 @@ fn the_gate_says_how_to_call_it() {
     let e = elfs();
     for (args, needle) in [
         (vec![e.consumer.as_path(), e.full.as_path()], "no -- before"),
-        (vec![Path::new("--"), e.full.as_path()], "no consumer library"),
-        (vec![e.consumer.as_path(), Path::new("--")], "exactly one librccl"),
+        (
+            vec![Path::new("--"), e.full.as_path()],
+            "no consumer library",
+        ),
+        (
+            vec![e.consumer.as_path(), Path::new("--")],
+            "exactly one librccl",
+        ),
         (
             vec![e.consumer.as_path(), Path::new("--"), &e.full, &e.old],
             "exactly one librccl",
         ),
         (
-            vec![e.consumer.as_path(), Path::new("--"), Path::new("/nonexistent/librccl.so.1")],
+            vec![
+                e.consumer.as_path(),
+                Path::new("--"),
+                Path::new("/nonexistent/librccl.so.1"),
+            ],
             "/nonexistent/librccl.so.1: no such readable file",
         ),
     ] {
@@ -138,7 +145,10 @@ fn the_gate_says_how_to_call_it() {
         assert_eq!(o.status.code(), Some(2), "{args:?}: {}", stderr(&o));
         let err = stderr(&o);
         assert!(err.contains(needle), "{args:?}: {err}");
-        assert!(err.contains("usage: rccl-abi-check CONSUMER.so... -- LIBRCCL.so"), "{err}");
+        assert!(
+            err.contains("usage: rccl-abi-check CONSUMER.so... -- LIBRCCL.so"),
+            "{err}"
+        );
     }
     // A file that is not ELF: nm's own reason, exit 2 (not "all defined").
     let text = e.dir.join("librccl.so.1.sha256");
@@ -202,7 +212,11 @@ fn markers_find_gfx1151_code_objects_and_the_ib_transport() {
     let ib = b"\x7fELF host code NET/IB : Using [%d]%s:%d/%s\0".to_vec();
     let plain = file(
         "plain.so",
-        &[&ib[..], b"__CLANG_OFFLOAD_BUNDLE__ hipv4-amdgcn-amd-amdhsa--gfx1151\0"].concat(),
+        &[
+            &ib[..],
+            b"__CLANG_OFFLOAD_BUNDLE__ hipv4-amdgcn-amd-amdhsa--gfx1151\0",
+        ]
+        .concat(),
     );
     let o = script(MARKERS, &[&plain]);
     assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
@@ -252,7 +266,11 @@ fn markers_find_gfx1151_code_objects_and_the_ib_transport() {
     );
     let o = script(MARKERS, &[&no_ib]);
     assert_eq!(o.status.code(), Some(1));
-    assert!(stderr(&o).contains("has no NET/IB transport"), "{}", stderr(&o));
+    assert!(
+        stderr(&o).contains("has no NET/IB transport"),
+        "{}",
+        stderr(&o)
+    );
     assert!(!stderr(&o).contains("code objects"), "{}", stderr(&o));
 
     // Usage errors.
@@ -264,4 +282,255 @@ fn markers_find_gfx1151_code_objects_and_the_ib_transport() {
     let o = script(MARKERS, &[&tmp.path().join("nope.so")]);
     assert_eq!(o.status.code(), Some(2));
     assert!(stderr(&o).contains("no such readable file"));
+}
+
+const BUILD: &str = "containerfiles/rccl-build.sh";
+const INSTALL: &str = "containerfiles/rccl-install.sh";
+const MARKED: &[u8] =
+    b"\0NET/IB : Using\0__CLANG_OFFLOAD_BUNDLE__ hipv4-amdgcn-amd-amdhsa--gfx1151\0";
+
+fn run_env(path: &str, args: &[&Path], env: &[(&str, &Path)]) -> Output {
+    let mut c = Command::new("bash");
+    c.arg(Path::new(env!("CARGO_MANIFEST_DIR")).join(path))
+        .args(args);
+    for (k, v) in env {
+        c.env(k, v);
+    }
+    c.env("RCCL_TAG", "therock-7.14");
+    c.output().unwrap()
+}
+
+/// A librccl (`full` or `old` of [`elfs`]) with the marker strings appended,
+/// as `dir/lib/librccl.so.1`.
+fn marked_lib(dir: &Path, elf: &Path) -> PathBuf {
+    std::fs::create_dir_all(dir.join("lib")).unwrap();
+    let p = dir.join("lib/librccl.so.1");
+    std::fs::write(&p, [std::fs::read(elf).unwrap(), MARKED.to_vec()].concat()).unwrap();
+    p
+}
+
+#[test]
+fn stock_takes_the_sdk_librccl_as_is_when_it_has_the_markers() {
+    let e = elfs();
+    let rocm = e.dir.join("rocm");
+    let lib = marked_lib(&rocm, &e.full);
+    let out = e.dir.join("out");
+    let o = run_env(BUILD, &[Path::new("stock"), &out], &[("ROCM_PATH", &rocm)]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    assert_eq!(
+        std::fs::read(out.join("librccl.so.1")).unwrap(),
+        std::fs::read(&lib).unwrap()
+    );
+    let env = std::fs::read_to_string(out.join("rccl.env")).unwrap();
+    assert!(
+        env.contains("RCCL_SOURCE=stock\nRCCL_TAG=therock-7.14\n"),
+        "{env}"
+    );
+    let sha = std::fs::read_to_string(out.join("librccl.so.1.sha256")).unwrap();
+    assert!(
+        env.contains(&format!("RCCL_SHA256={}", &sha[..64])),
+        "{env} {sha}"
+    );
+
+    // Without gfx1151 code or NET/IB: the build stops, nothing written.
+    std::fs::copy(&e.full, &lib).unwrap();
+    let out2 = e.dir.join("out2");
+    let o = run_env(BUILD, &[Path::new("stock"), &out2], &[("ROCM_PATH", &rocm)]);
+    assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
+    assert!(
+        stderr(&o).contains("has no gfx1151 code objects"),
+        "{}",
+        stderr(&o)
+    );
+    assert!(!out2.exists());
+
+    let o = run_env(
+        BUILD,
+        &[Path::new("custom"), &out2],
+        &[("ROCM_PATH", &rocm)],
+    );
+    assert_eq!(o.status.code(), Some(2));
+    assert!(stderr(&o).contains("RCCL must be stock or patched, not 'custom'"));
+}
+
+/// An image tree: `opt/venv/.../libtorch_hip.so` linking librccl, ROCm's
+/// and the wheel's librccl (the `full` one), and /opt/halobox with what
+/// rccl-build.sh wrote for `source` from `chosen`.
+fn image_tree(e: &Elfs, source: &str, chosen: &Path) -> (PathBuf, PathBuf) {
+    let root = e.dir.join(format!("image-{source}"));
+    let torch = root.join("opt/venv/lib/torch/lib");
+    std::fs::create_dir_all(&torch).unwrap();
+    std::fs::copy(&e.consumer, torch.join("libtorch_hip.so")).unwrap();
+    std::fs::copy(&e.full, torch.join("librccl.so.1")).unwrap();
+    marked_lib(&root.join("opt/rocm"), &e.full);
+    std::os::unix::fs::symlink("librccl.so.1", root.join("opt/rocm/lib/librccl.so")).unwrap();
+    let halobox = root.join("opt/halobox");
+    std::fs::create_dir_all(&halobox).unwrap();
+    std::fs::copy(chosen, halobox.join("librccl.so.1")).unwrap();
+    std::fs::write(halobox.join("rccl.env"), format!("RCCL_SOURCE={source}\n")).unwrap();
+    (root.join("opt"), halobox)
+}
+
+#[test]
+fn patched_is_gated_before_any_librccl_is_replaced() {
+    let e = elfs();
+    // The old branch's library: the gate fails naming the symbol, and every
+    // librccl in the image is still the one torch was shipped with.
+    let (opt, halobox) = image_tree(&e, "patched", &e.old);
+    let o = run_env(INSTALL, &[&halobox, &opt], &[]);
+    assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
+    assert!(
+        stderr(&o).contains("\n  ncclCommResume\n"),
+        "{}",
+        stderr(&o)
+    );
+    let torch_rccl = opt.join("venv/lib/torch/lib/librccl.so.1");
+    assert_eq!(
+        std::fs::read(&torch_rccl).unwrap(),
+        std::fs::read(&e.full).unwrap()
+    );
+    assert!(!stdout(&o).contains("->"), "nothing copied: {}", stdout(&o));
+
+    // A library with every symbol: copied over every librccl file.
+    let (opt, halobox) = image_tree(&e, "patched2", &e.full);
+    std::fs::write(halobox.join("rccl.env"), "RCCL_SOURCE=patched\n").unwrap();
+    let patched = [std::fs::read(&e.full).unwrap(), b"patched".to_vec()].concat();
+    std::fs::write(halobox.join("librccl.so.1"), &patched).unwrap();
+    let o = run_env(INSTALL, &[&halobox, &opt], &[]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    for p in [
+        "venv/lib/torch/lib/librccl.so.1",
+        "rocm/lib/librccl.so.1",
+        "rocm/lib/librccl.so",
+    ] {
+        assert_eq!(std::fs::read(opt.join(p)).unwrap(), patched, "{p}");
+    }
+}
+
+#[test]
+fn stock_replaces_nothing_and_every_copy_must_pass_the_gate() {
+    let e = elfs();
+    let (opt, halobox) = image_tree(&e, "stock", &e.full);
+    let o = run_env(INSTALL, &[&halobox, &opt], &[]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    assert!(
+        stdout(&o).contains("RCCL stock; 1 librccl consumer(s), 2 librccl file(s)"),
+        "{}",
+        stdout(&o)
+    );
+    // An old librccl somewhere in the image fails the build, named.
+    std::fs::copy(&e.old, opt.join("rocm/lib/librccl.so.1")).unwrap();
+    let o = run_env(INSTALL, &[&halobox, &opt], &[]);
+    assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
+    assert!(
+        stderr(&o).contains("rocm/lib/librccl.so.1 lacks 1 of the 2"),
+        "{}",
+        stderr(&o)
+    );
+}
+
+/// The Containerfile's instructions, continuation lines joined, comments
+/// dropped, with the stage each belongs to.
+fn instructions() -> Vec<(String, String)> {
+    let text =
+        std::fs::read_to_string("containerfiles/vllm-therock-gfx1151.Containerfile").unwrap();
+    let mut out = Vec::new();
+    let mut stage = String::new();
+    let mut cur = String::new();
+    for line in text.lines() {
+        let t = line.trim();
+        if cur.is_empty() && (t.is_empty() || t.starts_with('#')) {
+            continue;
+        }
+        if let Some(head) = t.strip_suffix('\\') {
+            cur.push_str(head);
+            cur.push(' ');
+            continue;
+        }
+        cur.push_str(t);
+        let ins = std::mem::take(&mut cur);
+        if ins.starts_with("FROM ") {
+            stage = ins.rsplit(' ').next().unwrap().to_string();
+        }
+        out.push((stage.clone(), ins));
+    }
+    out
+}
+
+#[test]
+fn the_build_gates_rccl_before_replacing_it_and_imports_torch_after() {
+    let ins = instructions();
+    let find = |stage: &str, needle: &str| {
+        ins.iter()
+            .position(|(s, i)| s == stage && i.starts_with("RUN ") && i.contains(needle))
+            .unwrap_or_else(|| panic!("no RUN with {needle} in stage {stage}"))
+    };
+    let build = find("rccl-builder", "rccl-build.sh \"${RCCL}\" /out");
+    let install = find("runtime", "rccl-install.sh /opt/halobox /opt /usr");
+    let torch = find("runtime", "python /opt/halobox/bin/torch-check.py");
+    assert!(
+        build < install && install < torch,
+        "{build} {install} {torch}"
+    );
+    // Nothing in the Containerfile itself copies a librccl: only
+    // rccl-install.sh does, after its gate (tested above).
+    for (stage, i) in &ins {
+        if i.starts_with("RUN ") {
+            assert!(
+                !(i.contains("cp ") && i.contains("librccl")),
+                "{stage}: {i}"
+            );
+        }
+    }
+    // find_spec does not load libtorch_hip.so: the contract imports torch.
+    assert!(!ins.iter().any(|(_, i)| i.contains("find_spec(\"torch\")")));
+    let script = std::fs::read_to_string(INSTALL).unwrap();
+    let gate = script
+        .find("rccl-abi-check.sh\" \"${consumers[@]}\" -- \"$chosen\"")
+        .unwrap();
+    let copy = script.find("cp -v \"$chosen\"").unwrap();
+    assert!(gate < copy, "rccl-install.sh gates before it copies");
+    // Every script the build runs is a file here that the build copies in.
+    for f in [
+        "rccl-abi-check.sh",
+        "rccl-consumers.sh",
+        "rccl-install.sh",
+        "rccl-markers.sh",
+        "torch-check.py",
+        "rccl-build.sh",
+    ] {
+        assert!(Path::new("containerfiles").join(f).is_file(), "{f}");
+        assert!(
+            ins.iter()
+                .any(|(_, i)| i.starts_with("COPY ") && i.contains(&format!("containerfiles/{f}"))),
+            "{f} is not copied in"
+        );
+    }
+    // The labels say which RCCL the image carries.
+    let label = ins
+        .iter()
+        .find(|(s, i)| s == "runtime" && i.starts_with("LABEL "))
+        .unwrap();
+    for l in [
+        "io.halobox.rccl.source=\"${RCCL}\"",
+        "io.halobox.rccl.tag=\"${RCCL_TAG}\"",
+        "io.halobox.rccl.sha256=\"${RCCL_SHA256}\"",
+    ] {
+        assert!(label.1.contains(l), "{l}");
+    }
+}
+
+#[test]
+fn the_torch_check_fails_without_torch() {
+    let o = Command::new("python3")
+        .arg("containerfiles/torch-check.py")
+        .env("PYTHONPATH", "/nonexistent")
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(1));
+    assert!(
+        stderr(&o).contains("torch-check: import torch failed: ModuleNotFoundError"),
+        "{}",
+        stderr(&o)
+    );
 }
