@@ -183,6 +183,7 @@ fn dry_run_shows_every_stage_pin_and_patch_ci_builds() {
             ("rccl-builder".to_string(), true),
             ("rccl".to_string(), false),
             ("vllm-builder".to_string(), true),
+            ("rdma-core".to_string(), true),
             ("runtime".to_string(), true),
         ]),
         "runtime copies from rccl-builder and vllm-builder, not from the rccl stage"
@@ -349,6 +350,7 @@ fn dry_run_of_the_rccl_image_marks_only_its_stages() {
             ("rccl-builder".to_string(), true),
             ("rccl".to_string(), true),
             ("vllm-builder".to_string(), false),
+            ("rdma-core".to_string(), false),
             ("runtime".to_string(), false),
         ])
     );

@@ -534,3 +534,48 @@ fn the_torch_check_fails_without_torch() {
         stderr(&o)
     );
 }
+
+#[test]
+fn the_rdma_core_version_comes_from_the_package_manager() {
+    let run = |args: &[&str]| {
+        Command::new("sh")
+            .arg("containerfiles/rdma-core-version.sh")
+            .args(args)
+            .output()
+            .unwrap()
+    };
+    // This host has Debian's libibverbs1 (perftest needs it).
+    let o = run(&[]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let line = stdout(&o);
+    let v = line
+        .strip_prefix("rdma-core ")
+        .and_then(|r| r.strip_suffix(" (dpkg)\n"))
+        .unwrap_or_else(|| panic!("{line}"));
+    let major: u32 = v.split('.').next().unwrap().parse().unwrap();
+    assert!(major > 0, "{v}");
+    assert_eq!(run(&["1.0"]).status.code(), Some(0));
+    assert_eq!(run(&[&format!("{major}.0")]).status.code(), Some(0));
+    let o = run(&[&format!("{}.0", major + 1)]);
+    assert_eq!(o.status.code(), Some(1));
+    assert!(
+        stderr(&o).contains(&format!("rdma-core {v} is older than {}.0", major + 1)),
+        "{}",
+        stderr(&o)
+    );
+    let o = run(&["new"]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(stderr(&o).contains("MIN must be a version number"));
+    // An upstream release the image build installed wins over the package.
+    let tmp = tempfile::tempdir().unwrap();
+    let file = tmp.path().join("rdma-core.version");
+    std::fs::write(&file, "62.0\n").unwrap();
+    let o = Command::new("sh")
+        .arg("containerfiles/rdma-core-version.sh")
+        .arg("62.0")
+        .env("RDMA_CORE_VERSION_FILE", &file)
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    assert_eq!(stdout(&o), "rdma-core 62.0 (built from upstream)\n");
+}

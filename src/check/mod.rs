@@ -5,6 +5,7 @@
 //! container was made, the host's own facts), each PASS / WARN / FAIL / SKIP
 //! with the fix, as `doctor` does. [`run`] does the effects.
 
+mod abi;
 pub mod probe;
 mod python;
 pub mod run;
@@ -115,6 +116,7 @@ pub fn human(report: &Report, style: Style) -> String {
 pub fn judge(probe: &Probe, ctx: &Context) -> Vec<Check> {
     let mut checks = Vec::new();
     checks.extend(system::checks(probe, ctx));
+    checks.extend(abi::checks(probe, ctx));
     checks.extend(python::checks(probe, ctx));
     checks
 }

@@ -12,6 +12,7 @@ const IMAGE_FIX: &str =
 pub(super) fn checks(p: &Probe, ctx: &Context) -> Vec<Check> {
     vec![
         torch(p, ctx),
+        torch_nccl(p, ctx),
         amdsmi(p, ctx),
         vllm(p, ctx),
         rccl(p, ctx),
@@ -166,6 +167,27 @@ fn vllm(p: &Probe, ctx: &Context) -> Check {
             format!("vllm {version} imports but picks the platform {other}, not ROCm"),
             "vLLM selects ROCm when amdsmi sees a GPU: fix amdsmi (and gpu) above",
         ),
+    }
+}
+
+fn torch_nccl(p: &Probe, ctx: &Context) -> Check {
+    let id = "torch.nccl";
+    let t = match reported(p, ctx, "torch", &p.torch, NO_PYTHON_SEE_TORCH) {
+        Ok(t) => t,
+        Err(c) => return Check { id: id.into(), ..c },
+    };
+    if t.import_error.is_some() {
+        return Check::skip(id, "torch does not import (see torch)");
+    }
+    match &t.nccl {
+        Some(Ok(true)) => Check::pass(id, "torch.distributed has NCCL (RCCL)"),
+        Some(Ok(false)) => Check::fail(
+            id,
+            "torch.distributed.is_nccl_available() is False: vLLM cannot run tensor parallel across GPUs or nodes",
+            image_fix(ctx),
+        ),
+        Some(Err(e)) => Check::fail(id, format!("import torch.distributed: {e}"), image_fix(ctx)),
+        None => Check::fail(id, silent("torch", p.python_exit("torch")), image_fix(ctx)),
     }
 }
 
@@ -396,6 +418,20 @@ mod tests {
     }
 
     #[test]
+    fn torch_distributed_without_nccl_fails() {
+        let labels = HashMap::new();
+        let mut p = node();
+        assert_eq!(torch_nccl(&p, &ctx(&labels)).status, Status::Pass);
+        p.torch.as_mut().unwrap().nccl = Some(Ok(false));
+        let c = torch_nccl(&p, &ctx(&labels));
+        assert_eq!(c.status, Status::Fail);
+        assert!(c.summary.contains("is_nccl_available() is False"), "{c:?}");
+        p.torch.as_mut().unwrap().import_error =
+            Some("ImportError: undefined symbol: ncclCommResume".into());
+        assert_eq!(torch_nccl(&p, &ctx(&labels)).status, Status::Skip);
+    }
+
+    #[test]
     fn ray_against_the_label_or_the_definition() {
         let labels = labelled(SHA, "2.50.0");
         let r = ray(&node(), &ctx(&labels));
@@ -423,7 +459,7 @@ mod tests {
             "../../tests/fixtures/probe/podman-busybox.txt"
         ));
         let c = checks(&p, &ctx(&labels));
-        for id in ["torch", "amdsmi", "vllm", "rccl"] {
+        for id in ["torch", "torch.nccl", "amdsmi", "vllm", "rccl"] {
             let x = find(&c, id);
             assert_eq!(x.status, Status::Skip, "{x:?}");
             assert!(x.summary.contains("no python in the container"), "{x:?}");
