@@ -55,6 +55,13 @@ fi
 bash scripts/engines/install.sh
 bash scripts/engines/start.sh
 bash scripts/ray-venv.sh /opt/halobox-ray
+# A real local package index for scripts/track-pins.py (tests/track_pins.rs).
+PYPISERVER_VERSION=2.4.2
+if ! /opt/halobox-pypiserver/bin/python -c "import sys, importlib.metadata as m; sys.exit(m.version('pypiserver') != '$PYPISERVER_VERSION')" 2>/dev/null; then
+  log "installing pypiserver $PYPISERVER_VERSION into /opt/halobox-pypiserver"
+  /usr/bin/python3 -m venv /opt/halobox-pypiserver
+  /opt/halobox-pypiserver/bin/pip install -q --disable-pip-version-check "pypiserver==$PYPISERVER_VERSION"
+fi
 
 # This machine has no RDMA hardware: a stand-in uverbs node (the real major
 # and minor) lets the tests check that /dev/infiniband is passed through.
@@ -105,6 +112,12 @@ else
   check-jsonschema --builtin-schema vendor.github-workflows .github/workflows/*.yml \
     || { echo "error: the workflows in .github/workflows do not validate against the GitHub workflow schema (check-jsonschema)" >&2; exit 1; }
 fi
+
+# zizmor (a Rust binary wheel on PyPI): a real lint of a workflow's actions,
+# permissions and expressions, for the workflows written clean against it.
+pip_tool zizmor "zizmor==${ZIZMOR_VERSION:-1.32.0}" || { echo "error: could not install zizmor with pip" >&2; exit 1; }
+log "zizmor --offline .github/workflows/track.yml"
+zizmor --offline .github/workflows/track.yml
 
 log "cargo fmt --check"
 cargo fmt --all -- --check
