@@ -21,7 +21,7 @@ use crate::doctor::{Check, Summary};
 use crate::host::HostFacts;
 use probe::Probe;
 
-/// The label carrying the sha256 of the image's patched `librccl.so.1`
+/// The label carrying the sha256 of the image's `librccl.so.1` (stock or patched)
 /// (containerfiles/vllm-therock-gfx1151.Containerfile, from CI's rccl stage).
 pub const LABEL_RCCL_SHA256: &str = "io.halobox.rccl.sha256";
 /// The label carrying the image's `RAY_VERSION` pin.

@@ -1,6 +1,6 @@
 //! What the image's Python stack does in the container: torch sees the GPU,
 //! amdsmi (how vLLM finds ROCm), vLLM, the RCCL torch loads is the image's
-//! patched one, and Ray is the pinned version.
+//! own (stock or patched, as its labels say), and Ray is the pinned version.
 
 use super::probe::{Probe, PythonExit};
 use super::{Context, LABEL_RAY_VERSION, LABEL_RCCL_SHA256, tail};
@@ -239,14 +239,14 @@ fn rccl(p: &Probe, ctx: &Context) -> Check {
             Check::pass(
                 id,
                 format!(
-                    "torch loads {loaded_text}: the patched gfx1151 build the image label {LABEL_RCCL_SHA256} names"
+                    "torch loads {loaded_text}: the RCCL the image label {LABEL_RCCL_SHA256} names"
                 ),
             )
         } else {
             Check::fail(
                 id,
                 format!(
-                    "torch loads {loaded_text}, but the image label {LABEL_RCCL_SHA256} is {}: not the patched gfx1151 build",
+                    "torch loads {loaded_text}, but the image label {LABEL_RCCL_SHA256} is {}: not the image's RCCL",
                     short(want)
                 ),
                 format!("{}\n{hot_fix}", image_fix(ctx)),
@@ -262,7 +262,7 @@ fn rccl(p: &Probe, ctx: &Context) -> Check {
         Some(recorded) if all(recorded) => Check::warn(
             id,
             format!(
-                "torch loads {loaded_text}, the library the build recorded in /opt/halobox/librccl.so.1.sha256; the image label {LABEL_RCCL_SHA256} {label}, so it is not confirmed as CI's patched build"
+                "torch loads {loaded_text}, the library the build recorded in /opt/halobox/librccl.so.1.sha256; the image label {LABEL_RCCL_SHA256} {label}, so it is not confirmed as CI's build"
             ),
             "publish through .github/workflows/publish.yml (it sets the label), or build with --build-arg RCCL_SHA256=<sha256 of the rccl stage's librccl.so.1>",
         ),
@@ -277,7 +277,7 @@ fn rccl(p: &Probe, ctx: &Context) -> Check {
         None => Check::warn(
             id,
             format!(
-                "torch loads {loaded_text}; the image label {LABEL_RCCL_SHA256} {label}: cannot tell whether it is the patched gfx1151 build"
+                "torch loads {loaded_text}; the image label {LABEL_RCCL_SHA256} {label}: cannot tell whether it is the image's RCCL"
             ),
             image_fix(ctx),
         ),
@@ -400,7 +400,7 @@ mod tests {
         let labels = labelled(&"0".repeat(64), "2.51.1");
         let r = rccl(&node(), &ctx(&labels));
         assert_eq!(r.status, Status::Fail);
-        assert!(r.summary.contains("not the patched gfx1151 build"), "{r:?}");
+        assert!(r.summary.contains("not the image's RCCL"), "{r:?}");
     }
 
     #[test]
