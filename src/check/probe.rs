@@ -94,6 +94,22 @@ pub struct TorchSeen {
     pub device: Option<String>,
     /// An error from the CUDA/HIP calls.
     pub cuda_error: Option<String>,
+    /// `torch.distributed.is_nccl_available()`, or its error.
+    pub nccl: Option<Result<bool, String>>,
+}
+
+/// The RCCL ABI gate (`/opt/halobox/bin/rccl-abi-check.sh`) run on one
+/// `libtorch_hip.so` in the container.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct GateSeen {
+    /// The `libtorch_hip.so` checked.
+    pub consumer: String,
+    /// The librccl the loader gives it (`ldd`); `None` when none is found.
+    pub lib: Option<String>,
+    /// The gate's exit status (0 all defined, 1 some missing, 2 unreadable).
+    pub code: Option<i32>,
+    /// The symbols the gate named as missing.
+    pub missing: Vec<String>,
 }
 
 /// A librccl mapped into the python that imported torch.
@@ -183,6 +199,15 @@ pub struct Probe {
     /// `ray --version`: the path and what it printed; `None` when there is
     /// no ray.
     pub ray: Option<(String, String)>,
+    /// The driver of each RDMA device (`rocep194s0f0`, `irdma`).
+    pub rdma_drivers: Vec<(String, String)>,
+    /// The packaged rdma-core (libibverbs) version, `None` when none is installed.
+    pub rdma_core: Option<String>,
+    /// The RCCL ABI gate on each `libtorch_hip.so`.
+    pub rccl_gates: Vec<GateSeen>,
+    /// Why the gate did not run (`unavailable`: no gate script, bash, nm or
+    /// ldd in the image; `notorch`: no `libtorch_hip.so`).
+    pub rccl_gate_skipped: Option<String>,
 }
 
 impl Probe {
@@ -301,6 +326,34 @@ pub fn parse(stdout: &str) -> Probe {
                         state: state.trim().to_string(),
                     });
                 }
+            }
+            "rdma.driver" => {
+                let (device, driver) = split(rest);
+                p.rdma_drivers
+                    .push((device.to_string(), driver.trim().to_string()));
+            }
+            "rdma.core" => p.rdma_core = value(rest),
+            "rccl.gate" => {
+                let (consumer, rest) = split(rest);
+                let (lib, rest) = split(rest);
+                let (code, missing) = split(rest);
+                if consumer == "-" {
+                    p.rccl_gate_skipped = Some(code.to_string());
+                } else {
+                    p.rccl_gates.push(GateSeen {
+                        consumer: consumer.to_string(),
+                        lib: value(lib),
+                        code: code.parse().ok(),
+                        missing: missing.split_whitespace().map(str::to_string).collect(),
+                    });
+                }
+            }
+            "torch.nccl" => {
+                p.torch.get_or_insert_with(TorchSeen::default).nccl = Some(match rest.trim() {
+                    "True" => Ok(true),
+                    "False" => Ok(false),
+                    other => Err(split(other).1.trim().to_string()),
+                })
             }
             "kfd" => p.kfd = rest.trim() == "yes",
             "kfd.node" => {
@@ -445,6 +498,35 @@ mod tests {
             Some("RocmPlatform")
         );
         assert_eq!(p.ray.as_ref().unwrap().1, "ray, version 2.51.1");
+        assert_eq!(
+            p.rdma_drivers,
+            vec![("rocep194s0f0".to_string(), "irdma".to_string())]
+        );
+        assert_eq!(p.rdma_core.as_deref(), Some("62.0"));
+        assert_eq!(p.rccl_gates.len(), 1);
+        assert_eq!(p.rccl_gates[0].code, Some(0));
+        assert!(p.rccl_gates[0].missing.is_empty());
+        assert_eq!(t.nccl, Some(Ok(true)));
+    }
+
+    #[test]
+    fn parses_the_gate_naming_symbols_and_its_skips() {
+        let p = parse(
+            "@@hbx rccl.gate /t/libtorch_hip.so /o/librccl.so.1 1 ncclCommResume ncclCommShrink \n@@hbx rccl.gate /u/libtorch_hip.so - none\n@@hbx torch.nccl error RuntimeError: x\n@@hbx rdma.core -\n",
+        );
+        assert_eq!(p.rccl_gates[0].lib.as_deref(), Some("/o/librccl.so.1"));
+        assert_eq!(
+            p.rccl_gates[0].missing,
+            vec!["ncclCommResume", "ncclCommShrink"]
+        );
+        assert_eq!(p.rccl_gates[1].lib, None);
+        assert_eq!(
+            p.torch.unwrap().nccl,
+            Some(Err("RuntimeError: x".to_string()))
+        );
+        assert_eq!(p.rdma_core, None);
+        let p = parse("@@hbx rccl.gate - - unavailable\n");
+        assert_eq!(p.rccl_gate_skipped.as_deref(), Some("unavailable"));
     }
 
     #[test]

@@ -42,8 +42,46 @@ if [ -d /sys/class/infiniband ]; then
     state=$(flat 2>/dev/null <"$p/state")
     say rdma.port "$d" "${p##*/}" "${ll:--}" "${state:--}"
   done
+  for d in /sys/class/infiniband/*; do
+    [ -e "$d/device/driver" ] || continue
+    drv=$(readlink -f "$d/device/driver" 2>/dev/null) || drv=
+    say rdma.driver "${d##*/}" "${drv##*/}"
+  done
 else
   say rdma no
+fi
+# rdma-core (libibverbs and its providers, irdma's among them): the release
+# halobox's image built over the distribution's, else the package.
+rc_v=
+if [ -s /opt/halobox/rdma-core.version ]; then
+  rc_v=$(head -n 1 /opt/halobox/rdma-core.version)
+elif command -v rpm >/dev/null 2>&1; then
+  rc_v=$(rpm -q --qf '%{VERSION}' libibverbs 2>/dev/null) || rc_v=
+fi
+if [ -z "$rc_v" ] && command -v dpkg-query >/dev/null 2>&1; then
+  rc_v=$(dpkg-query -W -f '${Version}' libibverbs1 2>/dev/null) || rc_v=
+fi
+say rdma.core "${rc_v:--}"
+# The RCCL ABI gate of the image build, run here: the librccl the loader
+# gives libtorch_hip.so (ldd), and the nccl*/rccl* symbols it lacks.
+G=/opt/halobox/bin/rccl-abi-check.sh
+if [ -r "$G" ] && command -v bash >/dev/null 2>&1 && command -v nm >/dev/null 2>&1 && command -v ldd >/dev/null 2>&1; then
+  n=0
+  for c in $(find /opt /usr/local/lib /usr/lib -xdev -name libtorch_hip.so -type f 2>/dev/null | head -n 4); do
+    n=$((n + 1))
+    lib=$(ldd "$c" 2>/dev/null | awk '$1 ~ /^librccl/ { print ($3 == "not" ? "-" : $3); exit }')
+    if [ -z "$lib" ] || [ "$lib" = - ]; then
+      say rccl.gate "$c" - none
+      continue
+    fi
+    out=$(bash "$G" "$c" -- "$lib" 2>&1)
+    code=$?
+    missing=$(printf '%s\n' "$out" | sed -n 's/^  //p' | head -n 20 | tr '\n' ' ')
+    say rccl.gate "$c" "$lib" "$code" "$missing"
+  done
+  [ "$n" -gt 0 ] || say rccl.gate - - notorch
+else
+  say rccl.gate - - unavailable
 fi
 K=/sys/class/kfd/kfd/topology/nodes
 if [ -d "$K" ]; then

@@ -1,6 +1,6 @@
 //! What the image's Python stack does in the container: torch sees the GPU,
 //! amdsmi (how vLLM finds ROCm), vLLM, the RCCL torch loads is the image's
-//! patched one, and Ray is the pinned version.
+//! own (stock or patched, as its labels say), and Ray is the pinned version.
 
 use super::probe::{Probe, PythonExit};
 use super::{Context, LABEL_RAY_VERSION, LABEL_RCCL_SHA256, tail};
@@ -12,6 +12,7 @@ const IMAGE_FIX: &str =
 pub(super) fn checks(p: &Probe, ctx: &Context) -> Vec<Check> {
     vec![
         torch(p, ctx),
+        torch_nccl(p, ctx),
         amdsmi(p, ctx),
         vllm(p, ctx),
         rccl(p, ctx),
@@ -169,6 +170,27 @@ fn vllm(p: &Probe, ctx: &Context) -> Check {
     }
 }
 
+fn torch_nccl(p: &Probe, ctx: &Context) -> Check {
+    let id = "torch.nccl";
+    let t = match reported(p, ctx, "torch", &p.torch, NO_PYTHON_SEE_TORCH) {
+        Ok(t) => t,
+        Err(c) => return Check { id: id.into(), ..c },
+    };
+    if t.import_error.is_some() {
+        return Check::skip(id, "torch does not import (see torch)");
+    }
+    match &t.nccl {
+        Some(Ok(true)) => Check::pass(id, "torch.distributed has NCCL (RCCL)"),
+        Some(Ok(false)) => Check::fail(
+            id,
+            "torch.distributed.is_nccl_available() is False: vLLM cannot run tensor parallel across GPUs or nodes",
+            image_fix(ctx),
+        ),
+        Some(Err(e)) => Check::fail(id, format!("import torch.distributed: {e}"), image_fix(ctx)),
+        None => Check::fail(id, silent("torch", p.python_exit("torch")), image_fix(ctx)),
+    }
+}
+
 fn short(sha: &str) -> &str {
     sha.get(..12).unwrap_or(sha)
 }
@@ -217,14 +239,14 @@ fn rccl(p: &Probe, ctx: &Context) -> Check {
             Check::pass(
                 id,
                 format!(
-                    "torch loads {loaded_text}: the patched gfx1151 build the image label {LABEL_RCCL_SHA256} names"
+                    "torch loads {loaded_text}: the RCCL the image label {LABEL_RCCL_SHA256} names"
                 ),
             )
         } else {
             Check::fail(
                 id,
                 format!(
-                    "torch loads {loaded_text}, but the image label {LABEL_RCCL_SHA256} is {}: not the patched gfx1151 build",
+                    "torch loads {loaded_text}, but the image label {LABEL_RCCL_SHA256} is {}: not the image's RCCL",
                     short(want)
                 ),
                 format!("{}\n{hot_fix}", image_fix(ctx)),
@@ -240,7 +262,7 @@ fn rccl(p: &Probe, ctx: &Context) -> Check {
         Some(recorded) if all(recorded) => Check::warn(
             id,
             format!(
-                "torch loads {loaded_text}, the library the build recorded in /opt/halobox/librccl.so.1.sha256; the image label {LABEL_RCCL_SHA256} {label}, so it is not confirmed as CI's patched build"
+                "torch loads {loaded_text}, the library the build recorded in /opt/halobox/librccl.so.1.sha256; the image label {LABEL_RCCL_SHA256} {label}, so it is not confirmed as CI's build"
             ),
             "publish through .github/workflows/publish.yml (it sets the label), or build with --build-arg RCCL_SHA256=<sha256 of the rccl stage's librccl.so.1>",
         ),
@@ -255,7 +277,7 @@ fn rccl(p: &Probe, ctx: &Context) -> Check {
         None => Check::warn(
             id,
             format!(
-                "torch loads {loaded_text}; the image label {LABEL_RCCL_SHA256} {label}: cannot tell whether it is the patched gfx1151 build"
+                "torch loads {loaded_text}; the image label {LABEL_RCCL_SHA256} {label}: cannot tell whether it is the image's RCCL"
             ),
             image_fix(ctx),
         ),
@@ -378,7 +400,7 @@ mod tests {
         let labels = labelled(&"0".repeat(64), "2.51.1");
         let r = rccl(&node(), &ctx(&labels));
         assert_eq!(r.status, Status::Fail);
-        assert!(r.summary.contains("not the patched gfx1151 build"), "{r:?}");
+        assert!(r.summary.contains("not the image's RCCL"), "{r:?}");
     }
 
     #[test]
@@ -393,6 +415,20 @@ mod tests {
         let r = rccl(&p, &ctx(&none));
         assert_eq!(r.status, Status::Warn);
         assert!(r.summary.contains("is absent"), "{r:?}");
+    }
+
+    #[test]
+    fn torch_distributed_without_nccl_fails() {
+        let labels = HashMap::new();
+        let mut p = node();
+        assert_eq!(torch_nccl(&p, &ctx(&labels)).status, Status::Pass);
+        p.torch.as_mut().unwrap().nccl = Some(Ok(false));
+        let c = torch_nccl(&p, &ctx(&labels));
+        assert_eq!(c.status, Status::Fail);
+        assert!(c.summary.contains("is_nccl_available() is False"), "{c:?}");
+        p.torch.as_mut().unwrap().import_error =
+            Some("ImportError: undefined symbol: ncclCommResume".into());
+        assert_eq!(torch_nccl(&p, &ctx(&labels)).status, Status::Skip);
     }
 
     #[test]
@@ -423,7 +459,7 @@ mod tests {
             "../../tests/fixtures/probe/podman-busybox.txt"
         ));
         let c = checks(&p, &ctx(&labels));
-        for id in ["torch", "amdsmi", "vllm", "rccl"] {
+        for id in ["torch", "torch.nccl", "amdsmi", "vllm", "rccl"] {
             let x = find(&c, id);
             assert_eq!(x.status, Status::Skip, "{x:?}");
             assert!(x.summary.contains("no python in the container"), "{x:?}");

@@ -1,6 +1,6 @@
 //! What the container user gets from the system: memlock, device nodes and
-//! the groups that open them, the GPU in the KFD topology, RDMA ports, and
-//! variables that break ROCm.
+//! the groups that open them, the GPU in the KFD topology, RDMA ports, the
+//! rdma-core their driver needs, and variables that break ROCm.
 
 use super::probe::{DeviceSeen, Probe};
 use super::{Context, GFX1151};
@@ -19,6 +19,7 @@ pub(super) fn checks(p: &Probe, ctx: &Context) -> Vec<Check> {
         groups(p, ctx),
         gpu(p, ctx),
         rdma_ports(p, ctx),
+        rdma_core(p, ctx),
         env(p),
     ]);
     out
@@ -396,6 +397,79 @@ fn rdma_ports(p: &Probe, ctx: &Context) -> Check {
     }
 }
 
+/// The oldest rdma-core known to work with the E810's `irdma` under RCCL:
+/// distributions' 50 fails with "Unknown completion"; the public gfx1151
+/// image builds 62 for that (FIELD-NOTES §1).
+pub const IRDMA_RDMA_CORE_MIN: (u32, u32) = (62, 0);
+
+/// `57.0`, `62.0-1.fc43`, `50.0-2ubuntu1` → (major, minor).
+fn major_minor(v: &str) -> Option<(u32, u32)> {
+    let v = v.split_once(':').map_or(v, |(_, r)| r);
+    let mut parts = v.split(['.', '-', '+', '~']);
+    let major = parts.next()?.parse().ok()?;
+    let minor = parts.next().and_then(|m| m.parse().ok()).unwrap_or(0);
+    Some((major, minor))
+}
+
+fn rdma_core(p: &Probe, ctx: &Context) -> Check {
+    let id = "rdma.core";
+    let (min_major, min_minor) = IRDMA_RDMA_CORE_MIN;
+    let min = format!("{min_major}.{min_minor}");
+    let e810: Vec<&str> = p
+        .rdma_drivers
+        .iter()
+        .filter(|(_, d)| d == "irdma")
+        .map(|(dev, _)| dev.as_str())
+        .collect();
+    let fix = format!(
+        "use an image with rdma-core {min} or newer (halobox's image prints its version when it is built): {}",
+        ctx.recreate()
+    );
+    let Some(v) = &p.rdma_core else {
+        return if !e810.is_empty() {
+            Check::fail(
+                id,
+                format!(
+                    "no rdma-core (libibverbs) package in the container, and {} is an E810 (irdma): RCCL cannot use RoCE",
+                    e810.join(", ")
+                ),
+                fix,
+            )
+        } else if p.rdma_ports.is_empty() {
+            Check::skip(
+                id,
+                "no rdma-core (libibverbs) package in the container, and no RDMA device either",
+            )
+        } else {
+            Check::warn(
+                id,
+                "no rdma-core (libibverbs) package in the container: RCCL falls back to TCP",
+                fix,
+            )
+        };
+    };
+    if e810.is_empty() {
+        return Check::pass(id, format!("rdma-core {v}"));
+    }
+    match major_minor(v) {
+        Some(have) if have >= IRDMA_RDMA_CORE_MIN => Check::pass(
+            id,
+            format!(
+                "rdma-core {v}, at least the {min} that {} (E810, irdma) needs",
+                e810.join(", ")
+            ),
+        ),
+        _ => Check::fail(
+            id,
+            format!(
+                "rdma-core {v} with {} (E810, irdma): RCCL fails there with \"Unknown completion\" below {min}",
+                e810.join(", ")
+            ),
+            fix,
+        ),
+    }
+}
+
 fn env(p: &Probe) -> Check {
     let id = "env";
     let Some((_, v)) = p.env.iter().find(|(k, _)| k == "HSA_OVERRIDE_GFX_VERSION") else {
@@ -499,6 +573,43 @@ mod tests {
         assert_eq!(get("gpu").status, Status::Fail);
         assert!(get("gpu").summary.contains("the host has none either"));
         assert_eq!(get("rdma.ports").status, Status::Skip);
+    }
+
+    #[test]
+    fn rdma_core_below_what_irdma_needs_fails_only_on_an_e810() {
+        let labels = HashMap::new();
+        let x = ctx(&labels);
+        let mut p = parse(include_str!("../../tests/fixtures/probe/strix-halo.txt"));
+        assert_eq!(rdma_core(&p, &x).status, Status::Pass);
+        p.rdma_core = Some("57.0-3.fc43".into());
+        let c = rdma_core(&p, &x);
+        assert_eq!(c.status, Status::Fail, "{c:?}");
+        assert!(
+            c.summary
+                .contains("rdma-core 57.0-3.fc43 with rocep194s0f0 (E810, irdma)")
+                && c.summary.contains("below 62.0"),
+            "{c:?}"
+        );
+        assert!(
+            c.fix
+                .as_deref()
+                .unwrap()
+                .contains("halobox refresh --name vllm")
+        );
+        // A ConnectX (mlx5) port: any rdma-core is fine.
+        p.rdma_drivers = vec![("mlx5_0".into(), "mlx5_core".into())];
+        assert_eq!(rdma_core(&p, &x).status, Status::Pass);
+        // None installed: FAIL on an E810, SKIP without RDMA, WARN with another NIC.
+        p.rdma_core = None;
+        assert_eq!(rdma_core(&p, &x).status, Status::Warn);
+        p.rdma_drivers = vec![("rocep1s0".into(), "irdma".into())];
+        assert_eq!(rdma_core(&p, &x).status, Status::Fail);
+        p.rdma_drivers.clear();
+        p.rdma_ports.clear();
+        assert_eq!(rdma_core(&p, &x).status, Status::Skip);
+        assert_eq!(major_minor("1:62.1-1"), Some((62, 1)));
+        assert_eq!(major_minor("50.0-2ubuntu1"), Some((50, 0)));
+        assert_eq!(major_minor("x"), None);
     }
 
     #[test]

@@ -68,7 +68,7 @@ pub struct EnvRequest {
 }
 
 /// Ray ≥ 2.45 masks AMD GPUs through `HIP_VISIBLE_DEVICES` and reads only
-/// this switch (ray-project/ray#51104; 2.51.1 of the image, 2.60.0 of the
+/// this switch (ray-project/ray#51104; 2.60.0 of the image and of the
 /// venv); older Ray used `ROCR_VISIBLE_DEVICES` and the other one. Both
 /// are set.
 pub const RAY_NOSET: [&str; 2] = [

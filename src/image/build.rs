@@ -41,7 +41,19 @@ pub struct BuildPlan {
     pub pins: Pins,
     /// Where `halobox publish` sends the result, when the definition says.
     pub publish: Option<Publish>,
+    /// The RCCL the image carries (`ARG RCCL`: `stock` or `patched`), when
+    /// the Containerfile has that choice.
+    pub rccl: Option<String>,
 }
+
+/// The values `ARG RCCL` takes, with what each means.
+pub const RCCL_CHOICES: &[(&str, &str)] = &[
+    ("stock", "the ROCm SDK's own librccl, untouched"),
+    (
+        "patched",
+        "RCCL built from RCCL_REPO at RCCL_TAG with patches/rccl, used only when the ABI gate passes",
+    ),
+];
 
 /// One stage of the build.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
@@ -179,6 +191,19 @@ pub fn plan(def: &Definition, opts: &BuildOptions) -> Result<BuildPlan, String> 
             }
         })
         .collect();
+    let rccl = args
+        .get("RCCL")
+        .or_else(|| def.parsed.defaults.get("RCCL"))
+        .filter(|_| def.parsed.args.contains_key("RCCL"))
+        .cloned();
+    if let Some(r) = &rccl
+        && !RCCL_CHOICES.iter().any(|(c, _)| c == r)
+    {
+        return Err(format!(
+            "--build-arg RCCL={r}: the RCCL choice is stock (the SDK's own) or patched; hint: `halobox build {} --build-arg RCCL=patched`",
+            def.file.name
+        ));
+    }
     let pins = Pins {
         images: def.file.images.clone(),
         versions: def.file.versions.clone(),
@@ -206,6 +231,7 @@ pub fn plan(def: &Definition, opts: &BuildOptions) -> Result<BuildPlan, String> 
         stages,
         pins,
         publish: def.file.publish.clone(),
+        rccl,
     })
 }
 
@@ -462,6 +488,14 @@ pub fn render(dry: &DryRun) -> String {
         "  target: {}",
         plan.target.as_deref().unwrap_or("(last stage)")
     );
+    if let Some(r) = &plan.rccl {
+        let what = RCCL_CHOICES
+            .iter()
+            .find(|(c, _)| c == r)
+            .map(|(_, w)| *w)
+            .unwrap_or("");
+        let _ = writeln!(s, "  rccl: {r} ({what}; --build-arg RCCL=stock|patched)");
+    }
     s.push_str("  stages:\n");
     let width = plan
         .stages
