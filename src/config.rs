@@ -35,7 +35,7 @@ pub struct Config {
 /// A config file that could not be used.
 #[derive(Debug, thiserror::Error)]
 #[error(
-    "{path}: {message}\n  hint: keys are image, engine, backend (toolbox|distrobox|podman|docker) and name"
+    "{path}: {message}\n  hint: keys are image, engine, backend (toolbox|distrobox|podman|docker) and name: `$EDITOR {path}`"
 )]
 pub struct ConfigError {
     /// The file.

@@ -85,3 +85,75 @@ fn version_flag() {
         .success()
         .stdout(contains(env!("CARGO_PKG_VERSION")));
 }
+
+#[test]
+fn no_arguments_says_where_to_start() {
+    let out = halobox().output().unwrap();
+    assert_eq!(out.status.code(), Some(0));
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        text.contains("Start here, on each node:\n  halobox doctor "),
+        "{text}"
+    );
+    assert!(text.contains("halobox help COMMAND"), "{text}");
+    assert!(out.stderr.is_empty(), "{out:?}");
+}
+
+/// Every `hint:` in an error names what to run: a command in backticks, a
+/// flag, a `halobox`/`sudo` line, or a placeholder filled with one.
+#[test]
+fn every_hint_names_the_command_to_run() {
+    // On main's serve.rs, changed there (hint to be given its command).
+    const KNOWN: &[&str] = &["export it again without the newline"];
+    fn files(dir: &std::path::Path, out: &mut Vec<std::path::PathBuf>) {
+        for e in std::fs::read_dir(dir).unwrap() {
+            let p = e.unwrap().path();
+            if p.is_dir() {
+                files(&p, out);
+            } else if p.extension().is_some_and(|x| x == "rs") {
+                out.push(p);
+            }
+        }
+    }
+    let mut all = Vec::new();
+    files(
+        &std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("src"),
+        &mut all,
+    );
+    let mut bare = Vec::new();
+    let mut seen = 0;
+    for f in all {
+        let text = std::fs::read_to_string(&f).unwrap();
+        let code = text.split("#[cfg(test)]").next().unwrap();
+        let lines: Vec<&str> = code.lines().collect();
+        for (i, line) in lines.iter().enumerate() {
+            let Some(at) = line.find("hint: ") else {
+                continue;
+            };
+            let in_literal = line[..at].contains('"') || (i > 0 && lines[i - 1].ends_with('\\'));
+            if !in_literal {
+                continue;
+            }
+            seen += 1;
+            let mut hint = line[at..].to_string();
+            let mut j = i;
+            while hint.ends_with('\\') && j + 1 < lines.len() {
+                j += 1;
+                hint.push_str(lines[j].trim_start());
+            }
+            let hint = hint.split("\",").next().unwrap().to_string();
+            let named = ["`", "--", "halobox ", "sudo ", "{"]
+                .iter()
+                .any(|m| hint.contains(m));
+            if !named && !KNOWN.iter().any(|k| hint.contains(k)) {
+                bare.push(format!("{}:{}: {hint}", f.display(), i + 1));
+            }
+        }
+    }
+    assert!(seen > 50, "found only {seen} hints: is the scan broken?");
+    assert!(
+        bare.is_empty(),
+        "hints without a command:\n{}",
+        bare.join("\n")
+    );
+}

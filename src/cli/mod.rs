@@ -46,9 +46,9 @@ pub struct Cli {
     /// When to colour output.
     #[arg(long, value_enum, default_value_t = ColorChoice::Auto, global = true)]
     pub color: ColorChoice,
-    /// The command to run.
+    /// The command to run (none: where to start).
     #[command(subcommand)]
-    pub command: Command,
+    pub command: Option<Command>,
 }
 
 /// Colour policy.
