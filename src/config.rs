@@ -39,7 +39,7 @@ pub struct Config {
 /// A config file that could not be used.
 #[derive(Debug, thiserror::Error)]
 #[error(
-    "{path}: {message}\n  hint: keys are image, engine, backend (toolbox|distrobox|podman|docker), name and volumes"
+    "{path}: {message}\n  hint: keys are image, engine, backend (toolbox|distrobox|podman|docker), name and volumes: `$EDITOR {path}`"
 )]
 pub struct ConfigError {
     /// The file.

@@ -564,3 +564,91 @@ fn cluster_refresh_with_ray_running() {
     assert_eq!(status["alive"], 3, "{status:#}");
     ok(&f.cluster_with(&good, &["down"]));
 }
+
+/// A `localhost/` image (built or loaded, no registry) that only node a's
+/// engine has: `cluster refresh` refuses on every node, names the nodes
+/// that lack it with both fixes, and swaps nothing; copied to the others
+/// by save/load, the same refresh puts all three on its image id, with no
+/// pull anywhere.
+#[test]
+fn cluster_refresh_of_a_local_image_only_one_node_has() {
+    let f = Fleet::up();
+    for x in NODES {
+        f.refresh_node(x, &f.v1);
+    }
+    let before: Vec<String> = NODES.iter().map(|&x| f.id(x)).collect();
+    let local = "localhost/hbx-fleet-local:1";
+    let podman = |x: char, args: &[&str]| -> Command {
+        let mut c = Command::new("podman");
+        c.arg("--url").arg(format!(
+            "unix:///proc/{}/root/run/podman/podman.sock",
+            f.nodes.pid(x)
+        ));
+        c.args(args);
+        c
+    };
+    ok(&podman('a', &["pull", "--tls-verify=false", &f.v2])
+        .output()
+        .unwrap());
+    ok(&podman('a', &["tag", &f.v2, local]).output().unwrap());
+    let refresh = || {
+        f.cluster(&[
+            "refresh",
+            "--image",
+            local,
+            "--memlock",
+            "8M",
+            "--yes",
+            "--json",
+        ])
+    };
+
+    let out = refresh();
+    assert_eq!(out.status.code(), Some(1), "{}", text(&out));
+    let report: Value = serde_json::from_slice(&out.stdout).expect("JSON report");
+    let notes = report["notes"].to_string();
+    assert!(
+        notes.contains(&format!(
+            "{local} is not on node(s) b, c, which will not pull it (only a has it)"
+        )) && notes.contains("hint: push it to a registry every node reaches")
+            && notes.contains(&format!("on a: `podman save {local} | ssh root@")),
+        "{report:#}"
+    );
+    for (i, &x) in NODES.iter().enumerate() {
+        assert_eq!(f.id(x), before[i], "node {x} changed its container");
+        assert!(f.container(x, "vllm-halobox-new").is_null(), "node {x}");
+    }
+
+    // save/load to b and c, as the hint says; then every node swaps.
+    for x in ['b', 'c'] {
+        let mut save = podman('a', &["save", local])
+            .stdout(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let load = podman(x, &["load"])
+            .stdin(save.stdout.take().unwrap())
+            .output()
+            .unwrap();
+        assert!(save.wait().unwrap().success());
+        ok(&load);
+    }
+    let out = refresh();
+    let report: Value = serde_json::from_str(&ok(&out)).expect("JSON report");
+    assert_eq!(report["ok"], true, "{report:#}");
+    let id = report["digest"].as_str().expect("the image id").to_string();
+    assert!(id.starts_with("sha256:"), "{report:#}");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!err.contains("==> pulling"), "{err}");
+    for (i, &x) in NODES.iter().enumerate() {
+        let c = f.container(x, "vllm");
+        assert_ne!(c["Id"].as_str().unwrap(), before[i], "node {x} not swapped");
+        assert_eq!(c["Image"].as_str(), Some(id.as_str()), "node {x}: {c:#}");
+        assert!(
+            c["Config"]["Image"]
+                .as_str()
+                .unwrap()
+                .starts_with("localhost/hbx-fleet-local:20"),
+            "node {x}: {c:#}"
+        );
+    }
+}

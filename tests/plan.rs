@@ -313,6 +313,7 @@ fn refresh_opts(backend: Backend, memlock: &str, clamp: bool) -> RefreshOptions 
         halobox_exe: None,
         hf_home: None,
         volumes: vec![],
+        pull: None,
     }
 }
 
@@ -335,6 +336,57 @@ fn pull() -> Source {
     Source::Pull {
         reference: "registry.example/halobox/vllm:latest".into(),
     }
+}
+
+#[test]
+fn refresh_pulls_registry_images_and_uses_local_ones_as_they_are() {
+    use halobox::refresh::pull::{PullError, PullPolicy};
+    let f = facts("strix-e810");
+    let on = |image: &str, pull: Option<PullPolicy>, present: bool| {
+        let opts = RefreshOptions {
+            image: halobox::image_ref::ImageRef::parse(image).unwrap(),
+            pull,
+            ..refresh_opts(Backend::Podman, "64M", false)
+        };
+        let found = plan::Found {
+            image_present: present,
+            ..Default::default()
+        };
+        let source = Source::Pull {
+            reference: image.into(),
+        };
+        plan::plan(&f, &engine(EngineKind::Podman), None, found, source, &opts)
+    };
+    let registry = "registry.example/halobox/vllm:latest";
+    let p = on(registry, None, true).unwrap().pulling.unwrap();
+    assert_eq!((p.policy, p.pull), (PullPolicy::Always, true));
+    let p = on(registry, Some(PullPolicy::Missing), true).unwrap();
+    assert_eq!(p.pulling.as_ref().map(|p| p.pull), Some(false));
+    let err = on(registry, Some(PullPolicy::Never), false).unwrap_err();
+    assert!(
+        matches!(err, PlanError::Image(PullError::Never { .. })),
+        "{err}"
+    );
+    assert!(err.to_string().contains("\n  hint: "), "{err}");
+
+    // `halobox build`'s image: the engine has it, nothing to pull.
+    let local = "localhost/vllm-therock-gfx1151:latest";
+    let p = on(local, None, true).unwrap();
+    let pulling = p.pulling.as_ref().unwrap();
+    assert_eq!((pulling.policy, pulling.pull), (PullPolicy::Missing, false));
+    assert_eq!(p.spec.image, local);
+    let err = on(local, None, false).unwrap_err();
+    assert!(
+        matches!(err, PlanError::Image(PullError::LocalAbsent { .. })),
+        "{err}"
+    );
+    assert!(
+        on(local, Some(PullPolicy::Always), true)
+            .unwrap()
+            .pulling
+            .unwrap()
+            .pull
+    );
 }
 
 #[test]

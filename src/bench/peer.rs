@@ -86,7 +86,7 @@ pub fn choose(
     if let Some(w) = wanted {
         let node = find(cfg, w).ok_or_else(|| {
             format!(
-                "no node {w:?} in {file} (its nodes: {})\n  hint: give a node's name, ssh target, address or position (1 = the first)",
+                "no node {w:?} in {file} (its nodes: {})\n  hint: give a node's name, ssh target, address or position (1 = the first), e.g. `halobox bench run --peer-node 2`",
                 listing(cfg)
             )
         })?;

@@ -21,6 +21,9 @@ pub struct RefreshArgs {
     pub backend: Option<crate::container::backend::Backend>,
     #[command(flatten)]
     pub engine: EngineArgs,
+    /// When to pull the image: always (the default for a registry image), missing (only when the engine lacks it; the default for a localhost/ image), never (refuse when it is absent).
+    #[arg(long, value_enum, value_name = "WHEN", conflicts_with = "rollback")]
+    pub pull: Option<crate::refresh::pull::PullPolicy>,
     /// Memlock limit for the container: `unlimited` or a size (64M, 1G).
     #[arg(long, value_name = "SIZE", default_value = "unlimited")]
     pub memlock: crate::container::memlock::MemlockRequest,

@@ -34,11 +34,21 @@ pub use container::{CheckArgs, EnterArgs, ListArgs, RefreshArgs, RmArgs};
 pub use host::{DetectArgs, DoctorArgs, SetupArgs, SnapshotArgs};
 pub use image::{AddLayerArgs, BuildArgs, ImageCommand, PublishArgs};
 
+/// `--version`: the version, the git commit and the build date (build.rs).
+pub const VERSION: &str = concat!(
+    env!("CARGO_PKG_VERSION"),
+    " (commit ",
+    env!("HALOBOX_GIT_COMMIT"),
+    ", built ",
+    env!("HALOBOX_BUILD_DATE"),
+    ")"
+);
+
 /// halobox: one tool for Strix Halo (gfx1151) vLLM clusters over RoCE v2.
 #[derive(Debug, Parser)]
 #[command(
     name = "halobox",
-    version,
+    version = VERSION,
     about = "Inspect, containerise and cluster AMD Strix Halo (gfx1151) nodes for vLLM over RoCE v2",
     after_help = "Examples:\n  halobox doctor                      check this node and print the fixes\n  halobox doctor --ip 192.168.100.1   check the data plane that carries that address\n  halobox detect --json               every host fact as JSON\n  halobox completions bash > ~/.local/share/bash-completion/completions/halobox"
 )]
@@ -46,9 +56,9 @@ pub struct Cli {
     /// When to colour output.
     #[arg(long, value_enum, default_value_t = ColorChoice::Auto, global = true)]
     pub color: ColorChoice,
-    /// The command to run.
+    /// The command to run (none: where to start).
     #[command(subcommand)]
-    pub command: Command,
+    pub command: Option<Command>,
 }
 
 /// Colour policy.

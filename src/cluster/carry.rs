@@ -64,7 +64,8 @@ pub fn write(path: &Path, names: &[String]) -> anyhow::Result<()> {
     };
     let text = merge(existing.as_deref(), names).map_err(|e| {
         anyhow::anyhow!(
-            "{}: {e}\n  hint: fix it (vLLM reads a list such as [\"NCCL_SOCKET_IFNAME\"]) or remove it; halobox adds its names to it",
+            "{}: {e}\n  hint: fix it (vLLM reads a list such as [\"NCCL_SOCKET_IFNAME\"]) or remove it (`rm {}`); halobox adds its names to it",
+            path.display(),
             path.display()
         )
     })?;

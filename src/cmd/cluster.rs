@@ -402,6 +402,7 @@ fn tui(a: &ClusterFileArgs) -> anyhow::Result<ExitCode> {
                 image: None,
                 restart: false,
                 memlock: None,
+                pull: None,
                 file: file(),
                 mode: PlanOutputArgs {
                     plan: DryRunArgs { dry_run: pick == 8 },

@@ -19,6 +19,7 @@ pub fn refresh(a: &ClusterRefreshArgs) -> anyhow::Result<ExitCode> {
         channel,
         memlock: a.memlock.map(|m| m.label_value()),
         restart: a.restart,
+        pull: a.pull,
     };
     if a.mode.dry_run() {
         print!("{}", refresh::render_plan(&cfg, &req));

@@ -21,6 +21,7 @@ pub mod rm;
 pub mod serve;
 pub mod setup;
 pub mod snapshot;
+pub mod start;
 
 use std::io::IsTerminal;
 use std::process::ExitCode;
@@ -41,7 +42,11 @@ pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             std::io::stdout().is_terminal() && std::env::var_os("NO_COLOR").is_none()
         }
     };
-    match cli.command {
+    let Some(command) = cli.command else {
+        print!("{}", start::TEXT);
+        return Ok(ExitCode::SUCCESS);
+    };
+    match command {
         Command::Detect(args) => detect::run(&args),
         Command::Doctor(args) => doctor::run(&args, color),
         Command::Snapshot(args) => snapshot::run(&args),

@@ -38,6 +38,7 @@ pub fn run(args: &RefreshArgs, color: bool) -> anyhow::Result<ExitCode> {
         adopt: args.adopt,
         settle: args.settle,
         volumes: args.volume.clone(),
+        pull: args.pull,
     };
     let target = prepare::target(&req)?;
     let facts = host::gather(HostRoot::live(), GatherOptions::default());
@@ -353,7 +354,11 @@ fn print_plan(
     }
     match &plan.source {
         Source::Pull { reference } => {
-            step(format!("pull {reference}"));
+            match &plan.pulling {
+                Some(p) if !p.pull => step(format!("use {reference} as it is: {}", p.why)),
+                Some(p) => step(format!("pull {reference} ({})", p.why)),
+                None => step(format!("pull {reference}")),
+            }
             step(format!(
                 "pin it as {}:<its org.opencontainers.image.created time, YYYYMMDD-HHMMSS UTC>",
                 plan.repository

@@ -147,13 +147,13 @@ pub fn lookup(repository: &str, named: Option<&str>) -> Lookup {
             Some((host, why)) => {
                 withheld = Some(format!(
                     "{ENV_PAIR} belong to {host} ({why}), so they are not sent to {registry}\n  \
-                     hint: to use them for {registry}, set HALOBOX_REGISTRY={registry}"
+                     hint: to use them for {registry}: `export HALOBOX_REGISTRY={registry}`"
                 ));
             }
             None => {
                 withheld = Some(format!(
                     "{ENV_PAIR} are set but HALOBOX_REGISTRY is not, so they are not sent to {registry}\n  \
-                     hint: name the registry they belong to, e.g. HALOBOX_REGISTRY={registry}"
+                     hint: name the registry they belong to, e.g. `export HALOBOX_REGISTRY={registry}`"
                 ));
             }
         }

@@ -124,7 +124,7 @@ pub fn transport(address: &str, tls: bool) -> Result<Transport, String> {
     let Some((scheme, authority)) = rest else {
         return Err(format!(
             "{address} is not an engine address halobox can use\n  \
-             hint: use unix:///path/to/socket, or tcp://host:port (TLS unless loopback)"
+             hint: `--engine unix:///path/to/socket`, or `--engine tcp://host:port` (TLS unless loopback)"
         ));
     };
     let authority = authority.trim_end_matches('/');
@@ -135,7 +135,7 @@ pub fn transport(address: &str, tls: bool) -> Result<Transport, String> {
     if scheme == "https://" {
         return Err(format!(
             "{address} asks for TLS but DOCKER_TLS_VERIFY is not set\n  \
-             hint: set DOCKER_TLS_VERIFY=1 and DOCKER_CERT_PATH=DIR (ca.pem, cert.pem, key.pem), as for docker"
+             hint: `export DOCKER_TLS_VERIFY=1 DOCKER_CERT_PATH=DIR` (DIR holding ca.pem, cert.pem, key.pem), as for docker"
         ));
     }
     if is_loopback_host(host) {
@@ -144,7 +144,7 @@ pub fn transport(address: &str, tls: bool) -> Result<Transport, String> {
     Err(format!(
         "refusing the plain engine address {address}: {host} is not loopback, and without TLS \
          full control of the engine and any registry credentials would cross the network in clear\n  \
-         hint: configure TLS as docker does (DOCKER_TLS_VERIFY=1 and DOCKER_CERT_PATH=DIR holding \
+         hint: configure TLS as docker does (`export DOCKER_TLS_VERIFY=1 DOCKER_CERT_PATH=DIR`, DIR holding \
          ca.pem, cert.pem, key.pem), or reach the engine through a unix socket or an ssh tunnel: \
          `ssh -nNT -L /tmp/engine.sock:/run/podman/podman.sock {host}`, then --engine unix:///tmp/engine.sock"
     ))

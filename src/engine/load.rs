@@ -20,8 +20,8 @@ impl Engine {
         };
         if self.image(reference).await?.is_none() {
             return Err(fail(format!(
-                "no such image in {} at {}; hint: pull or build it first, or give an archive file",
-                self.info.kind, self.info.address
+                "no such image in {} at {}; hint: `{} pull {reference}` or `halobox build` first, or give an archive file",
+                self.info.kind, self.info.address, self.info.kind
             )));
         }
         let mut file = std::io::BufWriter::with_capacity(

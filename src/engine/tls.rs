@@ -83,7 +83,8 @@ impl TlsFiles {
             format!(
                 "DOCKER_TLS_VERIFY is set but the TLS files in {} cannot be used: {e}\n  \
                  hint: DOCKER_CERT_PATH must name a folder with ca.pem (the engine's CA), \
-                 cert.pem and key.pem (this client's certificate and key), as for docker",
+                 cert.pem and key.pem (this client's certificate and key), as for docker: \
+                 `ls \"$DOCKER_CERT_PATH\"` shows what is there",
                 self.dir.display()
             )
         })

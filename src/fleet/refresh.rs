@@ -19,6 +19,7 @@ use crate::container::backend::Backend;
 use crate::fleet::ray_state::{self, RayState};
 use crate::image_ref::ImageRef;
 use crate::proc::{Capture, Proc, WaitError};
+use crate::refresh::pull::{self, PullPolicy};
 use crate::refresh::word::Word;
 use crate::{remote, shell, ssh};
 
@@ -62,6 +63,17 @@ pub struct Request {
     pub memlock: Option<String>,
     /// Stop Ray before the swap and start it again after.
     pub restart: bool,
+    /// `--pull` for the nodes' refresh, when given.
+    pub pull: Option<PullPolicy>,
+}
+
+impl Request {
+    /// True when the nodes are compared by image id, not digest: a
+    /// `localhost/` image is built or loaded on each node, so it has no
+    /// registry digest of its own (a save/load keeps its id).
+    pub fn by_id(&self) -> bool {
+        pull::is_local(&self.image)
+    }
 }
 
 /// The refresh backend a node's Ray backend means (`host`: none, no container).
@@ -116,6 +128,9 @@ pub fn command(
     if let Some(m) = &req.memlock {
         argv.extend(["--memlock".to_string(), m.clone()]);
     }
+    if let Some(p) = req.pull {
+        argv.extend(["--pull".to_string(), p.to_string()]);
+    }
     argv.extend(["--yes", "--json", "--stage"].map(String::from));
     argv
 }
@@ -130,6 +145,10 @@ pub fn render_plan(cfg: &ClusterConfig, req: &Request) -> String {
     let (nodes, skipped) = split(cfg);
     let mut out = String::from("halobox cluster refresh plan (dry run: nothing was changed)\n");
     match &req.image.digest {
+        _ if req.by_id() => out.push_str(&format!(
+            "  image    {}: a localhost/ image, made on each node from its own engine's image (build it there, or copy it with save/load); every node's must have the head's image id\n",
+            req.image
+        )),
         Some(d) => out.push_str(&format!(
             "  image    {} (digest {d}, on every node)\n",
             req.image
@@ -185,6 +204,19 @@ struct StagedLine {
     staged: String,
     image: String,
     digest: Option<String>,
+    #[serde(default)]
+    image_id: Option<String>,
+}
+
+impl StagedLine {
+    /// What must be the same on every node: the image id for a local
+    /// image, else the digest.
+    fn key(&self, req: &Request) -> Option<&String> {
+        match req.by_id() {
+            true => self.image_id.as_ref(),
+            false => self.digest.as_ref(),
+        }
+    }
 }
 
 /// One node's result.
@@ -363,9 +395,12 @@ fn stage_all(
         stage_node(cfg, n, req, &reference, settling)
     });
     let head = match &stages[0] {
-        Ok(w) => w.line.digest.clone(),
+        Ok(w) => w.line.key(req).cloned(),
         _ => None,
     };
+    if req.by_id() {
+        return (head, stages);
+    }
     let Some(d) = req.image.digest.clone().or(head) else {
         return (None, stages);
     };
@@ -444,11 +479,20 @@ pub fn run(cfg: &ClusterConfig, config_path: &std::path::Path, req: &Request) ->
     for (n, st) in nodes.iter().zip(stages.iter_mut()) {
         match (st, &digest) {
             (Ok(_), None) => {}
-            (Ok(w), Some(d)) if w.line.digest.as_ref() != Some(d) => failures.push(format!(
-                "node {}: staged digest {} is not {d}",
-                n.label(),
-                w.line.digest.as_deref().unwrap_or("(none)"),
-            )),
+            (Ok(w), Some(d)) if w.line.key(req) != Some(d) => failures.push(match req.by_id() {
+                true => format!(
+                    "node {}: its {} is image {}, the head's is {d}\n  hint: copy the head's to it: {}",
+                    n.label(),
+                    req.image,
+                    w.line.image_id.as_deref().unwrap_or("(none)"),
+                    copy_command(&nodes[0], n, &req.image)
+                ),
+                false => format!(
+                    "node {}: staged digest {} is not {d}",
+                    n.label(),
+                    w.line.digest.as_deref().unwrap_or("(none)"),
+                ),
+            }),
             (Ok(w), Some(_)) => {
                 if let Some(status) = w.proc.try_status() {
                     failures.push(format!(
@@ -460,6 +504,9 @@ pub fn run(cfg: &ClusterConfig, config_path: &std::path::Path, req: &Request) ->
             }
             (Err(e), _) => failures.push(e.clone()),
         }
+    }
+    if let Some(note) = absent_note(&nodes, &stages, &req.image) {
+        failures.push(note);
     }
     if failures.is_empty() && digest.is_none() {
         failures.push(format!(
@@ -560,6 +607,59 @@ pub fn run(cfg: &ClusterConfig, config_path: &std::path::Path, req: &Request) ->
     report
 }
 
+/// `podman save IMAGE | ssh TO podman load` (docker for a docker node),
+/// run on `from`.
+fn copy_command(from: &NodeConfig, to: &NodeConfig, image: &ImageRef) -> String {
+    let cli = |n: &NodeConfig| match n.backend {
+        NodeBackend::Docker => "docker",
+        _ => "podman",
+    };
+    let img = shell::quote(&image.to_string());
+    format!(
+        "on {}: `{} save {img} | ssh {} {} load`",
+        from.label(),
+        cli(from),
+        shell::quote(&to.ssh),
+        cli(to)
+    )
+}
+
+/// When some nodes lack the image and will not pull it: which nodes have
+/// it, and the two ways to give it to the others.
+fn absent_note(nodes: &[NodeConfig], stages: &[Stage], image: &ImageRef) -> Option<String> {
+    let lacking: Vec<&NodeConfig> = nodes
+        .iter()
+        .zip(stages)
+        .filter(|(_, st)| matches!(st, Err(e) if e.contains(pull::ABSENT)))
+        .map(|(n, _)| n)
+        .collect();
+    if lacking.is_empty() {
+        return None;
+    }
+    let having: Vec<&NodeConfig> = nodes
+        .iter()
+        .zip(stages)
+        .filter(|(_, st)| st.is_ok())
+        .map(|(n, _)| n)
+        .collect();
+    let names = |v: &[&NodeConfig]| v.iter().map(|n| n.label()).collect::<Vec<_>>().join(", ");
+    let mut out = format!(
+        "{image} is not on node(s) {}, which will not pull it{}: every node makes its container from its own engine's images\n  hint: push it to a registry every node reaches and refresh from there (`halobox publish {image} --channel dev --to REGISTRY/REPO`, then `halobox cluster refresh dev --image REGISTRY/REPO`)",
+        names(&lacking),
+        match having.is_empty() {
+            true => String::new(),
+            false => format!(" (only {} has it)", names(&having)),
+        }
+    );
+    if let Some(from) = having.first() {
+        out.push_str(", or copy it to each node that lacks it:");
+        for to in &lacking {
+            out.push_str(&format!("\n    {}", copy_command(from, to, image)));
+        }
+    }
+    Some(out)
+}
+
 /// Tells every staged node to remove what it staged; results per node.
 fn discard_all(cfg: &ClusterConfig, nodes: &[NodeConfig], stages: Vec<Stage>) -> Vec<NodeResult> {
     each(stages, |i, st| {
@@ -650,6 +750,7 @@ backend = "host"
             channel: "latest".into(),
             memlock: Some("8M".into()),
             restart: false,
+            pull: None,
         }
     }
 
@@ -697,5 +798,58 @@ backend = "host"
             );
         }
         assert!(text.contains("'reg:5000/x/vllm@<digest>'"), "{text}");
+    }
+
+    #[test]
+    fn pull_reaches_every_node_and_a_local_image_is_compared_by_id() {
+        let c = cfg();
+        let mut r = req("localhost/vllm:mine");
+        r.pull = Some(PullPolicy::Never);
+        assert!(r.by_id());
+        assert!(
+            command(&c, &c.nodes[0], &r, "localhost/vllm:mine")
+                .join(" ")
+                .ends_with("--memlock 8M --pull never --yes --json --stage")
+        );
+        let text = render_plan(&c, &r);
+        assert!(text.contains("must have the head's image id"), "{text}");
+        assert!(!req("localhost:5000/vllm").by_id());
+        let line = StagedLine {
+            staged: "x".into(),
+            image: "localhost/vllm:20240101-000000".into(),
+            digest: Some("sha256:other-repo".into()),
+            image_id: Some("sha256:id".into()),
+        };
+        assert_eq!(line.key(&r).map(String::as_str), Some("sha256:id"));
+        assert_eq!(
+            line.key(&req("reg/x")).map(String::as_str),
+            Some("sha256:other-repo")
+        );
+    }
+
+    #[test]
+    fn an_image_only_one_node_has_is_refused_with_both_fixes() {
+        let c = cfg();
+        let nodes = &c.nodes[..2];
+        let image = ImageRef::parse("localhost/vllm:mine").unwrap();
+        let absent = format!(
+            "node b: localhost/vllm:mine {} ...",
+            crate::refresh::pull::ABSENT
+        );
+        let stages: Vec<Stage> = vec![Err("node a: elsewhere".into()), Err(absent.clone())];
+        let note = absent_note(nodes, &stages, &image).unwrap();
+        assert!(note.contains("not on node(s) b,"), "{note}");
+        assert!(!note.contains("copy it"), "{note}");
+        assert!(
+            note.contains("hint: push it to a registry every node reaches")
+                && note.contains("halobox publish localhost/vllm:mine --channel dev"),
+            "{note}"
+        );
+        let stages: Vec<Stage> = vec![Err("node a: no ssh".into()), Err("node b: other".into())];
+        assert_eq!(absent_note(nodes, &stages, &image), None);
+        assert_eq!(
+            copy_command(&nodes[0], &nodes[1], &image),
+            "on a: `podman save localhost/vllm:mine | ssh root@n2 podman load`"
+        );
     }
 }

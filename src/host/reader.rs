@@ -21,7 +21,7 @@ use crate::confine;
 pub enum RootError {
     /// The directory does not exist.
     #[error(
-        "sysroot {0} does not exist\n  hint: pass a directory that holds a snapshot of a host (sys/, proc/, dev/, etc/), e.g. tests/fixtures/hosts/strix-e810"
+        "sysroot {0} does not exist\n  hint: pass a directory that holds a snapshot of a host (sys/, proc/, dev/, etc/), e.g. `halobox doctor --sysroot tests/fixtures/hosts/strix-e810`"
     )]
     Missing(PathBuf),
     /// The path exists but is not a directory.

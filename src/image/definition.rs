@@ -405,7 +405,7 @@ pub fn locate(name: &str) -> PathBuf {
 pub fn load(path: &Path) -> Result<Definition, String> {
     let text = std::fs::read_to_string(path).map_err(|e| {
         format!(
-            "{}: {e}; hint: image definitions live in images/<name>.toml (run from the repository root)",
+            "{}: {e}; hint: image definitions live in images/<name>.toml: run `halobox build` from the repository root (`cd` into the git checkout)",
             path.display()
         )
     })?;

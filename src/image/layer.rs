@@ -201,7 +201,7 @@ fn source_metadata(spec: &AddSpec, dereference: bool) -> Result<std::fs::Metadat
     std::fs::metadata(src).map_err(|e| {
         format!(
             "--add {spec}: {} is a symlink to {target}, which cannot be read: {e}\n  \
-             hint: point SRC at an existing file or folder",
+             hint: point SRC of `--add SRC:DEST` at an existing file or folder",
             src.display()
         )
     })

@@ -72,7 +72,7 @@ pub struct Journal {
 
 /// Why the journal cannot be used.
 #[derive(Debug, thiserror::Error)]
-#[error("refresh journal {}: {message}\n  hint: set XDG_STATE_HOME to a directory you can write", path.display())]
+#[error("refresh journal {}: {message}\n  hint: `export XDG_STATE_HOME=DIR` with a DIR you can write (e.g. `mkdir -p ~/.local/state`), then run it again", path.display())]
 pub struct JournalError {
     /// The file or directory.
     pub path: PathBuf,

@@ -18,6 +18,8 @@ use crate::host::HostFacts;
 use crate::host::limits::LimitValue;
 use crate::image_ref::ImageRef;
 
+use super::pull::{self, PullError, PullPolicy, Pulling};
+
 /// Suffix of the container created before the old one is replaced.
 pub const NEW_SUFFIX: &str = "-halobox-new";
 /// Suffix the old container carries while the new one takes its name.
@@ -82,6 +84,8 @@ pub struct Found<'a> {
     pub existing: Option<&'a ContainerInfo>,
     /// The container named `NAME-prev`.
     pub prev: Option<&'a ContainerInfo>,
+    /// Whether the engine has the image the source names.
+    pub image_present: bool,
 }
 
 /// What the user asked `refresh` for.
@@ -114,6 +118,8 @@ pub struct RefreshOptions {
     pub hf_home: Option<String>,
     /// The user's own bind mounts (`--volume`, config `volumes`).
     pub volumes: Vec<crate::container::model::Mount>,
+    /// `--pull` (`None`: the default for the image).
+    pub pull: Option<PullPolicy>,
 }
 
 /// Everything `refresh` will do.
@@ -125,6 +131,8 @@ pub struct RefreshPlan {
     pub backend: Backend,
     /// Image source.
     pub source: Source,
+    /// Whether the image is pulled (`None`: a rollback, which never pulls).
+    pub pulling: Option<Pulling>,
     /// Repository whose pinned images are pruned.
     pub repository: String,
     /// The final container name.
@@ -228,6 +236,9 @@ pub enum PlanError {
         "a container named {0} exists and was not made by halobox; refresh keeps the replaced container under that name and deletes the one there before\n  hint: if it is what an --adopt refresh replaced, pass --adopt again to let it go; else rename or remove it"
     )]
     PrevTaken(String),
+    /// The image is not there and will not be pulled.
+    #[error(transparent)]
+    Image(#[from] PullError),
 }
 
 /// The memlock fix for the engine's service.
@@ -244,7 +255,11 @@ pub fn plan(
     source: Source,
     opts: &RefreshOptions,
 ) -> Result<RefreshPlan, PlanError> {
-    let Found { existing, prev } = found;
+    let Found {
+        existing,
+        prev,
+        image_present,
+    } = found;
     if !opts.backend.supports(engine.kind) {
         return Err(PlanError::BackendEngine {
             backend: opts.backend,
@@ -273,6 +288,10 @@ pub fn plan(
     {
         return Err(PlanError::PrevTaken(p.name.clone()));
     }
+    let pulling = match &source {
+        Source::Pull { .. } => Some(pull::decide(opts.pull, &opts.image, image_present)?),
+        Source::Pinned { .. } | Source::Prev { .. } => None,
+    };
     let temp_name = format!("{}{NEW_SUFFIX}", opts.name);
     let mut notes = Vec::new();
     let reuses_prev = matches!(source, Source::Prev { .. });
@@ -318,6 +337,7 @@ pub fn plan(
         engine: engine.clone(),
         backend: opts.backend,
         source,
+        pulling,
         repository: opts.image.repository.clone(),
         name: opts.name.clone(),
         old_name: format!("{}{OLD_SUFFIX}", opts.name),

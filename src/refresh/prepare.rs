@@ -4,6 +4,7 @@
 //! the pure [`super::plan`].
 
 use super::plan::{self, Found, Known, PREV_SUFFIX, RefreshOptions, RefreshPlan, Source};
+use super::pull::PullPolicy;
 use crate::config::{self, DEFAULT_IMAGE};
 use crate::container::backend::Backend;
 use crate::container::binds;
@@ -42,6 +43,8 @@ pub struct RefreshRequest {
     pub settle: std::time::Duration,
     /// `--volume SRC:DEST[:ro|rw]` (added to the config's `volumes`).
     pub volumes: Vec<String>,
+    /// `--pull` (`None`: the default for the image).
+    pub pull: Option<PullPolicy>,
 }
 
 /// The image, container and backend a request means once the config file
@@ -116,6 +119,10 @@ pub async fn plan(
     let prev_name = format!("{name}{PREV_SUFFIX}");
     let (existing, prev) = tokio::join!(engine.container(name), engine.container(&prev_name));
     let (existing, prev) = (existing?, prev?);
+    let image_present = match req.rollback {
+        true => false,
+        false => engine.image(&target.image.to_string()).await?.is_some(),
+    };
     let (source, repository) = if req.rollback {
         rollback_source(engine, existing.as_ref(), prev.as_ref(), name).await?
     } else {
@@ -143,6 +150,7 @@ pub async fn plan(
             facts.user.home.as_deref(),
         ),
         volumes: target.volumes.clone(),
+        pull: req.pull,
     };
     let creator = local::engine_process(facts, &engine.info);
     Ok(plan::plan(
@@ -152,6 +160,7 @@ pub async fn plan(
         Found {
             existing: existing.as_ref(),
             prev: prev.as_ref(),
+            image_present,
         },
         source,
         &opts,

@@ -153,6 +153,9 @@ pub struct Staged {
     pub image: String,
     /// The image's digest, when it has one.
     pub digest: Option<String>,
+    /// The image's id (`sha256:…`): the same on every engine that has the
+    /// same image, pulled or loaded.
+    pub image_id: Option<String>,
     /// How long each step took.
     pub timings: Vec<StepTime>,
     /// What the journal records of it (for [`commit`] and [`discard`]).
@@ -187,6 +190,7 @@ pub async fn stage(
         staged: made.new_id,
         image: made.image,
         digest: made.digest,
+        image_id: made.image_id,
         timings: laps.done,
         entry: steps.entry,
     })
@@ -208,6 +212,7 @@ pub async fn commit(
         new_id: entry.new_id.clone().unwrap_or_default(),
         image: staged.as_ref().map(|s| s.image.clone()).unwrap_or_default(),
         digest: staged.and_then(|s| s.digest),
+        image_id: None,
     };
     steps.entry = Entry {
         pid: std::process::id(),
@@ -251,6 +256,8 @@ struct Made {
     new_id: String,
     image: String,
     digest: Option<String>,
+    /// The image's id, when this run inspected it.
+    image_id: Option<String>,
 }
 
 /// Pull, pin, create and check (or, for a rollback, start the kept
@@ -261,10 +268,10 @@ async fn make_new(
     signals: &mut Caught,
 ) -> Result<Made, RefreshError> {
     let plan = steps.plan;
-    let (new_id, image, digest) = match &plan.source {
+    let (new_id, image, digest, image_id) = match &plan.source {
         Source::Prev { container } => {
             steps.reuse(container)?;
-            (container.id.clone(), container.image.clone(), None)
+            (container.id.clone(), container.image.clone(), None, None)
         }
         Source::Pull { .. } | Source::Pinned { .. } => {
             let pulled = tokio::select! {
@@ -284,7 +291,7 @@ async fn make_new(
                 .await?;
             let id = steps.create(&pinned, digest.as_deref()).await?;
             laps.lap("create");
-            (id, pinned, digest)
+            (id, pinned, digest, Some(local.id))
         }
     };
     steps
@@ -296,6 +303,7 @@ async fn make_new(
         new_id,
         image,
         digest,
+        image_id,
     })
 }
 
@@ -311,6 +319,7 @@ async fn finish(
         new_id,
         image,
         digest,
+        ..
     } = made;
     steps.checkpoint("swapping", signals).await?;
     steps.swap(&new_id).await?;
@@ -521,8 +530,12 @@ impl<'a> Steps<'a> {
 
     /// Pulls the image (unless it is already pinned) and inspects it.
     async fn pull(&mut self) -> Result<LocalImage, RefreshError> {
-        let (reference, pin) = self.source();
-        if pin {
+        let (reference, _) = self.source();
+        let pulling = self.plan.pulling.as_ref();
+        if let Some(p) = pulling.filter(|p| !p.pull) {
+            self.say(format!("not pulling {reference}: {}", p.why));
+        }
+        if pulling.is_some_and(|p| p.pull) {
             self.say(format!("pulling {reference}"));
             let image = ImageRef::parse(reference).map_err(|e| {
                 self.fail(

@@ -107,7 +107,8 @@ impl Store {
         let journal = match fs::read(&real) {
             Ok(b) => serde_json::from_slice(&b).with_context(|| {
                 format!(
-                    "setup journal {} is damaged\n  hint: it lists what setup changed; restore the FILE.halobox-bak.* backups by hand, then remove it",
+                    "setup journal {} is damaged\n  hint: it lists what setup changed; restore the FILE.halobox-bak.* backups by hand, then `sudo rm {}`",
+                    real.display(),
                     real.display()
                 )
             })?,
@@ -184,7 +185,7 @@ impl Store {
             let existing = match fs::symlink_metadata(&real) {
                 Ok(m) if m.is_file() => Some(m),
                 Ok(_) => bail!(
-                    "{path} exists and is not a regular file\n  hint: setup replaces only regular files; move it away and run setup again"
+                    "{path} exists and is not a regular file\n  hint: setup replaces only regular files: `sudo mv {path} {path}.orig`, then `sudo halobox setup` again"
                 ),
                 Err(e) if e.kind() == io::ErrorKind::NotFound => None,
                 Err(e) => return Err(e).context(format!("cannot inspect {}", real.display())),
