@@ -17,4 +17,5 @@ pub mod model;
 pub mod name;
 pub mod owner;
 pub mod spec;
+pub mod staged;
 pub mod toolbox;
