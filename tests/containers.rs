@@ -1599,3 +1599,61 @@ fn list_while_containers_are_removed_succeeds() {
         assert!(listed(engine).iter().all(|n| !n.starts_with("hbx-vanish-")));
     }
 }
+
+/// `halobox check` of a container whose image's Python prints OSC 52
+/// (clipboard), OSC 0 (title) and CSI 2J (clear screen) in its version and
+/// its probe's facts, then a 300 MB line: what reaches the terminal has no
+/// control or escape character and stays within the capture's bounds.
+#[test]
+fn check_of_an_image_whose_probe_sends_escapes_and_300_mb() {
+    require(PODMAN);
+    let image = "localhost/halobox-hostile-probe:1";
+    let built = cli(
+        "podman",
+        &[
+            "build",
+            "-q",
+            "-t",
+            image,
+            "-f",
+            "tests/fixtures/images/hostile-probe.Containerfile",
+            "tests/fixtures/images",
+        ],
+    );
+    assert!(
+        built.status.success(),
+        "{}",
+        String::from_utf8_lossy(&built.stderr)
+    );
+    let name = "hbx-hostile-probe";
+    cleanup("podman", &[name]);
+    let started = cli(
+        "podman",
+        &["run", "-d", "--name", name, image, "sleep", "infinity"],
+    );
+    assert!(
+        started.status.success(),
+        "{}",
+        String::from_utf8_lossy(&started.stderr)
+    );
+    let out = halobox()
+        .args(["check", name, "--engine", PODMAN])
+        .output()
+        .unwrap();
+    let all = [out.stdout.as_slice(), out.stderr.as_slice()].concat();
+    assert!(all.len() < 4 << 20, "{} bytes printed", all.len());
+    let text = String::from_utf8_lossy(&all);
+    let head = &text[..text.len().min(3000)];
+    assert!(
+        !text
+            .chars()
+            .any(|c| c == '\u{1b}' || c == '\u{7}' || c == '\u{9b}' || c == '\r'),
+        "{head:?}"
+    );
+    assert!(
+        text.contains("FAIL  torch       import torch: boom-from-the-image"),
+        "{head}"
+    );
+    assert!(!text.contains("pwned-title"), "{head}");
+    cleanup("podman", &[name]);
+}
