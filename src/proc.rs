@@ -238,13 +238,35 @@ impl Bounded {
     }
 }
 
-/// Reads `reader` line by line (each cut at half of `capture.limit` bytes)
-/// into the shared logs until it ends.
-fn read_lines(reader: impl Read, is_stdout: bool, capture: Capture, shared: &Shared) {
+/// Calls `f` with each line of `reader` until it ends: cut at half of
+/// `capture.limit` bytes (the count of what was cut comes with it) and
+/// cleaned as `capture` says. For a stream from a container or a node
+/// (vLLM's log echoed by `serve`), pass a capture whose `clean` is
+/// [`crate::remote::printable`], as `crate::container::capture::CAPTURE`.
+pub fn for_each_line(reader: impl Read, capture: Capture, mut f: impl FnMut(String, u64)) {
     let mut r = BufReader::with_capacity(64 << 10, reader);
     let mut split = Splitter::new(capture);
-    let emit = |(text, cut): (String, u64)| {
-        let text = cleaned(capture, text);
+    loop {
+        let buf = match r.fill_buf() {
+            Ok([]) => break,
+            Ok(b) => b,
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+            Err(_) => break,
+        };
+        let (used, line) = split.take(buf);
+        r.consume(used);
+        if let Some((text, cut)) = line {
+            f(cleaned(capture, text), cut);
+        }
+    }
+    if let Some((text, cut)) = split.rest() {
+        f(cleaned(capture, text), cut);
+    }
+}
+
+/// Reads `reader` line by line into the shared logs until it ends.
+fn read_lines(reader: impl Read, is_stdout: bool, capture: Capture, shared: &Shared) {
+    for_each_line(reader, capture, |text, cut| {
         let (lock, cv) = &**shared;
         let mut o = lock.lock().unwrap();
         o.log.push(&text, cut);
@@ -256,23 +278,7 @@ fn read_lines(reader: impl Read, is_stdout: bool, capture: Capture, shared: &Sha
         }
         o.pending.push_back(text);
         cv.notify_all();
-    };
-    loop {
-        let buf = match r.fill_buf() {
-            Ok([]) => break,
-            Ok(b) => b,
-            Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
-            Err(_) => break,
-        };
-        let (used, line) = split.take(buf);
-        r.consume(used);
-        if let Some(line) = line {
-            emit(line);
-        }
-    }
-    if let Some(line) = split.rest() {
-        emit(line);
-    }
+    });
     let (lock, cv) = &**shared;
     lock.lock().unwrap().open_streams -= 1;
     cv.notify_all();
