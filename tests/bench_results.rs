@@ -175,13 +175,10 @@ fn bench_report_of_a_saved_folder_prints_no_escapes() {
         log.as_bytes(),
         Some(format!("Couldn't allocate MR{bad}\n").as_bytes()),
     );
-    let json = serde_json::to_string(&rec).unwrap().replace(
-        "enp194s0np0",
-        &serde_json::to_string(&format!("enp194s0np0{bad}"))
-            .unwrap()
-            .trim_matches('"')
-            .to_string(),
-    );
+    let hostile = serde_json::to_string(&format!("enp194s0np0{bad}")).unwrap();
+    let json = serde_json::to_string(&rec)
+        .unwrap()
+        .replace("enp194s0np0", hostile.trim_matches('"'));
     assert!(json.contains("\\u001b"), "{json}");
     fs::write(dir.path().join(results::RUN_FILE), json).unwrap();
     for args in [&[][..], &["--json"][..]] {
