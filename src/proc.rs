@@ -149,19 +149,124 @@ pub enum WaitError {
     Timeout,
 }
 
-/// Reads `reader` line by line (each cut at half of `capture.limit` bytes)
-/// into the shared logs until it ends.
-fn read_lines(reader: impl Read, is_stdout: bool, capture: Capture, shared: &Shared) {
-    let mut r = BufReader::with_capacity(64 << 10, reader);
-    let mut line: Vec<u8> = Vec::new();
-    let mut cut: u64 = 0;
-    let emit = |line: &[u8], cut: u64| {
-        let text = String::from_utf8_lossy(line);
-        let text = text.trim_end_matches('\r');
-        let text = match capture.clean {
-            Some(clean) => clean(text),
-            None => text.to_string(),
+/// Bytes split into lines, each cut at `max` bytes (what is cut is
+/// counted and reported with the line).
+struct Splitter {
+    line: Vec<u8>,
+    cut: u64,
+    max: usize,
+}
+
+impl Splitter {
+    fn new(capture: Capture) -> Self {
+        Self {
+            line: Vec::new(),
+            cut: 0,
+            max: capture.limit / 2,
+        }
+    }
+
+    /// Takes bytes up to and including the first line break of `buf`;
+    /// returns how many it took and, at a line break, the line.
+    fn take(&mut self, buf: &[u8]) -> (usize, Option<(String, u64)>) {
+        let (part, used, end) = match buf.iter().position(|&b| b == b'\n') {
+            Some(i) => (&buf[..i], i + 1, true),
+            None => (buf, buf.len(), false),
         };
+        let room = self.max.saturating_sub(self.line.len()).min(part.len());
+        self.line.extend_from_slice(&part[..room]);
+        self.cut += (part.len() - room) as u64;
+        (used, end.then(|| self.line_out()))
+    }
+
+    /// The unfinished last line, if any.
+    fn rest(&mut self) -> Option<(String, u64)> {
+        (!self.line.is_empty() || self.cut > 0).then(|| self.line_out())
+    }
+
+    fn line_out(&mut self) -> (String, u64) {
+        let text = String::from_utf8_lossy(&self.line)
+            .trim_end_matches('\r')
+            .to_string();
+        self.line.clear();
+        (text, std::mem::take(&mut self.cut))
+    }
+}
+
+fn cleaned(capture: Capture, text: String) -> String {
+    match capture.clean {
+        Some(clean) => clean(&text),
+        None => text,
+    }
+}
+
+/// Output that does not come from a child of ours (an exec through an
+/// engine's API), kept as [`Capture`] says, like a [`Proc`]'s.
+pub struct Bounded {
+    capture: Capture,
+    split: Splitter,
+    kept: Kept,
+}
+
+impl Bounded {
+    /// Nothing kept yet.
+    pub fn new(capture: Capture) -> Self {
+        Self {
+            capture,
+            split: Splitter::new(capture),
+            kept: Kept::new(capture.limit),
+        }
+    }
+
+    /// Adds the next bytes of the stream.
+    pub fn push(&mut self, mut bytes: &[u8]) {
+        while !bytes.is_empty() {
+            let (used, line) = self.split.take(bytes);
+            bytes = &bytes[used..];
+            if let Some((text, cut)) = line {
+                self.kept.push(&cleaned(self.capture, text), cut);
+            }
+        }
+    }
+
+    /// What was kept, after a first line saying how much was not.
+    pub fn text(mut self) -> String {
+        if let Some((text, cut)) = self.split.rest() {
+            self.kept.push(&cleaned(self.capture, text), cut);
+        }
+        self.kept.text()
+    }
+}
+
+/// Calls `f` with each line of `reader` until it ends: cut at half of
+/// `capture.limit` bytes (the count of what was cut comes with it) and
+/// cleaned as `capture` says. For a stream from a container or a node
+/// (vLLM's log echoed by `serve`), pass a capture whose `clean` is
+/// [`crate::remote::printable`], as `crate::container::capture::CAPTURE`.
+pub fn for_each_line(reader: impl Read, capture: Capture, mut f: impl FnMut(String, u64)) {
+    let mut r = BufReader::with_capacity(64 << 10, reader);
+    let mut split = Splitter::new(capture);
+    loop {
+        let buf = match r.fill_buf() {
+            Ok([]) => break,
+            Ok(b) => b,
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+            Err(_) => break,
+        };
+        let (used, line) = split.take(buf);
+        r.consume(used);
+        if let Some((text, cut)) = line {
+            f(cleaned(capture, text), cut);
+        }
+    }
+    if let Some((text, cut)) = split.rest() {
+        f(cleaned(capture, text), cut);
+    }
+}
+
+/// Reads `reader` line by line into the shared logs until it ends.
+fn read_lines(reader: impl Read, is_stdout: bool, capture: Capture, shared: &Shared) {
+    for_each_line(reader, capture, |text, cut| {
         let (lock, cv) = &**shared;
         let mut o = lock.lock().unwrap();
         o.log.push(&text, cut);
@@ -173,33 +278,7 @@ fn read_lines(reader: impl Read, is_stdout: bool, capture: Capture, shared: &Sha
         }
         o.pending.push_back(text);
         cv.notify_all();
-    };
-    loop {
-        let buf = match r.fill_buf() {
-            Ok([]) => break,
-            Ok(b) => b,
-            Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
-            Err(_) => break,
-        };
-        let (part, used, end) = match buf.iter().position(|&b| b == b'\n') {
-            Some(i) => (&buf[..i], i + 1, true),
-            None => (buf, buf.len(), false),
-        };
-        let room = (capture.limit / 2)
-            .saturating_sub(line.len())
-            .min(part.len());
-        line.extend_from_slice(&part[..room]);
-        cut += (part.len() - room) as u64;
-        r.consume(used);
-        if end {
-            emit(&line, cut);
-            line.clear();
-            cut = 0;
-        }
-    }
-    if !line.is_empty() || cut > 0 {
-        emit(&line, cut);
-    }
+    });
     let (lock, cv) = &**shared;
     lock.lock().unwrap().open_streams -= 1;
     cv.notify_all();
@@ -435,7 +514,8 @@ pub fn run(argv: &[String], timeout: Duration) -> io::Result<Finished> {
 }
 
 /// Runs `argv` in `cwd` with `input` on its stdin (written by a thread,
-/// then closed), to completion within `timeout` (killed after it). A child
+/// then closed), to completion within `timeout` (killed after it), its
+/// output kept as `capture` says. A child
 /// that exits without reading all of `input` is not an error: its status
 /// says so.
 pub fn run_with_input(
@@ -443,8 +523,9 @@ pub fn run_with_input(
     cwd: &Path,
     input: &[u8],
     timeout: Duration,
+    capture: Capture,
 ) -> io::Result<Finished> {
-    let mut p = Proc::spawn_in(argv, Some(cwd), Capture::LOCAL)?;
+    let mut p = Proc::spawn_in(argv, Some(cwd), capture)?;
     if let Some(mut stdin) = p.stdin.take() {
         let input = input.to_vec();
         thread::spawn(move || {

@@ -33,11 +33,17 @@ fn end(ip: &str) -> NodeContext {
 /// holds the given bytes.
 fn one_leg(kind: LegKind, id: &str, client: &[u8], server: Option<&[u8]>) -> Results {
     let dir = tempfile::tempdir().unwrap();
-    fs::write(dir.path().join(results::client_log(id, kind)), client).unwrap();
+    let rec = saved(dir.path(), kind, id, client, server);
+    results::derive(&rec, dir.path())
+}
+
+/// A saved run of one leg in `dir`: its logs, and the record it returns.
+fn saved(dir: &Path, kind: LegKind, id: &str, client: &[u8], server: Option<&[u8]>) -> RunRecord {
+    fs::write(dir.join(results::client_log(id, kind)), client).unwrap();
     if let Some(s) = server {
-        fs::write(dir.path().join(results::server_log(id)), s).unwrap();
+        fs::write(dir.join(results::server_log(id)), s).unwrap();
     }
-    let rec = RunRecord {
+    RunRecord {
         schema_version: results::SCHEMA_VERSION,
         started_utc: "2026-01-01T00:00:00Z".into(),
         options: BenchOptions {
@@ -74,8 +80,7 @@ fn one_leg(kind: LegKind, id: &str, client: &[u8], server: Option<&[u8]>) -> Res
             }],
             rdma_counters: None,
         }],
-    };
-    results::derive(&rec, dir.path())
+    }
 }
 
 #[test]
@@ -153,4 +158,44 @@ fn the_end_that_printed_the_cause_is_named() {
     let d = res.rows[0].diagnosis.as_ref().unwrap();
     assert_eq!(d.cause, Cause::PeerExited);
     assert!(d.fix.contains("other end's log"), "{}", d.fix);
+}
+
+/// `bench report` of a saved folder (as `cluster bench` brings back from a
+/// node) whose record and logs carry OSC 52 (clipboard), OSC 0 (title) and
+/// CSI 2J (clear screen): none of it reaches the terminal.
+#[test]
+fn bench_report_of_a_saved_folder_prints_no_escapes() {
+    let dir = tempfile::tempdir().unwrap();
+    let bad = "\u{1b}]52;c;aGFsb2JveA==\u{7}\u{1b}]0;pwned\u{7}\u{1b}[2J\u{9b}31m";
+    let log = format!(" ethernet_read_keys: Couldn't read remote address{bad}\n");
+    let rec = saved(
+        dir.path(),
+        LegKind::RdmaBandwidth,
+        "p0-ib_write_bw-1",
+        log.as_bytes(),
+        Some(format!("Couldn't allocate MR{bad}\n").as_bytes()),
+    );
+    let hostile = serde_json::to_string(&format!("enp194s0np0{bad}")).unwrap();
+    let json = serde_json::to_string(&rec)
+        .unwrap()
+        .replace("enp194s0np0", hostile.trim_matches('"'));
+    assert!(json.contains("\\u001b"), "{json}");
+    fs::write(dir.path().join(results::RUN_FILE), json).unwrap();
+    for args in [&[][..], &["--json"][..]] {
+        let out = std::process::Command::new(env!("CARGO_BIN_EXE_halobox"))
+            .args(["bench", "report"])
+            .arg(dir.path())
+            .args(args)
+            .output()
+            .unwrap();
+        let all = [out.stdout.as_slice(), out.stderr.as_slice()].concat();
+        let text = String::from_utf8_lossy(&all);
+        assert!(text.contains("enp194s0np0"), "{text}");
+        assert!(
+            !text
+                .chars()
+                .any(|c| c == '\u{1b}' || c == '\u{7}' || c == '\u{9b}'),
+            "{args:?}: {text:?}"
+        );
+    }
 }

@@ -907,9 +907,11 @@ fn interactive_enter_has_a_tty_and_passes_the_exit_code() {
 const DISTRO: &str = "127.0.0.1:5000/halobox/distro:1";
 
 /// Refresh, enter, upgrade in place and refresh again with `engine`: the
-/// container runs the host's halobox from /run/halobox/bin (the binary's
-/// folder, read-only), an upgrade by rename reaches it without a refresh,
-/// and a file in the Hugging Face cache survives the refresh.
+/// container runs the host's halobox from /run/halobox/bin, read-only,
+/// which holds only halobox (not the secret next to the binary); an
+/// upgrade by rename reaches the running container at the next halobox
+/// command, without a refresh; and a file in the Hugging Face cache
+/// survives the refresh.
 fn halobox_inside_and_weights_survive(program: &str, engine: &str) {
     require(engine);
     let name = format!("hbx-inside-{program}");
@@ -920,15 +922,42 @@ fn halobox_inside_and_weights_survive(program: &str, engine: &str) {
     std::fs::create_dir(&bin).unwrap();
     let exe = bin.join("halobox");
     std::fs::copy(env!("CARGO_BIN_EXE_halobox"), &exe).unwrap();
+    // What sits next to a binary in ~/Downloads or $HOME.
+    std::fs::write(bin.join("id_ed25519"), "SECRET-KEY-77\n").unwrap();
     let hf = dir.path().join("hf");
-    let refresh = || {
-        let out = Command::new(&exe)
-            .args(["refresh", "--engine", engine, "--name", &name, "--backend"])
-            .args([program, "--image", DISTRO, "--memlock", "8M", "--yes"])
+    let data = dir.path().join("data");
+    let halobox = |args: &[&str]| {
+        Command::new(&exe)
+            .args(args)
             .env("HF_HOME", &hf)
+            .env("XDG_DATA_HOME", &data)
             .output()
-            .unwrap();
-        ok(&out);
+            .unwrap()
+    };
+    let enter = |cmd: &[&str]| {
+        let mut args = vec!["enter", name.as_str(), "--engine", engine, "--"];
+        args.extend_from_slice(cmd);
+        let out = halobox(&args);
+        (
+            String::from_utf8_lossy(&out.stdout).trim().to_string(),
+            out.status.code().unwrap(),
+        )
+    };
+    let refresh = || {
+        ok(&halobox(&[
+            "refresh",
+            "--engine",
+            engine,
+            "--name",
+            &name,
+            "--backend",
+            program,
+            "--image",
+            DISTRO,
+            "--memlock",
+            "8M",
+            "--yes",
+        ]));
         id(program, &name)
     };
     let first = refresh();
@@ -937,51 +966,95 @@ fn halobox_inside_and_weights_survive(program: &str, engine: &str) {
         c["Config"]["Labels"]["dev.halobox.halobox"],
         "/run/halobox/bin/halobox"
     );
-    let (version, code) = enter_output(&name, engine, &["/run/halobox/bin/halobox", "--version"]);
+    let (version, code) = enter(&["/run/halobox/bin/halobox", "--version"]);
     assert_eq!(
         (version.as_str(), code),
         (concat!("halobox ", env!("CARGO_PKG_VERSION")), 0)
     );
+    // Only halobox: nothing of the folder the binary sits in.
+    assert_eq!(
+        enter(&["ls", "-A", "/run/halobox/bin"]),
+        ("halobox".into(), 0)
+    );
+    let (found, _) = enter(&["sh", "-c", "grep -rl SECRET-KEY-77 /run/halobox; true"]);
+    assert_eq!(found, "", "the secret next to the binary is visible inside");
     // Read-only: nothing inside can change the host's binary.
-    let (_, code) = enter_output(&name, engine, &["sh", "-c", "echo x > /run/halobox/bin/x"]);
+    let (_, code) = enter(&["sh", "-c", "echo x > /run/halobox/bin/x"]);
     assert_ne!(code, 0, "the binary's folder must be read-only inside");
     // Weights downloaded inside land in the host's cache.
-    let (hf_home, _) = enter_output(&name, engine, &["sh", "-c", "echo $HF_HOME"]);
+    let (hf_home, _) = enter(&["sh", "-c", "echo $HF_HOME"]);
     assert_eq!(hf_home, hf.display().to_string());
-    let (_, code) = enter_output(
-        &name,
-        engine,
-        &[
-            "sh",
-            "-c",
-            "mkdir -p $HF_HOME/hub && echo weights-1 > $HF_HOME/hub/marker",
-        ],
-    );
+    let (_, code) = enter(&[
+        "sh",
+        "-c",
+        "mkdir -p $HF_HOME/hub && echo weights-1 > $HF_HOME/hub/marker",
+    ]);
     assert_eq!(code, 0);
     assert_eq!(
         std::fs::read_to_string(hf.join("hub/marker")).unwrap(),
         "weights-1\n"
     );
     // An upgrade by rename (as `install` and package managers do) reaches
-    // the running container: its folder is bound, not the old inode.
+    // the running container at the next halobox command: it renames the
+    // new binary into the folder the container binds.
     let next = bin.join(".halobox.new");
-    std::fs::write(&next, "#!/bin/sh\necho halobox-upgraded\n").unwrap();
+    let mut upgraded = std::fs::read(env!("CARGO_BIN_EXE_halobox")).unwrap();
+    upgraded.extend_from_slice(b"halobox-upgraded");
+    std::fs::write(&next, &upgraded).unwrap();
     std::fs::set_permissions(&next, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
     std::fs::rename(&next, &exe).unwrap();
     assert_eq!(
-        enter_output(&name, engine, &["/run/halobox/bin/halobox"]),
+        enter(&["tail", "-c", "16", "/run/halobox/bin/halobox"]),
         ("halobox-upgraded".into(), 0)
     );
-    std::fs::copy(env!("CARGO_BIN_EXE_halobox"), &next).unwrap();
-    std::fs::rename(&next, &exe).unwrap();
+    assert_eq!(
+        enter(&["ls", "-A", "/run/halobox/bin"]),
+        ("halobox".into(), 0)
+    );
     // A refresh makes a new container; the weights are still there.
     let second = refresh();
     assert_ne!(first, second, "refresh made no new container");
     assert_eq!(
-        enter_output(&name, engine, &["sh", "-c", "cat $HF_HOME/hub/marker"]),
+        enter(&["sh", "-c", "cat $HF_HOME/hub/marker"]),
         ("weights-1".into(), 0)
     );
     cleanup(program, &[&name, &temp]);
+}
+
+/// An `HF_HOME` that would show the container `/`, a system folder or
+/// the home folder is refused before anything is made, `--dry-run` too.
+#[test]
+fn an_hf_home_that_shows_the_system_or_the_home_is_refused() {
+    require(PODMAN);
+    let home = tempfile::tempdir().unwrap();
+    let link = home.path().join("hf-link");
+    std::os::unix::fs::symlink("/etc", &link).unwrap();
+    let h = home.path().display().to_string();
+    for (hf, shown) in [
+        ("/".to_string(), "/".to_string()),
+        ("/etc".into(), "/etc".into()),
+        (h.clone(), h.clone()),
+        (link.display().to_string(), "/etc".into()),
+    ] {
+        for mode in [&["--dry-run"][..], &["--yes"][..]] {
+            let out = halobox()
+                .args(["refresh", "--engine", PODMAN, "--name", "hbx-hf-refused"])
+                .args(["--backend", "podman", "--image", DISTRO, "--memlock", "8M"])
+                .args(mode)
+                .env("HF_HOME", &hf)
+                .env("HOME", &h)
+                .output()
+                .unwrap();
+            let err = stderr(&out);
+            assert_eq!(out.status.code(), Some(2), "HF_HOME={hf}: {err}");
+            assert!(
+                err.contains(&format!("error: HF_HOME={shown} is "))
+                    && err.contains("\n  hint: use a folder of its own"),
+                "HF_HOME={hf}: {err}"
+            );
+        }
+    }
+    assert!(inspect("podman", "hbx-hf-refused").is_none());
 }
 
 #[test]
@@ -1525,4 +1598,62 @@ fn list_while_containers_are_removed_succeeds() {
         assert!(lists > 1, "{program}: list ran {lists} time(s)");
         assert!(listed(engine).iter().all(|n| !n.starts_with("hbx-vanish-")));
     }
+}
+
+/// `halobox check` of a container whose image's Python prints OSC 52
+/// (clipboard), OSC 0 (title) and CSI 2J (clear screen) in its version and
+/// its probe's facts, then a 300 MB line: what reaches the terminal has no
+/// control or escape character and stays within the capture's bounds.
+#[test]
+fn check_of_an_image_whose_probe_sends_escapes_and_300_mb() {
+    require(PODMAN);
+    let image = "localhost/halobox-hostile-probe:1";
+    let built = cli(
+        "podman",
+        &[
+            "build",
+            "-q",
+            "-t",
+            image,
+            "-f",
+            "tests/fixtures/images/hostile-probe.Containerfile",
+            "tests/fixtures/images",
+        ],
+    );
+    assert!(
+        built.status.success(),
+        "{}",
+        String::from_utf8_lossy(&built.stderr)
+    );
+    let name = "hbx-hostile-probe";
+    cleanup("podman", &[name]);
+    let started = cli(
+        "podman",
+        &["run", "-d", "--name", name, image, "sleep", "infinity"],
+    );
+    assert!(
+        started.status.success(),
+        "{}",
+        String::from_utf8_lossy(&started.stderr)
+    );
+    let out = halobox()
+        .args(["check", name, "--engine", PODMAN])
+        .output()
+        .unwrap();
+    let all = [out.stdout.as_slice(), out.stderr.as_slice()].concat();
+    assert!(all.len() < 4 << 20, "{} bytes printed", all.len());
+    let text = String::from_utf8_lossy(&all);
+    let head = &text[..text.len().min(3000)];
+    assert!(
+        !text
+            .chars()
+            .any(|c| c == '\u{1b}' || c == '\u{7}' || c == '\u{9b}' || c == '\r'),
+        "{head:?}"
+    );
+    assert!(
+        text.contains("FAIL  torch       import torch: boom-from-the-image"),
+        "{head}"
+    );
+    assert!(!text.contains("pwned-title"), "{head}");
+    cleanup("podman", &[name]);
 }

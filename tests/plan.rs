@@ -38,6 +38,7 @@ fn opts(backend: Backend, memlock: &str) -> SpecOptions {
         memlock: memlock.parse().unwrap(),
         runtime_dir: Some("/run/user/1000".into()),
         halobox_exe: Some("/usr/local/bin/halobox".into()),
+        halobox_dir: Some("/home/user/.local/share/halobox/bin".into()),
         hf_home: Some("/home/user/.cache/huggingface".into()),
         volumes: vec![],
     }
@@ -311,6 +312,7 @@ fn refresh_opts(backend: Backend, memlock: &str, clamp: bool) -> RefreshOptions 
         runtime_dir: None,
         settle: std::time::Duration::from_secs(3),
         halobox_exe: None,
+        halobox_dir: None,
         hf_home: None,
         volumes: vec![],
         pull: None,
@@ -525,9 +527,13 @@ fn halobox_and_the_hf_cache_go_into_podman_and_docker_containers() {
     ] {
         let s = build("strix-e810", kind, "runc", false, backend);
         let vols: Vec<String> = s.mounts.iter().map(|m| m.volume()).collect();
-        // The folder, not the file: an upgrade by rename reaches the container.
+        // halobox's own folder, not the one the binary sits in (its
+        // neighbours stay out); the folder, not the file, so the new binary
+        // halobox renames into it reaches the container.
+        let bin = "/home/user/.local/share/halobox/bin:/run/halobox/bin:ro";
+        assert!(vols.contains(&bin.to_string()), "{vols:?}");
         assert!(
-            vols.contains(&"/usr/local/bin:/run/halobox/bin:ro".to_string()),
+            !vols.iter().any(|v| v.starts_with("/usr/local/bin")),
             "{vols:?}"
         );
         assert_eq!(s.labels[binds::LABEL_HALOBOX], "/run/halobox/bin/halobox");
@@ -537,7 +543,7 @@ fn halobox_and_the_hf_cache_go_into_podman_and_docker_containers() {
         assert!(s.ensure_dirs.contains(&hf.to_string()));
         let line = halobox::shell::line(&cli::create_command(&s, kind));
         assert!(
-            line.contains("--volume /usr/local/bin:/run/halobox/bin:ro")
+            line.contains(&format!("--volume {bin}"))
                 && line.contains(&format!("--env HF_HOME={hf}")),
             "{line}"
         );

@@ -600,3 +600,26 @@ fn on_a_terminal_each_group_is_asked_and_only_the_accepted_one_applied() {
     assert!(!r.join("etc/default/grub.d").exists());
     assert!(!r.join("home/halo/.config").exists());
 }
+
+/// `--sysroot` naming this machine's own `/` (by any path: `/`,
+/// `/proc/self/root`, a trailing `/.`) is refused before anything is
+/// planned or written, `--undo` too.
+#[test]
+fn a_sysroot_that_is_the_running_system_is_refused() {
+    for dir in ["/", "/.", "/proc/self/root", "//"] {
+        for args in [
+            &["--sysroot", dir, "--dry-run"][..],
+            &["--sysroot", dir, "--undo", "--yes", "--dry-run"][..],
+        ] {
+            let out = setup(args);
+            assert_eq!(out.status.code(), Some(2), "{args:?}: {}", text(&out));
+            assert!(
+                text(&out).contains(&format!(
+                    "error: --sysroot {dir} is this machine's running system (its /), not a snapshot; nothing changed\n  hint: to fix this host, run `sudo halobox setup` without --sysroot"
+                )),
+                "{}",
+                text(&out)
+            );
+        }
+    }
+}

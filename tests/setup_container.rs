@@ -455,3 +455,46 @@ fn ufw_ip_and_netplan_fixes_with_the_real_tools() {
     );
     cleanup("podman", &[name]);
 }
+
+/// setup writes in halo's home with halo's groups only: root's group 0
+/// does not come along, so halo's symlink into a folder only group 0 may
+/// write leads nowhere, and neither does undo.
+#[test]
+fn a_symlink_into_a_folder_of_group_0_is_not_written_through() {
+    let name = "hbx-setup-groups";
+    start(name);
+    ok(exec(
+        name,
+        "root",
+        "mkdir /etc/hbx-g0 && chown 0:0 /etc/hbx-g0 && chmod 0070 /etc/hbx-g0",
+    ));
+    ok(exec(
+        name,
+        "halo",
+        "mkdir -p ~/.config/systemd/user && ln -s /etc/hbx-g0 ~/.config/systemd/user/podman.service.d",
+    ));
+    // Root with its group 0, as sudo and a root login have it.
+    let out = exec(
+        name,
+        "root",
+        "setpriv --groups 0 sh -c 'grep Groups /proc/self/status && halobox setup --yes --user halo --only podman'",
+    );
+    let text = both(&out);
+    assert!(text.starts_with("Groups:\t0"), "{text}");
+    assert!(!out.status.success(), "{text}");
+    assert!(
+        text.contains(
+            "/home/halo/.config/systemd/user/podman.service.d/memlock.conf: Permission denied"
+        ),
+        "{text}"
+    );
+    assert_eq!(ok(exec(name, "root", "ls -A /etc/hbx-g0")), "");
+    // What it did before it stopped (the system drop-in) is undone.
+    ok(exec(
+        name,
+        "root",
+        "setpriv --groups 0 halobox setup --undo --yes",
+    ));
+    assert_eq!(ok(exec(name, "root", "ls -A /etc/hbx-g0")), "");
+    cleanup("podman", &[name]);
+}

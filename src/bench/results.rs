@@ -3,7 +3,6 @@
 //! the same way right after a run and later from the folder, so a saved run
 //! re-renders identically.
 
-use std::fs;
 use std::net::Ipv4Addr;
 use std::path::Path;
 
@@ -149,17 +148,20 @@ pub struct Results {
 pub const RUN_FILE: &str = "run.json";
 /// Name of the derived results in a results folder.
 pub const RESULTS_FILE: &str = "results.json";
+/// Largest file of a saved run that is read (it may come from a node).
+const MAX_SAVED_BYTES: u64 = 64 << 20;
 
 /// Reads `run.json` from `dir`.
 pub fn load(dir: &Path) -> anyhow::Result<RunRecord> {
     let path = dir.join(RUN_FILE);
-    let text = fs::read_to_string(&path).with_context(|| {
+    let bytes = crate::confine::read_regular(&path, true, MAX_SAVED_BYTES).with_context(|| {
         format!(
             "cannot read {} (is this a `halobox bench run --save` folder?)",
             path.display()
         )
     })?;
-    let rec: RunRecord = serde_json::from_str(&text)
+    // It may come from a node: every string made printable.
+    let rec: RunRecord = crate::remote::parse_json_lines(&String::from_utf8_lossy(&bytes))
         .with_context(|| format!("{} is not a halobox bench record", path.display()))?;
     anyhow::ensure!(
         rec.schema_version == SCHEMA_VERSION,
@@ -168,6 +170,31 @@ pub fn load(dir: &Path) -> anyhow::Result<RunRecord> {
         rec.schema_version
     );
     Ok(rec)
+}
+
+/// True for the names a saved run's files have: [`RUN_FILE`],
+/// [`RESULTS_FILE`] and the logs of its legs (`p<N>-<leg>.txt`, `.json`,
+/// `.server.txt`).
+pub fn is_run_file(name: &str) -> bool {
+    if name == RUN_FILE || name == RESULTS_FILE {
+        return true;
+    }
+    let Some(stem) = name
+        .strip_suffix(".txt")
+        .or_else(|| name.strip_suffix(".json"))
+    else {
+        return false;
+    };
+    let stem = stem.strip_suffix(".server").unwrap_or(stem);
+    let Some((path, leg)) = stem.strip_prefix('p').and_then(|r| r.split_once('-')) else {
+        return false;
+    };
+    !path.is_empty()
+        && path.bytes().all(|b| b.is_ascii_digit())
+        && !leg.is_empty()
+        && leg
+            .bytes()
+            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'_' || b == b'-')
 }
 
 /// The raw client log of a leg.
@@ -186,7 +213,12 @@ pub fn server_log(id: &str) -> String {
 /// A raw log as text; bytes that are not UTF-8 (a tool's stray byte, a
 /// truncated write) become U+FFFD instead of discarding the whole log.
 pub fn read_log(dir: &Path, name: &str) -> std::io::Result<String> {
-    fs::read(dir.join(name)).map(|b| String::from_utf8_lossy(&b).into_owned())
+    let bytes = crate::confine::read_regular(&dir.join(name), true, MAX_SAVED_BYTES)?;
+    Ok(String::from_utf8_lossy(&bytes)
+        .lines()
+        .map(crate::remote::printable)
+        .collect::<Vec<_>>()
+        .join("\n"))
 }
 
 fn path_label(p: &PathRecord) -> String {

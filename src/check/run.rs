@@ -14,6 +14,7 @@ use crate::doctor::Summary;
 use crate::engine::Engine;
 use crate::engine::discover::unix_path;
 use crate::host::HostFacts;
+use crate::remote::printable;
 
 /// The longest the probe may take (its Python parts are bounded at 120 s each).
 pub const PROBE_TIMEOUT: Duration = Duration::from_secs(480);
@@ -57,7 +58,17 @@ pub async fn check(
         ray_pin: pin.as_deref(),
         host: host.filter(|_| unix_path(&engine.info.address).is_some()),
     };
-    let checks = judge(&probe, &ctx);
+    // Labels and probe output come from the image: printable only.
+    let checks = judge(&probe, &ctx)
+        .into_iter()
+        .map(|mut c| {
+            c.summary = printable(&c.summary);
+            c.fix = c
+                .fix
+                .map(|f| f.lines().map(printable).collect::<Vec<_>>().join("\n"));
+            c
+        })
+        .collect::<Vec<_>>();
     Ok(Report {
         schema_version: 1,
         container: container.name.clone(),

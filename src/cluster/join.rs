@@ -103,6 +103,9 @@ pub fn container_report(facts: &HostFacts, req: &JoinRequest) -> anyhow::Result<
     report.memlock = c.memlock;
     // toolbox and distrobox bind the host's /dev.
     report.kfd = c.devices.iter().any(|d| d.starts_with("/dev/kfd")) || (shares_dev && node_kfd);
+    if !shares_dev {
+        crate::container::staged::refresh_if_present();
+    }
     report.halobox =
         binds::existing_inside_path(&c.labels, Some(&req.backend.to_string()), &own_exe()?);
     Ok(report)

@@ -21,6 +21,7 @@ pub fn run(args: &EnterArgs) -> anyhow::Result<ExitCode> {
     for line in lines {
         eprintln!("halobox: {line}");
     }
+    crate::container::staged::refresh_if_present();
     let code = enter::run(Some(&name), engine_arg, &args.command)?;
     Ok(ExitCode::from(code))
 }

@@ -93,6 +93,10 @@ pub fn run(args: &RefreshArgs, color: bool) -> anyhow::Result<ExitCode> {
         for note in &plan.notes {
             eprintln!("note: {note}");
         }
+        if matches!(plan.backend, Backend::Podman | Backend::Docker) {
+            crate::container::staged::stage()
+                .context("cannot put halobox into the folder its containers see")?;
+        }
         // Progress never fails the run: a staged run's stderr is an ssh
         // link that may be gone while it puts things back.
         let mut say = |line: String| {

@@ -17,6 +17,7 @@ use crate::setup::{self, Plan, Selection, Step, When, apply, render};
 /// Runs `halobox setup`.
 pub fn run(args: &SetupArgs) -> anyhow::Result<ExitCode> {
     let root = super::root(&args.source)?;
+    refuse_running_root(&root)?;
     let store = open_store(&root)?;
     if args.undo {
         return undo(args, store);
@@ -101,6 +102,26 @@ fn open_store(root: &HostRoot) -> anyhow::Result<Store> {
             Store::open(Tree::live(), &path.display().to_string())
         }
     }
+}
+
+/// A `--sysroot` that is this machine's own `/` (same device and inode:
+/// `/`, `/proc/self/root`, a bind mount of it) is refused: setup would write
+/// the live system while believing it writes a snapshot.
+fn refuse_running_root(root: &HostRoot) -> anyhow::Result<()> {
+    use std::os::unix::fs::MetadataExt;
+    let Some(dir) = root.sysroot_dir() else {
+        return Ok(());
+    };
+    let id = |p: &std::path::Path| std::fs::metadata(p).map(|m| (m.dev(), m.ino()));
+    let (this, live) = (id(dir), id(std::path::Path::new("/")));
+    if this.is_ok() && this.ok() == live.ok() {
+        return Err(UsageError(format!(
+            "--sysroot {} is this machine's running system (its /), not a snapshot; nothing changed\n  hint: to fix this host, run `sudo halobox setup` without --sysroot; to write a snapshot, copy it first (cp -a) and pass that copy",
+            dir.display()
+        ))
+        .into());
+    }
+    Ok(())
 }
 
 fn refuse_without_root(plan: &Plan, sysroot: bool) -> anyhow::Result<()> {

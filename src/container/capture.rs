@@ -1,7 +1,8 @@
 //! Running a shell script inside a container the way `halobox enter`
 //! reaches it (`toolbox run`, or an exec through the engine's API: as
 //! distrobox's user in a distrobox container, see [`super::enter`]), with
-//! its output collected.
+//! its output collected within [`CAPTURE`]'s bounds, control and escape
+//! characters removed (it comes from the image).
 
 use std::path::Path;
 use std::time::Duration;
@@ -9,7 +10,14 @@ use std::time::Duration;
 use super::enter::{backend_of, exec_options, tool_error, toolbox_words};
 use crate::engine::Engine;
 use crate::engine::containers::ContainerInfo;
-use crate::proc;
+use crate::proc::{self, Capture};
+
+/// How a script's output is kept: the newest 1 MiB of each stream, lines
+/// cut at half of it, each made [`crate::remote::printable`].
+pub const CAPTURE: Capture = Capture {
+    limit: crate::remote::OUTPUT_LIMIT,
+    clean: Some(crate::remote::printable),
+};
 
 /// How a script run ended.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -44,7 +52,7 @@ pub async fn run_script(
         argv.extend(toolbox_words(name, &stdin_shell));
         let input = script.as_bytes().to_vec();
         let done = tokio::task::spawn_blocking(move || {
-            proc::run_with_input(&argv, Path::new("/"), &input, timeout)
+            proc::run_with_input(&argv, Path::new("/"), &input, timeout, CAPTURE)
         })
         .await?
         .map_err(|e| tool_error("toolbox", name, &e))?;
@@ -64,7 +72,7 @@ pub async fn run_script(
     let command = vec!["/bin/sh".to_string(), "-c".to_string(), script.to_string()];
     let ran = tokio::time::timeout(timeout, async {
         let opts = exec_options(engine, container).await?;
-        anyhow::Ok(engine.exec_captured(name, &command, &opts).await?)
+        anyhow::Ok(engine.exec_captured(name, &command, &opts, CAPTURE).await?)
     })
     .await;
     match ran {

@@ -84,6 +84,9 @@ pub fn find(name: &str, engine_flag: Option<&str>) -> anyhow::Result<Option<Insi
         .cloned()
         .unwrap_or_else(|| info.kind.to_string());
     let exe = std::env::current_exe().and_then(|p| p.canonicalize())?;
+    if !matches!(backend.as_str(), "toolbox" | "distrobox") {
+        crate::container::staged::refresh_if_present();
+    }
     let user = matches!(backend.as_str(), "toolbox" | "distrobox")
         .then(|| nix::unistd::getuid().as_raw().to_string());
     Ok(Some(Inside {

@@ -17,5 +17,6 @@ pub mod model;
 pub mod name;
 pub mod owner;
 pub mod spec;
+pub mod staged;
 pub mod toolbox;
 pub mod volume;

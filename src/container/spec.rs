@@ -51,8 +51,11 @@ pub struct SpecOptions {
     /// The user's `XDG_RUNTIME_DIR` (toolbox binds it for non-root users).
     pub runtime_dir: Option<String>,
     /// The real path of the halobox binary, made available inside
-    /// ([`super::binds`]).
+    /// toolbox and distrobox containers ([`super::binds`]).
     pub halobox_exe: Option<PathBuf>,
+    /// The folder that holds only halobox, bound into podman and docker
+    /// containers ([`super::staged`]).
+    pub halobox_dir: Option<PathBuf>,
     /// The host's Hugging Face cache, bound into podman/docker containers.
     pub hf_home: Option<String>,
     /// The user's own bind mounts ([`super::volume`]), for every backend.
@@ -137,6 +140,7 @@ pub fn build(facts: &HostFacts, engine: &EngineTraits, opts: &SpecOptions) -> Co
         &mut spec,
         opts.backend,
         opts.halobox_exe.as_deref(),
+        opts.halobox_dir.as_deref(),
         opts.hf_home.as_deref(),
     );
     spec.mounts.extend(opts.volumes.iter().cloned());

@@ -112,8 +112,12 @@ pub struct RefreshOptions {
     /// How long the new container must keep running before it replaces
     /// the old one.
     pub settle: Duration,
-    /// The real path of this halobox binary (made available inside).
+    /// The real path of this halobox binary (made available inside
+    /// toolbox and distrobox containers).
     pub halobox_exe: Option<std::path::PathBuf>,
+    /// The folder that holds only halobox (bound into podman and docker
+    /// containers; [`crate::container::staged`]).
+    pub halobox_dir: Option<std::path::PathBuf>,
     /// The Hugging Face cache to bind (podman/docker).
     pub hf_home: Option<String>,
     /// The user's own bind mounts (`--volume`, config `volumes`).
@@ -329,6 +333,7 @@ pub fn plan(
             memlock,
             runtime_dir: opts.runtime_dir.clone(),
             halobox_exe: opts.halobox_exe.clone(),
+            halobox_dir: opts.halobox_dir.clone(),
             hf_home: opts.hf_home.clone(),
             volumes: opts.volumes.clone(),
         },

@@ -145,10 +145,8 @@ pub async fn plan(
         runtime_dir: std::env::var("XDG_RUNTIME_DIR").ok(),
         settle: req.settle,
         halobox_exe: std::env::current_exe().and_then(|p| p.canonicalize()).ok(),
-        hf_home: binds::hf_home(
-            std::env::var("HF_HOME").ok().as_deref(),
-            facts.user.home.as_deref(),
-        ),
+        halobox_dir: crate::container::staged::dir(),
+        hf_home: hf_home(facts)?,
         volumes: target.volumes.clone(),
         pull: req.pull,
     };
@@ -165,6 +163,31 @@ pub async fn plan(
         source,
         &opts,
     )?)
+}
+
+/// The Hugging Face cache to bind: `HF_HOME` or the default, refused
+/// when it (its symlinks resolved) would show the container `/`, a
+/// system folder or the home folder.
+fn hf_home(facts: &HostFacts) -> Result<Option<String>, UsageError> {
+    let home = facts.user.home.as_deref();
+    let Some(dir) = binds::hf_home(std::env::var("HF_HOME").ok().as_deref(), home) else {
+        return Ok(None);
+    };
+    let real =
+        |p: &str| std::fs::canonicalize(p).map_or(p.to_string(), |r| r.display().to_string());
+    // The account's home and `$HOME`, as written and resolved.
+    let mut homes: Vec<String> = home.into_iter().map(str::to_string).collect();
+    homes.extend(std::env::var("HOME").ok().filter(|h| h.starts_with('/')));
+    homes.extend(homes.clone().iter().map(|h| real(h)));
+    for d in [dir.clone(), real(&dir)] {
+        let why = std::iter::once(None)
+            .chain(homes.iter().map(|h| Some(h.as_str())))
+            .find_map(|h| binds::refuse_hf_home(&d, h));
+        if let Some(why) = why {
+            return Err(UsageError(why));
+        }
+    }
+    Ok(Some(dir))
 }
 
 /// What `--rollback` brings back: the kept `NAME-prev` container with its

@@ -333,10 +333,12 @@ fn create_dirs(tree: &Tree, dir: &str) -> anyhow::Result<Vec<String>> {
 
 /// Root acting on the files of another user: this thread's filesystem uid
 /// and gid switched to theirs (setfsuid(2)), which also drops root's power
-/// to override file permissions, until dropped.
+/// to override file permissions, and its supplementary groups to theirs
+/// (root's group 0 left behind), until dropped.
 struct AsUser {
     uid: u32,
     gid: u32,
+    groups: Vec<nix::libc::gid_t>,
 }
 
 impl AsUser {
@@ -353,10 +355,28 @@ impl AsUser {
     }
 
     fn assume(uid: u32, gid: u32) -> anyhow::Result<Self> {
-        use nix::unistd::{Gid, Uid, setfsgid, setfsuid};
+        use nix::unistd::{Gid, Uid, User, getgrouplist, getgroups, setfsgid, setfsuid};
+        // Their groups as /etc/group lists them; only their own group
+        // when the account is gone (an undo after userdel).
+        let theirs: Vec<nix::libc::gid_t> = match User::from_uid(Uid::from_raw(uid)).ok().flatten()
+        {
+            Some(user) => getgrouplist(
+                &std::ffi::CString::new(user.name.as_str())?,
+                Gid::from_raw(gid),
+            )
+            .with_context(|| format!("cannot read the groups of {}", user.name))?
+            .iter()
+            .map(|g| g.as_raw())
+            .collect(),
+            None => vec![gid],
+        };
+        let ours: Vec<nix::libc::gid_t> = getgroups()?.iter().map(|g| g.as_raw()).collect();
+        set_thread_groups(&theirs)
+            .with_context(|| format!("cannot take the groups of uid {uid} to write their files"))?;
         let guard = Self {
             uid: setfsuid(Uid::from_raw(uid)).as_raw(),
             gid: setfsgid(Gid::from_raw(gid)).as_raw(),
+            groups: ours,
         };
         // Both calls return the previous id, even when they fail: asking
         // again tells whether the switch happened.
@@ -375,6 +395,23 @@ impl Drop for AsUser {
     fn drop(&mut self) {
         nix::unistd::setfsgid(nix::unistd::Gid::from_raw(self.gid));
         nix::unistd::setfsuid(nix::unistd::Uid::from_raw(self.uid));
+        // Failing to restore them would leave root with the user's groups:
+        // stop rather than go on.
+        if set_thread_groups(&self.groups).is_err() {
+            std::process::abort();
+        }
+    }
+}
+
+/// Sets the supplementary groups of this thread alone, as setfsuid does
+/// (glibc's setgroups changes every thread of the process).
+fn set_thread_groups(groups: &[nix::libc::gid_t]) -> io::Result<()> {
+    // SAFETY: the kernel reads `groups.len()` gids from a slice we own.
+    let rc = unsafe { nix::libc::syscall(nix::libc::SYS_setgroups, groups.len(), groups.as_ptr()) };
+    if rc == 0 {
+        Ok(())
+    } else {
+        Err(io::Error::last_os_error())
     }
 }
 

@@ -37,7 +37,15 @@ pub fn halobox() -> assert_cmd::Command {
     // Containers get the Hugging Face cache bound in: a test folder, not
     // the user's own.
     cmd.env("HF_HOME", test_hf_home());
+    // The folder of halobox that podman/docker containers see: this
+    // build's own, not one another checkout's tests keep replacing.
+    cmd.env("XDG_DATA_HOME", test_data_home());
     cmd
+}
+
+/// `XDG_DATA_HOME` of the tests' halobox (under this build's target folder).
+pub fn test_data_home() -> PathBuf {
+    PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("xdg-data")
 }
 
 /// The Hugging Face cache the tests' containers get.
