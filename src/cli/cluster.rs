@@ -302,6 +302,7 @@ pub struct ServeArgs {
 #[derive(Debug, Subcommand)]
 pub enum ServeAction {
     /// Model, endpoint, uptime, health and the nodes its workers run on.
+    #[command(after_help = "Examples:\n  halobox serve status\n  halobox serve status --json | jq .state\n\nExit 0 while it serves, 3 otherwise.")]
     Status {
         #[command(flatten)]
         file: ClusterFileArgs,
@@ -309,6 +310,7 @@ pub enum ServeAction {
         output: OutputArgs,
     },
     /// The engine's log (in the head's container).
+    #[command(after_help = "Examples:\n  halobox serve logs\n  halobox serve logs -f\n  halobox serve logs -n 1000 | grep ERROR")]
     Logs {
         /// Keep printing what it writes (until Ctrl-C).
         #[arg(short, long)]
@@ -320,6 +322,7 @@ pub enum ServeAction {
         file: ClusterFileArgs,
     },
     /// Stop vLLM on every node and remove the shared-memory segments it leaves.
+    #[command(after_help = "Examples:\n  halobox serve stop\n  halobox serve stop --cluster ~/lab/cluster.toml")]
     Stop {
         #[command(flatten)]
         file: ClusterFileArgs,

@@ -45,7 +45,7 @@ pub fn run(a: &ServeArgs) -> anyhow::Result<ExitCode> {
             .then_some(n)
     }) {
         return Err(UsageError(format!(
-            "{name} holds a line break: it goes to vLLM as one line on stdin\n  hint: export it again without the newline"
+            "{name} holds a line break: it goes to vLLM as one line on stdin\n  hint: export it again without the newline: `read -rs {name}; export {name}`"
         ))
         .into());
     }

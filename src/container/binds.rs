@@ -97,7 +97,7 @@ pub fn refuse_hf_home(dir: &str, home: Option<&str>) -> Option<String> {
         return None;
     };
     Some(format!(
-        "HF_HOME={} is {why}: containers would see all of it (ssh keys, credentials)\n  hint: use a folder of its own, e.g. export HF_HOME=$HOME/.cache/huggingface",
+        "HF_HOME={} is {why}: containers would see all of it (ssh keys, credentials)\n  hint: use a folder of its own, e.g. `export HF_HOME=$HOME/.cache/huggingface`",
         if dir.is_empty() { "/" } else { dir }
     ))
 }

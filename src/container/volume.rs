@@ -62,7 +62,7 @@ pub fn parse(spec: &str) -> Result<Mount, VolumeError> {
         return Err(VolumeError {
             spec: spec.to_string(),
             why: format!("DEST {dest} is {r}, which the container needs for itself"),
-            hint: "mount it somewhere of its own, e.g. /models or /opt/NAME".into(),
+            hint: "mount it somewhere of its own: `--volume SRC:/models:ro` or `/opt/NAME`".into(),
         });
     }
     let opts: &[&str] = match mode {
@@ -96,7 +96,7 @@ pub fn merge(config: &[String], flags: &[String]) -> Result<Vec<Mount>, VolumeEr
             return Err(VolumeError {
                 spec: s.clone(),
                 why: format!("another --volume already mounts {}", m.destination),
-                hint: "give each DEST once".into(),
+                hint: "give each DEST once: `--volume A:/x --volume B:/y`".into(),
             });
         }
         out.retain(|o| o.destination != m.destination);

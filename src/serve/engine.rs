@@ -126,7 +126,7 @@ impl Head {
                 crate::remote::tail(&out, 1)
             ),
             Some(127) => anyhow::bail!(
-                "the head's container {} has no `sh`: {}\n  hint: refresh the head with an image that has a POSIX shell",
+                "the head's container {} has no `sh`: {}\n  hint: `halobox refresh --image REF` the head with an image that has a POSIX shell",
                 self.container,
                 crate::remote::tail(&out, 2)
             ),
