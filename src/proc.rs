@@ -270,6 +270,17 @@ impl Proc {
         stdin.flush()
     }
 
+    /// Writes `data` to the process's stdin and keeps it open.
+    pub fn write(&mut self, data: &[u8]) -> io::Result<()> {
+        use std::io::Write;
+        let stdin = self
+            .stdin
+            .as_mut()
+            .ok_or_else(|| io::Error::other("stdin is closed"))?;
+        stdin.write_all(data)?;
+        stdin.flush()
+    }
+
     fn lock(&self) -> MutexGuard<'_, Output> {
         self.shared.0.lock().unwrap()
     }
