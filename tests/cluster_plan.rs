@@ -1022,6 +1022,51 @@ fn env_table_refuses_per_node_variables_and_secrets() {
         e.contains("HF_TOKEN is a secret") && !e.contains("hf_abc"),
         "{e}"
     );
+    // Every secret-like name, with the hint to export it instead.
+    for name in [
+        "HUGGING_FACE_HUB_TOKEN",
+        "VLLM_API_KEY",
+        "HALOBOX_REGISTRY_PASSWORD",
+        "RAY_AUTH_TOKEN",
+        "GITHUB_TOKEN",
+        "WANDB_API_KEY",
+        "db_password",
+    ] {
+        let e = bad(&format!("{name} = \"s3cret\""));
+        assert!(
+            e.contains(&format!("[env]: {name} is a secret"))
+                && e.contains(&format!("hint: export {name}"))
+                && !e.contains("s3cret"),
+            "{e}"
+        );
+        let e = halobox::cluster::config::parse(
+            &WITH_ENV.replace("NCCL_DEBUG = \"INFO\"", &format!("{name} = \"s3cret\"")),
+        )
+        .unwrap_err();
+        assert!(
+            e.contains(&format!("node n2: env: {name} is a secret")),
+            "{e}"
+        );
+    }
+    let e = bad("RAY_AUTH_MODE = \"disabled\"");
+    assert!(
+        e.contains("RAY_AUTH_MODE is set by halobox") && e.contains("--insecure-ray"),
+        "{e}"
+    );
+    // Not secrets: names that only contain the words.
+    for name in [
+        "TOKENIZERS_PARALLELISM",
+        "HF_TOKEN_PATH_X",
+        "NCCL_IB_TIMEOUT",
+    ] {
+        assert!(
+            halobox::cluster::config::parse(
+                &WITH_ENV.replace("NCCL_IB_TC = \"106\"", &format!("{name} = \"1\""))
+            )
+            .is_ok(),
+            "{name}"
+        );
+    }
     let e = bad("\"1BAD\" = \"x\"");
     assert!(e.contains("\"1BAD\" is not a variable name"), "{e}");
     let e = bad("NCCL_DEBUG = \"a\\nb\"");
