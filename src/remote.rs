@@ -219,9 +219,15 @@ impl Node {
         let argv = self.ssh(&shell::line(cmd));
         let mut proc = Proc::spawn_with(&argv, CAPTURE)
             .map_err(|e| self.failed(format!("{e}\n  hint: install the OpenSSH client (`ssh`)")))?;
-        // A write that fails means ssh ended early: its status says why.
-        let _ = proc.send(input);
-        let done = proc.wait(timeout);
+        // Written by a thread, so a node that stops reading cannot hold
+        // this past `timeout` (ssh is then killed and the write fails); a
+        // write that fails means ssh ended early: its status says why.
+        proc.send_in_background(input.to_vec());
+        let mut done = proc.wait(timeout);
+        if done.status.is_none() {
+            // `wait` kills only what did not end within `timeout`.
+            done.timed_out = Some(timeout);
+        }
         if done.status.is_some_and(|s| s.success()) {
             Ok(done)
         } else {

@@ -414,3 +414,70 @@ exit 1",
         assert!(left.is_empty(), "left on {x}: {left:?}");
     }
 }
+
+/// `cluster install` on a real sshd node: a folder as the destination is
+/// refused (a rename would have put the file inside it), and a node whose
+/// receiving side never reads cannot hold the transfer past `--timeout`.
+#[test]
+fn install_refuses_a_folder_and_gives_up_on_a_node_that_stops_reading() {
+    let nodes = Nodes::up(&["9000"]);
+    let file = nodes.config(1, 60);
+    let folder = nodes.nodes.path("node_a/root/bin");
+    std::fs::create_dir_all(&folder).unwrap();
+    let out = nodes.halobox(&["install", "--halobox", "/root/bin"], &file);
+    assert_eq!(out.status.code(), Some(1), "{}", text(&out));
+    assert!(
+        text(&out).contains(
+            "/root/bin is a folder there: give the file's path (--halobox /root/bin/halobox)"
+        ),
+        "{}",
+        text(&out)
+    );
+    assert_eq!(std::fs::read_dir(&folder).unwrap().count(), 0);
+
+    // The node's `head` (what receives the bytes) never reads: a tmpfs on
+    // /usr/local/sbin, first in sshd's PATH, in the node's own mounts.
+    let pid = nodes.nodes.pid('a').to_string();
+    let ok = Command::new("nsenter")
+        .args(["-t", &pid, "-m", "--", "sh", "-c"])
+        .arg("mount -t tmpfs tmpfs /usr/local/sbin && printf '#!/bin/sh\\nexec sleep 3600\\n' >/usr/local/sbin/head && chmod 755 /usr/local/sbin/head")
+        .status()
+        .unwrap();
+    assert!(ok.success());
+    let t = std::time::Instant::now();
+    let mut child = nodes
+        .spawn(
+            &[
+                "install",
+                "--halobox",
+                "/root/bin/halobox",
+                "--timeout",
+                "5",
+            ],
+            &file,
+        )
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut waited = None;
+    while t.elapsed() < Duration::from_secs(60) {
+        if let Some(s) = child.try_wait().unwrap() {
+            waited = Some(s);
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    if waited.is_none() {
+        sigkill(&mut child);
+        panic!("cluster install still ran after 60 s with --timeout 5");
+    }
+    let out = child.wait_with_output().unwrap();
+    assert_eq!(out.status.code(), Some(1), "{}", text(&out));
+    assert!(
+        text(&out).contains("installing halobox did not finish within 5 s"),
+        "{}",
+        text(&out)
+    );
+    assert!(!nodes.nodes.path("node_a/root/bin/halobox").exists());
+}

@@ -199,6 +199,9 @@ pub struct ClusterInstallArgs {
     /// Where halobox goes on the nodes (default: this binary's own path here).
     #[arg(long, value_name = "PATH")]
     pub halobox: Option<std::path::PathBuf>,
+    /// Seconds the transfer to each node may take, 1..86400 (a node that stops reading is given up on then).
+    #[arg(long, value_name = "S", default_value_t = crate::fleet::install::SEND_TIMEOUT_S, value_parser = crate::units::parse_timeout)]
+    pub timeout: u64,
     #[command(flatten)]
     pub file: ClusterFileArgs,
     #[command(flatten)]

@@ -418,6 +418,7 @@ fn tui(a: &ClusterFileArgs) -> anyhow::Result<ExitCode> {
             }),
             10 => super::cluster_fleet::install(&ClusterInstallArgs {
                 halobox: None,
+                timeout: crate::fleet::install::SEND_TIMEOUT_S,
                 file: file(),
                 plan: DryRunArgs { dry_run: false },
             }),
