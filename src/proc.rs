@@ -4,7 +4,7 @@
 //! environment.
 
 use std::collections::VecDeque;
-use std::io::{self, BufRead, BufReader, Read, Write};
+use std::io::{self, BufRead, BufReader, Read};
 use std::path::Path;
 use std::process::{Child, ChildStdin, Command, ExitStatus, Stdio};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
@@ -349,6 +349,29 @@ impl Proc {
         stdin.flush()
     }
 
+    /// Writes `data` to the process's stdin from a thread of its own, then
+    /// closes it: a process that stops reading holds that thread, never
+    /// the caller (which may then [`Proc::wait`] with a timeout).
+    pub fn send_in_background(&mut self, data: Vec<u8>) {
+        if let Some(mut stdin) = self.stdin.take() {
+            thread::spawn(move || {
+                use std::io::Write;
+                let _ = stdin.write_all(&data);
+            });
+        }
+    }
+
+    /// Writes `data` to the process's stdin and keeps it open.
+    pub fn write(&mut self, data: &[u8]) -> io::Result<()> {
+        use std::io::Write;
+        let stdin = self
+            .stdin
+            .as_mut()
+            .ok_or_else(|| io::Error::other("stdin is closed"))?;
+        stdin.write_all(data)?;
+        stdin.flush()
+    }
+
     fn lock(&self) -> MutexGuard<'_, Output> {
         self.shared.0.lock().unwrap()
     }
@@ -526,12 +549,7 @@ pub fn run_with_input(
     capture: Capture,
 ) -> io::Result<Finished> {
     let mut p = Proc::spawn_in(argv, Some(cwd), capture)?;
-    if let Some(mut stdin) = p.stdin.take() {
-        let input = input.to_vec();
-        thread::spawn(move || {
-            let _ = stdin.write_all(&input);
-        });
-    }
+    p.send_in_background(input.to_vec());
     Ok(p.wait(timeout))
 }
 

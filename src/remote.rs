@@ -36,6 +36,34 @@ const GUARD: &str = "trap \"exit 143\" TERM; exec 3<&0; \
 i=0; while [ $i -lt 20 ] && kill -0 $$ 2>/dev/null; do sleep 0.25; i=$((i+1)); done; \
 kill -KILL 0 ) >/dev/null 2>&1 & ); \"$@\" 3<&-; exit $?";
 
+/// [`GUARD`] for a command that gets one line of input (a secret): the
+/// guard reads it from ssh's stdin first, then hands it to the command on
+/// a pipe of its own (`printf` is the shell's builtin: no argument list
+/// holds it) and watches the rest of ssh's stdin as [`GUARD`] does.
+fn guard_line() -> String {
+    GUARD
+        .replacen(
+            "exec 3<&0;",
+            "IFS= read -r halobox_line || exit 97; exec 3<&0;",
+            1,
+        )
+        .replacen(
+            "\"$@\" 3<&-;",
+            "printf '%s\\n' \"$halobox_line\" | \"$@\" 3<&-;",
+            1,
+        )
+}
+
+/// `setsid -w sh -c PROGRAM halobox-guard CMD…`.
+fn guard_words(program: &str, cmd: &[String]) -> Vec<String> {
+    let mut a: Vec<String> = ["setsid", "-w", "sh", "-c", program, "halobox-guard"]
+        .iter()
+        .map(|w| w.to_string())
+        .collect();
+    a.extend(cmd.iter().cloned());
+    a
+}
+
 /// The node's shell line that runs `cmd` (argv there) under the guard.
 pub fn guarded(cmd: &[String]) -> String {
     shell::line(&guard_argv(cmd))
@@ -44,12 +72,7 @@ pub fn guarded(cmd: &[String]) -> String {
 /// `cmd` under the guard, as argv: stopped when its stdin closes (used
 /// where the command is not a shell line, as in a container's exec).
 pub fn guard_argv(cmd: &[String]) -> Vec<String> {
-    let mut a: Vec<String> = ["setsid", "-w", "sh", "-c", GUARD, "halobox-guard"]
-        .iter()
-        .map(|w| w.to_string())
-        .collect();
-    a.extend(cmd.iter().cloned());
-    a
+    guard_words(GUARD, cmd)
 }
 
 /// A node reached over ssh.
@@ -136,6 +159,30 @@ impl Node {
             .map_err(|e| self.failed(format!("{e}\n  hint: install the OpenSSH client (`ssh`)")))
     }
 
+    /// Runs `cmd` there under the guard with `line` (a secret: never in an
+    /// argument) as its only input, within `timeout`; an error unless it
+    /// exits 0.
+    pub fn run_ok_with_line(
+        &self,
+        what: &str,
+        cmd: &[String],
+        line: &str,
+        timeout: Duration,
+    ) -> Result<Finished, RemoteError> {
+        ssh::check_target(&self.target).map_err(|e| self.failed(e))?;
+        let words = guard_words(&guard_line(), cmd);
+        let mut proc = Proc::spawn_with(&self.ssh(&shell::line(&words)), CAPTURE)
+            .map_err(|e| self.failed(format!("{e}\n  hint: install the OpenSSH client (`ssh`)")))?;
+        // A write that fails means ssh ended early: its status says why.
+        let _ = proc.write(format!("{line}\n").as_bytes());
+        let done = proc.complete(timeout, STOP_GRACE);
+        if done.status.is_some_and(|s| s.success()) {
+            Ok(done)
+        } else {
+            Err(self.error(what, &done))
+        }
+    }
+
     /// Runs `cmd` there within `timeout` (then stopped there); `Ok` however
     /// it ended.
     pub fn run(&self, cmd: &[String], timeout: Duration) -> Result<Finished, RemoteError> {
@@ -172,9 +219,15 @@ impl Node {
         let argv = self.ssh(&shell::line(cmd));
         let mut proc = Proc::spawn_with(&argv, CAPTURE)
             .map_err(|e| self.failed(format!("{e}\n  hint: install the OpenSSH client (`ssh`)")))?;
-        // A write that fails means ssh ended early: its status says why.
-        let _ = proc.send(input);
-        let done = proc.wait(timeout);
+        // Written by a thread, so a node that stops reading cannot hold
+        // this past `timeout` (ssh is then killed and the write fails); a
+        // write that fails means ssh ended early: its status says why.
+        proc.send_in_background(input.to_vec());
+        let mut done = proc.wait(timeout);
+        if done.status.is_none() {
+            // `wait` kills only what did not end within `timeout`.
+            done.timed_out = Some(timeout);
+        }
         if done.status.is_some_and(|s| s.success()) {
             Ok(done)
         } else {
@@ -605,6 +658,31 @@ mod tests {
         let done = run(&["sh", "-c", "printf '\\033[1mhi\\033[0m\\n'; exit 3"]);
         assert_eq!(done.status.unwrap().code(), Some(3));
         assert_eq!(done.output, "hi\n");
+    }
+
+    #[test]
+    fn the_line_reaches_the_command_on_a_pipe_of_its_own() {
+        let program = guard_line();
+        assert!(
+            program.contains("IFS= read -r halobox_line") && program.contains("| \"$@\" 3<&-;")
+        );
+        let argv = [
+            "sh".to_string(),
+            "-c".into(),
+            shell::line(&guard_words(
+                &program,
+                &[
+                    "sh".into(),
+                    "-c".into(),
+                    "read -r l; echo \"got $l\"; cat".into(),
+                ],
+            )),
+        ];
+        let mut p = Proc::spawn_with(&argv, CAPTURE).unwrap();
+        p.write(b"s3cret\nnot for the command\n").unwrap();
+        let done = p.complete(Duration::from_secs(10), STOP_GRACE);
+        assert_eq!(done.status.unwrap().code(), Some(0), "{done:?}");
+        assert_eq!(done.output, "got s3cret\n");
     }
 
     #[test]

@@ -216,6 +216,11 @@ fn tcp_leg_between_namespaces_over_real_sshd() {
     ] {
         assert!(save.join(f).is_file(), "{f} not saved");
     }
+    // The server listened on the peer's address only, and its stop token
+    // (read from its ready line) is not kept in the saved log.
+    let server_log = std::fs::read_to_string(save.join("p0-tcp.server.txt")).unwrap();
+    assert!(server_log.contains(" stop-token ********"), "{server_log}");
+    assert!(!server_log.contains("listening on 0.0.0.0"), "{server_log}");
     let saved: Value =
         serde_json::from_str(&std::fs::read_to_string(save.join("results.json")).unwrap()).unwrap();
     assert_eq!(saved, res);

@@ -134,6 +134,72 @@ impl Nodes {
     }
 }
 
+impl Nodes {
+    /// After `up`: the cluster's token is in one 0600 file next to the
+    /// cluster file and in a 0600 file on each node, in no process's
+    /// arguments and in none of `outputs`; a Ray client on the head without
+    /// it is refused, one with it lists the nodes.
+    fn ray_needs_the_token(&self, config: &Path, outputs: &[&str]) {
+        use std::os::unix::fs::PermissionsExt;
+        let kept = config.with_file_name(format!(
+            "{}.ray-token",
+            config.file_stem().unwrap().to_str().unwrap()
+        ));
+        let mode = |p: &Path| std::fs::metadata(p).unwrap().permissions().mode() & 0o777;
+        assert_eq!(mode(&kept), 0o600);
+        let token = std::fs::read_to_string(&kept).unwrap().trim().to_string();
+        assert_eq!(token.len(), 64, "{token}");
+        for x in ['a', 'b'] {
+            let on_node = self
+                .nodes
+                .path(&format!("node_{x}/root/.config/halobox/ray-auth-token"));
+            assert_eq!(mode(&on_node), 0o600, "{}", on_node.display());
+            assert_eq!(std::fs::read_to_string(&on_node).unwrap().trim(), token);
+            let argv = self.nodes.processes_now(x);
+            assert!(!argv.iter().any(|c| c.contains(&token)), "{argv:?}");
+            assert!(argv.iter().any(|c| c.contains("raylet")), "{argv:?}");
+        }
+        for o in outputs {
+            assert!(!o.contains(&token), "the token was printed: {o}");
+        }
+        let client = |token_file: Option<&Path>| {
+            let home = self.nodes.path("client-home");
+            std::fs::create_dir_all(&home).unwrap();
+            let mut cmd = Command::new("ip");
+            cmd.args(["netns", "exec", &self.ns('a')])
+                .arg(Path::new(&ray()).with_file_name("python"))
+                .args([
+                    "-c",
+                    "import sys\nfrom ray._raylet import GcsClient\nn = GcsClient(address=sys.argv[1]).get_all_node_info(timeout=20)\nprint('accepted', len(n))",
+                    &format!("{}:6379", self.ip(1)),
+                ])
+                .env("HOME", &home)
+                .env_remove("RAY_AUTH_MODE")
+                .env_remove("RAY_AUTH_TOKEN")
+                .env_remove("RAY_AUTH_TOKEN_PATH");
+            if let Some(f) = token_file {
+                cmd.env("RAY_AUTH_MODE", "token")
+                    .env("RAY_AUTH_TOKEN_PATH", f);
+            }
+            cmd.output().unwrap()
+        };
+        let out = client(None);
+        assert!(!out.status.success(), "{}", text(&out));
+        assert!(text(&out).contains("AuthenticationError"), "{}", text(&out));
+        let wrong = self.nodes.path("wrong-token");
+        std::fs::write(&wrong, "0".repeat(64)).unwrap();
+        let out = client(Some(&wrong));
+        assert!(!out.status.success(), "{}", text(&out));
+        let out = client(Some(&kept));
+        assert!(out.status.success(), "{}", text(&out));
+        assert!(
+            String::from_utf8_lossy(&out.stdout).contains("accepted 2"),
+            "{}",
+            text(&out)
+        );
+    }
+}
+
 /// One test so the scenarios share the nodes and never run Ray side by side.
 #[test]
 fn cluster_up_status_down_and_failures() {
@@ -181,7 +247,28 @@ fn cluster_up_status_down_and_failures() {
         )),
         "{all}"
     );
+    assert!(
+        all.contains("Ray token authentication: RAY_AUTH_MODE=token")
+            && all.contains("cluster2.ray-token (0600")
+            && all.contains("--ray-token-stdin"),
+        "{all}"
+    );
     assert!(nodes.ray_processes('a').is_empty());
+
+    // --insecure-ray is loud: a warning and a preflight finding.
+    let out = nodes.halobox(&["up", "--dry-run", "--insecure-ray"], &two);
+    assert!(out.status.success(), "{}", text(&out));
+    let all = text(&out);
+    assert!(
+        String::from_utf8_lossy(&out.stderr)
+            .contains("warning: --insecure-ray: Ray starts WITHOUT token authentication"),
+        "{all}"
+    );
+    assert!(all.contains("WARN ray-auth: --insecure-ray"), "{all}");
+    assert!(
+        all.contains("--insecure-ray") && !all.contains("--ray-token-stdin"),
+        "{all}"
+    );
 
     // Up for real: Ray's GCS lists both nodes, each with one GPU.
     let out = nodes.halobox(&["up"], &two);
@@ -191,6 +278,8 @@ fn cluster_up_status_down_and_failures() {
         "{}",
         text(&out)
     );
+    let up_said = text(&out);
+    // `status` asks Ray as a driver with the node's token.
     let out = nodes.halobox(&["status", "--json"], &two);
     assert!(out.status.success(), "{}", text(&out));
     let s: Value = serde_json::from_slice(&out.stdout).unwrap();
@@ -202,6 +291,7 @@ fn cluster_up_status_down_and_failures() {
         assert_eq!(n["env"]["transport"], "ethernet", "{n:#}");
     }
     assert_eq!(s["nodes"][0]["ray"]["head"], true);
+    nodes.ray_needs_the_token(&two, &[&up_said, &text(&out)]);
 
     // A second `up` finds the head's port taken (by the running Ray).
     let out = nodes.halobox(&["up"], &two);
@@ -323,4 +413,71 @@ exit 1",
         let left = nodes.nodes.leftovers(x, Duration::from_secs(15));
         assert!(left.is_empty(), "left on {x}: {left:?}");
     }
+}
+
+/// `cluster install` on a real sshd node: a folder as the destination is
+/// refused (a rename would have put the file inside it), and a node whose
+/// receiving side never reads cannot hold the transfer past `--timeout`.
+#[test]
+fn install_refuses_a_folder_and_gives_up_on_a_node_that_stops_reading() {
+    let nodes = Nodes::up(&["9000"]);
+    let file = nodes.config(1, 60);
+    let folder = nodes.nodes.path("node_a/root/bin");
+    std::fs::create_dir_all(&folder).unwrap();
+    let out = nodes.halobox(&["install", "--halobox", "/root/bin"], &file);
+    assert_eq!(out.status.code(), Some(1), "{}", text(&out));
+    assert!(
+        text(&out).contains(
+            "/root/bin is a folder there: give the file's path (--halobox /root/bin/halobox)"
+        ),
+        "{}",
+        text(&out)
+    );
+    assert_eq!(std::fs::read_dir(&folder).unwrap().count(), 0);
+
+    // The node's `head` (what receives the bytes) never reads: a tmpfs on
+    // /usr/local/sbin, first in sshd's PATH, in the node's own mounts.
+    let pid = nodes.nodes.pid('a').to_string();
+    let ok = Command::new("nsenter")
+        .args(["-t", &pid, "-m", "--", "sh", "-c"])
+        .arg("mount -t tmpfs tmpfs /usr/local/sbin && printf '#!/bin/sh\\nexec sleep 3600\\n' >/usr/local/sbin/head && chmod 755 /usr/local/sbin/head")
+        .status()
+        .unwrap();
+    assert!(ok.success());
+    let t = std::time::Instant::now();
+    let mut child = nodes
+        .spawn(
+            &[
+                "install",
+                "--halobox",
+                "/root/bin/halobox",
+                "--timeout",
+                "5",
+            ],
+            &file,
+        )
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut waited = None;
+    while t.elapsed() < Duration::from_secs(60) {
+        if let Some(s) = child.try_wait().unwrap() {
+            waited = Some(s);
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    if waited.is_none() {
+        sigkill(&mut child);
+        panic!("cluster install still ran after 60 s with --timeout 5");
+    }
+    let out = child.wait_with_output().unwrap();
+    assert_eq!(out.status.code(), Some(1), "{}", text(&out));
+    assert!(
+        text(&out).contains("installing halobox did not finish within 5 s"),
+        "{}",
+        text(&out)
+    );
+    assert!(!nodes.nodes.path("node_a/root/bin/halobox").exists());
 }

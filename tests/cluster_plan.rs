@@ -4,6 +4,7 @@
 
 use std::path::PathBuf;
 
+use halobox::cluster::auth;
 use halobox::cluster::config::{ClusterConfig, NodeBackend, NodeConfig, Transport};
 use halobox::cluster::env::{self, EnvError, EnvRequest, NodeEnv, Resolved};
 use halobox::cluster::plan::{self, ContainerReport, JoinReport, ServeRequest};
@@ -226,6 +227,8 @@ fn report(env: NodeEnv, digest: &str) -> JoinReport {
         inside_version: Some("0.1.0".into()),
         inside_error: None,
         carry_over: None,
+        ray_version: Some("2.60.0".into()),
+        ray_error: None,
     }
 }
 
@@ -261,10 +264,44 @@ fn preflight_passes_a_consistent_cluster() {
         &cfg,
         &reports.into_iter().map(Ok).collect::<Vec<_>>(),
         "0.1.0",
+        auth::Mode::Token,
     );
     assert_eq!(f.len(), 1, "{f:#?}");
     assert_eq!(f[0].level, Level::Pass);
     assert!(f[0].message.contains("transport roce"));
+}
+
+/// A node whose Ray predates token authentication fails preflight, named
+/// with the fix; `--insecure-ray` lets it through with a warning.
+#[test]
+fn preflight_fails_a_ray_without_token_auth_unless_insecure() {
+    let (cfg, mut reports) = two_e810s();
+    reports[1].ray_version = Some("2.51.1".into());
+    reports[0].ray_version = None;
+    reports[0].ray_error = Some(
+        "cannot tell Ray's version with python3 (the Python of ray): No module named ray".into(),
+    );
+    let all: Vec<_> = reports.into_iter().map(Ok).collect();
+    let f = preflight::preflight(&cfg, &all, "0.1.0", auth::Mode::Token);
+    let auth: Vec<_> = f.iter().filter(|f| f.check == "ray-auth").collect();
+    assert_eq!(auth.len(), 2, "{f:#?}");
+    assert!(auth.iter().all(|f| f.level == Level::Fail));
+    assert_eq!(auth[0].node.as_deref(), Some("n1"));
+    assert!(auth[0].message.contains("No module named ray"), "{auth:#?}");
+    assert_eq!(auth[1].node.as_deref(), Some("n2"));
+    assert!(
+        auth[1]
+            .message
+            .contains("Ray 2.51.1 in container vllm has no token authentication")
+            && auth[1].message.contains("--insecure-ray"),
+        "{auth:#?}"
+    );
+    let f = preflight::preflight(&cfg, &all, "0.1.0", auth::Mode::Insecure);
+    assert!(!f.iter().any(|f| f.level == Level::Fail), "{f:#?}");
+    let warn: Vec<_> = f.iter().filter(|f| f.check == "ray-auth").collect();
+    assert_eq!(warn.len(), 1, "{f:#?}");
+    assert_eq!(warn[0].level, Level::Warn);
+    assert!(warn[0].message.contains("WITHOUT token authentication"));
 }
 
 #[test]
@@ -281,6 +318,7 @@ fn preflight_names_each_failing_node() {
         &cfg,
         &reports.into_iter().map(Ok).collect::<Vec<_>>(),
         "0.1.0",
+        auth::Mode::Token,
     );
     let n2 = Some("n2".to_string());
     assert_eq!(
@@ -312,7 +350,7 @@ fn preflight_reports_an_unreachable_node_and_host_backend_only_warns() {
         Ok(reports.remove(0)),
         Err("node n2 (root@n2): cannot reach it over ssh".to_string()),
     ];
-    let f = preflight::preflight(&cfg, &rs, "0.1.0");
+    let f = preflight::preflight(&cfg, &rs, "0.1.0", auth::Mode::Token);
     assert_eq!(fails(&f), [("reach".to_string(), Some("n2".to_string()))]);
     assert!(
         f.iter()
@@ -556,6 +594,7 @@ fn preflight_refuses_a_switchless_chain_and_names_the_node() {
         &cfg,
         &reports.into_iter().map(Ok).collect::<Vec<_>>(),
         "0.1.0",
+        auth::Mode::Token,
     );
     assert!(fails(&f).is_empty(), "{f:#?}");
     // A third node on the next link (its own /30): a daisy chain.
@@ -564,6 +603,7 @@ fn preflight_refuses_a_switchless_chain_and_names_the_node() {
         &cfg,
         &reports.into_iter().map(Ok).collect::<Vec<_>>(),
         "0.1.0",
+        auth::Mode::Token,
     );
     assert_eq!(
         fails(&f),
@@ -586,6 +626,7 @@ fn preflight_refuses_a_switchless_chain_and_names_the_node() {
         &cfg,
         &reports.into_iter().map(Ok).collect::<Vec<_>>(),
         "0.1.0",
+        auth::Mode::Token,
     );
     assert!(fails(&f).is_empty(), "{f:#?}");
     // The head's prefix unknown (an address known only from a GID): not judged.
@@ -595,6 +636,7 @@ fn preflight_refuses_a_switchless_chain_and_names_the_node() {
         &cfg,
         &reports.into_iter().map(Ok).collect::<Vec<_>>(),
         "0.1.0",
+        auth::Mode::Token,
     );
     assert!(fails(&f).is_empty(), "{f:#?}");
 }
@@ -607,6 +649,7 @@ fn preflight_fails_a_container_that_was_not_inspected() {
         &cfg,
         &reports.into_iter().map(Ok).collect::<Vec<_>>(),
         "0.1.0",
+        auth::Mode::Token,
     );
     assert_eq!(
         fails(&f),
@@ -927,6 +970,51 @@ fn env_table_refuses_per_node_variables_and_secrets() {
         e.contains("HF_TOKEN is a secret") && !e.contains("hf_abc"),
         "{e}"
     );
+    // Every secret-like name, with the hint to export it instead.
+    for name in [
+        "HUGGING_FACE_HUB_TOKEN",
+        "VLLM_API_KEY",
+        "HALOBOX_REGISTRY_PASSWORD",
+        "RAY_AUTH_TOKEN",
+        "GITHUB_TOKEN",
+        "WANDB_API_KEY",
+        "db_password",
+    ] {
+        let e = bad(&format!("{name} = \"s3cret\""));
+        assert!(
+            e.contains(&format!("[env]: {name} is a secret"))
+                && e.contains(&format!("hint: export {name}"))
+                && !e.contains("s3cret"),
+            "{e}"
+        );
+        let e = halobox::cluster::config::parse(
+            &WITH_ENV.replace("NCCL_DEBUG = \"INFO\"", &format!("{name} = \"s3cret\"")),
+        )
+        .unwrap_err();
+        assert!(
+            e.contains(&format!("node n2: env: {name} is a secret")),
+            "{e}"
+        );
+    }
+    let e = bad("RAY_AUTH_MODE = \"disabled\"");
+    assert!(
+        e.contains("RAY_AUTH_MODE is set by halobox") && e.contains("--insecure-ray"),
+        "{e}"
+    );
+    // Not secrets: names that only contain the words.
+    for name in [
+        "TOKENIZERS_PARALLELISM",
+        "HF_TOKEN_PATH_X",
+        "NCCL_IB_TIMEOUT",
+    ] {
+        assert!(
+            halobox::cluster::config::parse(
+                &WITH_ENV.replace("NCCL_IB_TC = \"106\"", &format!("{name} = \"1\""))
+            )
+            .is_ok(),
+            "{name}"
+        );
+    }
     let e = bad("\"1BAD\" = \"x\"");
     assert!(e.contains("\"1BAD\" is not a variable name"), "{e}");
     let e = bad("NCCL_DEBUG = \"a\\nb\"");
@@ -975,6 +1063,7 @@ fn findings_for(change: impl Fn(&mut JoinReport), transport: Resolved) -> Vec<pr
         &cfg,
         &reports.into_iter().map(Ok).collect::<Vec<_>>(),
         "0.1.0",
+        auth::Mode::Token,
     )
     .into_iter()
     .filter(|f| f.level != Level::Pass)
@@ -1087,6 +1176,7 @@ fn preflight_fails_a_container_without_an_active_rdma_port_under_roce() {
             &cfg,
             &reports.into_iter().map(Ok).collect::<Vec<_>>(),
             "0.1.0",
+            auth::Mode::Token,
         )
         .into_iter()
         .filter(|f| f.level != Level::Pass)
@@ -1147,6 +1237,7 @@ fn view_from_facts_says_who_can_open_what() {
         &cfg,
         &reports.into_iter().map(Ok).collect::<Vec<_>>(),
         "0.1.0",
+        auth::Mode::Token,
     );
     let devices = f.iter().find(|x| x.check == "devices").unwrap();
     assert_eq!(devices.level, Level::Fail);

@@ -642,3 +642,44 @@ fn a_second_refresh_fails_at_once_or_waits() {
     );
     clean("podman", name);
 }
+
+/// The lock names the engine, not its spelling, and lives where the
+/// environment cannot move it: while a refresh through
+/// `unix:///run/podman/podman.sock` is at its swap, a refresh through
+/// `unix:///var/run/podman/podman.sock` (the same engine; one with another
+/// `XDG_RUNTIME_DIR` too) is refused, and `list`/`enter` through it leave
+/// the running refresh alone instead of "repairing" it.
+#[test]
+fn two_spellings_of_one_engine_share_the_lock() {
+    require(PODMAN);
+    let other = "unix:///var/run/podman/podman.sock";
+    let h = Halobox::new();
+    let name = "hbx-spell";
+    clean("podman", name);
+    ok(&h.refresh(PODMAN, name, &format!("{REPO}:1"), &[]));
+    let first = paused_refresh(&h, name, "8");
+    let pid = first.child.id();
+    let busy = format!("another halobox run (pid {pid}) is changing container {name}");
+    let out = h.refresh(other, name, &format!("{REPO}:1"), &["--yes"]);
+    assert_eq!(out.status.code(), Some(1), "{}", text(&out));
+    assert!(stderr(&out).contains(&busy), "{}", text(&out));
+    let runtime = tempfile::tempdir().unwrap();
+    let out = h
+        .command(&refresh_args(other, name, &format!("{REPO}:1"), &["--yes"]))
+        .env("XDG_RUNTIME_DIR", runtime.path())
+        .env("TMPDIR", runtime.path())
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1), "{}", text(&out));
+    assert!(stderr(&out).contains(&busy), "{}", text(&out));
+    let alone = format!("{name}: a refresh (pid {pid}) is changing it now; left alone");
+    let out = h.run(&["list", "--engine", other]);
+    assert!(stderr(&out).contains(&alone), "{}", text(&out));
+    let out = h.run(&["enter", name, "--engine", other, "--", "true"]);
+    assert!(stderr(&out).contains(&alone), "{}", text(&out));
+    // The first run's staged container is still there: nothing was touched.
+    assert!(inspect("podman", &format!("{name}-halobox-new")).is_some());
+    let (status, err) = first.finish();
+    assert!(status.success(), "{err}");
+    clean("podman", name);
+}

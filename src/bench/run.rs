@@ -342,8 +342,17 @@ fn run_tcp(
         };
         out.push(record(leg, commands(leg), status));
     }
-    let _ = tcp::bye(&target);
-    let log = server.finish(STOP_GRACE);
+    let token = server
+        .stdout()
+        .lines()
+        .find_map(tcp::StopToken::from_ready_line);
+    if let Some(token) = &token {
+        let _ = tcp::bye(&target, token);
+    }
+    let mut log = server.finish(STOP_GRACE);
+    if let Some(token) = &token {
+        log = log.replace(&token.hex(), "********");
+    }
     fs::write(dir.join(format!("{}-tcp.server.txt", p.id)), log)?;
     Ok(out)
 }

@@ -7,11 +7,14 @@
 //!   message; the client times round trips.
 //! - sink (2): the client streams bytes, then shuts down its write side; the
 //!   server answers with the `u64` count of bytes it received.
-//! - bye (3): the server answers one byte and exits.
+//! - bye (3), followed by the run's 32-byte stop token: the server answers
+//!   one byte and exits; a wrong token closes the connection and nothing
+//!   stops. The server makes the token when it starts and prints it on its
+//!   ready line, which only its own client (over ssh) reads.
 //!
 //! The server is bounded: at most [`MAX_CONNECTIONS`] at once, a timeout on
-//! every read, and it exits after [`ServeOptions::idle_timeout`] without a
-//! connection.
+//! every read and every write (a client that stops reading cannot pin it),
+//! and it exits after [`ServeOptions::idle_timeout`] without a connection.
 
 use std::io::{self, ErrorKind, Read, Write};
 use std::net::{IpAddr, Ipv4Addr, Shutdown, SocketAddr, SocketAddrV4, TcpListener, TcpStream};
@@ -32,13 +35,63 @@ pub const DEFAULT_PORT: u16 = 5301;
 pub const MAX_ECHO_BYTES: u32 = 64 * 1024;
 /// Most connections the server serves at once.
 pub const MAX_CONNECTIONS: usize = 64;
-/// The line the server prints on stdout once it listens (followed by the address).
+/// The line the server prints on stdout once it listens (followed by the
+/// address, then [`TOKEN_WORD`] and the stop token in hex).
 pub const READY_PREFIX: &str = "halobox bench serve: listening on ";
+/// The word before the stop token on the ready line.
+pub const TOKEN_WORD: &str = " stop-token ";
+/// How long a connection may wait on a read or a write by default.
+pub const IO_TIMEOUT_S: u64 = 30;
 /// Bytes per write in the bandwidth test (iperf3's default for TCP).
 pub const WRITE_BYTES: usize = 128 * 1024;
 
 const HELLO_TIMEOUT: Duration = Duration::from_secs(10);
-const IO_TIMEOUT: Duration = Duration::from_secs(30);
+const IO_TIMEOUT: Duration = Duration::from_secs(IO_TIMEOUT_S);
+
+/// The per-run token that stops a server (32 random bytes).
+#[derive(Clone, PartialEq, Eq)]
+pub struct StopToken([u8; 32]);
+
+impl std::fmt::Debug for StopToken {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("StopToken(********)")
+    }
+}
+
+impl StopToken {
+    /// A new token from the kernel's random source.
+    pub fn generate() -> io::Result<StopToken> {
+        let mut b = [0u8; 32];
+        std::fs::File::open("/dev/urandom")?.read_exact(&mut b)?;
+        Ok(StopToken(b))
+    }
+
+    /// Its hex form (as the ready line prints it).
+    pub fn hex(&self) -> String {
+        hex::encode(self.0)
+    }
+
+    /// The token a ready line names.
+    pub fn from_ready_line(line: &str) -> Option<StopToken> {
+        let (_, hex_text) = line.split_once(TOKEN_WORD)?;
+        let bytes = hex::decode(hex_text.trim()).ok()?;
+        Some(StopToken(bytes.try_into().ok()?))
+    }
+
+    /// Equal to `other`, compared in constant time.
+    fn matches(&self, other: &[u8; 32]) -> bool {
+        self.0
+            .iter()
+            .zip(other)
+            .fold(0u8, |acc, (a, b)| acc | (a ^ b))
+            == 0
+    }
+}
+
+/// The server's ready line for `addr` and `token`.
+pub fn ready_line(addr: SocketAddr, token: &StopToken) -> String {
+    format!("{READY_PREFIX}{addr}{TOKEN_WORD}{}", token.hex())
+}
 
 /// What a connection asks for.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -90,6 +143,10 @@ pub struct ServeOptions {
     pub port: u16,
     /// Exit after this long without any connection.
     pub idle_timeout: Duration,
+    /// How long a connection may wait on one read or write.
+    pub io_timeout: Duration,
+    /// The token a bye must carry.
+    pub token: StopToken,
 }
 
 /// Why the server stopped.
@@ -129,6 +186,30 @@ fn reachable(addr: SocketAddr) -> SocketAddr {
     } else {
         addr
     }
+}
+
+/// Where `bench serve` listens without `--bind`: this machine's data-plane
+/// address (the one address on an RDMA interface), never every interface
+/// unasked.
+pub fn default_bind(facts: &crate::host::HostFacts) -> Result<IpAddr, String> {
+    use crate::dataplane::Selection;
+    let why = match crate::dataplane::select(facts, None) {
+        Selection::Chosen(dp) => return Ok(IpAddr::V4(dp.ip)),
+        Selection::Ambiguous { candidates } => format!(
+            "several RDMA interfaces have addresses ({})",
+            candidates
+                .iter()
+                .map(ToString::to_string)
+                .collect::<Vec<_>>()
+                .join(", ")
+        ),
+        Selection::NoCandidate | Selection::IpNotFound { .. } => {
+            "no RDMA interface has an IPv4 address".into()
+        }
+    };
+    Err(format!(
+        "cannot tell this machine's data-plane address: {why}\n  hint: pass --bind ADDR (the address the peer reaches; --bind 0.0.0.0 listens on every interface)"
+    ))
 }
 
 /// Listens, calls `ready` with the bound address, and serves until a client
@@ -175,8 +256,9 @@ pub fn serve(opts: &ServeOptions, ready: impl FnOnce(SocketAddr)) -> io::Result<
         }
         shared.active.fetch_add(1, Ordering::SeqCst);
         let shared = Arc::clone(&shared);
+        let (token, io_timeout) = (opts.token.clone(), opts.io_timeout);
         thread::spawn(move || {
-            let outcome = handle(stream);
+            let outcome = handle(stream, &token, io_timeout);
             shared.active.fetch_sub(1, Ordering::SeqCst);
             shared.touch();
             if let Ok(Mode::Bye) = outcome {
@@ -190,13 +272,21 @@ pub fn serve(opts: &ServeOptions, ready: impl FnOnce(SocketAddr)) -> io::Result<
     Ok(reason)
 }
 
-fn handle(mut s: TcpStream) -> io::Result<Mode> {
-    s.set_read_timeout(Some(HELLO_TIMEOUT))?;
+fn handle(mut s: TcpStream, token: &StopToken, io_timeout: Duration) -> io::Result<Mode> {
+    s.set_read_timeout(Some(HELLO_TIMEOUT.min(io_timeout)))?;
+    s.set_write_timeout(Some(io_timeout))?;
     let mut hello = [0u8; 13];
     s.read_exact(&mut hello)?;
     let mode = Mode::from_hello(&hello)
         .ok_or_else(|| io::Error::new(ErrorKind::InvalidData, "not a halobox bench hello"))?;
-    s.set_read_timeout(Some(IO_TIMEOUT))?;
+    if mode == Mode::Bye {
+        let mut sent = [0u8; 32];
+        s.read_exact(&mut sent)?;
+        if !token.matches(&sent) {
+            return Err(io::Error::new(ErrorKind::InvalidData, "wrong stop token"));
+        }
+    }
+    s.set_read_timeout(Some(io_timeout))?;
     match mode {
         Mode::Echo(size) => {
             s.set_nodelay(true)?;
@@ -403,10 +493,12 @@ pub fn bandwidth(
         .collect()
 }
 
-/// Asks the server to exit.
-pub fn bye(target: &Target) -> io::Result<()> {
+/// Asks the server to exit, with the run's stop token.
+pub fn bye(target: &Target, token: &StopToken) -> io::Result<()> {
     let mut s = connect(target, Duration::from_secs(5))?;
-    s.write_all(&Mode::Bye.hello())?;
+    let mut msg = Mode::Bye.hello().to_vec();
+    msg.extend_from_slice(&token.0);
+    s.write_all(&msg)?;
     let mut ack = [0u8; 1];
     s.read_exact(&mut ack)?;
     Ok(())
@@ -510,18 +602,28 @@ mod tests {
     }
 
     #[test]
+    fn ready_line_round_trip() {
+        let t = StopToken::generate().unwrap();
+        let line = ready_line("10.0.0.1:5301".parse().unwrap(), &t);
+        assert!(line.starts_with(READY_PREFIX));
+        assert_eq!(StopToken::from_ready_line(&line), Some(t.clone()));
+        assert_eq!(format!("{t:?}"), "StopToken(********)");
+        assert!(t.matches(&t.0) && !t.matches(&[0; 32]));
+        assert_eq!(StopToken::from_ready_line(READY_PREFIX), None);
+    }
+
+    #[test]
     fn loopback_server_and_client() {
         let (tx, rx) = std::sync::mpsc::channel();
-        let server = thread::spawn(move || {
-            serve(
-                &ServeOptions {
-                    bind: IpAddr::V4(Ipv4Addr::LOCALHOST),
-                    port: 0,
-                    idle_timeout: Duration::from_secs(20),
-                },
-                |a| tx.send(a).unwrap(),
-            )
-        });
+        let token = StopToken::generate().unwrap();
+        let opts = ServeOptions {
+            bind: IpAddr::V4(Ipv4Addr::LOCALHOST),
+            port: 0,
+            idle_timeout: Duration::from_secs(20),
+            io_timeout: IO_TIMEOUT,
+            token: token.clone(),
+        };
+        let server = thread::spawn(move || serve(&opts, |a| tx.send(a).unwrap()));
         let addr = rx.recv().unwrap();
         let t = Target {
             peer: addr,
@@ -541,7 +643,8 @@ mod tests {
         let bw = bandwidth(&t, 2, Duration::from_millis(200)).unwrap();
         assert_eq!(bw.len(), 2);
         assert!(bw.iter().all(|s| s.bytes > 0 && s.seconds >= 0.2));
-        bye(&t).unwrap();
+        assert!(bye(&t, &StopToken([7; 32])).is_err());
+        bye(&t, &token).unwrap();
         assert_eq!(server.join().unwrap().unwrap(), StopReason::Bye);
     }
 
@@ -551,6 +654,8 @@ mod tests {
             bind: IpAddr::V4(Ipv4Addr::LOCALHOST),
             port: 0,
             idle_timeout: Duration::from_millis(200),
+            io_timeout: IO_TIMEOUT,
+            token: StopToken::generate().unwrap(),
         };
         let t = Instant::now();
         assert_eq!(serve(&opts, |_| {}).unwrap(), StopReason::Idle);

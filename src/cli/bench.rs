@@ -159,12 +159,15 @@ pub struct BenchExecArgs {
 pub struct BenchServeArgs {
     #[command(flatten)]
     pub server: BenchPortArgs,
-    /// Address to listen on.
-    #[arg(long, value_name = "ADDR", default_value = "0.0.0.0")]
-    pub bind: std::net::IpAddr,
+    /// Address to listen on (default: this machine's data-plane address; 0.0.0.0 is every interface).
+    #[arg(long, value_name = "ADDR")]
+    pub bind: Option<std::net::IpAddr>,
     /// Exit after this many seconds without a connection.
     #[arg(long, value_name = "S", default_value_t = 60, value_parser = clap::value_parser!(u64).range(1..=86400))]
     pub idle_timeout: u64,
+    /// Seconds a connection may wait on one read or write (a client that stops reading is dropped after it).
+    #[arg(long, value_name = "S", default_value_t = crate::bench::tcp::IO_TIMEOUT_S, value_parser = clap::value_parser!(u64).range(1..=3600))]
+    pub io_timeout: u64,
 }
 
 /// `halobox bench probe`.

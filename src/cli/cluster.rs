@@ -110,6 +110,9 @@ pub struct ClusterUpArgs {
     /// Seconds to wait for every node to register with Ray, 1..86400 (default: cluster.toml's timeout_s).
     #[arg(long, value_name = "S", value_parser = crate::units::parse_timeout)]
     pub timeout: Option<u64>,
+    /// Start Ray WITHOUT token authentication: anyone who reaches its ports can run code on every node (warned each time).
+    #[arg(long)]
+    pub insecure_ray: bool,
 }
 
 /// `halobox cluster join`.
@@ -141,6 +144,12 @@ pub struct ClusterJoinArgs {
     /// A variable for this node only, NAME=VALUE (its `env` in cluster.toml; repeat): vLLM does not copy the head's value to the workers.
     #[arg(long, value_name = "NAME=VALUE")]
     pub node_env: Vec<String>,
+    /// Start Ray with token authentication, the token read from one line of stdin (as `cluster up` sends it).
+    #[arg(long, conflicts_with = "insecure_ray")]
+    pub ray_token_stdin: bool,
+    /// Start Ray WITHOUT token authentication (`cluster up --insecure-ray`).
+    #[arg(long)]
+    pub insecure_ray: bool,
     /// A variable some node of the cluster sets for itself (any node's `env` in cluster.toml; repeat): listed in vLLM's file here too, as vLLM reads the head's list for every worker.
     #[arg(long, value_name = "NAME", value_parser = per_node_name)]
     pub per_node_name: Vec<String>,
@@ -193,6 +202,9 @@ pub struct ClusterInstallArgs {
     /// Where halobox goes on the nodes (default: this binary's own path here).
     #[arg(long, value_name = "PATH")]
     pub halobox: Option<std::path::PathBuf>,
+    /// Seconds the transfer to each node may take, 1..86400 (a node that stops reading is given up on then).
+    #[arg(long, value_name = "S", default_value_t = crate::fleet::install::SEND_TIMEOUT_S, value_parser = crate::units::parse_timeout)]
+    pub timeout: u64,
     #[command(flatten)]
     pub file: ClusterFileArgs,
     #[command(flatten)]

@@ -7,13 +7,16 @@
 //! --backend host`, so the env, the view, the vLLM file and Ray are the
 //! container's own, as its user has them.
 
+use std::io::Write;
 use std::net::{Ipv4Addr, TcpListener};
 use std::path::PathBuf;
+use std::process::Stdio;
 
 use std::time::Duration;
 
 use anyhow::bail;
 
+use super::auth::{self, Token};
 use super::carry;
 use super::config::NodeBackend;
 use super::env::{self, EnvRequest};
@@ -44,6 +47,27 @@ pub struct JoinRequest {
     pub halobox: String,
     /// Check that the head's port is free (not for snapshots).
     pub check_port: bool,
+    /// How Ray authenticates (a start; `None` for a report).
+    pub auth: Option<RayAuth>,
+}
+
+/// How a node's Ray authenticates.
+#[derive(Debug, Clone, PartialEq)]
+pub enum RayAuth {
+    /// Token mode, with the cluster's token (read from stdin).
+    Token(Token),
+    /// No authentication (`--insecure-ray`).
+    Insecure,
+}
+
+impl RayAuth {
+    /// The `cluster join` flag that asks for this (the token itself comes on stdin).
+    pub fn flag(&self) -> &'static str {
+        match self {
+            RayAuth::Token(_) => auth::Mode::Token.join_flag(),
+            RayAuth::Insecure => auth::Mode::Insecure.join_flag(),
+        }
+    }
 }
 
 /// Whether `ip:port` can be bound (nothing listens there).
@@ -141,12 +165,18 @@ pub fn report(
             inside_version: None,
             inside_error: None,
             carry_over: None,
+            ray_version: None,
+            ray_error: None,
         });
     }
     let container = container_report(facts, req)?;
     if req.backend == NodeBackend::Host {
         let port_free =
             (env.is_head && req.check_port).then(|| port_free(req.env.ip, req.env.port));
+        let (ray_version, ray_error) = match auth::ray_version(&req.env.ray) {
+            Ok(v) => (Some(v), None),
+            Err(e) => (None, Some(e)),
+        };
         return Ok(JoinReport {
             halobox_version: VERSION.into(),
             command: with_env(&env.vars, &env.ray_start),
@@ -159,6 +189,8 @@ pub fn report(
             inside_version: None,
             inside_error: None,
             carry_over: carry::path().map(|p| p.display().to_string()),
+            ray_version,
+            ray_error,
         });
     }
     let mut report = JoinReport {
@@ -173,6 +205,8 @@ pub fn report(
         inside_version: None,
         inside_error: None,
         carry_over: None,
+        ray_version: None,
+        ray_error: None,
     };
     let Some(inside) = report.container.halobox.clone() else {
         return Ok(report);
@@ -193,6 +227,8 @@ pub fn report(
             report.view = r.view;
             report.port_free = r.port_free;
             report.carry_over = r.carry_over;
+            report.ray_version = r.ray_version;
+            report.ray_error = r.ray_error;
         }
         Err(e) => report.inside_error = Some(e),
     }
@@ -248,10 +284,12 @@ pub fn start(report: &JoinReport, req: &JoinRequest) -> anyhow::Result<()> {
                 carry::FILE
             ),
         }
+        let token_file = node_token(req.auth.as_ref())?;
         let (prog, args) = env.ray_start.split_first().expect("ray start argv");
         let status = crate::proc::command(prog)
             .args(args)
             .envs(env.vars.iter().map(|v| (&v.name, &v.value)))
+            .envs(auth::ray_start_env(token_file.as_deref()))
             .env("RAY_USAGE_STATS_ENABLED", "0")
             .status()
             .map_err(|e| anyhow::anyhow!("cannot run {prog}: {e}\n  hint: install Ray (scripts/ray-venv.sh) or set `ray` in cluster.toml to its path"))?;
@@ -270,13 +308,67 @@ pub fn start(report: &JoinReport, req: &JoinRequest) -> anyhow::Result<()> {
             "container {name} was made without halobox inside\n  hint: re-create it with `halobox refresh --name {name}`"
         );
     };
-    let command = plan::inside_join(inside, &req.env, false);
-    let code = crate::container::enter::run(Some(name), req.engine.as_deref(), &command)?;
-    if code != 0 {
+    let Some(ray_auth) = &req.auth else {
+        bail!("{}", no_auth());
+    };
+    let mut argv = vec![
+        own_exe()?.display().to_string(),
+        "enter".into(),
+        name.clone(),
+    ];
+    if let Some(e) = &req.engine {
+        argv.extend(["--engine".into(), e.clone()]);
+    }
+    argv.push("--".into());
+    argv.extend(plan::inside_join(inside, &req.env, false));
+    argv.push(ray_auth.flag().into());
+    let mut child = crate::proc::command(&argv[0])
+        .args(&argv[1..])
+        .stdin(Stdio::piped())
+        .spawn()
+        .map_err(|e| anyhow::anyhow!("cannot run halobox enter {name}: {e}"))?;
+    if let (Some(mut stdin), RayAuth::Token(t)) = (child.stdin.take(), ray_auth) {
+        // The line goes through `halobox enter` to the join inside.
+        let _ = stdin.write_all(format!("{}\n", t.secret()).as_bytes());
+    }
+    let status = child.wait()?;
+    if !status.success() {
         bail!(
             "`halobox cluster join` failed in container {name} on {}",
             env.ip
         );
     }
     Ok(())
+}
+
+/// Why a start needs `--ray-token-stdin` or `--insecure-ray`.
+fn no_auth() -> String {
+    "Ray starts only with token authentication (`--ray-token-stdin`, the token on stdin, as `halobox cluster up` sends it) or explicitly without (`--insecure-ray`)\n  hint: start the cluster with `halobox cluster up`".into()
+}
+
+/// Writes the token where this node's Ray reads it (0600) and names that
+/// file; with `--insecure-ray` removes an earlier one (drivers then use no
+/// token).
+fn node_token(ray_auth: Option<&RayAuth>) -> anyhow::Result<Option<PathBuf>> {
+    let path = auth::node_token_path();
+    match ray_auth {
+        None => bail!("{}", no_auth()),
+        Some(RayAuth::Insecure) => {
+            if let Some(p) = &path {
+                match std::fs::remove_file(p) {
+                    Ok(()) => {}
+                    Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+                    Err(e) => bail!("cannot remove {}: {e}", p.display()),
+                }
+            }
+            Ok(None)
+        }
+        Some(RayAuth::Token(t)) => {
+            let p = path.ok_or_else(|| {
+                anyhow::anyhow!("no config folder (HOME unset?) for Ray's token file")
+            })?;
+            auth::write_private(&p, &format!("{}\n", t.secret()))?;
+            Ok(Some(p))
+        }
+    }
 }

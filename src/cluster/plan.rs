@@ -196,12 +196,15 @@ while True:
 print(json.dumps({"nodes": nodes, "error": error}))
 "#;
 
-/// The Ray state query on the head (argv there).
+/// The Ray state query on the head (argv there): a Ray driver with the
+/// node's token ([`super::auth::driver_argv`]; `mode`: how `up` starts the
+/// cluster, `None` for one already up).
 pub fn nodes_query(
     cfg: &ClusterConfig,
     want: usize,
     timeout_s: u64,
     watch_stdin: bool,
+    mode: Option<super::auth::Mode>,
 ) -> Vec<String> {
     let head = cfg.head();
     let mut cmd = vec![
@@ -215,7 +218,12 @@ pub fn nodes_query(
     if watch_stdin {
         cmd.push("watch-stdin".into());
     }
-    in_container(&cfg.halobox, head.backend, &head.container, &cmd)
+    in_container(
+        &cfg.halobox,
+        head.backend,
+        &head.container,
+        &super::auth::driver_argv(&cmd, mode),
+    )
 }
 
 /// One node in Ray's table.
@@ -356,6 +364,13 @@ pub struct JoinReport {
     /// The vLLM file `join` writes where Ray runs ([`super::carry`]).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub carry_over: Option<String>,
+    /// The version of the Ray that `ray` runs there (token authentication
+    /// needs 2.52 or later).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ray_version: Option<String>,
+    /// Why Ray's version could not be told there.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ray_error: Option<String>,
 }
 
 /// A node's env as `join --dry-run` prints it: the transport and why, the

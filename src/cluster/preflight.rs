@@ -1,7 +1,8 @@
 //! The preflight verdict of `cluster up` over every node's report: each
 //! node alone (reached, same halobox, its container there, running and made
 //! with halobox inside; what RCCL will see in it: GPU and RDMA devices it
-//! can open, memlock; the head's Ray port free), then the nodes together
+//! can open, memlock; the head's Ray port free; its Ray has token
+//! authentication), then the nodes together
 //! (same image, MTU and transport). Pure; every finding names its node and
 //! the fix.
 
@@ -9,6 +10,7 @@ use std::net::Ipv4Addr;
 
 use serde::{Deserialize, Serialize};
 
+use super::auth::Mode;
 use super::config::{ClusterConfig, NodeConfig, Transport};
 use super::env::Resolved;
 use super::plan::{ContainerReport, JoinReport};
@@ -32,7 +34,8 @@ pub struct Finding {
     /// Verdict.
     pub level: Level,
     /// Check id (`reach`, `version`, `container`, `halobox`, `inside`,
-    /// `image`, `memlock`, `devices`, `rdma`, `mtu`, `transport`, `port`).
+    /// `image`, `memlock`, `devices`, `rdma`, `mtu`, `transport`, `port`,
+    /// `ray-auth`).
     pub check: String,
     /// The node it is about, when one.
     pub node: Option<String>,
@@ -55,6 +58,7 @@ pub fn preflight(
     cfg: &ClusterConfig,
     reports: &[Result<JoinReport, String>],
     version: &str,
+    mode: Mode,
 ) -> Vec<Finding> {
     let mut out = Vec::new();
     let mut ok: Vec<(&NodeConfig, &JoinReport)> = Vec::new();
@@ -68,7 +72,22 @@ pub fn preflight(
         .iter()
         .any(|(_, r)| r.env.transport != Resolved::Ethernet);
     for (node, r) in &ok {
-        out.extend(node_findings(cfg, node, r, version, rdma));
+        let found = node_findings(cfg, node, r, version, rdma);
+        let failed = found.iter().any(|f| f.level == Level::Fail);
+        out.extend(found);
+        if mode == Mode::Token && !failed {
+            out.extend(token_auth(node, r));
+        }
+    }
+    if mode == Mode::Insecure {
+        out.push(finding(
+            Level::Warn,
+            "ray-auth",
+            None,
+            super::auth::INSECURE_WARNING
+                .trim_start_matches("warning: ")
+                .to_string(),
+        ));
     }
     out.extend(together(&ok));
     out.extend(topology(&ok));
@@ -87,6 +106,25 @@ pub fn preflight(
         ));
     }
     out
+}
+
+/// Whether the node's Ray has token authentication (Ray 2.52 or later).
+fn token_auth(node: &NodeConfig, r: &JoinReport) -> Option<Finding> {
+    let place = where_(&r.container);
+    let out = "or pass --insecure-ray to start it without authentication (anyone who reaches its ports can then run code there)";
+    let message = match (&r.ray_version, &r.ray_error) {
+        (Some(v), _) if super::auth::supports_token(v) => return None,
+        (Some(v), _) => format!(
+            "Ray {v} in {place} has no token authentication (Ray 2.52 or later has): install a newer Ray there (`pip install -U 'ray>=2.52'`, or an image with it), {out}"
+        ),
+        (None, Some(e)) => {
+            format!("{e}: install Ray there, or set `ray` in cluster.toml to its path")
+        }
+        (None, None) => format!(
+            "Ray's version in {place} is unknown, so token authentication cannot be checked: install the same halobox everywhere, {out}"
+        ),
+    };
+    Some(finding(Level::Fail, "ray-auth", Some(node), message))
 }
 
 /// What one node's report says about that node alone. `rdma`: the cluster

@@ -10,6 +10,7 @@ use std::time::{Duration, Instant};
 use anyhow::{Context, bail};
 use serde::{Deserialize, Serialize};
 
+use super::auth;
 use super::config::{ClusterConfig, NodeBackend, NodeConfig};
 use super::env::NodeEnv;
 use super::join::VERSION;
@@ -101,7 +102,7 @@ pub fn ray_nodes(cfg: &ClusterConfig, want: usize, timeout_s: u64) -> anyhow::Re
         &Masters::default(),
         head,
         "the Ray state query",
-        &plan::nodes_query(cfg, want, timeout_s, false),
+        &plan::nodes_query(cfg, want, timeout_s, false, None),
         Duration::from_secs(timeout_s.saturating_add(60)),
     )?;
     parse_nodes(head, &done.stdout, &done.output)
@@ -136,6 +137,7 @@ impl Waiter {
         masters: &Masters,
         want: usize,
         timeout_s: u64,
+        mode: auth::Mode,
     ) -> anyhow::Result<Waiter> {
         // An API exec (podman, docker) gives the command no stdin to watch;
         // the guard stops what runs on the host either way.
@@ -144,7 +146,7 @@ impl Waiter {
             NodeBackend::Podman | NodeBackend::Docker
         );
         let node = remote_node(cfg, cfg.head()).through(masters);
-        let proc = node.spawn(&plan::nodes_query(cfg, want, timeout_s, watch))?;
+        let proc = node.spawn(&plan::nodes_query(cfg, want, timeout_s, watch, Some(mode)))?;
         Ok(Waiter {
             node,
             proc,
@@ -167,6 +169,31 @@ impl Waiter {
             bail!("{}", self.node.error("the Ray state query", &done));
         }
         parse_nodes(head, &done.stdout, &done.output)
+    }
+}
+
+/// `cluster join` as `up` starts Ray with it on `node` (the token, in
+/// token mode, comes on stdin).
+fn start_command(cfg: &ClusterConfig, node: &NodeConfig, mode: auth::Mode) -> Vec<String> {
+    let mut argv = plan::join_command(cfg, node, false);
+    argv.push(mode.join_flag().into());
+    argv
+}
+
+/// The `--dry-run` line about Ray's authentication (never the token).
+fn auth_summary(mode: auth::Mode, token_file: &Path) -> String {
+    match mode {
+        auth::Mode::Token => format!(
+            "Ray token authentication: {}=token; the cluster's token is kept in {} (0600; made at the first `up`), sent to each node on ssh stdin into {} (0600), which {} names for Ray and for the drivers on the head",
+            auth::MODE_VAR,
+            token_file.display(),
+            auth::NODE_TOKEN_SH,
+            auth::TOKEN_PATH_VAR
+        ),
+        auth::Mode::Insecure => format!(
+            "Ray WITHOUT authentication ({}=disabled, --insecure-ray)",
+            auth::MODE_VAR
+        ),
     }
 }
 
@@ -225,9 +252,14 @@ pub fn up(
     config_path: &Path,
     dry_run: bool,
     timeout_s: u64,
+    mode: auth::Mode,
     out: &mut dyn Write,
 ) -> anyhow::Result<()> {
     let t0 = Instant::now();
+    if mode == auth::Mode::Insecure {
+        eprintln!("{}", auth::INSECURE_WARNING);
+    }
+    let token_file = auth::cluster_token_path(config_path);
     writeln!(out, "preflight of {} node(s):", cfg.nodes.len())?;
     // One ssh connection per node for the whole run (closed when `up`
     // returns, however it returns).
@@ -238,7 +270,7 @@ pub fn up(
             .collect::<Vec<_>>(),
     );
     let reports = reports(cfg, &masters);
-    let findings = preflight::preflight(cfg, &reports, VERSION);
+    let findings = preflight::preflight(cfg, &reports, VERSION, mode);
     print_findings(out, &findings)?;
     let failed: Vec<&Finding> = findings.iter().filter(|f| f.level == Level::Fail).collect();
     if !failed.is_empty() {
@@ -281,9 +313,10 @@ pub fn up(
             writeln!(
                 out,
                 "  from here:   {}",
-                shell::line(&node_argv(cfg, node, &plan::join_command(cfg, node, false)))
+                shell::line(&node_argv(cfg, node, &start_command(cfg, node, mode)))
             )?;
         }
+        writeln!(out, "\n{}", auth_summary(mode, &token_file))?;
         writeln!(
             out,
             "\nthen wait up to {timeout_s} s until Ray's GCS on {}:{} lists {} alive node(s). Nothing was started (--dry-run).",
@@ -293,15 +326,18 @@ pub fn up(
         )?;
         return Ok(());
     }
+    let token = match mode {
+        auth::Mode::Token => Some(auth::load_or_create(&token_file)?),
+        auth::Mode::Insecure => None,
+    };
     let start = |node: &NodeConfig| -> Result<(), String> {
-        on_node(
-            cfg,
-            &masters,
-            node,
-            "`halobox cluster join`",
-            &plan::join_command(cfg, node, false),
-            JOIN_TIMEOUT,
-        )
+        let what = "`halobox cluster join`";
+        let argv = start_command(cfg, node, mode);
+        let n = remote_node(cfg, node).through(&masters);
+        match &token {
+            Some(t) => n.run_ok_with_line(what, &argv, t.secret(), JOIN_TIMEOUT),
+            None => n.run_ok(what, &argv, JOIN_TIMEOUT),
+        }
         .map(|_| ())
         .map_err(|e| e.to_string())
     };
@@ -311,7 +347,7 @@ pub fn up(
     // The state query starts with the head, so Python and Ray's modules
     // load while Ray starts rather than beside the workers (it polls the
     // head's port until the GCS answers).
-    let waiter = Waiter::start(cfg, &masters, cfg.nodes.len(), timeout_s)?;
+    let waiter = Waiter::start(cfg, &masters, cfg.nodes.len(), timeout_s, mode)?;
     let t = Instant::now();
     start(head).map_err(|e| anyhow::anyhow!("starting the Ray head failed: {e}{cleanup}"))?;
     writeln!(

@@ -30,6 +30,18 @@ pub fn check_name(name: &str) -> Result<(), String> {
     }
 }
 
+/// Whether `name` looks like it holds a secret: the variables no child
+/// process gets ([`crate::proc::is_secret`]), Ray's `RAY_AUTH_TOKEN`, and
+/// any `*_TOKEN`, `*_PASSWORD`, `*_API_KEY` (in any case).
+pub fn is_secret_like(name: &str) -> bool {
+    let upper = name.to_ascii_uppercase();
+    crate::proc::is_secret(name)
+        || upper == super::auth::TOKEN_VAR
+        || ["_TOKEN", "_PASSWORD", "_API_KEY"]
+            .iter()
+            .any(|s| upper.ends_with(s))
+}
+
 /// Checks one variable of cluster.toml's `[env]` or a node's `env` (also
 /// `cluster join --env`/`--node-env`): a plain name, a one-line value, not a
 /// secret, and never one of the per-node data-plane variables.
@@ -45,10 +57,21 @@ pub fn check_user_var(name: &str, value: &str) -> Result<(), String> {
             "{name} is computed on each node from its own facts, so cluster.toml cannot set it: remove it ({how})"
         ));
     }
-    if name == "HF_TOKEN" {
-        return Err(
-            "HF_TOKEN is a secret and cluster.toml is shown by --dry-run: remove it and export HF_TOKEN where you run `halobox serve` (it reaches vLLM on stdin)".into(),
-        );
+    if is_secret_like(name) {
+        return Err(format!(
+            "{name} is a secret and cluster.toml is shown by --dry-run and passed in process arguments: remove it\n  hint: export {name} where you run `halobox serve` instead{}",
+            match name {
+                "HF_TOKEN" | "VLLM_API_KEY" => " (it reaches vLLM on stdin)",
+                super::auth::TOKEN_VAR =>
+                    " (halobox makes Ray's token itself: `halobox cluster up` keeps it 0600 next to cluster.toml)",
+                _ => "",
+            }
+        ));
+    }
+    if [super::auth::MODE_VAR, super::auth::TOKEN_PATH_VAR].contains(&name) {
+        return Err(format!(
+            "{name} is set by halobox (Ray's token authentication), so cluster.toml cannot set it: remove it (`halobox cluster up --insecure-ray` starts Ray without authentication)"
+        ));
     }
     if value.chars().any(|c| c.is_control() && c != '\t') {
         return Err(format!(

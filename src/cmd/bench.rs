@@ -42,17 +42,26 @@ pub fn run(cmd: BenchCommand) -> anyhow::Result<ExitCode> {
 }
 
 fn serve(args: &BenchServeArgs) -> anyhow::Result<ExitCode> {
+    let bind = match args.bind {
+        Some(b) => b,
+        None => {
+            let facts = host::gather(HostRoot::live(), GatherOptions::default());
+            tcp::default_bind(&facts).map_err(UsageError)?
+        }
+    };
     let opts = tcp::ServeOptions {
-        bind: args.bind,
+        bind,
         port: args.server.port,
         idle_timeout: Duration::from_secs(args.idle_timeout),
+        io_timeout: Duration::from_secs(args.io_timeout),
+        token: tcp::StopToken::generate().context("cannot read /dev/urandom")?,
     };
     tcp::serve(&opts, |addr| {
         let mut out = std::io::stdout().lock();
-        let _ = writeln!(out, "{}{addr}", tcp::READY_PREFIX);
+        let _ = writeln!(out, "{}", tcp::ready_line(addr, &opts.token));
         let _ = out.flush();
     })
-    .with_context(|| format!("cannot serve on {}:{}", args.bind, args.server.port))?;
+    .with_context(|| format!("cannot serve on {bind}:{}", args.server.port))?;
     Ok(ExitCode::SUCCESS)
 }
 

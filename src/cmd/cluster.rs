@@ -9,9 +9,10 @@ use crate::cli::{
     ClusterInitArgs, ClusterInstallArgs, ClusterJoinArgs, ClusterRefreshArgs, ClusterStatusArgs,
     ClusterUpArgs, DryRunArgs, OutputArgs, PlanOutputArgs, SourceArgs, YesArgs,
 };
+use crate::cluster::auth;
 use crate::cluster::config::{self, ClusterConfig, NodeConfig};
 use crate::cluster::env::{self, EnvRequest};
-use crate::cluster::join::{self, JoinRequest};
+use crate::cluster::join::{self, JoinRequest, RayAuth};
 use crate::cluster::plan::{self, in_container, with_env};
 use crate::cluster::run;
 use crate::error::UsageError;
@@ -134,6 +135,11 @@ fn up(a: &ClusterUpArgs) -> anyhow::Result<ExitCode> {
         &path,
         a.plan.dry_run,
         a.timeout.unwrap_or(cfg.timeout_s),
+        if a.insecure_ray {
+            auth::Mode::Insecure
+        } else {
+            auth::Mode::Token
+        },
         &mut std::io::stdout(),
     )?;
     Ok(ExitCode::SUCCESS)
@@ -195,6 +201,7 @@ fn join(a: &ClusterJoinArgs) -> anyhow::Result<ExitCode> {
         engine: a.engine.engine.clone(),
         halobox: "halobox".into(),
         check_port: a.source.sysroot.is_none(),
+        auth: None,
     };
     let named = |e: String| anyhow::anyhow!("node {}: {e}", a.ip);
     if a.source.sysroot.is_some() && a.ray_node.backend.is_container() && !a.mode.json() {
@@ -219,6 +226,17 @@ fn join(a: &ClusterJoinArgs) -> anyhow::Result<ExitCode> {
         }
         return Ok(ExitCode::SUCCESS);
     }
+    let req = JoinRequest {
+        auth: if a.ray_token_stdin {
+            Some(RayAuth::Token(auth::read_token_line(std::io::stdin())?))
+        } else if a.insecure_ray {
+            eprintln!("{}", auth::INSECURE_WARNING);
+            Some(RayAuth::Insecure)
+        } else {
+            None
+        },
+        ..req
+    };
     join::start(&report, &req).map_err(|e| named(format!("{e:#}")))?;
     Ok(ExitCode::SUCCESS)
 }
@@ -372,6 +390,7 @@ fn tui(a: &ClusterFileArgs) -> anyhow::Result<ExitCode> {
                 file: file(),
                 plan: DryRunArgs { dry_run: pick == 1 },
                 timeout: None,
+                insecure_ray: false,
             }),
             3 => serve_menu(a),
             4 => down(&ClusterDownArgs {
@@ -412,6 +431,7 @@ fn tui(a: &ClusterFileArgs) -> anyhow::Result<ExitCode> {
             }),
             10 => super::cluster_fleet::install(&ClusterInstallArgs {
                 halobox: None,
+                timeout: crate::fleet::install::SEND_TIMEOUT_S,
                 file: file(),
                 plan: DryRunArgs { dry_run: false },
             }),

@@ -91,7 +91,7 @@ pub fn install(a: &ClusterInstallArgs) -> anyhow::Result<ExitCode> {
         print!("{}", install::render_plan(&cfg, &dest, &bin));
         return Ok(ExitCode::SUCCESS);
     }
-    let results = install::run(&cfg, &dest, &bin);
+    let results = install::run(&cfg, &dest, &bin, std::time::Duration::from_secs(a.timeout));
     let mut ok = true;
     for r in &results {
         ok &= r.outcome != "failed";

@@ -73,6 +73,12 @@ pub fn run(a: &ServeArgs) -> anyhow::Result<ExitCode> {
     if a.plan.dry_run {
         print!("{}", plan::render_serve(&p, &argv));
         println!(
+            "# as a Ray driver with {}=token {}=\"{}\" (the token `cluster up` left in the head's container; never printed)",
+            crate::cluster::auth::MODE_VAR,
+            crate::cluster::auth::TOKEN_PATH_VAR,
+            crate::cluster::auth::NODE_TOKEN_SH
+        );
+        println!(
             "# started detached in the head's container by halobox (log: {}), watched until its API answers at {}{}",
             program::LOG,
             engine::api_addr(a.host, a.port),

@@ -3,7 +3,11 @@
 //! checked first (same sha256: nothing is sent); else the bytes go over
 //! ssh's stdin into a temporary file beside the destination, the node
 //! checks its size and sha256 against this side's, and only then renames
-//! it into place (atomic: a running halobox keeps its old file).
+//! it into place (atomic: a running halobox keeps its old file), then
+//! checks the sha256 of the file at the destination itself. A folder as
+//! the destination is refused (a rename would put the file inside it), and
+//! the whole transfer is bounded in time: a node that stops reading is
+//! given up on (and its side stopped) when the time is up.
 
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -16,17 +20,23 @@ use crate::cluster::run::{each_node, remote_node};
 
 /// How long the check on a node may take.
 const CHECK_TIMEOUT: Duration = Duration::from_secs(60);
-/// How long sending the binary to a node may take.
-const SEND_TIMEOUT: Duration = Duration::from_secs(900);
+/// How long sending the binary to a node may take by default (seconds).
+pub const SEND_TIMEOUT_S: u64 = 900;
 
-/// Prints the sha256 of `$1` there, or nothing when it is missing.
-const CHECK: &str = "if [ -f \"$1\" ]; then sha256sum \"$1\" | cut -d' ' -f1; fi";
+/// Exit code of the node-side commands when the destination is a folder.
+const IS_A_FOLDER: i32 = 3;
+
+/// Prints the sha256 of `$1` there, or nothing when it is missing; exits
+/// [`IS_A_FOLDER`] when it is a folder.
+const CHECK: &str = "if [ -d \"$1\" ]; then echo \"$1 is a folder\" >&2; exit 3; fi; if [ -f \"$1\" ]; then sha256sum \"$1\" | cut -d' ' -f1; fi";
 
 /// Reads `$2` bytes from stdin into a temporary file beside `$1`, checks
-/// the size and that the sha256 is `$3`, makes it executable and renames it
-/// to `$1`; the temporary file is removed on any failure.
+/// the size and that the sha256 is `$3`, makes it executable, renames it
+/// to `$1` (never into a folder there) and prints the sha256 of `$1`
+/// itself; the temporary file is removed on any failure.
 const RECEIVE: &str = r#"set -e
 dest=$1; size=$2; sum=$3
+if [ -d "$dest" ]; then echo "$dest is a folder" >&2; exit 3; fi
 dir=$(dirname "$dest")
 mkdir -p "$dir"
 tmp=$(mktemp "$dir/.halobox-install.XXXXXX")
@@ -37,9 +47,12 @@ got=$(wc -c <"$tmp")
 have=$(sha256sum "$tmp" | cut -d' ' -f1)
 [ "$have" = "$sum" ] || { echo "sha256 there is $have, not $sum" >&2; exit 1; }
 chmod 0755 "$tmp"
+if [ -d "$dest" ]; then echo "$dest is a folder" >&2; exit 3; fi
 mv -f "$tmp" "$dest"
 trap - EXIT
-echo "$have""#;
+final=$(sha256sum "$dest" | cut -d' ' -f1)
+[ "$final" = "$sum" ] || { echo "sha256 of $dest is $final after the rename, not $sum" >&2; exit 1; }
+echo "$final""#;
 
 /// The binary to send.
 #[derive(Debug, Clone)]
@@ -123,7 +136,13 @@ pub struct Installed {
     pub detail: String,
 }
 
-fn one(cfg: &ClusterConfig, node: &NodeConfig, dest: &str, bin: &Binary) -> Installed {
+fn one(
+    cfg: &ClusterConfig,
+    node: &NodeConfig,
+    dest: &str,
+    bin: &Binary,
+    timeout: Duration,
+) -> Installed {
     let rn = remote_node(cfg, node);
     let (check, receive) = commands(dest, bin);
     let result = |outcome: &str, sha256: Option<String>, detail: String| Installed {
@@ -132,8 +151,18 @@ fn one(cfg: &ClusterConfig, node: &NodeConfig, dest: &str, bin: &Binary) -> Inst
         sha256,
         detail,
     };
+    let folder = |e: &crate::remote::RemoteError| {
+        e.failure == crate::remote::Failure::Failed(Some(IS_A_FOLDER))
+    };
+    let refused = || {
+        format!(
+            "{dest} is a folder there: give the file's path (--halobox {}/halobox)",
+            dest.trim_end_matches('/')
+        )
+    };
     let have = match rn.run_ok("reading the installed halobox", &check, CHECK_TIMEOUT) {
         Ok(d) => d.stdout.trim().to_string(),
+        Err(e) if folder(&e) => return result("failed", None, refused()),
         Err(e) => return result("failed", None, e.to_string()),
     };
     if have == bin.sha256 {
@@ -143,7 +172,7 @@ fn one(cfg: &ClusterConfig, node: &NodeConfig, dest: &str, bin: &Binary) -> Inst
             format!("{dest} is already this one"),
         );
     }
-    match rn.run_with_input("installing halobox", &receive, &bin.bytes, SEND_TIMEOUT) {
+    match rn.run_with_input("installing halobox", &receive, &bin.bytes, timeout) {
         Ok(d) => {
             let got = d.stdout.trim().to_string();
             if got == bin.sha256 {
@@ -156,13 +185,15 @@ fn one(cfg: &ClusterConfig, node: &NodeConfig, dest: &str, bin: &Binary) -> Inst
                 )
             }
         }
+        Err(e) if folder(&e) => result("failed", None, refused()),
         Err(e) => result("failed", None, e.to_string()),
     }
 }
 
-/// Installs `bin` at `dest` on every node at once.
-pub fn run(cfg: &ClusterConfig, dest: &str, bin: &Binary) -> Vec<Installed> {
-    each_node(&cfg.nodes, |n| one(cfg, n, dest, bin))
+/// Installs `bin` at `dest` on every node at once, each transfer within
+/// `timeout`.
+pub fn run(cfg: &ClusterConfig, dest: &str, bin: &Binary, timeout: Duration) -> Vec<Installed> {
+    each_node(&cfg.nodes, |n| one(cfg, n, dest, bin, timeout))
 }
 
 #[cfg(test)]
@@ -208,5 +239,16 @@ mod tests {
             .map(|e| e.unwrap().file_name())
             .collect();
         assert_eq!(left.len(), 1, "{left:?}");
+        // A folder as the destination: refused, nothing put inside it.
+        let folder = dir.path().join("bin").display().to_string();
+        let (check, receive) = commands(&folder, &b);
+        let c = run(&check, b"");
+        assert_eq!(c.status.unwrap().code(), Some(IS_A_FOLDER), "{}", c.output);
+        let r = run(&receive, b"abc");
+        assert_eq!(r.status.unwrap().code(), Some(IS_A_FOLDER), "{}", r.output);
+        assert_eq!(
+            std::fs::read_dir(dir.path().join("bin")).unwrap().count(),
+            1
+        );
     }
 }

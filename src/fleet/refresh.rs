@@ -594,6 +594,7 @@ pub fn run(cfg: &ClusterConfig, config_path: &std::path::Path, req: &Request) ->
             config_path,
             false,
             cfg.timeout_s,
+            crate::cluster::auth::Mode::Token,
             &mut std::io::stderr(),
         ) {
             Ok(()) => report.restarted = true,

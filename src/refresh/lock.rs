@@ -1,8 +1,14 @@
 //! One refresh at a time per engine and container name: an `flock` on a
-//! file under `$XDG_RUNTIME_DIR/halobox/` (else `/run/user/UID/halobox/`,
-//! else `/tmp/halobox-UID/`, a 0700 directory this user owns). The file
-//! holds the pid of the run that has it, so a second run can name it. The
-//! lock goes away with its process, however that process ends.
+//! file under `/run/user/UID/halobox/` (else `halobox/locks` in the
+//! user's state folder under the home directory the password database
+//! names; a 0700 directory this user owns). Neither depends on the
+//! environment, so two runs always meet at the same file, and no other user
+//! can make it first, as under a predictable `/tmp` path. The engine is
+//! named by what it is, not how its address is spelled
+//! ([`engine_identity`]: `unix:///var/run/podman/podman.sock` and
+//! `unix:///run/podman/podman.sock` are one engine). The file holds the
+//! pid of the run that has it, so a second run can name it. The lock goes
+//! away with its process, however that process ends.
 
 use std::fs::{DirBuilder, File, OpenOptions};
 use std::io::{Read, Seek, Write};
@@ -145,24 +151,60 @@ fn own(mut file: Flock<File>, path: &Path) -> Result<Flock<File>, LockError> {
 }
 
 /// The directory the locks live in, created 0700 and checked to be this
-/// user's own (not a symlink, nobody else can write it).
+/// user's own (not a symlink, nobody else can write it): `/run/user/UID`
+/// when the system made it for this user, else the user's state folder
+/// under the home directory of the password database (never the
+/// environment's `XDG_RUNTIME_DIR`, `HOME` or `TMPDIR`, which two runs may
+/// not share).
 pub fn lock_dir() -> Result<PathBuf, LockError> {
-    let uid = nix::unistd::geteuid().as_raw();
-    let runtime = std::env::var_os("XDG_RUNTIME_DIR")
-        .filter(|d| !d.is_empty())
-        .map(PathBuf::from)
-        .or_else(|| {
-            let d = PathBuf::from(format!("/run/user/{uid}"));
-            d.metadata()
-                .is_ok_and(|m| m.is_dir() && m.uid() == uid)
-                .then_some(d)
-        });
-    let dir = match runtime {
-        Some(d) => d.join("halobox"),
-        None => std::env::temp_dir().join(format!("halobox-{uid}")),
+    let uid = nix::unistd::geteuid();
+    let runtime = PathBuf::from(format!("/run/user/{}", uid.as_raw()));
+    let dir = if runtime
+        .symlink_metadata()
+        .is_ok_and(|m| m.is_dir() && m.uid() == uid.as_raw())
+    {
+        runtime.join("halobox")
+    } else {
+        let home = nix::unistd::User::from_uid(uid)
+            .ok()
+            .flatten()
+            .map(|u| u.dir)
+            .filter(|d| d.is_absolute())
+            .ok_or_else(|| LockError::Unusable {
+                path: runtime.clone(),
+                message: format!(
+                    "there is no /run/user/{} and uid {} has no home directory in the password database",
+                    uid.as_raw(),
+                    uid.as_raw()
+                ),
+            })?;
+        let state = home.join(".local/state");
+        let dir = state.join("halobox/locks");
+        for d in [state.as_path(), &state.join("halobox")] {
+            if let Err(e) = DirBuilder::new().recursive(true).mode(0o700).create(d) {
+                return Err(LockError::Unusable {
+                    path: d.to_path_buf(),
+                    message: e.to_string(),
+                });
+            }
+        }
+        dir
     };
-    private_dir(&dir, uid)?;
+    private_dir(&dir, uid.as_raw())?;
     Ok(dir)
+}
+
+/// The engine behind `address`, as the lock names it: a Unix socket by
+/// its real path (symlinks resolved: `/var/run` is `/run`), any other
+/// address as written.
+pub fn engine_identity(address: &str) -> String {
+    match address.strip_prefix("unix://") {
+        Some(path) => match std::fs::canonicalize(path) {
+            Ok(real) => format!("unix://{}", real.display()),
+            Err(_) => address.to_string(),
+        },
+        None => address.to_string(),
+    }
 }
 
 /// Creates `dir` 0700 if missing and checks it is a directory of `uid`'s
@@ -202,8 +244,29 @@ pub fn check_private(dir: &Path, uid: u32) -> Result<(), LockError> {
     Ok(())
 }
 
-/// A short, file-name-safe key for an engine address and container name.
+/// A short, file-name-safe key for an engine (its [`engine_identity`]) and
+/// container name.
 pub fn key(engine: &str, name: &str) -> String {
-    let digest = Sha256::digest(engine.as_bytes());
+    let digest = Sha256::digest(engine_identity(engine).as_bytes());
     format!("{}-{name}", &hex::encode(digest)[..12])
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn one_engine_under_two_spellings_is_one_key() {
+        let d = tempfile::tempdir().unwrap();
+        let real = d.path().join("run");
+        std::fs::create_dir(&real).unwrap();
+        std::fs::write(real.join("podman.sock"), "").unwrap();
+        std::os::unix::fs::symlink(&real, d.path().join("var-run")).unwrap();
+        let a = format!("unix://{}/podman.sock", real.display());
+        let b = format!("unix://{}/var-run/podman.sock", d.path().display());
+        assert_eq!(key(&a, "vllm"), key(&b, "vllm"));
+        assert_ne!(key(&a, "vllm"), key(&a, "other"));
+        assert_eq!(engine_identity("tcp://n1:2375"), "tcp://n1:2375");
+        assert_ne!(key("tcp://n1:2375", "vllm"), key(&a, "vllm"));
+    }
 }

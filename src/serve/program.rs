@@ -20,7 +20,8 @@ const ALIVE_FN: &str = r#"alive() { [ -r "/proc/$1/stat" ] || return 1; case "$(
 /// first refuses when an engine halobox started runs there already (exit
 /// 94), removes the compile cache when `clear_cache` (`cache` is the path as
 /// the shell expands it), and reads each of `secrets` from one stdin line into
-/// the environment (exit 97 when a line is missing). Prints
+/// the environment (exit 97 when a line is missing), and exports Ray's
+/// token variables when the container holds the cluster's token. Prints
 /// `halobox-serve-pid PID`.
 pub fn start(secrets: &[String], clear_cache: Option<&str>) -> String {
     let mut s = format!(
@@ -36,6 +37,9 @@ pub fn start(secrets: &[String], clear_cache: Option<&str>) -> String {
     for name in secrets {
         s.push_str(&format!("IFS= read -r {name} || exit 97; export {name}; "));
     }
+    // vLLM is a Ray driver: it needs the cluster's token where `cluster up`
+    // left it for the container's user.
+    s.push_str(&crate::cluster::auth::driver_exports(None));
     s.push_str(
         "ls /dev/shm 2>/dev/null | grep '^psm_' >\"$d/shm.before\"; \
          : >\"$d/engine.log\"; \
