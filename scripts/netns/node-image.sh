@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # The image the test nodes' containers run (scripts/netns/nodes.sh with
 # HB_NODE_ENGINE): Debian bookworm (localhost/halobox-distro:1 from
-# scripts/engines/start.sh) with python3, iperf3, perftest, procps and libnuma1 (vLLM's CPU kernels need it) from
-# Debian, plus the pinned Ray venv (scripts/ray-venv.sh) put in as one
+# scripts/engines/start.sh) with python3, iperf3, perftest and procps from
+# Debian (and, for vLLM's CPU build, libnuma1, g++ and python3-dev: torch's
+# inductor compiles CPU kernels even with --enforce-eager), plus the pinned Ray venv (scripts/ray-venv.sh) put in as one
 # layer by `halobox image add-layer` at the same path, /opt/halobox-ray.
 # Made once in the rootful podman store (localhost/halobox-node:ray-VERSION-baseN);
 # with TAG and N it is also pushed to that node set's registry
@@ -29,17 +30,17 @@ mkdir -p /run/lock
 exec 9>/run/lock/halobox-node-image.lock
 flock 9
 
-base=localhost/halobox-node-base:2
+base=localhost/halobox-node-base:3
 if ! podman image exists "$base"; then
-  echo "==> $base: python3 iperf3 perftest procps libnuma1 from Debian" >&2
+  echo "==> $base: python3 iperf3 perftest procps libnuma1 g++ python3-dev from Debian" >&2
   podman rm -f hb-node-base-build >/dev/null 2>&1 || true
   podman run --name hb-node-base-build --network host localhost/halobox-distro:1 sh -c \
-    'apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends python3 iperf3 perftest procps libnuma1 >/dev/null && rm -rf /var/lib/apt/lists/*' >&2
+    'apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends python3 iperf3 perftest procps libnuma1 g++ python3-dev >/dev/null && rm -rf /var/lib/apt/lists/*' >&2
   podman commit -q hb-node-base-build "$base" >/dev/null
   podman rm hb-node-base-build >/dev/null
 fi
 
-tag=ray-$version-base2
+tag=ray-$version-base3
 ref=localhost/halobox-node:$tag
 if ! podman image exists "$ref"; then
   echo "==> $ref: $venv as one layer (halobox image add-layer)" >&2

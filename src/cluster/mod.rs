@@ -6,8 +6,8 @@
 //! runs, [`plan`] builds the commands (pure) and [`preflight`] the verdict
 //! over every node's report, [`run`] executes them over ssh (and, on a
 //! node, halobox inside its container), [`carry`] writes vLLM's list of
-//! per-node variables, [`auth`] keeps Ray's token authentication, and
-//! [`serve`] runs vLLM on the head.
+//! per-node variables, and [`auth`] keeps Ray's token authentication;
+//! [`crate::serve`] runs vLLM on the head.
 
 pub mod auth;
 pub mod carry;
