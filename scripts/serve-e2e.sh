@@ -107,7 +107,10 @@ decode_halobox=$(tps "$DIR/cluster.json")
 step "serve stop"
 hb serve stop --cluster "$CFG" | tee "$DIR/stop.out"
 grep -q "stopped vLLM" "$DIR/stop.out" || fail "serve stop did not stop vLLM"
-hb serve status --cluster "$CFG" | grep -q "^serve: stopped" || fail "serve status after stop"
+code=0; hb serve status --cluster "$CFG" >"$DIR/status2.out" || code=$?
+if [ "$code" != 3 ] || ! grep -q "^serve: stopped" "$DIR/status2.out"; then
+  fail "serve status after stop (exit $code): $(cat "$DIR/status2.out")"
+fi
 no_vllm_left
 
 if [ "$faults" = 1 ]; then

@@ -441,20 +441,24 @@ fn main_path(backend: &'static str) {
 
     // A task pinned to each node sees that node's own values; carrying the
     // head's env without vLLM's list would have overwritten them.
-    let mut argv: Vec<String> = vec!["enter".into(), "vllm".into(), "--".into(), "env".into()];
-    argv.extend(head_env["vars"].as_array().unwrap().iter().map(|v| {
+    // It is a Ray driver like vLLM: with the token `cluster up` left in the
+    // container.
+    let mut driver: Vec<String> = vec!["env".into()];
+    driver.extend(head_env["vars"].as_array().unwrap().iter().map(|v| {
         format!(
             "{}={}",
             v["name"].as_str().unwrap(),
             v["value"].as_str().unwrap()
         )
     }));
-    argv.extend([
+    driver.extend([
         PYTHON.to_string(),
         "-c".into(),
         PINNED_PY.into(),
         format!("{}:6379", nodes.ip(1)),
     ]);
+    let mut argv: Vec<String> = vec!["enter".into(), "vllm".into(), "--".into()];
+    argv.extend(halobox::cluster::auth::driver_argv(&driver, None));
     let argv: Vec<&str> = argv.iter().map(String::as_str).collect();
     let out = ok(&c.halobox('a', &argv));
     let seen: Value = serde_json::from_str(out.lines().last().unwrap()).unwrap();

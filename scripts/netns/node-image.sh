@@ -2,7 +2,7 @@
 # The image the test nodes' containers run (scripts/netns/nodes.sh with
 # HB_NODE_ENGINE): Debian bookworm (localhost/halobox-distro:1 from
 # scripts/engines/start.sh) with python3, iperf3, perftest and procps from
-# Debian (and, for vLLM's CPU build, libnuma1, g++ and python3-dev: torch's
+# Debian (and, for vLLM's CPU build, libnuma1, g++, python3-dev and openssl: torch's
 # inductor compiles CPU kernels even with --enforce-eager), plus the pinned Ray venv (scripts/ray-venv.sh) put in as one
 # layer by `halobox image add-layer` at the same path, /opt/halobox-ray.
 # Made once in the rootful podman store (localhost/halobox-node:ray-VERSION-baseN);
@@ -30,17 +30,17 @@ mkdir -p /run/lock
 exec 9>/run/lock/halobox-node-image.lock
 flock 9
 
-base=localhost/halobox-node-base:3
+base=localhost/halobox-node-base:4
 if ! podman image exists "$base"; then
-  echo "==> $base: python3 iperf3 perftest procps libnuma1 g++ python3-dev from Debian" >&2
+  echo "==> $base: python3 iperf3 perftest procps libnuma1 g++ python3-dev openssl from Debian" >&2
   podman rm -f hb-node-base-build >/dev/null 2>&1 || true
   podman run --name hb-node-base-build --network host localhost/halobox-distro:1 sh -c \
-    'apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends python3 iperf3 perftest procps libnuma1 g++ python3-dev >/dev/null && rm -rf /var/lib/apt/lists/*' >&2
+    'apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends python3 iperf3 perftest procps libnuma1 g++ python3-dev openssl >/dev/null && rm -rf /var/lib/apt/lists/*' >&2
   podman commit -q hb-node-base-build "$base" >/dev/null
   podman rm hb-node-base-build >/dev/null
 fi
 
-tag=ray-$version-base3
+tag=ray-$version-base4
 ref=localhost/halobox-node:$tag
 if ! podman image exists "$ref"; then
   echo "==> $ref: $venv as one layer (halobox image add-layer)" >&2

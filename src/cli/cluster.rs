@@ -314,7 +314,9 @@ pub struct ServeArgs {
 #[derive(Debug, Subcommand)]
 pub enum ServeAction {
     /// Model, endpoint, uptime, health and the nodes its workers run on.
-    #[command(after_help = "Examples:\n  halobox serve status\n  halobox serve status --json | jq .state\n\nExit 0 while it serves, 3 otherwise.")]
+    #[command(
+        after_help = "Examples:\n  halobox serve status\n  halobox serve status --json | jq .state\n\nExit 0 while it serves, 3 otherwise."
+    )]
     Status {
         #[command(flatten)]
         file: ClusterFileArgs,
@@ -322,7 +324,9 @@ pub enum ServeAction {
         output: OutputArgs,
     },
     /// The engine's log (in the head's container).
-    #[command(after_help = "Examples:\n  halobox serve logs\n  halobox serve logs -f\n  halobox serve logs -n 1000 | grep ERROR")]
+    #[command(
+        after_help = "Examples:\n  halobox serve logs\n  halobox serve logs -f\n  halobox serve logs -n 1000 | grep ERROR"
+    )]
     Logs {
         /// Keep printing what it writes (until Ctrl-C).
         #[arg(short, long)]
@@ -334,7 +338,9 @@ pub enum ServeAction {
         file: ClusterFileArgs,
     },
     /// Stop vLLM on every node and remove the shared-memory segments it leaves.
-    #[command(after_help = "Examples:\n  halobox serve stop\n  halobox serve stop --cluster ~/lab/cluster.toml")]
+    #[command(
+        after_help = "Examples:\n  halobox serve stop\n  halobox serve stop --cluster ~/lab/cluster.toml"
+    )]
     Stop {
         #[command(flatten)]
         file: ClusterFileArgs,
