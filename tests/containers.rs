@@ -967,9 +967,10 @@ fn halobox_inside_and_weights_survive(program: &str, engine: &str) {
         "/run/halobox/bin/halobox"
     );
     let (version, code) = enter(&["/run/halobox/bin/halobox", "--version"]);
-    assert_eq!(
-        (version.as_str(), code),
-        (concat!("halobox ", env!("CARGO_PKG_VERSION")), 0)
+    assert_eq!(code, 0, "{version}");
+    assert!(
+        version.starts_with(concat!("halobox ", env!("CARGO_PKG_VERSION"), " (commit ")),
+        "{version}"
     );
     // Only halobox: nothing of the folder the binary sits in.
     assert_eq!(
@@ -1231,6 +1232,15 @@ fn distrobox_commands_arrive_byte_for_byte_and_secrets_stay_out() {
     let _ = as_halotest(&["rm", name, "--yes", "--engine", socket]);
     let spies = Spies::new();
     spies.add("distrobox", false, "exec /usr/bin/distrobox \"$@\"");
+    // The Ray query serve asks the head first: one alive node with a GPU.
+    spies.add(
+        "ssh",
+        false,
+        &format!(
+            "echo '{{\"nodes\": [{{\"ip\": \"{}\", \"id\": \"n\", \"alive\": true, \"head\": true, \"resources\": {{\"GPU\": 1.0}}}}], \"error\": null}}'",
+            common::local_ipv4()
+        ),
+    );
     let path = spies.path();
     let mut env: Vec<(&str, &str)> = SECRETS.to_vec();
     env.push(("PATH", &path));
@@ -1320,7 +1330,14 @@ fn distrobox_commands_arrive_byte_for_byte_and_secrets_stay_out() {
         ],
         "/",
     );
-    ok(&out);
+    // The stand-in ends at once: serve says so and reports nothing as served.
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{out:?}");
+    assert!(
+        stderr.contains("vLLM exited before its API answered"),
+        "{stderr}"
+    );
+    assert_no_secret(&spies.record("ssh"));
     let token = std::fs::read_to_string(seen.path().join("token")).expect("vllm ran");
     assert_eq!(token, SECRETS[0].1);
     let args = std::fs::read_to_string(seen.path().join("args")).unwrap();

@@ -149,7 +149,7 @@ no_vllm_left() {
   which=(${@:-$NODE_NAMES})
   for x in "${which[@]}"; do
     for _ in $(seq 60); do
-      left=$(processes "$x" | grep -E 'vllm serve|RayWorkerProc|RayWorkerWrapper|EngineCore|ray::' | grep -v grep || true)
+      left=$(processes "$x" | grep -E 'vllm serve|RayWorkerProc|RayWorkerWrapper|EngineCore|VllmWorker' | grep -v grep || true)
       [ -z "$left" ] && break
       sleep 1
     done
