@@ -3,12 +3,15 @@
 //! its log in a file, look at it, follow its log, stop it. The engine's
 //! process id, its log and the `/dev/shm` segments that existed before it
 //! started live in [`DIR`] inside the container, so `serve status`, `logs`
-//! and `stop` find them from any later halobox run on the head.
+//! and `stop` find them from any later halobox run on the head. The folder
+//! is the container user's own (0700, not a link): toolbox and distrobox
+//! containers share the host's `/tmp` with every other user.
 
-/// Where the programs keep the engine's pid, log and shm list (in the container).
-pub const DIR: &str = "/tmp/halobox-serve";
-/// The engine's log, in the container.
-pub const LOG: &str = "/tmp/halobox-serve/engine.log";
+/// Where the programs keep the engine's pid, log and shm list (in the
+/// container; a shell expression).
+pub const DIR: &str = "${TMPDIR:-/tmp}/halobox-serve-$(id -u)";
+/// The engine's log, in the container (as printed).
+pub const LOG: &str = "/tmp/halobox-serve-UID/engine.log";
 
 /// `alive`: true when process `$pid` exists and is not a zombie (an
 /// orphaned engine is reparented to the container's init, which may never
@@ -25,7 +28,8 @@ const ALIVE_FN: &str = r#"alive() { [ -r "/proc/$1/stat" ] || return 1; case "$(
 /// `halobox-serve-pid PID`.
 pub fn start(secrets: &[String], clear_cache: Option<&str>) -> String {
     let mut s = format!(
-        "{ALIVE_FN}; d={DIR}; mkdir -p \"$d\" || exit 95; \
+        "{ALIVE_FN}; d=\"{DIR}\"; mkdir -p -m 0700 \"$d\" || exit 95; \
+         if [ ! -O \"$d\" ] || [ -L \"$d\" ]; then echo \"halobox: $d is not this user's own folder: remove it\" >&2; exit 95; fi; \
          if [ -f \"$d/engine.pid\" ] && alive \"$(cat \"$d/engine.pid\")\"; then \
          echo \"halobox: an engine started by halobox serve already runs in this container (pid $(cat \"$d/engine.pid\"))\" >&2; exit 94; fi; "
     );
@@ -52,7 +56,7 @@ pub fn start(secrets: &[String], clear_cache: Option<&str>) -> String {
 /// Prints `running PID`, `exited PID` or `none` (no engine started here).
 pub fn state() -> String {
     format!(
-        "{ALIVE_FN}; d={DIR}; [ -f \"$d/engine.pid\" ] || {{ echo none; exit 0; }}; \
+        "{ALIVE_FN}; d=\"{DIR}\"; [ -f \"$d/engine.pid\" ] || {{ echo none; exit 0; }}; \
          pid=$(cat \"$d/engine.pid\"); if alive \"$pid\"; then echo \"running $pid\"; else echo \"exited $pid\"; fi"
     )
 }
@@ -64,7 +68,7 @@ pub fn state() -> String {
 /// ended already) or `none`.
 pub fn stop() -> String {
     format!(
-        "{ALIVE_FN}; d={DIR}; grace=${{1:-30}}; [ -f \"$d/engine.pid\" ] || {{ echo none; exit 0; }}; \
+        "{ALIVE_FN}; d=\"{DIR}\"; grace=${{1:-30}}; [ -f \"$d/engine.pid\" ] || {{ echo none; exit 0; }}; \
          pid=$(cat \"$d/engine.pid\"); word=gone; \
          if alive \"$pid\"; then word=stopped; kill -TERM -- \"-$pid\" 2>/dev/null || kill -TERM \"$pid\" 2>/dev/null; \
          i=0; while alive \"$pid\" && [ \"$i\" -lt \"$((grace * 5))\" ]; do sleep 0.2; i=$((i + 1)); done; \
@@ -79,7 +83,7 @@ pub fn stop() -> String {
 /// what it writes from then on (until the reader goes away).
 pub fn logs() -> String {
     format!(
-        "f={LOG}; [ -f \"$f\" ] || {{ echo \"halobox: no engine log in this container ({LOG})\" >&2; exit 3; }}; \
+        "f=\"{DIR}/engine.log\"; [ -f \"$f\" ] || {{ echo \"halobox: no engine log in this container ($f)\" >&2; exit 3; }}; \
          if [ \"$2\" = -f ]; then exec tail -n \"${{1:-100}}\" -F \"$f\"; else exec tail -n \"${{1:-100}}\" \"$f\"; fi"
     )
 }
