@@ -182,6 +182,16 @@ stop_plain() {
   in_container "$1" sh -c 'p=$(cat /tmp/halobox-e2e/ref.pid); kill -TERM -- "-$p" 2>/dev/null; for i in $(seq 100); do kill -0 "$p" 2>/dev/null || break; sleep 0.2; done; kill -KILL -- "-$p" 2>/dev/null; rm -f /dev/shm/psm_*; true'
 }
 
+# descendant PID NAME: the first process below PID whose command is NAME.
+descendant() {
+  local p
+  for p in $(pgrep -P "$1"); do
+    if [ "$(cat "/proc/$p/comm" 2>/dev/null)" = "$2" ]; then echo "$p"; return 0; fi
+    descendant "$p" "$2" && return 0
+  done
+  return 1
+}
+
 # foreground_serve PREFIX: `halobox serve` in the foreground on the head,
 # waited for until it says it serves; FG_PID (nsenter's) and HB_PID
 # (halobox's own) set.
@@ -196,6 +206,9 @@ foreground_serve() {
     sleep 1
   done
   grep -q "^serving " "$prefix.out" || fail "foreground serve did not serve within 15 min"
+  # halobox itself, below the subshell and nsenter (which does not pass
+  # signals on).
   # shellcheck disable=SC2034
-  HB_PID=$(pgrep -P "$FG_PID" | head -n 1)
+  HB_PID=$(descendant "$FG_PID" halobox)
+  [ -n "$HB_PID" ] || fail "no halobox process below $FG_PID"
 }
