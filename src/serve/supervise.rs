@@ -409,8 +409,8 @@ fn end(s: &Start, head: &Head, log: &Log, e: NotServing) -> anyhow::Error {
 }
 
 /// The worker node a failure names: an address of a worker node in the
-/// fatal line, else a node Ray no longer lists as alive, asked a few times
-/// while Ray notices.
+/// fatal line, else a node Ray no longer lists as alive, asked every 5 s for up
+/// to 40 s while Ray notices (its health checks take tens of seconds).
 fn blame(cfg: &ClusterConfig, head: &Head, log: &Log) -> Option<String> {
     let workers: Vec<_> = cfg.nodes.iter().filter(|n| n.ip != head.ip).collect();
     if workers.is_empty() {
@@ -431,7 +431,7 @@ fn blame(cfg: &ClusterConfig, head: &Head, log: &Log) -> Option<String> {
             cause.map(|c| format!(" ({c})")).unwrap_or_default()
         ));
     }
-    for attempt in 0..4 {
+    for attempt in 0..8 {
         if attempt > 0 {
             std::thread::sleep(Duration::from_secs(5));
         }
