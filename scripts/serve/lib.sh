@@ -171,7 +171,7 @@ no_ray_left() {
 plain_vllm() {
   local x=$1 port=$2 tp=${3:-1} extra=
   [ "$tp" -gt 1 ] && extra="--tensor-parallel-size $tp --distributed-executor-backend ray"
-  in_container "$x" sh -c "mkdir -p /tmp/halobox-e2e && HF_HUB_OFFLINE=1 VLLM_CPU_KVCACHE_SPACE=1 ${PLAIN_ENV:-} \
+  in_container "$x" sh -c "mkdir -p /tmp/halobox-e2e; HF_HUB_OFFLINE=1 VLLM_CPU_KVCACHE_SPACE=1 ${PLAIN_ENV:-} \
     setsid $VENV/bin/vllm serve $MODEL --port $port --max-model-len 512 --enforce-eager --dtype float32 $extra \
     </dev/null >/tmp/halobox-e2e/ref.log 2>&1 & echo \$! >/tmp/halobox-e2e/ref.pid"
 }

@@ -61,9 +61,10 @@ pub fn worker_ip(line: &str) -> Option<Ipv4Addr> {
 }
 
 /// The cause in a fatal line, cut to something one line can say: the text
-/// after the last `Error: `, else the line itself.
+/// after the logger's `… [file.py:123] ` prefix, then after the last
+/// `Error: `.
 pub fn cause(line: &str) -> String {
-    let t = line.trim();
+    let t = line.rsplit_once("] ").map_or(line, |(_, t)| t).trim();
     let c = t.rsplit_once("Error: ").map_or(t, |(_, rest)| rest).trim();
     let mut c: String = c.chars().take(200).collect();
     if c.is_empty() {
@@ -95,8 +96,9 @@ mod tests {
 
     #[test]
     fn fatal_lines_and_their_node() {
-        let l = "ERROR 11-26 10:00:01 [core.py:1] EngineCore encountered a fatal error.";
+        let l = "(EngineCore pid=9) ERROR 11-26 10:00:01 [core.py:1512] EngineCore encountered a fatal error.";
         assert!(fatal(l));
+        assert_eq!(cause(l), "EngineCore encountered a fatal error.");
         let died = "ray.exceptions.ActorDiedError: The actor died unexpectedly before finishing this task. The actor's node 4f2a was at 10.77.3.2:40123: connection reset";
         assert!(fatal(died));
         assert_eq!(addresses(died), vec![Ipv4Addr::new(10, 77, 3, 2)]);
