@@ -165,7 +165,7 @@ pub fn serve(s: &Start) -> anyhow::Result<Ended> {
     let started = SystemTime::now()
         .duration_since(UNIX_EPOCH)
         .map_or(0, |d| d.as_secs());
-    let mut record = ServeState {
+    let record = ServeState {
         cluster: s.cluster_path.display().to_string(),
         engine: "vllm".into(),
         model: s.model.clone(),
@@ -194,7 +194,6 @@ pub fn serve(s: &Start) -> anyhow::Result<Ended> {
         drop(log.follower.take());
         return Ok(Ended::Detached);
     }
-    record.detached = false;
     match watch_serving(s, &head, &mut log) {
         Ok(sig) => {
             eprintln!(
