@@ -5,8 +5,9 @@
 # node's GLOO_SOCKET_IFNAME and VLLM_HOST_IP, then `vllm serve --tp N
 # --distributed-executor-backend ray` on the head). Each round times both
 # from the command to an API that lists the model, then one greedy request
-# of 64 tokens for decode tokens per second. The two are alternated, and the
-# medians compared. Its last two lines are the ratios:
+# of 64 tokens for decode tokens per second, after a 4-token warm-up request
+# (the first request compiles torch's CPU kernels). The two are alternated,
+# and the medians compared. Its last two lines are the ratios:
 #   time until the API answers: halobox / by hand   (goal <= 1.10x)
 #   decode tokens per second:   halobox / by hand   (goal >= 0.97x)
 # usage (as root): scripts/bench-serve.sh [ROUNDS] [--engine vllm]
@@ -59,6 +60,7 @@ for r in $(seq "$rounds"); do
   hb serve "$MODEL" --tp "$nodes" --detach --cluster "$CFG" --max-model-len 512 -- --dtype float32 >/dev/null 2>"$DIR/serve.err" \
     || { cat "$DIR/serve.err" >&2; fail "halobox serve"; }
   t_hb+=("$(elapsed "$t0")")
+  complete a 8000 4 >/dev/null || fail "warm-up request to halobox serve"
   complete a 8000 >"$DIR/hb.json" || fail "request to halobox serve"
   d_hb+=("$(tps "$DIR/hb.json")")
   hb serve stop --cluster "$CFG" >/dev/null
@@ -73,6 +75,7 @@ for r in $(seq "$rounds"); do
     sleep 0.5
   done
   t_hand+=("$(elapsed "$t0")")
+  complete a 8000 4 >/dev/null || fail "warm-up request to the vLLM started by hand"
   complete a 8000 >"$DIR/hand.json" || fail "request to the vLLM started by hand"
   d_hand+=("$(tps "$DIR/hand.json")")
   stop_plain a
