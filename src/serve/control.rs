@@ -140,21 +140,20 @@ pub fn logs(cfg: &ClusterConfig, lines: usize, follow: bool) -> anyhow::Result<u
 /// The stop program as run on the head over ssh (from any machine): what
 /// `cluster down` runs first, so no vLLM outlives its Ray.
 pub fn stop_argv(cfg: &ClusterConfig) -> Vec<String> {
-    let head = Head::of(cfg);
-    crate::cluster::run::node_argv(
-        cfg,
-        cfg.head(),
-        &head.argv(&program::argv(program::stop(), &["20".to_string()])),
-    )
+    crate::cluster::run::node_argv(cfg, cfg.head(), &stop_in_container(cfg))
+}
+
+/// The stop program (20 s of grace) as run in the head's container.
+fn stop_in_container(cfg: &ClusterConfig) -> Vec<String> {
+    Head::of(cfg).argv(&program::argv(program::stop(), &["20".to_string()]))
 }
 
 /// Runs [`stop_argv`]: what the stop program said (`stopped PID`,
 /// `gone PID`, `none`).
 pub fn stop_over_ssh(cfg: &ClusterConfig) -> anyhow::Result<String> {
-    let head = Head::of(cfg);
     let done = crate::cluster::run::remote_node(cfg, cfg.head()).run_ok(
         "the serve stop",
-        &head.argv(&program::argv(program::stop(), &["20".to_string()])),
+        &stop_in_container(cfg),
         Duration::from_secs(90),
     )?;
     Ok(done
