@@ -6,18 +6,18 @@
 # --distributed-executor-backend ray` on the head). Each round times both
 # from the command to an API that lists the model, then one greedy request
 # of 64 tokens for decode tokens per second, after a 4-token warm-up request
-# (the first request compiles torch's CPU kernels). The two are alternated,
-# and the medians compared. Its last two lines are the ratios:
+# (the first request compiles torch's CPU kernels). Which side goes first
+# alternates between rounds, and the medians are compared. Its last two lines are the ratios:
 #   time until the API answers: halobox / by hand   (goal <= 1.10x)
 #   decode tokens per second:   halobox / by hand   (goal >= 0.97x)
-# usage (as root): scripts/bench-serve.sh [ROUNDS] [--engine vllm]
+# usage (as root): scripts/bench-serve.sh [ROUNDS (default 3)] [--engine vllm]
 #   [--nodes N] [--backend podman|docker]
 #   HALOBOX_BIN: the halobox binary (default: this checkout's release build)
 set -euo pipefail
 {
 cd "$(dirname "$0")/.."
 root=$PWD
-rounds=1 nodes=2 backend=podman
+rounds=3 nodes=2 backend=podman
 while [ $# -gt 0 ]; do
   case "$1" in
   --engine) [ "$2" = vllm ] || { echo "error: --engine $2: only vllm is served so far" >&2; exit 2; }; shift 2 ;;
@@ -53,7 +53,7 @@ ray_by_hand() {
 ray_stop_all() { for x in $NODE_NAMES; do in_container "$x" "$VENV/bin/ray" stop >/dev/null 2>&1 || true; done; }
 
 declare -a t_hb t_hand d_hb d_hand
-for r in $(seq "$rounds"); do
+by_halobox() {
   step "round $r: halobox (cluster up, serve --detach)"
   hb cluster up --cluster "$CFG" >/dev/null 2>&1 || fail "cluster up"
   t0=$(now)
@@ -65,7 +65,8 @@ for r in $(seq "$rounds"); do
   d_hb+=("$(tps "$DIR/hb.json")")
   hb serve stop --cluster "$CFG" >/dev/null
   hb cluster down --cluster "$CFG" >/dev/null 2>&1 || true
-
+}
+by_hand() {
   step "round $r: by hand (ray start in each container, vllm serve on the head)"
   ray_by_hand
   t0=$(now)
@@ -80,6 +81,11 @@ for r in $(seq "$rounds"); do
   d_hand+=("$(tps "$DIR/hand.json")")
   stop_plain a
   ray_stop_all
+}
+# Odd rounds start with halobox, even rounds by hand: neither side always
+# meets the colder page cache.
+for r in $(seq "$rounds"); do
+  if [ $((r % 2)) = 1 ]; then by_halobox; by_hand; else by_hand; by_halobox; fi
   echo "round $r: ready ${t_hb[-1]} s vs ${t_hand[-1]} s; decode ${d_hb[-1]} vs ${d_hand[-1]} tokens/s" >&2
 done
 

