@@ -60,8 +60,8 @@ by_halobox() {
   hb serve "$MODEL" --tp "$nodes" --detach --cluster "$CFG" --max-model-len 512 -- --dtype float32 >/dev/null 2>"$DIR/serve.err" \
     || { cat "$DIR/serve.err" >&2; fail "halobox serve"; }
   t_hb+=("$(elapsed "$t0")")
-  complete a 8000 4 >/dev/null || fail "warm-up request to halobox serve"
-  complete a 8000 >"$DIR/hb.json" || fail "request to halobox serve"
+  complete a 8000 4 "$DIR/cluster.api-key" >/dev/null || fail "warm-up request to halobox serve"
+  complete a 8000 "$TOKENS" "$DIR/cluster.api-key" >"$DIR/hb.json" || fail "request to halobox serve"
   d_hb+=("$(tps "$DIR/hb.json")")
   hb serve stop --cluster "$CFG" >/dev/null
   hb cluster down --cluster "$CFG" >/dev/null 2>&1 || true

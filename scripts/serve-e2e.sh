@@ -124,7 +124,10 @@ if [ "$faults" = 1 ]; then
   if [ "$nodes" -ge 2 ]; then
     step "foreground serve, a long request, node b killed"
     foreground_serve "$DIR/fg2"
-    complete a 8000 2000 >"$DIR/long.json" 2>&1 &
+    # Without VLLM_API_KEY serve made the cluster's key, 0600 beside cluster.toml.
+    [ "$(stat -c %a "$DIR/cluster.api-key")" = 600 ] || fail "the cluster's API key file is not 0600"
+    grep -qF "Bearer \$(cat $DIR/cluster.api-key)" "$DIR/fg2.out" || fail "serve's curl line does not read the cluster's key file"
+    complete a 8000 2000 "$DIR/cluster.api-key" >"$DIR/long.json" 2>&1 &
     sleep 3
     engine_cli b kill vllm >/dev/null
     code=0

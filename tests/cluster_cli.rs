@@ -208,8 +208,19 @@ fn serve_dry_run_masks_the_token() {
     assert!(!stdout.contains(secret) && !stderr.contains(secret));
     assert!(stdout.contains("HF_TOKEN=********"), "{stdout}");
     assert!(stdout.contains("NCCL_IB_GID_INDEX=1\n"), "{stdout}");
+    // A key by default: the cluster's file, named and not made by a dry run.
+    let keyfile = dir.path().join("cluster.api-key");
+    assert!(
+        stdout.contains(&format!(
+            "# an API key is required (the cluster's, kept 0600 in {}",
+            keyfile.display()
+        )),
+        "{stdout}"
+    );
+    assert!(stdout.contains("VLLM_API_KEY=********"), "{stdout}");
+    assert!(!keyfile.exists());
     assert!(stdout.contains(
-        "vllm serve Qwen/Qwen3-30B-A3B --tensor-parallel-size 2 --distributed-executor-backend ray --gpu-memory-utilization 0.9 --port 8000 --enforce-eager --max-num-seqs 4\n"
+        "vllm serve Qwen/Qwen3-30B-A3B --tensor-parallel-size 2 --distributed-executor-backend ray --gpu-memory-utilization 0.9 --host 192.168.100.1 --port 8000 --enforce-eager --max-num-seqs 4\n"
     ), "{stdout}");
 }
 
@@ -233,9 +244,10 @@ fn serve_dry_run_from_a_machine_that_is_not_the_head() {
         .unwrap();
     let (stdout, stderr) = out(&o);
     assert!(o.status.success(), "{stderr}");
+    // The env is unknown off the head: only the key (masked) comes first.
     assert!(
         stdout.starts_with(
-            "vllm serve m --tensor-parallel-size 2 --distributed-executor-backend ray"
+            "VLLM_API_KEY=******** (passed on stdin)\nvllm serve m --tensor-parallel-size 2 --distributed-executor-backend ray"
         ),
         "{stdout}"
     );
@@ -307,23 +319,19 @@ fn serve_fits_pipeline_parallel_to_the_cluster() {
 fn serve_api_key_goes_on_stdin_and_is_masked() {
     let dir = tempfile::tempdir().unwrap();
     let file = cluster_file(&dir, E810_PAIR);
-    let o = serve_dry(&file, &["--api-key"]);
-    assert_eq!(o.status.code(), Some(2));
+    let o = serve_dry(&file, &["--no-api-key"]);
+    assert!(o.status.success(), "{}", out(&o).1);
+    assert!(!out(&o).0.contains("VLLM_API_KEY"), "{}", out(&o).0);
     assert!(
-        out(&o).1.contains("VLLM_API_KEY is not set"),
+        out(&o).0.contains("# no API key (--no-api-key)"),
         "{}",
-        out(&o).1
+        out(&o).0
     );
     let key = "sk-local-very-secret-42";
     let token = "hf_anothersecret77";
     let o = halobox()
         .args(["serve", "m", "--cluster", &file])
-        .args([
-            "--sysroot",
-            &fixture("strix-e810"),
-            "--dry-run",
-            "--api-key",
-        ])
+        .args(["--sysroot", &fixture("strix-e810"), "--dry-run"])
         .args(["--host", "192.168.1.50", "--clear-cache"])
         .env("VLLM_API_KEY", key)
         .env("HF_TOKEN", token)
@@ -339,6 +347,10 @@ fn serve_api_key_goes_on_stdin_and_is_masked() {
     }
     assert!(stdout.contains("HF_TOKEN=********"), "{stdout}");
     assert!(stdout.contains("VLLM_API_KEY=********"), "{stdout}");
+    assert!(
+        stdout.contains("# an API key is required (from VLLM_API_KEY in this environment)"),
+        "{stdout}"
+    );
     assert!(
         stdout.contains("--gpu-memory-utilization 0.9 --host 192.168.1.50 --port 8000"),
         "{stdout}"
@@ -628,14 +640,7 @@ fn serve_on_the_head_hands_secrets_on_stdin_and_clears_the_cache() {
     let path = format!("{}:{}", bin.display(), std::env::var("PATH").unwrap());
     let (token, key) = ("hf_livesecret1", "sk-livesecret2");
     let o = halobox()
-        .args([
-            "serve",
-            "m",
-            "--cluster",
-            &file,
-            "--clear-cache",
-            "--api-key",
-        ])
+        .args(["serve", "m", "--cluster", &file, "--clear-cache"])
         .args(["--host", &ip])
         .env("PATH", &path)
         .env("HOME", &home)

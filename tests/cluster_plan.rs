@@ -542,7 +542,7 @@ fn serve_api_key_host_and_clear_cache() {
     )));
     let text = plan::render_serve(&p, &cmd);
     assert!(
-        text.contains("VLLM_API_KEY=******** (from this environment, passed on stdin)"),
+        text.contains("VLLM_API_KEY=******** (passed on stdin)"),
         "{text}"
     );
     assert!(

@@ -63,7 +63,7 @@ fn menu_shows_the_config_survives_errors_and_quits() {
         .unwrap_or_else(|| panic!("no plan:\n{s}"));
     assert_eq!(
         plan,
-        "vllm serve Qwen/Qwen3-0.6B --tensor-parallel-size 1 --distributed-executor-backend ray --gpu-memory-utilization 0.9 --port 8000 --max-model-len 4096"
+        "vllm serve Qwen/Qwen3-0.6B --tensor-parallel-size 1 --distributed-executor-backend ray --gpu-memory-utilization 0.9 --host 10.9.0.1 --port 8000 --max-model-len 4096"
     );
     assert!(
         s.contains("# first, in the head's container: rm -rf --")

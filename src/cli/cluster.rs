@@ -280,15 +280,15 @@ pub struct ServeArgs {
     /// Allow CUDA-graph capture.
     #[arg(long, overrides_with = "eager")]
     pub no_eager: bool,
-    /// The API's bind address (default: every interface, as vLLM binds).
+    /// The API's bind address (default: the head's data-plane address; the LAN address or 0.0.0.0 only when you mean it).
     #[arg(long, value_name = "ADDR")]
     pub host: Option<IpAddr>,
     /// The API port.
     #[arg(long, value_name = "P", default_value_t = 8000)]
     pub port: u16,
-    /// Require an API key: VLLM_API_KEY from the environment (it goes to vLLM on stdin; set, it is passed even without this flag).
+    /// Serve without an API key (by default one is required: VLLM_API_KEY from the environment, else the cluster's, made once and kept 0600 next to cluster.toml).
     #[arg(long)]
-    pub api_key: bool,
+    pub no_api_key: bool,
     /// Remove vLLM's compile cache (${VLLM_CACHE_ROOT:-~/.cache/vllm}/torch_compile_cache) in the head's container first: after a crash.
     #[arg(long)]
     pub clear_cache: bool,

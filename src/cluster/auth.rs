@@ -84,7 +84,7 @@ impl Token {
         if ok {
             Ok(Token(t.to_string()))
         } else {
-            Err("not a Ray token (32 to 256 letters, digits, '_' or '-')".into())
+            Err("not a token (32 to 256 letters, digits, '_' or '-')".into())
         }
     }
 
@@ -132,11 +132,22 @@ pub fn write_private(path: &Path, text: &str) -> anyhow::Result<()> {
 /// The cluster's token from `path`, made there (0600) when missing. A file
 /// others may read, or that holds no token, is refused.
 pub fn load_or_create(path: &Path) -> anyhow::Result<Token> {
+    load_or_create_secret(
+        path,
+        "Ray's token for this cluster",
+        "`halobox cluster down`, then `halobox cluster up` makes a new one",
+    )
+}
+
+/// A secret token kept in `path` (`what` it is, for errors), made there
+/// (0600) when missing; `remake` says how a new one comes about after the
+/// file is removed. A file others may read, or that holds no token, is refused.
+pub fn load_or_create_secret(path: &Path, what: &str, remake: &str) -> anyhow::Result<Token> {
     match std::fs::metadata(path) {
         Ok(m) => {
             if m.permissions().mode() & 0o077 != 0 {
                 anyhow::bail!(
-                    "{} (Ray's token for this cluster) can be read by others (mode {:o})\n  hint: `chmod 600 {}`, or remove it and `halobox cluster down`, `halobox cluster up` to make a new one",
+                    "{} ({what}) can be read by others (mode {:o})\n  hint: `chmod 600 {}`, or remove it: {remake}",
                     path.display(),
                     m.permissions().mode() & 0o777,
                     path.display()
@@ -146,7 +157,7 @@ pub fn load_or_create(path: &Path) -> anyhow::Result<Token> {
                 .map_err(|e| anyhow::anyhow!("cannot read {}: {e}", path.display()))?;
             Token::parse(&text).map_err(|e| {
                 anyhow::anyhow!(
-                    "{}: {e}\n  hint: remove it; `halobox cluster down`, then `halobox cluster up` makes a new one",
+                    "{} ({what}): {e}\n  hint: remove it: {remake}",
                     path.display()
                 )
             })

@@ -689,9 +689,7 @@ pub fn render_serve(plan: &ServePlan, argv: &[String]) -> String {
         s.push_str(&format!("{}={}\n", v.name, v.value));
     }
     for name in &plan.secrets {
-        s.push_str(&format!(
-            "{name}=******** (from this environment, passed on stdin)\n"
-        ));
+        s.push_str(&format!("{name}=******** (passed on stdin)\n"));
     }
     if plan.clear_cache {
         s.push_str(&format!(

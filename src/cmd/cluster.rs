@@ -495,7 +495,7 @@ fn serve_menu(a: &ClusterFileArgs) -> anyhow::Result<ExitCode> {
         no_eager: !eager,
         host: None,
         port: 8000,
-        api_key: false,
+        no_api_key: false,
         clear_cache,
         nccl_debug: false,
         detach: false,

@@ -3,8 +3,10 @@
 //! until its API answers (then in the foreground until Ctrl-C, or left
 //! running with `--detach`); `serve status|logs|stop`. Runs on the head (its
 //! env comes from its own facts; `--dry-run` prints the plan from
-//! anywhere). `HF_TOKEN` and `VLLM_API_KEY` are taken from this process's
-//! environment and handed over on stdin, never in an argument.
+//! anywhere). The API binds the head's data-plane address unless `--host`
+//! says otherwise, and needs a key unless `--no-api-key`
+//! ([`crate::serve::api_key`]). `HF_TOKEN` and the key are handed over on
+//! stdin, never in an argument.
 
 use std::process::ExitCode;
 use std::time::Duration;
@@ -15,7 +17,7 @@ use crate::cluster::plan::{self, ServeRequest};
 use crate::error::UsageError;
 use crate::host::{self, GatherOptions, HostRoot};
 use crate::serve::supervise::{self, Ended, Start};
-use crate::serve::{control, engine, preflight, prepare, program};
+use crate::serve::{api_key, control, engine, preflight, prepare, program};
 
 /// Runs `serve`.
 pub fn run(a: &ServeArgs) -> anyhow::Result<ExitCode> {
@@ -38,7 +40,8 @@ pub fn run(a: &ServeArgs) -> anyhow::Result<ExitCode> {
         None => HostRoot::live(),
     };
     let facts = host::gather(root, GatherOptions::default());
-    let secrets: Vec<Option<String>> = plan::SECRETS.iter().map(|n| prepare::secret(n)).collect();
+    let mut secrets: Vec<Option<String>> =
+        plan::SECRETS.iter().map(|n| prepare::secret(n)).collect();
     if let Some(name) = plan::SECRETS.iter().zip(&secrets).find_map(|(n, v)| {
         v.as_ref()
             .is_some_and(|v| v.contains(['\n', '\r']))
@@ -49,25 +52,21 @@ pub fn run(a: &ServeArgs) -> anyhow::Result<ExitCode> {
         ))
         .into());
     }
-    if a.api_key && secrets[1].is_none() {
-        return Err(UsageError(
-            "--api-key: VLLM_API_KEY is not set in this environment\n  hint: `read -rs VLLM_API_KEY; export VLLM_API_KEY` (halobox hands it to vLLM on stdin, never in an argument)".into(),
-        )
-        .into());
-    }
+    let host = a.host.unwrap_or(std::net::IpAddr::V4(cfg.head().ip));
+    let key_source = api_key::Source::choose(a.no_api_key, secrets[1].is_some(), &path);
     let req = ServeRequest {
         model: model.clone(),
         tp: a.tp,
         max_model_len: a.max_model_len,
         gpu_memory_utilization: a.gpu_memory_utilization,
         eager: !a.no_eager,
-        host: a.host,
+        host: Some(host),
         port: a.port,
         nccl_debug: a.nccl_debug,
         clear_cache: a.clear_cache,
         extra: a.extra.clone(),
         hf_token: secrets[0].is_some(),
-        api_key: secrets[1].is_some(),
+        api_key: key_source != api_key::Source::Off,
     };
     let (p, argv) = prepare::prepare(&cfg, &facts, &req, a.plan.dry_run)?;
     if a.plan.dry_run {
@@ -81,19 +80,26 @@ pub fn run(a: &ServeArgs) -> anyhow::Result<ExitCode> {
         println!(
             "# started detached in the head's container by halobox (log: {}), watched until its API answers at {}{}",
             program::LOG,
-            engine::api_addr(a.host, a.port),
+            engine::api_addr(Some(host), a.port),
             if a.detach {
                 ", then left running (--detach)"
             } else {
                 ", then in the foreground until Ctrl-C"
             }
         );
+        println!("# {}", key_source.describe());
         return Ok(ExitCode::SUCCESS);
     }
     for n in &p.notes {
         eprintln!("warning: {n}");
     }
-    preflight::check(&cfg, &model, p.tp * p.pp, a.host, a.port)?;
+    if key_source == api_key::Source::Off {
+        if let Some(w) = api_key::no_key_warning(host) {
+            eprintln!("{w}");
+        }
+    }
+    preflight::check(&cfg, &model, p.tp * p.pp, Some(host), a.port)?;
+    secrets[1] = api_key::load(&key_source, secrets[1].as_deref())?;
     let start = Start {
         cfg: &cfg,
         cluster_path: &path,
@@ -103,8 +109,9 @@ pub fn run(a: &ServeArgs) -> anyhow::Result<ExitCode> {
         secret_names: p.secrets.clone(),
         secrets: secrets.iter().flatten().cloned().collect(),
         clear_cache: p.clear_cache.then(|| plan::COMPILE_CACHE.to_string()),
-        api: engine::api_addr(a.host, a.port),
+        api: engine::api_addr(Some(host), a.port),
         api_key: secrets[1].clone(),
+        api_key_source: key_source,
         nccl_debug: a.nccl_debug,
         detach: a.detach,
         timeout: Duration::from_secs(a.timeout),

@@ -16,6 +16,7 @@
 //! - [`control`]: status, logs and stop of a recorded serve;
 //! - [`state`]: what a serve recorded on the head; [`interrupt`]: Ctrl-C.
 
+pub mod api_key;
 pub mod control;
 pub mod engine;
 pub mod http;

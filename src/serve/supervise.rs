@@ -47,6 +47,8 @@ pub struct Start<'a> {
     pub api: SocketAddr,
     /// The API key, when one is in force.
     pub api_key: Option<String>,
+    /// Where that key comes from (for the `curl` line).
+    pub api_key_source: super::api_key::Source,
     /// Say which transport NCCL used.
     pub nccl_debug: bool,
     /// Return once ready, leaving the engine running.
@@ -294,11 +296,7 @@ fn print_ready(s: &Start, head: &Head, log: &Log, secs: f64) {
         s.served_name,
         format_args!("http://{}", s.api)
     );
-    let auth = if s.api_key.is_some() {
-        " -H \"Authorization: Bearer $VLLM_API_KEY\""
-    } else {
-        ""
-    };
+    let auth = s.api_key_source.curl_header();
     println!(
         "  curl -s http://{}/v1/completions -H 'Content-Type: application/json'{auth} -d '{{\"model\": \"{}\", \"prompt\": \"Hello\", \"max_tokens\": 16, \"temperature\": 0}}'",
         s.api, s.served_name

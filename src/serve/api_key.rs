@@ -1,0 +1,143 @@
+//! The serving API's key: `VLLM_API_KEY` from this environment when set,
+//! else one made once per cluster and kept 0600 next to its file
+//! (`cluster.toml` → `cluster.api-key`), unless the user turns it off
+//! (`--no-api-key`). The key only ever goes to the engine on stdin and to
+//! the API in a header; plans and messages name where it is, never its value.
+
+use std::net::IpAddr;
+use std::path::{Path, PathBuf};
+
+use crate::cluster::auth;
+
+/// The environment variable a user's own key comes from.
+pub const ENV: &str = "VLLM_API_KEY";
+
+/// Where a serve's key comes from.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Source {
+    /// `VLLM_API_KEY` from this environment.
+    Env,
+    /// The cluster's key file (made on the first serve).
+    File(PathBuf),
+    /// No key: `--no-api-key`.
+    Off,
+}
+
+impl Source {
+    /// Chooses the source: off with `no_key`, the environment when `env_set`,
+    /// else the cluster's file.
+    pub fn choose(no_key: bool, env_set: bool, cluster: &Path) -> Source {
+        if no_key {
+            Source::Off
+        } else if env_set {
+            Source::Env
+        } else {
+            Source::File(path(cluster))
+        }
+    }
+
+    /// How a `curl` line sends the key (empty without one).
+    pub fn curl_header(&self) -> String {
+        match self {
+            Source::Env => format!(" -H \"Authorization: Bearer ${ENV}\""),
+            Source::File(p) => format!(
+                " -H \"Authorization: Bearer $(cat {})\"",
+                crate::shell::quote(&p.display().to_string())
+            ),
+            Source::Off => String::new(),
+        }
+    }
+
+    /// One line for `--dry-run` and the ready message: whether a key is in
+    /// force and where it is (never the key).
+    pub fn describe(&self) -> String {
+        match self {
+            Source::Env => format!("an API key is required (from {ENV} in this environment)"),
+            Source::File(p) => format!(
+                "an API key is required (the cluster's, kept 0600 in {}; made on the first serve)",
+                p.display()
+            ),
+            Source::Off => {
+                "no API key (--no-api-key): anyone who reaches the port may use the API".into()
+            }
+        }
+    }
+}
+
+/// The cluster's key file: next to the cluster file (`cluster.toml` →
+/// `cluster.api-key`).
+pub fn path(cluster: &Path) -> PathBuf {
+    let stem = cluster
+        .file_stem()
+        .map_or("cluster".into(), |s| s.to_string_lossy().into_owned());
+    cluster.with_file_name(format!("{stem}.api-key"))
+}
+
+/// The key of `source`: the environment's value (`env`), the cluster file's
+/// (made now when missing), or none.
+pub fn load(source: &Source, env: Option<&str>) -> anyhow::Result<Option<String>> {
+    Ok(match source {
+        Source::Off => None,
+        Source::Env => env.map(str::to_string),
+        Source::File(p) => Some(
+            auth::load_or_create_secret(
+                p,
+                "the serving API's key for this cluster",
+                "the next `halobox serve` makes a new one",
+            )?
+            .secret()
+            .to_string(),
+        ),
+    })
+}
+
+/// The warning `--no-api-key` earns on anything but loopback.
+pub fn no_key_warning(host: IpAddr) -> Option<String> {
+    (!host.is_loopback()).then(|| {
+        format!(
+            "warning: --no-api-key on {host}: the API has NO key; anyone who reaches {host} can use the model (and its GPU time)"
+        )
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_source_follows_the_flags_and_never_shows_a_key() {
+        let c = Path::new("/x/cluster.toml");
+        assert_eq!(Source::choose(true, true, c), Source::Off);
+        assert_eq!(Source::choose(false, true, c), Source::Env);
+        let f = Source::choose(false, false, c);
+        assert_eq!(f, Source::File(PathBuf::from("/x/cluster.api-key")));
+        assert_eq!(
+            f.curl_header(),
+            " -H \"Authorization: Bearer $(cat /x/cluster.api-key)\""
+        );
+        assert!(no_key_warning("127.0.0.1".parse().unwrap()).is_none());
+        assert!(no_key_warning("10.0.0.1".parse().unwrap()).is_some());
+    }
+
+    #[test]
+    fn the_cluster_key_is_made_once_and_kept_private() {
+        use std::os::unix::fs::PermissionsExt;
+        let dir = tempfile::tempdir().unwrap();
+        let src = Source::File(path(&dir.path().join("c.toml")));
+        let a = load(&src, None).unwrap().unwrap();
+        let b = load(&src, None).unwrap().unwrap();
+        assert_eq!(a, b);
+        let m = std::fs::metadata(dir.path().join("c.api-key")).unwrap();
+        assert_eq!(m.permissions().mode() & 0o777, 0o600);
+        std::fs::set_permissions(
+            dir.path().join("c.api-key"),
+            std::fs::Permissions::from_mode(0o644),
+        )
+        .unwrap();
+        let e = load(&src, None).unwrap_err().to_string();
+        assert!(
+            e.contains("can be read by others") && !e.contains(&a),
+            "{e}"
+        );
+    }
+}
