@@ -31,6 +31,8 @@ command -v unshare >/dev/null || need_pkgs+=(util-linux)
 command -v nm >/dev/null && command -v readelf >/dev/null || need_pkgs+=(binutils)
 command -v cc >/dev/null || need_pkgs+=(gcc)
 command -v zstd >/dev/null || need_pkgs+=(zstd)
+# The release test (tests/release.rs) builds the RPM with rpmbuild and lists it.
+command -v rpmbuild >/dev/null || need_pkgs+=(rpm)
 if [ "${#need_pkgs[@]}" -gt 0 ]; then
   if [ "$(id -u)" -ne 0 ]; then
     echo "error: missing ${need_pkgs[*]}; run as root or install them: sudo apt-get install ${need_pkgs[*]}" >&2
