@@ -35,6 +35,8 @@ command -v zstd >/dev/null || need_pkgs+=(zstd)
 command -v cmake >/dev/null || need_pkgs+=(cmake)
 command -v g++ >/dev/null || need_pkgs+=(g++)
 command -v make >/dev/null || need_pkgs+=(make)
+# The release test (tests/release.rs) builds the RPM with rpmbuild and lists it.
+command -v rpmbuild >/dev/null || need_pkgs+=(rpm)
 if [ "${#need_pkgs[@]}" -gt 0 ]; then
   if [ "$(id -u)" -ne 0 ]; then
     echo "error: missing ${need_pkgs[*]}; run as root or install them: sudo apt-get install ${need_pkgs[*]}" >&2
