@@ -14,8 +14,9 @@ use crate::cluster::config;
 use crate::cluster::plan::{self, ServeRequest};
 use crate::error::UsageError;
 use crate::host::{self, GatherOptions, HostRoot};
+use crate::model::fit as fit_model;
 use crate::serve::supervise::{self, Ended, Start};
-use crate::serve::{control, engine, preflight, prepare, program};
+use crate::serve::{control, engine, fit, preflight, prepare, program};
 
 /// Runs `serve`.
 pub fn run(a: &ServeArgs) -> anyhow::Result<ExitCode> {
@@ -70,6 +71,12 @@ pub fn run(a: &ServeArgs) -> anyhow::Result<ExitCode> {
         api_key: secrets[1].is_some(),
     };
     let (p, argv) = prepare::prepare(&cfg, &facts, &req, a.plan.dry_run)?;
+    let is_head = matches!(
+        crate::dataplane::select(&facts, Some(cfg.head().ip)),
+        crate::dataplane::Selection::Chosen(_)
+    );
+    let fit_req = fit::request(&p, &req);
+    let size = fit::model_size(&model, &a.extra, fit::hub_here().as_deref());
     if a.plan.dry_run {
         print!("{}", plan::render_serve(&p, &argv));
         println!(
@@ -88,12 +95,38 @@ pub fn run(a: &ServeArgs) -> anyhow::Result<ExitCode> {
                 ", then in the foreground until Ctrl-C"
             }
         );
+        let Ok(size) = &size else {
+            println!("# fit check: not made: {}", size.unwrap_err());
+            return Ok(ExitCode::SUCCESS);
+        };
+        let f = fit::check(&cfg, is_head.then_some(&facts), size, &fit_req, true);
+        for l in fit_model::render(&f).lines() {
+            println!("# {l}");
+        }
+        if let Some(w) = fit_model::warning(&f) {
+            println!("# warning: {w}");
+        }
+        if let Some(e) = fit_model::refusal(&f, false) {
+            return Err(UsageError(format!("serve would refuse this plan: {e}")).into());
+        }
         return Ok(ExitCode::SUCCESS);
     }
     for n in &p.notes {
         eprintln!("warning: {n}");
     }
     preflight::check(&cfg, &model, p.tp * p.pp, a.host, a.port)?;
+    match &size {
+        Ok(size) => {
+            let f = fit::check(&cfg, Some(&facts), size, &fit_req, false);
+            if let Some(e) = fit_model::refusal(&f, true) {
+                return Err(UsageError(e).into());
+            }
+            if let Some(w) = fit_model::warning(&f) {
+                eprintln!("warning: {w}");
+            }
+        }
+        Err(why) => eprintln!("warning: the fit check was not made: {why}"),
+    }
     let start = Start {
         cfg: &cfg,
         cluster_path: &path,

@@ -320,8 +320,9 @@ pub fn render(fit: &Fit) -> String {
     s
 }
 
-/// Why a plan that does not fit is refused, with the fixes; `None` when it fits (or is not known).
-pub fn refusal(fit: &Fit) -> Option<String> {
+/// Why a plan that does not fit is refused, with the fixes (and the
+/// arithmetic when `arithmetic`); `None` when it fits (or is not known).
+pub fn refusal(fit: &Fit, arithmetic: bool) -> Option<String> {
     let bad = fit.too_big();
     if bad.is_empty() {
         return None;
@@ -332,9 +333,18 @@ pub fn refusal(fit: &Fit) -> Option<String> {
         _ => String::new(),
     };
     Some(format!(
-        "the model does not fit in the GPU memory of node {}:\n{}  hint: serve over more nodes (--tp), a smaller or quantized model{shorter}, or free GPU memory there (`halobox serve status`; another engine running?)",
+        "the model does not fit in the GPU memory of node {}{}\n{}  hint: serve over more nodes (--tp), a smaller or quantized model{shorter}, or free GPU memory there (another engine running? `halobox serve status`)",
         names.join(", "),
-        render(fit)
+        if arithmetic {
+            ":"
+        } else {
+            " (the arithmetic is above)"
+        },
+        if arithmetic {
+            render(fit)
+        } else {
+            String::new()
+        },
     ))
 }
 
@@ -401,7 +411,7 @@ mod tests {
         assert_eq!(f.nodes[0].kv_bytes, 3 * GIB);
         assert_eq!(f.nodes[0].weights_bytes, 30 * GIB);
         assert_eq!(f.verdict(), Verdict::Fits);
-        assert!(refusal(&f).is_none() && warning(&f).is_none());
+        assert!(refusal(&f, true).is_none() && warning(&f).is_none());
         let text = render(&f);
         assert!(
             text.contains("weights 60 GiB (8 safetensors files) / 2 = 30 GiB per GPU"),
@@ -429,7 +439,7 @@ mod tests {
         assert_eq!(f.nodes[0].verdict, Verdict::Fits);
         assert_eq!(f.nodes[1].verdict, Verdict::TooBig);
         assert_eq!(f.verdict(), Verdict::TooBig);
-        let e = refusal(&f).unwrap();
+        let e = refusal(&f, true).unwrap();
         assert!(
             e.contains("does not fit in the GPU memory of node b"),
             "{e}"
@@ -449,7 +459,7 @@ mod tests {
         // usable = 40 × 0.9 = 36 GiB; need 33 GiB = 92%.
         let f = judge(&qwen_like(), &tensor(2, Some(32768)), &[node("a", 40, 0)]);
         assert_eq!(f.verdict(), Verdict::Close);
-        assert!(refusal(&f).is_none());
+        assert!(refusal(&f, true).is_none());
         assert!(warning(&f).unwrap().contains("node a"));
         assert!(render(&f).contains("fits, but close (92% of usable)"));
     }
@@ -474,7 +484,7 @@ mod tests {
             }],
         );
         assert_eq!(f.verdict(), Verdict::Unknown);
-        assert!(refusal(&f).is_none());
+        assert!(refusal(&f, true).is_none());
         assert!(render(&f).contains("node c: needs 60 GiB + 192 MiB = 60.2 GiB; its GPU memory is unknown (no AMD GPU): not checked"));
     }
 
