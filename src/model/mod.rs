@@ -1,5 +1,15 @@
-//! Model weights: their size from the files' headers ([`weights`]) and
-//! whether a plan fits each node's GPU memory ([`fit`]).
+//! Model weights in the Hugging Face cache of every node: the cache layout
+//! ([`cache`]), what a node holds ([`facts`], with the hashes it verified
+//! in [`record`]), what a sync will do ([`plan`], pure), and doing it
+//! ([`sync`] over ssh, the bytes by [`transfer`] over the data plane); the
+//! model's size from its files' headers ([`weights`]) and whether a serve
+//! plan fits each node's GPU memory ([`fit`], pure).
 
+pub mod cache;
+pub mod facts;
 pub mod fit;
+pub mod plan;
+pub mod record;
+pub mod sync;
+pub mod transfer;
 pub mod weights;
