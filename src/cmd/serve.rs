@@ -76,7 +76,11 @@ pub fn run(a: &ServeArgs) -> anyhow::Result<ExitCode> {
         crate::dataplane::Selection::Chosen(_)
     );
     let fit_req = fit::request(&p, &req);
-    let size = fit::model_size(&model, &a.extra, fit::hub_here().as_deref());
+    let size = fit::model_size(
+        &model,
+        &a.extra,
+        crate::model::cache::hub_dir_from_env().as_deref(),
+    );
     if a.plan.dry_run {
         print!("{}", plan::render_serve(&p, &argv));
         println!(

@@ -11,6 +11,7 @@ use crate::cluster::plan::{ServePlan, ServeRequest, extra_value};
 use crate::cluster::run as cluster_run;
 use crate::host::HostFacts;
 use crate::host::gpu::AMD_VENDOR;
+use crate::model::cache::Repo;
 use crate::model::fit::{self, Fit, FitRequest, ModelSize, NodeMemory, Split};
 use crate::model::weights;
 
@@ -43,16 +44,6 @@ pub fn model_size(model: &str, extra: &[String], hub: Option<&Path>) -> Result<M
     Ok(size)
 }
 
-/// This machine's Hugging Face hub cache: `HF_HUB_CACHE`, else `HF_HOME/hub`,
-/// else `~/.cache/huggingface/hub` (as `huggingface_hub` decides).
-pub fn hub_here() -> Option<PathBuf> {
-    let var = |k: &str| std::env::var(k).ok().filter(|v| v.starts_with('/'));
-    var("HF_HUB_CACHE").map(PathBuf::from).or_else(|| {
-        crate::container::binds::hf_home(var("HF_HOME").as_deref(), var("HOME").as_deref())
-            .map(|h| PathBuf::from(h).join("hub"))
-    })
-}
-
 /// Where the model's files are on this machine: the folder given, or the
 /// revision's snapshot in the Hugging Face cache `hub`.
 fn model_dir(model: &str, extra: &[String], hub: Option<&Path>) -> Result<PathBuf, String> {
@@ -70,24 +61,14 @@ fn model_dir(model: &str, extra: &[String], hub: Option<&Path>) -> Result<PathBu
     let rev = extra_value(extra, &["--revision"])
         .and_then(|(_, v)| v)
         .unwrap_or("main");
-    let repo = hub.join(format!("models--{}", model.replace('/', "--")));
-    let commit = if rev.len() == 40 && rev.bytes().all(|b| b.is_ascii_hexdigit()) {
-        Some(rev.to_string())
-    } else {
-        std::fs::read_to_string(repo.join("refs").join(rev))
-            .ok()
-            .map(|c| c.trim().to_string())
-    };
-    let snap = commit
-        .map(|c| repo.join("snapshots").join(c))
-        .filter(|p| p.is_dir())
-        .ok_or_else(|| {
-            format!(
-                "{model}@{rev} is not in this machine's Hugging Face cache {} (`halobox model pull {model}` puts it there)",
-                hub.display()
-            )
-        })?;
-    Ok(snap)
+    let repo = Repo::new(hub, model);
+    let commit = repo.resolve(rev).ok_or_else(|| {
+        format!(
+            "{model}@{rev} is not in this machine's Hugging Face cache {} (`halobox model pull {model}` puts it there)",
+            hub.display()
+        )
+    })?;
+    Ok(repo.snapshot(&commit))
 }
 
 /// GTT total and in use from a `halobox detect --json` document: the AMD
