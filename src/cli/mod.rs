@@ -34,7 +34,7 @@ pub use common::{
 pub use container::{CheckArgs, EnterArgs, ListArgs, RefreshArgs, RmArgs};
 pub use host::{DetectArgs, DoctorArgs, SetupArgs, SnapshotArgs};
 pub use image::{AddLayerArgs, BuildArgs, ImageCommand, PublishArgs};
-pub use model::{ModelCommand, ModelLsArgs, ModelRmArgs, ModelSyncArgs};
+pub use model::{ModelCommand, ModelLsArgs, ModelPullArgs, ModelRmArgs, ModelSyncArgs};
 
 /// `--version`: the version, the git commit and the build date (build.rs).
 pub const VERSION: &str = concat!(

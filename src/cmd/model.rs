@@ -4,16 +4,17 @@
 use std::io::{BufRead, IsTerminal, Write};
 use std::process::ExitCode;
 
-use crate::cli::{ModelCommand, ModelLsArgs, ModelRmArgs, ModelSyncArgs};
+use crate::cli::{ModelCommand, ModelLsArgs, ModelPullArgs, ModelRmArgs, ModelSyncArgs};
 use crate::cluster::config::{self, ClusterConfig};
 use crate::error::UsageError;
 use crate::model::cache::{self, ModelRef};
-use crate::model::{facts, plan, sync, transfer};
+use crate::model::{facts, plan, pull, sync, transfer};
 use crate::units::format_bytes;
 
 /// Runs a `model` subcommand.
 pub fn run(cmd: ModelCommand) -> anyhow::Result<ExitCode> {
     match cmd {
+        ModelCommand::Pull(a) => pull(&a),
         ModelCommand::Sync(a) => sync_cmd(&a),
         ModelCommand::Ls(a) => ls(&a),
         ModelCommand::Rm(a) => rm(&a),
@@ -82,6 +83,76 @@ fn source(cfg: &ClusterConfig, from: Option<&str>) -> Result<usize, UsageError> 
                 names.join(", ")
             ))
         })
+}
+
+fn pull(a: &ModelPullArgs) -> anyhow::Result<ExitCode> {
+    let model = ModelRef::parse(&a.model).map_err(UsageError)?;
+    let (_, cfg) = config::open(a.file.cluster.as_deref())?;
+    let node = match a.on.as_deref() {
+        None => cfg.head(),
+        Some(on) => cfg
+            .nodes
+            .iter()
+            .find(|n| n.label() == on || n.ssh == on)
+            .ok_or_else(|| {
+                let names: Vec<&str> = cfg.nodes.iter().map(|n| n.label()).collect();
+                UsageError(format!(
+                    "--on {on}: no such node in the cluster file (its nodes: {})\n  hint: `halobox cluster status` lists them",
+                    names.join(", ")
+                ))
+            })?,
+    };
+    let token = crate::serve::prepare::secret("HF_TOKEN");
+    if token.as_ref().is_some_and(|t| t.contains(['\n', '\r'])) {
+        return Err(UsageError(
+            "HF_TOKEN holds a line break: it goes to hf as one line on stdin\n  hint: export it again without the newline: `read -rs HF_TOKEN; export HF_TOKEN`".into(),
+        )
+        .into());
+    }
+    let req = pull::PullRequest {
+        model: model.clone(),
+        include: a.include.clone(),
+        exclude: a.exclude.clone(),
+        env: pull::PASSED_ON
+            .iter()
+            .filter_map(|k| Some((k.to_string(), std::env::var(k).ok()?)))
+            .collect(),
+        token: token.is_some(),
+        vllm: cfg.vllm.clone(),
+    };
+    if a.mode.dry_run {
+        println!(
+            "# on node {} ({}), in its container {}:",
+            node.label(),
+            node.ssh,
+            node.container
+        );
+        if token.is_some() {
+            println!("HF_TOKEN=******** (from this environment, passed on stdin)");
+        }
+        println!("{}", pull::shown(&req));
+        let argv = pull::in_container(&cfg, node, &pull::command(&req), token.is_some());
+        println!(
+            "# runs as: {}",
+            crate::shell::line(&crate::cluster::run::node_argv(&cfg, node, &argv))
+        );
+        return Ok(ExitCode::SUCCESS);
+    }
+    eprintln!(
+        "pulling {}@{} on node {} (hf download; run it again to resume)",
+        model.id,
+        model.revision,
+        node.label()
+    );
+    let path = pull::run(&cfg, node, &req, token.as_deref())?;
+    println!(
+        "{}@{} is in node {}'s Hugging Face cache: {path}\n  next: `halobox model sync {}` puts it on every node",
+        model.id,
+        model.revision,
+        node.label(),
+        a.model
+    );
+    Ok(ExitCode::SUCCESS)
 }
 
 fn labels(cfg: &ClusterConfig) -> Vec<String> {

@@ -2,6 +2,7 @@
 //! ([`cache`]), what a node holds ([`facts`], with the hashes it verified
 //! in [`record`]), what a sync will do ([`plan`], pure), and doing it
 //! ([`sync`] over ssh, the bytes by [`transfer`] over the data plane); the
+//! model downloaded into one node's cache ([`pull`]); the
 //! model's size from its files' headers ([`weights`]) and whether a serve
 //! plan fits each node's GPU memory ([`fit`], pure).
 
@@ -9,6 +10,7 @@ pub mod cache;
 pub mod facts;
 pub mod fit;
 pub mod plan;
+pub mod pull;
 pub mod record;
 pub mod sync;
 pub mod transfer;
