@@ -197,11 +197,11 @@ pub fn run(
     }
     let done = p.complete(Duration::from_secs(5), STOP_GRACE);
     if done.status.is_some_and(|s| s.success()) {
-        return Ok(done
-            .stdout
-            .lines()
-            .last()
-            .unwrap_or(&last)
+        let line = done.stdout.lines().last().unwrap_or(&last).trim();
+        // hf ≥ 1.0 prints `path: DIR`; older ones the folder alone.
+        return Ok(line
+            .strip_prefix("path:")
+            .unwrap_or(line)
             .trim()
             .to_string());
     }
