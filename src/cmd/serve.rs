@@ -71,7 +71,15 @@ pub fn run(a: &ServeArgs) -> anyhow::Result<ExitCode> {
     };
     let (p, argv) = prepare::prepare(&cfg, &facts, &req, a.plan.dry_run)?;
     if a.plan.dry_run {
+        // The nodes are asked only for a live plan (not from a snapshot).
+        let model_check = match a.source.sysroot {
+            None => preflight::model_complete(&cfg, &model)?,
+            Some(_) => None,
+        };
         print!("{}", plan::render_serve(&p, &argv));
+        if let Some(summary) = model_check {
+            println!("# model: {summary}");
+        }
         println!(
             "# as a Ray driver with {}=token {}=\"{}\" (the token `cluster up` left in the head's container; never printed)",
             crate::cluster::auth::MODE_VAR,
