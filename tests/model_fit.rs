@@ -90,7 +90,7 @@ fn a_plan_that_fits_shows_its_arithmetic() {
         "#   weights 40 GiB (2 safetensors files) / 2 = 20 GiB per GPU",
         "#   KV cache 2 × 48 layers × 8 KV heads / 2 × 128 head dim × 2 B × 32768 tokens = 3 GiB per GPU",
         "#   node root@n1: needs 20 GiB + 3 GiB = 23 GiB; usable (GTT 120 GiB − 2 GiB in use) × 0.90 = 106.2 GiB: fits (22% of usable)",
-        "#   node root@n2: needs 20 GiB + 3 GiB = 23 GiB; its GPU memory is unknown (--dry-run reads no other node; serve reads it over ssh): not checked",
+        "#   node root@n2: needs 20 GiB + 3 GiB = 23 GiB; its GPU memory is unknown (--sysroot holds one machine; without it each node is read over ssh): not checked",
     ] {
         assert!(stdout.contains(want), "missing {want:?} in\n{stdout}");
     }

@@ -82,7 +82,15 @@ pub fn run(a: &ServeArgs) -> anyhow::Result<ExitCode> {
         crate::model::cache::hub_dir_from_env().as_deref(),
     );
     if a.plan.dry_run {
+        // The nodes are asked only for a live plan (not from a snapshot).
+        let model_check = match a.source.sysroot {
+            None => preflight::model_complete(&cfg, &model)?,
+            Some(_) => None,
+        };
         print!("{}", plan::render_serve(&p, &argv));
+        if let Some(summary) = model_check {
+            println!("# model: {summary}");
+        }
         println!(
             "# as a Ray driver with {}=token {}=\"{}\" (the token `cluster up` left in the head's container; never printed)",
             crate::cluster::auth::MODE_VAR,
@@ -103,7 +111,13 @@ pub fn run(a: &ServeArgs) -> anyhow::Result<ExitCode> {
             println!("# fit check: not made: {}", size.unwrap_err());
             return Ok(ExitCode::SUCCESS);
         };
-        let f = fit::check(&cfg, is_head.then_some(&facts), size, &fit_req, true);
+        let f = fit::check(
+            &cfg,
+            is_head.then_some(&facts),
+            size,
+            &fit_req,
+            a.source.sysroot.is_none(),
+        );
         for l in fit_model::render(&f).lines() {
             println!("# {l}");
         }
@@ -121,7 +135,7 @@ pub fn run(a: &ServeArgs) -> anyhow::Result<ExitCode> {
     preflight::check(&cfg, &model, p.tp * p.pp, a.host, a.port)?;
     match &size {
         Ok(size) => {
-            let f = fit::check(&cfg, Some(&facts), size, &fit_req, false);
+            let f = fit::check(&cfg, Some(&facts), size, &fit_req, true);
             if let Some(e) = fit_model::refusal(&f, true) {
                 return Err(UsageError(e).into());
             }

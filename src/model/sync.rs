@@ -86,41 +86,43 @@ fn all_ok<T>(results: Vec<Result<T, String>>) -> anyhow::Result<Vec<T>> {
     }
 }
 
-/// Every node's facts of `model`: the source hashes only its small files
-/// (LFS files are checked against their names on arrival), the others
-/// what they have not hashed yet; `verify` hashes everything everywhere.
+/// Every node's facts of `model`: the source's first (it hashes only its
+/// small files; LFS files are checked against their names on arrival),
+/// then the others' at the source's commit (each hashes what it has not
+/// hashed yet); `verify` hashes everything everywhere.
 pub fn facts(
     cfg: &ClusterConfig,
     model: &ModelRef,
     source: usize,
     verify: bool,
 ) -> anyhow::Result<Vec<NodeFacts>> {
-    let spec = format!("{}@{}", model.id, model.revision);
-    let mode = |i: usize| match (verify, i == source) {
-        (true, _) => "all",
-        (false, true) => "small",
-        (false, false) => "new",
+    let what = "`halobox model node-facts`";
+    let ask = |node: &NodeConfig, spec: &str, mode: &str| -> Result<NodeFacts, String> {
+        let cmd = node_cmd(cfg, &["node-facts", spec, "--hash", mode]);
+        let done = remote_node(cfg, node)
+            .run_ok(what, &cmd, FACTS_TIMEOUT)
+            .map_err(|e| e.to_string())?;
+        last_json::<NodeFacts>(node, what, &done.stdout, &done.output)
     };
-    let results = std::thread::scope(|s| {
-        let handles: Vec<_> = cfg
-            .nodes
-            .iter()
-            .enumerate()
-            .map(|(i, node)| {
-                let cmd = node_cmd(cfg, &["node-facts", &spec, "--hash", mode(i)]);
-                s.spawn(move || {
-                    let what = "`halobox model node-facts`";
-                    let done = remote_node(cfg, node)
-                        .run_ok(what, &cmd, FACTS_TIMEOUT)
-                        .map_err(|e| e.to_string())?;
-                    last_json::<NodeFacts>(node, what, &done.stdout, &done.output)
-                })
-            })
-            .collect();
-        handles
-            .into_iter()
-            .map(|h| h.join().expect("facts thread"))
-            .collect::<Vec<_>>()
+    let spec = format!("{}@{}", model.id, model.revision);
+    let src = ask(
+        &cfg.nodes[source],
+        &spec,
+        if verify { "all" } else { "small" },
+    )
+    .map_err(|e| anyhow::anyhow!(e))?;
+    // A node a killed sync left without the ref still has the snapshot.
+    let at = match src.model.as_ref().and_then(|m| m.commit.as_ref()) {
+        Some(c) => format!("{}@{c}", model.id),
+        None => spec,
+    };
+    let mode = if verify { "all" } else { "new" };
+    let results = each_node(&cfg.nodes, |node| {
+        if std::ptr::eq(node, &cfg.nodes[source]) {
+            Ok(src.clone())
+        } else {
+            ask(node, &at, mode)
+        }
     });
     all_ok(results)
 }
@@ -139,6 +141,18 @@ pub fn sizes(cfg: &ClusterConfig, model: &ModelRef) -> anyhow::Result<Vec<NodeFa
         ],
         Duration::from_secs(60),
     ))
+}
+
+/// `Ok(summary)` when every node holds `model` complete as the head does
+/// (read without hashing); else the refusal naming the nodes.
+pub fn complete_everywhere(cfg: &ClusterConfig, model: &ModelRef) -> anyhow::Result<String> {
+    let nodes = sizes(cfg, model)?;
+    let labels: Vec<String> = cfg
+        .nodes
+        .iter()
+        .map(|n| format!("node {}", n.label()))
+        .collect();
+    Ok(super::complete::check(model, &labels, &nodes)?)
 }
 
 /// What every node holds (`model ls`).

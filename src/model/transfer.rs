@@ -207,6 +207,14 @@ pub fn receive(job: &Job, hub: &Path, out: &mut dyn Write) -> Result<Received, S
         Some(a) => Some(BufWriter::with_capacity(CHUNK, connect(a, &token)?)),
         None => None,
     };
+    // Every file of the snapshot is linked before any byte arrives: a link
+    // whose blob is not there yet dangles, so until the last file is
+    // verified and renamed into place the copy reads as incomplete (`model
+    // ls`, `serve`), and a killed sync leaves it so. The ref comes last.
+    for f in &job.files {
+        repo.link(&job.commit, &f.path, &f.blob)
+            .map_err(|e| format!("linking {}: {e}", f.path))?;
+    }
     let mut src = accept(&l, &token)?;
     drop(l);
     let (tx, rx) = mpsc::sync_channel::<Piece>(16);
@@ -291,12 +299,6 @@ pub fn receive(job: &Job, hub: &Path, out: &mut dyn Write) -> Result<Received, S
     let received = result?;
     if let Some(why) = failed {
         return Err(why);
-    }
-    // Every file of the snapshot is linked (a missing blob leaves a
-    // dangling link: `model ls` then shows the copy incomplete).
-    for f in &job.files {
-        repo.link(&job.commit, &f.path, &f.blob)
-            .map_err(|e| format!("linking {}: {e}", f.path))?;
     }
     if let Some(r) = &job.ref_name {
         repo.set_ref(r, &job.commit)

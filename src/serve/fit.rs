@@ -106,12 +106,12 @@ pub fn head_memory(cfg: &ClusterConfig, facts: Option<&HostFacts>) -> NodeMemory
     }
 }
 
-/// Every other node left unread (a dry run contacts no node).
+/// A node not read: a snapshot (`--sysroot`) is one machine's.
 pub fn unread(node: &NodeConfig) -> NodeMemory {
     NodeMemory {
         name: node.label().to_string(),
         gtt: None,
-        unknown: Some("--dry-run reads no other node; serve reads it over ssh".into()),
+        unknown: Some("--sysroot holds one machine; without it each node is read over ssh".into()),
     }
 }
 
@@ -149,21 +149,29 @@ pub fn node_memory(cfg: &ClusterConfig, node: &NodeConfig) -> NodeMemory {
 }
 
 /// The check: the head from `head` (its facts, when this machine is the
-/// head), every other node over ssh unless `dry_run`.
+/// head), the other nodes (and a head not read here) over ssh when
+/// `read_nodes`, else left unread.
 pub fn check(
     cfg: &ClusterConfig,
     head: Option<&HostFacts>,
     size: &ModelSize,
     req: &FitRequest,
-    dry_run: bool,
+    read_nodes: bool,
 ) -> Fit {
-    let others = &cfg.nodes[1..];
-    let mut nodes = vec![head_memory(cfg, head)];
-    if dry_run {
-        nodes.extend(others.iter().map(unread));
-    } else {
-        nodes.extend(cluster_run::each_node(others, |n| node_memory(cfg, n)));
-    }
+    let read = |n: &NodeConfig| -> NodeMemory {
+        if read_nodes {
+            node_memory(cfg, n)
+        } else {
+            unread(n)
+        }
+    };
+    let mut nodes = Vec::with_capacity(cfg.nodes.len());
+    nodes.push(match head {
+        Some(_) => head_memory(cfg, head),
+        None if read_nodes => node_memory(cfg, cfg.head()),
+        None => head_memory(cfg, None),
+    });
+    nodes.extend(cluster_run::each_node(&cfg.nodes[1..], read));
     fit::judge(size, req, &nodes)
 }
 
