@@ -88,7 +88,7 @@ pub fn free_bytes(dir: &Path) -> u64 {
     loop {
         if p.exists() {
             return nix::sys::statvfs::statvfs(&p)
-                .map(|s| s.blocks_available() as u64 * s.fragment_size() as u64)
+                .map(|s| s.blocks_available().saturating_mul(s.fragment_size()))
                 .unwrap_or(0);
         }
         if !p.pop() {

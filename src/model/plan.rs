@@ -131,13 +131,13 @@ pub fn plan(
                 model.id, model.revision, f.path, model.id, model.revision
             )));
         };
-        if let (Some(hub), Some(have)) = (f.hub_sha256(), &f.sha256) {
-            if !hub.eq_ignore_ascii_case(have) {
-                return Err(UsageError(format!(
-                    "{slabel}: {} of {} is damaged there: its content hashes to {have}, the hub recorded {hub}\n  hint: remove it (`halobox model rm {}`) and pull it again",
-                    f.path, model.id, model.id
-                )));
-            }
+        if let (Some(hub), Some(have)) = (f.hub_sha256(), &f.sha256)
+            && !hub.eq_ignore_ascii_case(have)
+        {
+            return Err(UsageError(format!(
+                "{slabel}: {} of {} is damaged there: its content hashes to {have}, the hub recorded {hub}\n  hint: remove it (`halobox model rm {}`) and pull it again",
+                f.path, model.id, model.id
+            )));
         }
         files.push(WireFile {
             path: f.path.clone(),

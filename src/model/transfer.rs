@@ -250,14 +250,14 @@ pub fn receive(job: &Job, hub: &Path, out: &mut dyn Write) -> Result<Received, S
                     break 'files;
                 }
             };
-            if let Some(w) = next.as_mut() {
-                if let Err(e) = w.write_all(&buf[..n]) {
-                    failed = Some(format!(
-                        "passing the stream on to {}: {e}",
-                        job.next.map(|a| a.to_string()).unwrap_or_default()
-                    ));
-                    break 'files;
-                }
+            if let Some(w) = next.as_mut()
+                && let Err(e) = w.write_all(&buf[..n])
+            {
+                failed = Some(format!(
+                    "passing the stream on to {}: {e}",
+                    job.next.map(|a| a.to_string()).unwrap_or_default()
+                ));
+                break 'files;
             }
             if keep[i] && tx.send(Piece::Bytes(buf[..n].to_vec())).is_err() {
                 break 'files;
@@ -274,22 +274,21 @@ pub fn receive(job: &Job, hub: &Path, out: &mut dyn Write) -> Result<Received, S
             failed = Some(format!("reading the stream: {e}"));
             break;
         }
-        if let Some(w) = next.as_mut() {
-            if let Err(e) = w.write_all(&sha) {
-                failed = Some(format!("passing the stream on: {e}"));
-                break;
-            }
+        if let Some(w) = next.as_mut()
+            && let Err(e) = w.write_all(&sha)
+        {
+            failed = Some(format!("passing the stream on: {e}"));
+            break;
         }
         if keep[i] && tx.send(Piece::End(i, sha)).is_err() {
             break;
         }
     }
-    if let Some(w) = next.as_mut() {
-        if failed.is_none() {
-            if let Err(e) = w.flush() {
-                failed = Some(format!("passing the stream on: {e}"));
-            }
-        }
+    if let Some(w) = next.as_mut()
+        && failed.is_none()
+        && let Err(e) = w.flush()
+    {
+        failed = Some(format!("passing the stream on: {e}"));
     }
     drop(tx);
     let _ = writeln!(out, "bytes {got}").and_then(|()| out.flush());
