@@ -169,18 +169,27 @@ impl Node {
         line: &str,
         timeout: Duration,
     ) -> Result<Finished, RemoteError> {
+        let done = self
+            .spawn_with_line(cmd, line)?
+            .complete(timeout, STOP_GRACE);
+        if done.status.is_some_and(|s| s.success()) {
+            Ok(done)
+        } else {
+            Err(self.error(what, &done))
+        }
+    }
+
+    /// Starts `cmd` there under the guard with `line` (a secret: never in
+    /// an argument) as its only input; stopped there when the process is
+    /// dropped.
+    pub fn spawn_with_line(&self, cmd: &[String], line: &str) -> Result<Proc, RemoteError> {
         ssh::check_target(&self.target).map_err(|e| self.failed(e))?;
         let words = guard_words(&guard_line(), cmd);
         let mut proc = Proc::spawn_with(&self.ssh(&shell::line(&words)), CAPTURE)
             .map_err(|e| self.failed(format!("{e}\n  hint: install the OpenSSH client (`ssh`)")))?;
         // A write that fails means ssh ended early: its status says why.
         let _ = proc.write(format!("{line}\n").as_bytes());
-        let done = proc.complete(timeout, STOP_GRACE);
-        if done.status.is_some_and(|s| s.success()) {
-            Ok(done)
-        } else {
-            Err(self.error(what, &done))
-        }
+        Ok(proc)
     }
 
     /// Runs `cmd` there within `timeout` (then stopped there); `Ok` however

@@ -12,6 +12,7 @@ mod common;
 mod container;
 mod host;
 mod image;
+mod model;
 
 use std::path::PathBuf;
 
@@ -33,6 +34,7 @@ pub use common::{
 pub use container::{CheckArgs, EnterArgs, ListArgs, RefreshArgs, RmArgs};
 pub use host::{DetectArgs, DoctorArgs, SetupArgs, SnapshotArgs};
 pub use image::{AddLayerArgs, BuildArgs, ImageCommand, PublishArgs};
+pub use model::{ModelCommand, ModelLsArgs, ModelPullArgs, ModelRmArgs, ModelSyncArgs};
 
 /// `--version`: the version, the git commit and the build date (build.rs).
 pub const VERSION: &str = concat!(
@@ -127,6 +129,12 @@ pub enum Command {
         after_help = "Examples:\n  halobox serve Qwen/Qwen3-30B-A3B --dry-run\n  HF_TOKEN=hf_... halobox serve meta-llama/Llama-3.1-70B-Instruct --max-model-len 32768\n  halobox serve MODEL --tp 2 --nccl-debug -- --max-num-seqs 8\n  halobox serve MODEL --clear-cache -- --pipeline-parallel-size 2\n  VLLM_API_KEY=... halobox serve MODEL --host 0.0.0.0\n  halobox serve /models/Qwen3-0.6B --detach; halobox serve status; halobox serve stop\n\nIt returns (--detach) or says it serves only once the API answers and lists the model; in the foreground Ctrl-C stops vLLM on every node, and a failed engine (vLLM exits 0 even then) ends serve non-zero, naming the worker node it lost.\nHF_TOKEN and VLLM_API_KEY are read from this environment and handed to vLLM on stdin: they never appear in a command line, a log or --dry-run.\nThe API binds the head's data-plane address (--host ADDR to choose another) and requires a key: VLLM_API_KEY when set, else the cluster's own, made once and kept 0600 next to cluster.toml (the printed curl line reads it); --no-api-key turns it off.\n--dry-run prints the plan from any machine (the head's env only on the head); --sysroot goes with --dry-run.\n--clear-cache removes ${VLLM_CACHE_ROOT:-~/.cache/vllm}/torch_compile_cache in the head's container before vLLM starts (after a crash)."
     )]
     Serve(ServeArgs),
+    /// Model weights in every node's Hugging Face cache: sync them over the data plane, list, remove.
+    #[command(
+        subcommand,
+        after_help = "Examples:\n  halobox model sync Qwen/Qwen3-0.6B\n  halobox model ls\n  halobox model rm Qwen/Qwen3-0.6B"
+    )]
+    Model(ModelCommand),
     /// Build an image from images/<name>.toml through the engine's build API (classic builder).
     #[command(
         after_help = "Examples:\n  halobox build                                   vllm-therock-gfx1151, tagged localhost/vllm-therock-gfx1151:latest\n  halobox build rccl-gfx1151 --tag localhost/rccl-gfx1151:ci\n  halobox build --build-arg VLLM_COMMIT=<40 hex> --dry-run\n\nThe definition pins every input; --build-arg overrides are checked the same way."

@@ -503,7 +503,7 @@ pub const COMPILE_CACHE: &str =
 
 /// The value of `flag` (any of `names`, `--a_b` spelled `--a-b` too) in
 /// `args`: `--flag V` or `--flag=V`.
-fn extra_value<'a>(args: &'a [String], names: &[&str]) -> Option<(&'a str, Option<&'a str>)> {
+pub fn extra_value<'a>(args: &'a [String], names: &[&str]) -> Option<(&'a str, Option<&'a str>)> {
     args.iter().enumerate().find_map(|(i, a)| {
         let (flag, inline) = match a.split_once('=') {
             Some((f, v)) => (f, Some(v)),

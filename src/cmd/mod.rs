@@ -15,6 +15,7 @@ pub mod enter;
 pub mod image;
 pub mod list;
 pub mod man;
+pub mod model;
 pub mod publish;
 pub mod refresh;
 pub mod rm;
@@ -60,6 +61,7 @@ pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Rm(args) => rm::run(&args),
         Command::Cluster(cmd) => cluster::run(cmd),
         Command::Serve(args) => serve::run(&args),
+        Command::Model(cmd) => model::run(cmd),
         Command::Build(args) => build::run(&args),
         Command::Image(cmd) => image::run(cmd),
         Command::Publish(args) => publish::run(&args),

@@ -16,8 +16,9 @@ use crate::cluster::config;
 use crate::cluster::plan::{self, ServeRequest};
 use crate::error::UsageError;
 use crate::host::{self, GatherOptions, HostRoot};
+use crate::model::fit as fit_model;
 use crate::serve::supervise::{self, Ended, Start};
-use crate::serve::{api_key, control, engine, preflight, prepare, program};
+use crate::serve::{api_key, control, engine, fit, preflight, prepare, program};
 
 /// Runs `serve`.
 pub fn run(a: &ServeArgs) -> anyhow::Result<ExitCode> {
@@ -69,8 +70,26 @@ pub fn run(a: &ServeArgs) -> anyhow::Result<ExitCode> {
         api_key: key_source != api_key::Source::Off,
     };
     let (p, argv) = prepare::prepare(&cfg, &facts, &req, a.plan.dry_run)?;
+    let is_head = matches!(
+        crate::dataplane::select(&facts, Some(cfg.head().ip)),
+        crate::dataplane::Selection::Chosen(_)
+    );
+    let fit_req = fit::request(&p, &req);
+    let size = fit::model_size(
+        &model,
+        &a.extra,
+        crate::model::cache::hub_dir_from_env().as_deref(),
+    );
     if a.plan.dry_run {
+        // The nodes are asked only for a live plan (not from a snapshot).
+        let model_check = match a.source.sysroot {
+            None => preflight::model_complete(&cfg, &model)?,
+            Some(_) => None,
+        };
         print!("{}", plan::render_serve(&p, &argv));
+        if let Some(summary) = model_check {
+            println!("# model: {summary}");
+        }
         println!(
             "# as a Ray driver with {}=token {}=\"{}\" (the token `cluster up` left in the head's container; never printed)",
             crate::cluster::auth::MODE_VAR,
@@ -88,6 +107,26 @@ pub fn run(a: &ServeArgs) -> anyhow::Result<ExitCode> {
             }
         );
         println!("# {}", key_source.describe());
+        let Ok(size) = &size else {
+            println!("# fit check: not made: {}", size.unwrap_err());
+            return Ok(ExitCode::SUCCESS);
+        };
+        let f = fit::check(
+            &cfg,
+            is_head.then_some(&facts),
+            size,
+            &fit_req,
+            a.source.sysroot.is_none(),
+        );
+        for l in fit_model::render(&f).lines() {
+            println!("# {l}");
+        }
+        if let Some(w) = fit_model::warning(&f) {
+            println!("# warning: {w}");
+        }
+        if let Some(e) = fit_model::refusal(&f, false) {
+            return Err(UsageError(format!("serve would refuse this plan: {e}")).into());
+        }
         return Ok(ExitCode::SUCCESS);
     }
     for n in &p.notes {
@@ -99,6 +138,18 @@ pub fn run(a: &ServeArgs) -> anyhow::Result<ExitCode> {
         }
     }
     preflight::check(&cfg, &model, p.tp * p.pp, Some(host), a.port)?;
+    match &size {
+        Ok(size) => {
+            let f = fit::check(&cfg, Some(&facts), size, &fit_req, true);
+            if let Some(e) = fit_model::refusal(&f, true) {
+                return Err(UsageError(e).into());
+            }
+            if let Some(w) = fit_model::warning(&f) {
+                eprintln!("warning: {w}");
+            }
+        }
+        Err(why) => eprintln!("warning: the fit check was not made: {why}"),
+    }
     secrets[1] = api_key::load(&key_source, secrets[1].as_deref())?;
     let start = Start {
         cfg: &cfg,

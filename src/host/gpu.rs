@@ -30,6 +30,13 @@ pub struct DrmCard {
     /// `device/fw_version/mes_fw_version` as printed (`0x00000080`): the
     /// MES scheduler firmware amdgpu loaded.
     pub mes_fw_version: Option<String>,
+    /// `device/mem_info_gtt_total` in bytes: the system memory the GPU may
+    /// map (on an APU with the minimum carve-out, its memory for models).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub gtt_total_bytes: Option<u64>,
+    /// `device/mem_info_gtt_used` in bytes: of that, in use now.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub gtt_used_bytes: Option<u64>,
 }
 
 /// One KFD topology node: a CPU (gfx_target_version 0) or a GPU agent.
@@ -82,6 +89,14 @@ impl GpuFacts {
     /// `mem_info_vram_total` of an AMD card), when readable.
     pub fn carveout_bytes(&self) -> Option<u64> {
         self.amd_cards().filter_map(|c| c.vram_total_bytes).max()
+    }
+
+    /// GTT total and in use (bytes) of the AMD card with the largest GTT,
+    /// when both are readable.
+    pub fn gtt_bytes(&self) -> Option<(u64, u64)> {
+        self.amd_cards()
+            .filter_map(|c| Some((c.gtt_total_bytes?, c.gtt_used_bytes?)))
+            .max_by_key(|&(total, _)| total)
     }
 
     /// The MES firmware version amdgpu loaded, when readable.
@@ -143,6 +158,8 @@ fn read_cards(r: &Reader) -> Vec<DrmCard> {
                 pci_address: super::pci::slot_name(r, &dev),
                 vram_total_bytes: quiet("mem_info_vram_total").and_then(|v| v.parse().ok()),
                 mes_fw_version: quiet("fw_version/mes_fw_version"),
+                gtt_total_bytes: quiet("mem_info_gtt_total").and_then(|v| v.parse().ok()),
+                gtt_used_bytes: quiet("mem_info_gtt_used").and_then(|v| v.parse().ok()),
                 name,
             }
         })

@@ -5,6 +5,8 @@
 //! serve left running with `--detach`.
 //!
 //! - [`preflight`]: cluster up, GPUs, port, vLLM, the model on every node;
+//! - [`fit`]: the model's weights and KV cache against each node's GPU
+//!   memory;
 //! - [`prepare`]: the plan (vLLM's argv and the head's env) from the
 //!   cluster file and the head's facts;
 //! - [`program`]: the `sh` programs run in the container (start detached,
@@ -19,6 +21,7 @@
 pub mod api_key;
 pub mod control;
 pub mod engine;
+pub mod fit;
 pub mod http;
 pub mod interrupt;
 pub mod preflight;

@@ -1,8 +1,8 @@
 //! What `serve` checks before it starts anything, each failure naming the
 //! node and the fix: the cluster is up and Ray has enough GPUs for the
 //! parallel sizes, the API port is free on the head, the head's container
-//! has vLLM, and a model given as a folder is there in every node's
-//! container.
+//! has vLLM, a model given as a folder is there in every node's
+//! container, and a Hugging Face id is complete in every node's cache.
 
 use std::net::{IpAddr, Ipv4Addr, SocketAddr, TcpListener};
 use std::time::Duration;
@@ -24,12 +24,27 @@ pub fn check(
     port: u16,
 ) -> anyhow::Result<()> {
     port_free(host, port)?;
+    if let Some(summary) = model_complete(cfg, model)? {
+        eprintln!("{summary}");
+    }
     ray_has(cfg, gpus_needed)?;
     has_vllm(cfg)?;
     if is_path(model) {
         model_everywhere(cfg, model)?;
     }
     Ok(())
+}
+
+/// A model given as a Hugging Face id: every node holds it complete, at
+/// the head's revision, in its cache (`None`: a folder, checked apart).
+pub fn model_complete(cfg: &ClusterConfig, model: &str) -> anyhow::Result<Option<String>> {
+    if is_path(model) {
+        return Ok(None);
+    }
+    match crate::model::cache::ModelRef::parse(model) {
+        Ok(m) => crate::model::sync::complete_everywhere(cfg, &m).map(Some),
+        Err(_) => Ok(None),
+    }
 }
 
 /// A model given as a folder (not a Hugging Face id).

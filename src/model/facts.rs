@@ -1,0 +1,264 @@
+//! What one node holds, read on that node (`halobox model node-facts`,
+//! run over ssh) and printed as one JSON line: its hub cache folder, free
+//! disk there, and one model's snapshot at a revision, each file with its
+//! size and, where asked, its sha256 (from the [`super::record`] when the
+//! file is unchanged since it was hashed, else hashed now and recorded).
+
+use std::path::{Path, PathBuf};
+
+use serde::{Deserialize, Serialize};
+
+use super::cache::{self, ModelRef, Repo};
+use super::record::{self, Record};
+
+/// Which files to hash.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, clap::ValueEnum)]
+#[serde(rename_all = "lowercase")]
+pub enum HashMode {
+    /// None: sizes and recorded hashes only.
+    None,
+    /// Files with no fresh record, but not LFS files (checked against
+    /// their names where they arrive).
+    Small,
+    /// Files with no fresh record (new or changed since hashed).
+    New,
+    /// Every file, the record ignored (`--verify`).
+    All,
+}
+
+impl HashMode {
+    /// The word `--hash` takes.
+    pub fn word(self) -> &'static str {
+        match self {
+            HashMode::None => "none",
+            HashMode::Small => "small",
+            HashMode::New => "new",
+            HashMode::All => "all",
+        }
+    }
+}
+
+/// One file of the snapshot on this node.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct FileFacts {
+    /// Path in the snapshot.
+    pub path: String,
+    /// Blob it links to.
+    pub blob: String,
+    /// The blob's size; `None`: missing.
+    pub size: Option<u64>,
+    /// sha256 of its content, when recorded fresh or hashed now.
+    pub sha256: Option<String>,
+}
+
+impl FileFacts {
+    /// The hash the content must have when the cache names it (LFS).
+    pub fn hub_sha256(&self) -> Option<&str> {
+        cache::is_sha256(&self.blob).then_some(self.blob.as_str())
+    }
+}
+
+/// One model on this node.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ModelFacts {
+    /// The commit the revision names here; `None`: no such ref or snapshot.
+    pub commit: Option<String>,
+    /// Refs and their commits.
+    pub refs: Vec<(String, String)>,
+    /// Commits with a snapshot.
+    pub commits: Vec<String>,
+    /// The snapshot's files (empty without a commit).
+    pub files: Vec<FileFacts>,
+}
+
+/// What a node holds.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct NodeFacts {
+    /// Its hub cache folder.
+    pub hub: String,
+    /// Bytes free for an unprivileged user on the hub's file system.
+    pub free: u64,
+    /// The model asked for; `None`: its folder is not there.
+    pub model: Option<ModelFacts>,
+}
+
+/// Free bytes on the file system of `dir` (or of its nearest existing parent).
+pub fn free_bytes(dir: &Path) -> u64 {
+    let mut p = dir.to_path_buf();
+    loop {
+        if p.exists() {
+            return nix::sys::statvfs::statvfs(&p)
+                .map(|s| s.blocks_available().saturating_mul(s.fragment_size()))
+                .unwrap_or(0);
+        }
+        if !p.pop() {
+            return 0;
+        }
+    }
+}
+
+/// Reads `model` in `hub`, hashing as `mode` says.
+pub fn read(hub: &Path, model: &ModelRef, mode: HashMode) -> Result<NodeFacts, String> {
+    let repo = Repo::new(hub, &model.id);
+    let free = free_bytes(hub);
+    let hub_s = hub.display().to_string();
+    if !repo.dir.is_dir() {
+        return Ok(NodeFacts {
+            hub: hub_s,
+            free,
+            model: None,
+        });
+    }
+    let commit = repo.resolve(&model.revision);
+    let mut files = vec![];
+    if let Some(c) = &commit {
+        let rec_path = record::path(hub, &model.folder());
+        let mut rec = Record::load(&rec_path);
+        let mut changed = false;
+        for f in repo.files(c)? {
+            let blob = repo.blob(&f.blob);
+            let recorded = if mode == HashMode::All || f.size.is_none() {
+                None
+            } else {
+                rec.fresh(&f.blob, &blob)
+            };
+            let sha256 = match recorded {
+                Some(s) => Some(s),
+                None if f.size.is_some()
+                    && (mode == HashMode::New
+                        || mode == HashMode::All
+                        || (mode == HashMode::Small && !cache::is_sha256(&f.blob))) =>
+                {
+                    let s =
+                        record::hash_file(&blob).map_err(|e| format!("{}: {e}", blob.display()))?;
+                    rec.note(&f.blob, &blob, &s)
+                        .map_err(|e| format!("{}: {e}", blob.display()))?;
+                    changed = true;
+                    Some(s)
+                }
+                None => None,
+            };
+            files.push(FileFacts {
+                path: f.path,
+                blob: f.blob,
+                size: f.size,
+                sha256,
+            });
+        }
+        if changed {
+            rec.save(&rec_path)
+                .map_err(|e| format!("{}: {e}", rec_path.display()))?;
+        }
+    }
+    Ok(NodeFacts {
+        hub: hub_s,
+        free,
+        model: Some(ModelFacts {
+            commit,
+            refs: repo.refs(),
+            commits: repo.commits(),
+            files,
+        }),
+    })
+}
+
+/// One model copy as `model ls` shows it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Held {
+    /// `ORG/NAME`.
+    pub id: String,
+    /// The snapshot's commit.
+    pub commit: String,
+    /// Refs naming it.
+    pub refs: Vec<String>,
+    /// Bytes of its blobs present.
+    pub size: u64,
+    /// Files in the snapshot.
+    pub files: usize,
+    /// Every file's blob is there.
+    pub complete: bool,
+    /// Every file has a fresh hash in the record, and LFS files' hashes
+    /// match their names.
+    pub verified: bool,
+}
+
+/// Every model snapshot in a node's hub, for `model ls`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Holdings {
+    /// Its hub cache folder.
+    pub hub: String,
+    /// Free bytes there.
+    pub free: u64,
+    /// One entry per model and snapshot.
+    pub models: Vec<Held>,
+}
+
+/// Lists every model snapshot in `hub` (no hashing: the record says what
+/// is verified).
+pub fn holdings(hub: &Path) -> Holdings {
+    let mut models = vec![];
+    for id in cache::models(hub) {
+        let repo = Repo::new(hub, &id);
+        let rec = Record::load(&record::path(hub, &cache::folder_of(&id)));
+        let refs = repo.refs();
+        for commit in repo.commits() {
+            let files = repo.files(&commit).unwrap_or_default();
+            let complete = files.iter().all(|f| f.size.is_some());
+            let verified = complete
+                && files.iter().all(|f| {
+                    rec.fresh(&f.blob, &repo.blob(&f.blob)).is_some_and(|s| {
+                        !cache::is_sha256(&f.blob) || s.eq_ignore_ascii_case(&f.blob)
+                    })
+                });
+            models.push(Held {
+                id: id.clone(),
+                refs: refs
+                    .iter()
+                    .filter(|(_, c)| *c == commit)
+                    .map(|(r, _)| r.clone())
+                    .collect(),
+                size: files.iter().filter_map(|f| f.size).sum(),
+                files: files.len(),
+                complete,
+                verified,
+                commit,
+            });
+        }
+    }
+    Holdings {
+        hub: hub.display().to_string(),
+        free: free_bytes(hub),
+        models,
+    }
+}
+
+/// The hub of this node's environment, or an error with the fix.
+pub fn local_hub() -> Result<PathBuf, String> {
+    cache::hub_dir_from_env().ok_or_else(|| {
+        "no HF_HUB_CACHE, HF_HOME or home folder here: cannot find the Hugging Face cache\n  hint: set HF_HOME for the account halobox logs in with".to_string()
+    })
+}
+
+/// What `node-rm` freed.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Removed {
+    /// Bytes of blobs removed.
+    pub freed: u64,
+}
+
+/// Removes model `id` (every revision) and its record from `hub`.
+pub fn remove(hub: &Path, id: &str) -> Result<Removed, String> {
+    let repo = Repo::new(hub, id);
+    let freed = std::fs::read_dir(repo.blobs())
+        .into_iter()
+        .flatten()
+        .flatten()
+        .filter_map(|e| e.metadata().ok())
+        .map(|m| m.len())
+        .sum();
+    if repo.dir.exists() {
+        std::fs::remove_dir_all(&repo.dir).map_err(|e| format!("{}: {e}", repo.dir.display()))?;
+    }
+    let _ = std::fs::remove_file(record::path(hub, &cache::folder_of(id)));
+    Ok(Removed { freed })
+}

@@ -1,0 +1,19 @@
+//! Model weights in the Hugging Face cache of every node: the cache layout
+//! ([`cache`]), what a node holds ([`facts`], with the hashes it verified
+//! in [`record`]), what a sync will do ([`plan`], pure), and doing it
+//! ([`sync`] over ssh, the bytes by [`transfer`] over the data plane);
+//! whether every node holds a model complete, for `serve` ([`complete`]);
+//! the model downloaded into one node's cache ([`pull`]); the model's size
+//! from its files' headers ([`weights`]) and whether a serve plan fits
+//! each node's GPU memory ([`fit`], pure).
+
+pub mod cache;
+pub mod complete;
+pub mod facts;
+pub mod fit;
+pub mod plan;
+pub mod pull;
+pub mod record;
+pub mod sync;
+pub mod transfer;
+pub mod weights;

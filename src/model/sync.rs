@@ -1,0 +1,390 @@
+//! Runs the model commands over the cluster: every node's facts over ssh,
+//! then (for a sync) the chain of [`super::transfer`]: receivers started
+//! from the last to the first (each listening on its data-plane address
+//! before the one before it connects), then the source's sender; per-node
+//! progress bars from the receivers' `bytes N` lines, and what each wrote.
+
+use std::net::SocketAddr;
+use std::time::{Duration, Instant};
+
+use anyhow::{Context as _, bail};
+use serde::Serialize;
+
+use super::cache::ModelRef;
+use super::facts::{HashMode, Holdings, NodeFacts};
+use super::plan::Plan;
+use super::transfer::{self, Job, Received};
+use crate::cluster::config::{ClusterConfig, NodeConfig};
+use crate::cluster::run::{each_node, remote_node};
+use crate::proc::Proc;
+use crate::remote;
+
+/// How long reading one node's facts may take (hashing new files included).
+const FACTS_TIMEOUT: Duration = Duration::from_secs(6 * 3600);
+/// How long a receiver may take to say where it listens.
+const LISTEN_TIMEOUT: Duration = Duration::from_secs(60);
+
+/// `halobox model SUB ARGS…` as it runs on `node`.
+fn node_cmd(cfg: &ClusterConfig, args: &[&str]) -> Vec<String> {
+    std::iter::once(cfg.halobox.clone())
+        .chain(["model".to_string()])
+        .chain(args.iter().map(|a| a.to_string()))
+        .collect()
+}
+
+fn last_json<T: serde::de::DeserializeOwned>(
+    node: &NodeConfig,
+    what: &str,
+    stdout: &str,
+    output: &str,
+) -> Result<T, String> {
+    let line = stdout
+        .lines()
+        .rev()
+        .find(|l| l.starts_with('{'))
+        .unwrap_or("");
+    remote::parse_json(line).map_err(|e| {
+        format!(
+            "node {}: {what} printed no report this halobox reads ({e}): {}\n  hint: install the same halobox on every node (`halobox cluster install`)",
+            node.label(),
+            remote::tail(output, 3)
+        )
+    })
+}
+
+/// Runs `halobox model ARGS` on every node; each one's JSON report.
+fn on_every_node<T: serde::de::DeserializeOwned + Send>(
+    cfg: &ClusterConfig,
+    what: &str,
+    args: &[String],
+    timeout: Duration,
+) -> Vec<Result<T, String>> {
+    let argv: Vec<&str> = args.iter().map(String::as_str).collect();
+    let cmd = node_cmd(cfg, &argv);
+    each_node(&cfg.nodes, |node| {
+        let done = remote_node(cfg, node)
+            .run_ok(what, &cmd, timeout)
+            .map_err(|e| e.to_string())?;
+        last_json(node, what, &done.stdout, &done.output)
+    })
+}
+
+/// Fails with every node's error at once.
+fn all_ok<T>(results: Vec<Result<T, String>>) -> anyhow::Result<Vec<T>> {
+    let mut ok = vec![];
+    let mut errors = vec![];
+    for r in results {
+        match r {
+            Ok(v) => ok.push(v),
+            Err(e) => errors.push(e),
+        }
+    }
+    if errors.is_empty() {
+        Ok(ok)
+    } else {
+        bail!("{}", errors.join("\n"))
+    }
+}
+
+/// Every node's facts of `model`: the source's first (it hashes only its
+/// small files; LFS files are checked against their names on arrival),
+/// then the others' at the source's commit (each hashes what it has not
+/// hashed yet); `verify` hashes everything everywhere.
+pub fn facts(
+    cfg: &ClusterConfig,
+    model: &ModelRef,
+    source: usize,
+    verify: bool,
+) -> anyhow::Result<Vec<NodeFacts>> {
+    let what = "`halobox model node-facts`";
+    let ask = |node: &NodeConfig, spec: &str, mode: &str| -> Result<NodeFacts, String> {
+        let cmd = node_cmd(cfg, &["node-facts", spec, "--hash", mode]);
+        let done = remote_node(cfg, node)
+            .run_ok(what, &cmd, FACTS_TIMEOUT)
+            .map_err(|e| e.to_string())?;
+        last_json::<NodeFacts>(node, what, &done.stdout, &done.output)
+    };
+    let spec = format!("{}@{}", model.id, model.revision);
+    let src = ask(
+        &cfg.nodes[source],
+        &spec,
+        if verify { "all" } else { "small" },
+    )
+    .map_err(|e| anyhow::anyhow!(e))?;
+    // A node a killed sync left without the ref still has the snapshot.
+    let at = match src.model.as_ref().and_then(|m| m.commit.as_ref()) {
+        Some(c) => format!("{}@{c}", model.id),
+        None => spec,
+    };
+    let mode = if verify { "all" } else { "new" };
+    let results = each_node(&cfg.nodes, |node| {
+        if std::ptr::eq(node, &cfg.nodes[source]) {
+            Ok(src.clone())
+        } else {
+            ask(node, &at, mode)
+        }
+    });
+    all_ok(results)
+}
+
+/// The facts of `model` on every node without hashing (for `serve`).
+pub fn sizes(cfg: &ClusterConfig, model: &ModelRef) -> anyhow::Result<Vec<NodeFacts>> {
+    let spec = format!("{}@{}", model.id, model.revision);
+    all_ok(on_every_node(
+        cfg,
+        "`halobox model node-facts`",
+        &[
+            "node-facts".into(),
+            spec,
+            "--hash".into(),
+            HashMode::None.word().into(),
+        ],
+        Duration::from_secs(60),
+    ))
+}
+
+/// `Ok(summary)` when every node holds `model` complete as the head does
+/// (read without hashing); else the refusal naming the nodes.
+pub fn complete_everywhere(cfg: &ClusterConfig, model: &ModelRef) -> anyhow::Result<String> {
+    let nodes = sizes(cfg, model)?;
+    let labels: Vec<String> = cfg
+        .nodes
+        .iter()
+        .map(|n| format!("node {}", n.label()))
+        .collect();
+    Ok(super::complete::check(model, &labels, &nodes)?)
+}
+
+/// What every node holds (`model ls`).
+pub fn holdings(cfg: &ClusterConfig) -> Vec<Result<Holdings, String>> {
+    on_every_node(
+        cfg,
+        "`halobox model node-list`",
+        &["node-list".into()],
+        Duration::from_secs(60),
+    )
+}
+
+/// Removes `model` from every node (`model rm`): what each freed.
+pub fn remove(cfg: &ClusterConfig, model: &ModelRef) -> anyhow::Result<Vec<u64>> {
+    all_ok(on_every_node::<super::facts::Removed>(
+        cfg,
+        "`halobox model node-rm`",
+        &["node-rm".into(), model.id.clone()],
+        Duration::from_secs(600),
+    ))
+    .map(|r| r.into_iter().map(|x| x.freed).collect())
+}
+
+/// One node's outcome of a sync.
+#[derive(Debug, Clone, Serialize)]
+pub struct Outcome {
+    /// Its name.
+    pub label: String,
+    /// Bytes written there.
+    pub moved: u64,
+    /// Seconds its stream took.
+    pub seconds: f64,
+    /// Files that failed verification (not installed).
+    pub bad: Vec<String>,
+    /// Why it failed, if it did.
+    pub error: Option<String>,
+}
+
+struct Running {
+    target: usize,
+    proc: Proc,
+    bar: indicatif::ProgressBar,
+    started: Instant,
+    ended: Option<Instant>,
+}
+
+/// Runs the plan's chain; one outcome per node of the plan's targets.
+pub fn run(cfg: &ClusterConfig, plan: &Plan, source: usize) -> anyhow::Result<Vec<Outcome>> {
+    let token = transfer::token().context("reading /dev/urandom for the run's token")?;
+    let chain = plan.chain();
+    let bars = indicatif::MultiProgress::with_draw_target(indicatif::ProgressDrawTarget::stderr());
+    let style = indicatif::ProgressStyle::with_template(
+        "{prefix:>12} [{bar:30}] {bytes}/{total_bytes} {binary_bytes_per_sec} {msg}",
+    )
+    .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar())
+    .progress_chars("=> ");
+    let total = plan.stream_bytes();
+    let job = |keep: Vec<usize>, listen, next| Job {
+        token: token.clone(),
+        id: plan.model.id.clone(),
+        ref_name: (!super::cache::is_commit(&plan.model.revision))
+            .then(|| plan.model.revision.clone()),
+        commit: plan.commit.clone(),
+        files: plan.files.clone(),
+        send: plan.send.clone(),
+        keep,
+        listen,
+        next,
+        hub: plan.hub.clone(),
+    };
+    let mut running: Vec<Running> = vec![];
+    let mut next: Option<SocketAddr> = None;
+    for t in chain.iter().rev() {
+        let node = &cfg.nodes[t.node];
+        let line = serde_json::to_string(&job(t.needs.clone(), Some(node.ip.into()), next))?;
+        let rn = remote_node(cfg, node);
+        let mut proc = rn.spawn_with_line(&node_cmd(cfg, &["node-receive"]), &line)?;
+        let port = match listening(&mut proc) {
+            Ok(p) => p,
+            Err(why) => {
+                let done = proc.wait(Duration::from_secs(5));
+                bail!("{}", rn.error(&format!("the receiver ({why})"), &done));
+            }
+        };
+        next = Some(SocketAddr::new(node.ip.into(), port));
+        let bar = bars.insert(0, indicatif::ProgressBar::new(total));
+        bar.set_style(style.clone());
+        bar.set_prefix(node.label().to_string());
+        running.insert(
+            0,
+            Running {
+                target: t.node,
+                proc,
+                bar,
+                started: Instant::now(),
+                ended: None,
+            },
+        );
+    }
+    let src = &cfg.nodes[source];
+    let line = serde_json::to_string(&job(vec![], None, next))?;
+    let srn = remote_node(cfg, src);
+    let mut sender = srn.spawn_with_line(&node_cmd(cfg, &["node-send"]), &line)?;
+    let started = Instant::now();
+    for r in &mut running {
+        r.started = started;
+    }
+    let mut sender_done = None;
+    loop {
+        let mut open = 0;
+        for r in &mut running {
+            if r.ended.is_some() {
+                continue;
+            }
+            for l in r.proc.lines(Duration::from_millis(20)) {
+                if let Some(n) = l.strip_prefix("bytes ").and_then(|n| n.parse().ok()) {
+                    r.bar.set_position(n);
+                }
+            }
+            if r.proc.try_status().is_some() {
+                r.ended = Some(Instant::now());
+                r.bar.finish();
+            } else {
+                open += 1;
+            }
+        }
+        if sender_done.is_none() && sender.try_status().is_some() {
+            sender_done = Some(());
+        }
+        if open == 0 && sender_done.is_some() {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let sent = sender.wait(Duration::from_secs(5));
+    let sender_error = (!sent.status.is_some_and(|s| s.success()))
+        .then(|| srn.error("the sender", &sent).to_string());
+    let mut out = vec![];
+    for t in &plan.targets {
+        let Some(pos) = running.iter().position(|r| r.target == t.node) else {
+            out.push(Outcome {
+                label: t.label.clone(),
+                moved: 0,
+                seconds: 0.0,
+                bad: vec![],
+                error: None,
+            });
+            continue;
+        };
+        let r = running.remove(pos);
+        let node = &cfg.nodes[t.node];
+        let seconds = r
+            .ended
+            .unwrap_or_else(Instant::now)
+            .duration_since(r.started)
+            .as_secs_f64();
+        let done = r.proc.wait(Duration::from_secs(5));
+        let (moved, bad, error) = if done.status.is_some_and(|s| s.success()) {
+            match last_json::<Received>(node, "the receiver", &done.stdout, &done.output) {
+                Ok(rec) => (rec.bytes, rec.bad, None),
+                Err(e) => (0, vec![], Some(e)),
+            }
+        } else {
+            (
+                0,
+                vec![],
+                Some(
+                    remote_node(cfg, node)
+                        .error("the receiver", &done)
+                        .to_string(),
+                ),
+            )
+        };
+        out.push(Outcome {
+            label: t.label.clone(),
+            moved,
+            seconds,
+            bad,
+            error: error.or_else(|| sender_error.clone()),
+        });
+    }
+    Ok(out)
+}
+
+/// Waits for the receiver's `listening PORT`.
+fn listening(proc: &mut Proc) -> Result<u16, String> {
+    let deadline = Instant::now() + LISTEN_TIMEOUT;
+    while Instant::now() < deadline {
+        for l in proc.lines(Duration::from_millis(100)) {
+            if let Some(p) = l
+                .strip_prefix("listening ")
+                .and_then(|p| p.trim().parse().ok())
+            {
+                return Ok(p);
+            }
+        }
+        if proc.try_status().is_some() {
+            return Err("it ended before it listened".into());
+        }
+    }
+    Err(format!(
+        "it did not listen within {} s",
+        LISTEN_TIMEOUT.as_secs()
+    ))
+}
+
+/// The final table: node, bytes moved, rate, verified.
+pub fn render_outcomes(outcomes: &[Outcome]) -> String {
+    let mut s = format!(
+        "{:<16} {:>12} {:>14}  {}\n",
+        "NODE", "MOVED", "RATE", "VERIFIED"
+    );
+    for o in outcomes {
+        let rate = if o.moved > 0 && o.seconds > 0.0 {
+            format!(
+                "{}/s",
+                crate::units::format_bytes((o.moved as f64 / o.seconds) as u64)
+            )
+        } else {
+            "-".into()
+        };
+        let verified = match (&o.error, o.bad.len()) {
+            (Some(_), _) => "no: failed".to_string(),
+            (None, 0) => "yes".to_string(),
+            (None, n) => format!("no: {n} file(s) bad"),
+        };
+        s.push_str(&format!(
+            "{:<16} {:>12} {:>14}  {verified}\n",
+            o.label,
+            crate::units::format_bytes(o.moved),
+            rate
+        ));
+    }
+    s
+}

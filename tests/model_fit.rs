@@ -1,0 +1,173 @@
+//! The fit check end to end: `serve --dry-run` on a head whose snapshot
+//! (tests/fixtures/hosts/strix-e810, copied) carries made-up GTT figures,
+//! with a model of sparse safetensors shards whose headers claim tens of
+//! GiB, as a folder and in a Hugging Face cache.
+
+use std::io::Write;
+use std::path::Path;
+use std::process::Command;
+
+const GIB: u64 = 1 << 30;
+
+const E810_PAIR: &str = "transport = \"auto\"\n[[node]]\nssh = \"root@n1\"\nip = \"192.168.100.1\"\n[[node]]\nssh = \"root@n2\"\nip = \"192.168.100.2\"\n";
+
+/// A copy of the strix-e810 snapshot with GTT `total` and `used` (GiB).
+fn head_snapshot(dir: &Path, total: u64, used: u64) -> String {
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/hosts/strix-e810");
+    let dst = dir.join("head");
+    let ok = Command::new("cp")
+        .arg("-a")
+        .arg(&src)
+        .arg(&dst)
+        .status()
+        .unwrap();
+    assert!(ok.success());
+    let dev = dst.join("sys/class/drm/card1/device");
+    std::fs::write(dev.join("mem_info_gtt_total"), format!("{}\n", total * GIB)).unwrap();
+    std::fs::write(dev.join("mem_info_gtt_used"), format!("{}\n", used * GIB)).unwrap();
+    dst.display().to_string()
+}
+
+/// A sparse safetensors shard whose one tensor holds `bytes`.
+fn shard(path: &Path, bytes: u64) {
+    let header = format!(
+        r#"{{"__metadata__":{{"format":"pt"}},"w":{{"dtype":"BF16","shape":[{}],"data_offsets":[0,{bytes}]}}}}"#,
+        bytes / 2
+    );
+    let mut f = std::fs::File::create(path).unwrap();
+    f.write_all(&(header.len() as u64).to_le_bytes()).unwrap();
+    f.write_all(header.as_bytes()).unwrap();
+    f.set_len(8 + header.len() as u64 + bytes).unwrap();
+}
+
+/// A 40 GiB model (two shards) with 48 layers, 8 KV heads of 128.
+fn model(dir: &Path) {
+    std::fs::create_dir_all(dir).unwrap();
+    shard(&dir.join("model-00001-of-00002.safetensors"), 24 * GIB);
+    shard(&dir.join("model-00002-of-00002.safetensors"), 16 * GIB);
+    std::fs::write(
+        dir.join("config.json"),
+        r#"{"num_hidden_layers": 48, "num_attention_heads": 32, "num_key_value_heads": 8, "head_dim": 128, "hidden_size": 4096, "torch_dtype": "bfloat16", "max_position_embeddings": 40960}"#,
+    )
+    .unwrap();
+}
+
+fn serve(dir: &Path, model: &str, sysroot: &str, extra: &[&str]) -> (Option<i32>, String, String) {
+    let cluster = dir.join("cluster.toml");
+    std::fs::write(&cluster, E810_PAIR).unwrap();
+    let o = Command::new(env!("CARGO_BIN_EXE_halobox"))
+        .args(["serve", model, "--cluster"])
+        .arg(&cluster)
+        .args(["--sysroot", sysroot, "--dry-run"])
+        .args(extra)
+        .env("HF_HOME", dir.join("hf"))
+        .env_remove("HF_HUB_CACHE")
+        .env_remove("HF_TOKEN")
+        .output()
+        .unwrap();
+    (
+        o.status.code(),
+        String::from_utf8_lossy(&o.stdout).into_owned(),
+        String::from_utf8_lossy(&o.stderr).into_owned(),
+    )
+}
+
+#[test]
+fn a_plan_that_fits_shows_its_arithmetic() {
+    let d = tempfile::tempdir().unwrap();
+    let m = d.path().join("m");
+    model(&m);
+    let snap = head_snapshot(d.path(), 120, 2);
+    let (code, stdout, stderr) = serve(
+        d.path(),
+        m.to_str().unwrap(),
+        &snap,
+        &["--max-model-len", "32768"],
+    );
+    assert_eq!(code, Some(0), "{stdout}\n{stderr}");
+    for want in [
+        "# fit check (tensor-parallel 2 × pipeline-parallel 1, --gpu-memory-utilization 0.90):",
+        "#   weights 40 GiB (2 safetensors files) / 2 = 20 GiB per GPU",
+        "#   KV cache 2 × 48 layers × 8 KV heads / 2 × 128 head dim × 2 B × 32768 tokens = 3 GiB per GPU",
+        "#   node root@n1: needs 20 GiB + 3 GiB = 23 GiB; usable (GTT 120 GiB − 2 GiB in use) × 0.90 = 106.2 GiB: fits (22% of usable)",
+        "#   node root@n2: needs 20 GiB + 3 GiB = 23 GiB; its GPU memory is unknown (--sysroot holds one machine; without it each node is read over ssh): not checked",
+    ] {
+        assert!(stdout.contains(want), "missing {want:?} in\n{stdout}");
+    }
+}
+
+#[test]
+fn a_plan_too_big_for_the_head_is_refused() {
+    let d = tempfile::tempdir().unwrap();
+    let m = d.path().join("m");
+    model(&m);
+    // (120 − 100) × 0.9 = 18 GiB usable < 20 GiB of weights alone.
+    let snap = head_snapshot(d.path(), 120, 100);
+    let (code, stdout, stderr) = serve(
+        d.path(),
+        m.to_str().unwrap(),
+        &snap,
+        &["--max-model-len", "32768"],
+    );
+    assert_eq!(code, Some(2), "{stdout}\n{stderr}");
+    assert!(
+        stdout.contains("× 0.90 = 18 GiB: DOES NOT FIT (128%, 5 GiB short)"),
+        "{stdout}"
+    );
+    assert!(
+        stderr.contains("serve would refuse this plan: the model does not fit in the GPU memory of node root@n1 (the arithmetic is above)"),
+        "{stderr}"
+    );
+    assert!(
+        stderr.contains("hint: serve over more nodes (--tp)")
+            && stderr.contains("a shorter --max-model-len (now 32768)"),
+        "{stderr}"
+    );
+}
+
+#[test]
+fn close_to_the_limit_warns_and_the_models_context_is_the_default() {
+    let d = tempfile::tempdir().unwrap();
+    let m = d.path().join("m");
+    model(&m);
+    // No --max-model-len: the model's 40960 tokens, 3.75 GiB of KV per GPU;
+    // (30 − 3) × 0.9 = 24.3 GiB usable for 23.75 GiB.
+    let snap = head_snapshot(d.path(), 30, 3);
+    let (code, stdout, stderr) = serve(d.path(), m.to_str().unwrap(), &snap, &[]);
+    assert_eq!(code, Some(0), "{stdout}\n{stderr}");
+    assert!(
+        stdout.contains("× 40960 tokens = 3.8 GiB per GPU"),
+        "{stdout}"
+    );
+    assert!(
+        stdout.contains("fits, but close (98% of usable)")
+            && stdout.contains("# warning: the model fits node root@n1 with less than 10%"),
+        "{stdout}"
+    );
+}
+
+#[test]
+fn a_model_id_is_read_from_the_hugging_face_cache() {
+    let d = tempfile::tempdir().unwrap();
+    let repo = d.path().join("hf/hub/models--acme--big");
+    let rev = "0123456789abcdef0123456789abcdef01234567";
+    model(&repo.join("snapshots").join(rev));
+    std::fs::create_dir_all(repo.join("refs")).unwrap();
+    std::fs::write(repo.join("refs/main"), rev).unwrap();
+    let snap = head_snapshot(d.path(), 120, 100);
+    let (code, stdout, stderr) = serve(d.path(), "acme/big", &snap, &["--max-model-len", "4096"]);
+    assert_eq!(code, Some(2), "{stdout}\n{stderr}");
+    assert!(
+        stdout.contains("weights 40 GiB (2 safetensors files) / 2"),
+        "{stdout}"
+    );
+    // Not in the cache: the check is not made, and says how to get the model.
+    let (code, stdout, stderr) = serve(d.path(), "acme/other", &snap, &[]);
+    assert_eq!(code, Some(0), "{stderr}");
+    assert!(
+        stdout.contains(
+            "# fit check: not made: acme/other@main is not in this machine's Hugging Face cache"
+        ) && stdout.contains("`halobox model pull acme/other` puts it there"),
+        "{stdout}"
+    );
+}
