@@ -57,7 +57,7 @@ pub fn served_name(model: &str, extra: &[String]) -> String {
 
 /// The port is free where the API binds (the head shares its network with
 /// the container).
-fn port_free(host: Option<IpAddr>, port: u16) -> anyhow::Result<()> {
+pub fn port_free(host: Option<IpAddr>, port: u16) -> anyhow::Result<()> {
     let ip = host.unwrap_or(IpAddr::V4(Ipv4Addr::UNSPECIFIED));
     match TcpListener::bind(SocketAddr::new(ip, port)) {
         Ok(_) => Ok(()),
