@@ -9,6 +9,8 @@
 # in the same container, the same request, and the tokens compared; then
 # `cluster down`, with no vLLM or Ray process left on any node.
 #
+# With --engine llama.cpp it runs scripts/serve/llama-e2e.sh (read there).
+#
 # usage: scripts/serve-e2e.sh [--engine vllm] [--model DIR] [--nodes N]
 #          [--backend podman|docker] [--shape LAYERS,HIDDEN,HEADS,KV_HEADS]
 #          [--faults]
@@ -31,6 +33,9 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 root=$PWD
 
+for a in "$@"; do
+  [ "$a" = llama.cpp ] && exec bash scripts/serve/llama-e2e.sh "$@"
+done
 engine=vllm model='' nodes=2 backend=podman shape=2,256,4,2 faults=0
 while [ $# -gt 0 ]; do
   case "$1" in
@@ -43,7 +48,7 @@ while [ $# -gt 0 ]; do
   *) echo "usage: $0 [--engine vllm] [--model DIR] [--nodes N] [--backend podman|docker] [--shape L,H,HEADS,KV] [--faults]" >&2; exit 2 ;;
   esac
 done
-[ "$engine" = vllm ] || { echo "error: --engine $engine: only vllm is served by halobox so far" >&2; exit 2; }
+[ "$engine" = vllm ] || { echo "error: --engine $engine: use vllm or llama.cpp" >&2; exit 2; }
 case "$backend" in podman | docker) ;; *) echo "error: --backend must be podman or docker" >&2; exit 2 ;; esac
 [ "$nodes" -ge 1 ] 2>/dev/null && [ "$nodes" -le 4 ] || { echo "error: --nodes must be 1..4" >&2; exit 2; }
 
