@@ -65,7 +65,7 @@ fi
 echo "not a gguf file" >"$DIR/models/bad.gguf"
 chmod -R a+rX "$DIR/models"
 specs=()
-for i in $(seq "$nodes"); do specs+=(9000); done
+for _ in $(seq "$nodes"); do specs+=(9000); done
 step "$nodes test node(s) with $backend (hb-$TAG-*, 10.77.$NET.0/24)"
 HB_NODE_ENGINE=$backend HB_NODE_REGISTRY_DATA=/var/cache/halobox-engines/node-registry \
   bash scripts/netns/nodes.sh up "$TAG" "$NET" "$DIR" "${specs[@]}" >&2
@@ -190,7 +190,9 @@ step "serve stop"
 hb serve stop --cluster "$CFG" | tee "$DIR/stop.out"
 grep -q "stopped llama.cpp's llama-server" "$DIR/stop.out" || fail "serve stop did not stop llama-server"
 code=0; hb serve status --cluster "$CFG" >"$DIR/status2.out" || code=$?
-[ "$code" = 3 ] && grep -q "^serve: stopped" "$DIR/status2.out" || fail "serve status after stop (exit $code): $(cat "$DIR/status2.out")"
+if [ "$code" != 3 ] || ! grep -q "^serve: stopped" "$DIR/status2.out"; then
+  fail "serve status after stop (exit $code): $(cat "$DIR/status2.out")"
+fi
 llama_left a
 
 if [ "$faults" = 1 ]; then
