@@ -19,6 +19,17 @@ use crate::proc::Proc;
 
 /// How long the engine gets to end after SIGTERM before SIGKILL.
 const STOP_GRACE: Duration = Duration::from_secs(20);
+/// The same for llama-server, which keeps nothing to clean up (and hangs on
+/// a frozen RPC server).
+const LLAMA_STOP_GRACE: Duration = Duration::from_secs(5);
+
+/// The grace period of `engine`.
+fn grace(engine: Engine) -> Duration {
+    match engine {
+        Engine::Vllm => STOP_GRACE,
+        Engine::LlamaCpp => LLAMA_STOP_GRACE,
+    }
+}
 /// Log lines kept to show when something fails.
 const KEPT_LINES: usize = 40;
 /// The first error lines kept (the root cause is usually among them).
@@ -205,7 +216,7 @@ pub fn serve(s: &Start) -> anyhow::Result<Ended> {
                 s.engine.title()
             );
             drop(log.follower.take());
-            let said = head.stop(STOP_GRACE)?;
+            let said = head.stop(grace(s.engine))?;
             state::remove(s.cluster_path);
             eprintln!("==> {} stopped ({said})", s.engine.title());
             Ok(Ended::Stopped(sig))
@@ -429,7 +440,7 @@ fn end(s: &Start, head: &Head, log: &Log, e: NotServing) -> anyhow::Error {
         Engine::Vllm => blame(s.cfg, head, log),
         Engine::LlamaCpp => super::llama::blame(s.cfg),
     };
-    let stopped = head.stop(STOP_GRACE);
+    let stopped = head.stop(grace(s.engine));
     state::remove(s.cluster_path);
     let mut msg = match &blame {
         Some(b) => format!("{b}: {}", e.0),
