@@ -17,7 +17,8 @@
 #                      scripts/serve/make-gguf.py with --shape, default 2,128,4,2)
 # Its last line is `identical: yes|no`. Needs root, the engines of
 # scripts/engines/start.sh and /opt/halobox-llama-cpp (scripts/llama-cpp.sh).
-# HALOBOX_BIN: the halobox binary; SERVE_E2E_KEEP=1 keeps the nodes after a failure.
+# HALOBOX_BIN: the halobox binary; HALOBOX_LLAMA_CPP: the llama.cpp folder (bin/, venv/;
+# default /opt/halobox-llama-cpp); SERVE_E2E_KEEP=1 keeps the nodes after a failure.
 set -euo pipefail
 {
 cd "$(dirname "$0")/../.."
@@ -40,7 +41,7 @@ case "$backend" in podman | docker) ;; *) echo "error: --backend must be podman 
 
 # shellcheck source=scripts/serve/lib.sh
 . scripts/serve/lib.sh
-LLAMA=/opt/halobox-llama-cpp
+LLAMA=${HALOBOX_LLAMA_CPP:-/opt/halobox-llama-cpp}
 PORT=50052
 [ -x "$LLAMA/bin/llama-server" ] || fail "$LLAMA/bin/llama-server is missing: bash scripts/llama-cpp.sh"
 HALOBOX=${HALOBOX_BIN:-$root/target/debug/halobox}

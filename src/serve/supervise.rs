@@ -459,8 +459,13 @@ fn end(s: &Start, head: &Head, log: &Log, e: NotServing) -> anyhow::Error {
     }
     match stopped {
         Ok(said) => msg.push_str(&format!(
-            "  {} on the head: {said} (its shm segments removed)\n",
-            s.engine.title()
+            "  {} on the head: {said}{}\n",
+            s.engine.title(),
+            if s.engine == Engine::Vllm {
+                " (its shm segments removed)"
+            } else {
+                ""
+            }
         )),
         Err(e) => msg.push_str(&format!(
             "  could not stop {} on the head: {e}\n",
