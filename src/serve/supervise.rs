@@ -401,10 +401,18 @@ fn watch_serving(s: &Start, head: &Head, log: &mut Log) -> Result<i32, NotServin
                 if log.fatal.is_some() {
                     continue;
                 }
-                return Err(NotServing(format!(
-                    "llama-server did not finish a 1-token completion within {} s: a node does not answer",
+                // Every slot busy also delays it: only a node that is frozen,
+                // gone or unreachable ends the serve.
+                if super::llama::blame(s.cfg).is_some() {
+                    return Err(NotServing(format!(
+                        "llama-server did not finish a 1-token completion within {} s",
+                        super::llama::PROBE_TIMEOUT.as_secs()
+                    )));
+                }
+                eprintln!(
+                    "halobox: a 1-token completion took over {} s, but every node's RPC server runs (busy slots?)",
                     super::llama::PROBE_TIMEOUT.as_secs()
-                )));
+                );
             }
             next_probe = Instant::now() + super::llama::PROBE_EVERY;
         }
