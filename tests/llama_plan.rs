@@ -120,7 +120,10 @@ fn node_env(transport: Resolved) -> NodeEnv {
 #[test]
 fn rdma_from_the_data_plane_facts() {
     let v = rpc::rdma_env(&node_env(Resolved::Roce));
-    let words: Vec<String> = v.iter().map(|e| format!("{}={}", e.name, e.value)).collect();
+    let words: Vec<String> = v
+        .iter()
+        .map(|e| format!("{}={}", e.name, e.value))
+        .collect();
     assert_eq!(words, ["GGML_RDMA_DEV=rocep1s0", "GGML_RDMA_GID=3"]);
     assert!(rpc::rdma_env(&node_env(Resolved::Ethernet)).is_empty());
     let c = cfg();
@@ -152,16 +155,38 @@ fn serve_dry_run_and_usage_errors() {
         stdout.starts_with("/opt/halobox-llama-cpp/bin/llama-server -m /models/m.gguf --alias /models/m.gguf --host 0.0.0.0 --port 8000 -ngl 99 --rpc 10.0.0.2:50052,10.0.0.3:50052\n"),
         "{stdout}"
     );
-    assert!(stdout.contains("b on 10.0.0.2:50052, c on 10.0.0.3:50052"), "{stdout}");
+    assert!(
+        stdout.contains("b on 10.0.0.2:50052, c on 10.0.0.3:50052"),
+        "{stdout}"
+    );
     let o = halobox()
-        .args(["serve", "/models/m.gguf", "--engine", "vllm", "--dry-run", "--cluster", &f])
+        .args([
+            "serve",
+            "/models/m.gguf",
+            "--engine",
+            "vllm",
+            "--dry-run",
+            "--cluster",
+            &f,
+        ])
         .output()
         .unwrap();
     let stderr = String::from_utf8_lossy(&o.stderr);
     assert_eq!(o.status.code(), Some(2), "{stderr}");
-    assert!(stderr.contains("--engine vllm, but") && stderr.contains("hint:"), "{stderr}");
+    assert!(
+        stderr.contains("--engine vllm, but") && stderr.contains("hint:"),
+        "{stderr}"
+    );
     let o = halobox()
-        .args(["serve", "/models/m.gguf", "--tp", "2", "--dry-run", "--cluster", &f])
+        .args([
+            "serve",
+            "/models/m.gguf",
+            "--tp",
+            "2",
+            "--dry-run",
+            "--cluster",
+            &f,
+        ])
         .output()
         .unwrap();
     let stderr = String::from_utf8_lossy(&o.stderr);
@@ -172,7 +197,11 @@ fn serve_dry_run_and_usage_errors() {
         .unwrap();
     let stdout = String::from_utf8_lossy(&o.stdout);
     assert!(o.status.success(), "{o:?}");
-    assert_eq!(stdout.lines().filter(|l| l.contains("rpc.pid")).count(), 2, "{stdout}");
+    assert_eq!(
+        stdout.lines().filter(|l| l.contains("rpc.pid")).count(),
+        2,
+        "{stdout}"
+    );
     assert!(!stdout.contains("ray stop"), "{stdout}");
 }
 
@@ -180,7 +209,10 @@ fn serve_dry_run_and_usage_errors() {
 fn serve_help_says_rpc_replaced_mpi() {
     let o = halobox().args(["serve", "--help"]).output().unwrap();
     let stdout = String::from_utf8_lossy(&o.stdout);
-    assert!(stdout.contains("MPI backend was removed upstream"), "{stdout}");
+    assert!(
+        stdout.contains("MPI backend was removed upstream"),
+        "{stdout}"
+    );
     assert!(stdout.contains("PR #7395"), "{stdout}");
 }
 

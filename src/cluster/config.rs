@@ -285,7 +285,10 @@ pub struct ClusterConfig {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub rpc_server: Option<String>,
     /// The port of every node's RPC server, on its data-plane address only.
-    #[serde(default = "default_rpc_port", skip_serializing_if = "is_default_rpc_port")]
+    #[serde(
+        default = "default_rpc_port",
+        skip_serializing_if = "is_default_rpc_port"
+    )]
     pub rpc_port: u16,
     /// Extra `ray start` arguments on every node (`--object-store-memory=…`).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
@@ -368,7 +371,10 @@ impl ClusterConfig {
             );
         }
         if self.llama_server.trim().is_empty()
-            || self.rpc_server.as_ref().is_some_and(|r| r.trim().is_empty())
+            || self
+                .rpc_server
+                .as_ref()
+                .is_some_and(|r| r.trim().is_empty())
         {
             return Err(
                 "llama_server and rpc_server must name commands (default: `llama-server`; `ggml-rpc-server` or `rpc-server`)".into(),

@@ -70,7 +70,12 @@ pub fn start_command(cfg: &ClusterConfig, node: &NodeConfig, env: &[EnvVar]) -> 
 }
 
 /// A program about the RPC server ([`rpc::state`], [`rpc::stop`]) as run in `node`'s container.
-fn in_node(cfg: &ClusterConfig, node: &NodeConfig, program: String, args: &[String]) -> Vec<String> {
+fn in_node(
+    cfg: &ClusterConfig,
+    node: &NodeConfig,
+    program: String,
+    args: &[String],
+) -> Vec<String> {
     in_container(
         &cfg.halobox,
         node.backend,
@@ -133,7 +138,10 @@ pub fn up(cfg: &ClusterConfig, dry_run: bool, out: &mut dyn Write) -> anyhow::Re
     for (node, f) in workers.iter().zip(facts) {
         match f {
             Ok(e) => envs.push(e),
-            Err(e) => bail!("{e}\n  hint: fix node {} first; nothing was started", node.label()),
+            Err(e) => bail!(
+                "{e}\n  hint: fix node {} first; nothing was started",
+                node.label()
+            ),
         }
     }
     for (node, env) in workers.iter().zip(&envs) {
@@ -266,7 +274,11 @@ pub struct RpcStatus {
 }
 
 /// What the state program says on `node`: the word, its pid, the log lines it printed.
-pub fn state_of(cfg: &ClusterConfig, node: &NodeConfig, log_lines: usize) -> (String, String, String) {
+pub fn state_of(
+    cfg: &ClusterConfig,
+    node: &NodeConfig,
+    log_lines: usize,
+) -> (String, String, String) {
     match remote_node(cfg, node).run_ok(
         "the RPC server's state",
         &in_node(cfg, node, rpc::state(), &[log_lines.to_string()]),
@@ -341,7 +353,11 @@ pub fn stop_command(cfg: &ClusterConfig, node: &NodeConfig) -> Vec<String> {
 pub fn down(cfg: &ClusterConfig) -> Vec<(String, Result<String, String>)> {
     each_node(workers(cfg), |node| {
         let r = remote_node(cfg, node)
-            .run_ok("the RPC server's stop", &stop_command(cfg, node), NODE_TIMEOUT)
+            .run_ok(
+                "the RPC server's stop",
+                &stop_command(cfg, node),
+                NODE_TIMEOUT,
+            )
             .map(|d| d.stdout.lines().last().unwrap_or("none").trim().to_string())
             .map_err(|e| e.to_string());
         (node.label().to_string(), r)

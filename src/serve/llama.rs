@@ -62,7 +62,11 @@ const OWN_FLAGS: [(&str, &str); 10] = [
 
 /// `llama-server`'s argv on the head; `split` is each device's share
 /// (RPC servers first, in node order, as llama.cpp orders its devices).
-pub fn command(cfg: &ClusterConfig, req: &LlamaRequest, split: &[u64]) -> Result<Vec<String>, String> {
+pub fn command(
+    cfg: &ClusterConfig,
+    req: &LlamaRequest,
+    split: &[u64],
+) -> Result<Vec<String>, String> {
     if !super::preflight::is_path(&req.model) {
         return Err(format!(
             "{}: llama.cpp serves a GGUF file: give its path in the head's container (/models/NAME.gguf)",
@@ -166,7 +170,10 @@ pub fn check_workers(cfg: &ClusterConfig) -> anyhow::Result<Vec<u64>> {
             }
             rpc::Hello::Version(a, b, c) => {
                 return Err(fail(
-                    format!("speaks RPC protocol {a}.{b}.{c}, halobox speaks {}.x", rpc::PROTO_MAJOR),
+                    format!(
+                        "speaks RPC protocol {a}.{b}.{c}, halobox speaks {}.x",
+                        rpc::PROTO_MAJOR
+                    ),
                     "refresh every node to the same llama.cpp image (`halobox refresh --image …`), then `halobox cluster up`",
                 ));
             }
@@ -235,9 +242,15 @@ fn head_check(line: &str) -> Option<HeadCheck> {
 /// `llama-server` is in the head's container and the model is a GGUF file there.
 pub fn check_head(cfg: &ClusterConfig, model: &str) -> anyhow::Result<()> {
     let head = Head::of(cfg);
-    let done = head.run(check_program(), &[cfg.llama_server.clone(), model.to_string()])?;
+    let done = head.run(
+        check_program(),
+        &[cfg.llama_server.clone(), model.to_string()],
+    )?;
     let line = done.stdout.lines().last().unwrap_or("");
-    let at = format!("in container {} on the head ({})", head.container, head.label);
+    let at = format!(
+        "in container {} on the head ({})",
+        head.container, head.label
+    );
     let msg = match head_check(line) {
         Some(HeadCheck::Gguf) => return Ok(()),
         Some(HeadCheck::NoServer) => format!(
@@ -277,7 +290,9 @@ pub fn blame(cfg: &ClusterConfig) -> Option<String> {
         let at = format!("node {} ({})", n.label(), n.ip);
         let why = match word.as_str() {
             "running" => continue,
-            "frozen" => format!("its RPC server (pid {pid}) is stopped (frozen, e.g. by SIGSTOP) and does not answer"),
+            "frozen" => format!(
+                "its RPC server (pid {pid}) is stopped (frozen, e.g. by SIGSTOP) and does not answer"
+            ),
             "exited" => format!("its RPC server (pid {pid}) died"),
             "none" => "no RPC server runs there".to_string(),
             _ => format!("it cannot be reached: {pid}"),
@@ -294,10 +309,19 @@ pub fn blame(cfg: &ClusterConfig) -> Option<String> {
     }
     workers.iter().find_map(|n| {
         matches!(
-            rpc::hello(SocketAddr::from((n.ip, cfg.rpc_port)), Duration::from_secs(2)),
+            rpc::hello(
+                SocketAddr::from((n.ip, cfg.rpc_port)),
+                Duration::from_secs(2)
+            ),
             rpc::Hello::Refused | rpc::Hello::Failed(_)
         )
-        .then(|| format!("node {} ({}): its RPC server does not take connections", n.label(), n.ip))
+        .then(|| {
+            format!(
+                "node {} ({}): its RPC server does not take connections",
+                n.label(),
+                n.ip
+            )
+        })
     })
 }
 

@@ -130,7 +130,10 @@ fn device_memory(s: &mut TcpStream) -> io::Result<u64> {
     let mut size = [0u8; 8];
     s.read_exact(&mut size)?;
     if u64::from_le_bytes(size) != 16 {
-        return Err(io::Error::new(io::ErrorKind::InvalidData, "memory answer size"));
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidData,
+            "memory answer size",
+        ));
     }
     let mut body = [0u8; 16];
     s.read_exact(&mut body)?;
@@ -156,7 +159,12 @@ fn say_hello(addr: SocketAddr, timeout: Duration) -> (Hello, Option<TcpStream>) 
     let mut size = [0u8; 8];
     match s.read_exact(&mut size) {
         Ok(()) => {}
-        Err(e) if matches!(e.kind(), io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut) => {
+        Err(e)
+            if matches!(
+                e.kind(),
+                io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut
+            ) =>
+        {
             return h(Hello::Silent);
         }
         Err(e) if e.kind() == io::ErrorKind::UnexpectedEof => {
@@ -211,10 +219,7 @@ mod tests {
             c.write_all(&rsp).unwrap();
             req
         });
-        assert_eq!(
-            hello(addr, Duration::from_secs(5)),
-            Hello::Version(7, 0, 0)
-        );
+        assert_eq!(hello(addr, Duration::from_secs(5)), Hello::Version(7, 0, 0));
         let req = t.join().unwrap();
         assert_eq!(req[0], 14);
         assert_eq!(u64::from_le_bytes(req[1..9].try_into().unwrap()), 24);

@@ -195,7 +195,9 @@ pub fn serve(s: &Start) -> anyhow::Result<Ended> {
     eprintln!(
         "==> {} started in container {} on the head ({}), pid {pid}; waiting for its API at {}",
         s.engine.title(),
-        head.container, head.label, record.endpoint
+        head.container,
+        head.label,
+        record.endpoint
     );
     let mut log = Log::new(s.nccl_debug);
     let t0 = Instant::now();
