@@ -135,6 +135,19 @@ fn rdma_from_the_data_plane_facts() {
     );
 }
 
+#[test]
+fn an_iwarp_port_is_warned_about() {
+    let c = cfg();
+    let mut env = node_env(Resolved::Ethernet);
+    env.reason = "auto: Ethernet (TCP over enp1s0) because irdma0 (behind enp1s0) is iWARP".into();
+    let w = rpc::iwarp_warning(&c.nodes[1], &env).unwrap();
+    assert!(
+        w.contains("node b (10.0.0.2)") && w.contains("over TCP"),
+        "{w}"
+    );
+    assert!(rpc::iwarp_warning(&c.nodes[1], &node_env(Resolved::Roce)).is_none());
+}
+
 fn file(dir: &tempfile::TempDir, body: &str) -> String {
     let p = dir.path().join("cluster.toml");
     std::fs::write(&p, body).unwrap();

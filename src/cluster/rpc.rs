@@ -53,6 +53,18 @@ pub fn rdma_env(env: &NodeEnv) -> Vec<EnvVar> {
     v
 }
 
+/// The preflight's word on a node whose RDMA port is iWARP: llama.cpp's
+/// RDMA transport speaks RoCE only, so its RPC falls back to TCP there.
+pub fn iwarp_warning(node: &NodeConfig, env: &NodeEnv) -> Option<String> {
+    env.reason.contains("iWARP").then(|| {
+        format!(
+            "warning: node {} ({}): its RDMA port is iWARP, which llama.cpp's RDMA transport does not support: its RPC server runs over TCP (switch the NIC to RoCE v2: `halobox doctor` says how)",
+            node.label(),
+            node.ip
+        )
+    })
+}
+
 /// The RPC server's start program as run in `node`'s container (argv on the node).
 pub fn start_command(cfg: &ClusterConfig, node: &NodeConfig, env: &[EnvVar]) -> Vec<String> {
     let args = [
@@ -145,6 +157,9 @@ pub fn up(cfg: &ClusterConfig, dry_run: bool, out: &mut dyn Write) -> anyhow::Re
         }
     }
     for (node, env) in workers.iter().zip(&envs) {
+        if let Some(w) = iwarp_warning(node, env) {
+            writeln!(out, "{w}")?;
+        }
         let rdma = rdma_env(env);
         writeln!(
             out,
