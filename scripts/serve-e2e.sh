@@ -78,7 +78,7 @@ refused "an image without vLLM" "has no \`/opt/no-vllm/bin/vllm\`" "$MODEL" --cl
 refused "--tp larger than Ray's GPUs" "not in Ray: node z" "$MODEL" --tp "$((nodes + 1))" --cluster "$DIR/more.toml"
 ip netns exec "hb-$TAG-a" python3 -c 'import socket, time; s = socket.socket(); s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1); s.bind(("0.0.0.0", 8000)); s.listen(); time.sleep(60)' &
 holder=$!
-sleep 1
+wait_listen a 8000 || fail "the port holder did not listen"
 refused "a port already taken" "port 8000 is already taken" "$MODEL" --cluster "$CFG"
 kill "$holder"; wait "$holder" 2>/dev/null || true
 

@@ -131,7 +131,7 @@ sed 's|^llama_server = .*|llama_server = "/opt/none/bin/llama-server"|' "$CFG" >
 refused "a worker without the RPC server" "node b ($(node_ip b)): container vllm has no RPC server" cluster up --cluster "$DIR/nobin.toml"
 ip netns exec "hb-$TAG-b" python3 -c 'import socket, sys, time; s = socket.socket(); s.bind((sys.argv[1], 50052)); s.listen(); time.sleep(60)' "$(node_ip b)" &
 holder=$!
-sleep 1
+wait_listen b "$PORT" || fail "the port holder did not listen"
 refused "a taken RPC port" "node b ($(node_ip b)): the RPC server could not listen on $(node_ip b):$PORT" cluster up --cluster "$CFG"
 kill "$holder"; wait "$holder" 2>/dev/null || true
 hb cluster down --cluster "$CFG" >/dev/null
@@ -158,7 +158,7 @@ s = socket.socket(); s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1); s.
 while True:
     c, _ = s.accept(); c.recv(64); c.sendall(struct.pack("<Q", 28) + bytes([3, 0, 0, 0]) + bytes(24)); c.close()' "$(node_ip b)" &
 fake=$!
-sleep 1
+wait_listen b 50099 || fail "the fake RPC server did not listen"
 refused "an RPC server of another protocol" "node b ($(node_ip b)): the RPC server on $(node_ip b):50099 speaks RPC protocol 3.0.0" serve "$MODEL" --cluster "$DIR/old.toml"
 kill "$fake"; wait "$fake" 2>/dev/null || true
 echo "bad input: 6 cases refused, each naming the thing and the fix"
