@@ -9,6 +9,8 @@
 # in the same container, the same request, and the tokens compared; then
 # `cluster down`, with no vLLM or Ray process left on any node.
 #
+# With --engine llama.cpp it runs scripts/serve/llama-e2e.sh (read there).
+#
 # usage: scripts/serve-e2e.sh [--engine vllm] [--model DIR] [--nodes N]
 #          [--backend podman|docker] [--shape LAYERS,HIDDEN,HEADS,KV_HEADS]
 #          [--faults]
@@ -31,6 +33,9 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 root=$PWD
 
+for a in "$@"; do
+  [ "$a" = llama.cpp ] && exec bash scripts/serve/llama-e2e.sh "$@"
+done
 engine=vllm model='' nodes=2 backend=podman shape=2,256,4,2 faults=0
 while [ $# -gt 0 ]; do
   case "$1" in
@@ -43,7 +48,7 @@ while [ $# -gt 0 ]; do
   *) echo "usage: $0 [--engine vllm] [--model DIR] [--nodes N] [--backend podman|docker] [--shape L,H,HEADS,KV] [--faults]" >&2; exit 2 ;;
   esac
 done
-[ "$engine" = vllm ] || { echo "error: --engine $engine: only vllm is served by halobox so far" >&2; exit 2; }
+[ "$engine" = vllm ] || { echo "error: --engine $engine: use vllm or llama.cpp" >&2; exit 2; }
 case "$backend" in podman | docker) ;; *) echo "error: --backend must be podman or docker" >&2; exit 2 ;; esac
 [ "$nodes" -ge 1 ] 2>/dev/null && [ "$nodes" -le 4 ] || { echo "error: --nodes must be 1..4" >&2; exit 2; }
 
@@ -73,7 +78,7 @@ refused "an image without vLLM" "has no \`/opt/no-vllm/bin/vllm\`" "$MODEL" --cl
 refused "--tp larger than Ray's GPUs" "not in Ray: node z" "$MODEL" --tp "$((nodes + 1))" --cluster "$DIR/more.toml"
 ip netns exec "hb-$TAG-a" python3 -c 'import socket, time; s = socket.socket(); s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1); s.bind(("0.0.0.0", 8000)); s.listen(); time.sleep(60)' &
 holder=$!
-sleep 1
+wait_listen a 8000 || fail "the port holder did not listen"
 refused "a port already taken" "port 8000 is already taken" "$MODEL" --cluster "$CFG"
 kill "$holder"; wait "$holder" 2>/dev/null || true
 

@@ -66,3 +66,48 @@ fn docker_nodes_serve_identical_tokens_for_another_shape() {
         "3,192,6,2",
     ]);
 }
+
+/// llama.cpp over RPC: two podman nodes, a random-weight GGUF made now; the
+/// RPC server listens on the data plane only, a second head is refused, a
+/// killed worker and a frozen one are named, nothing is left after `cluster
+/// down`; tokens equal llama-server alone on one node.
+#[test]
+fn llama_cpp_podman_nodes_random_gguf_identical_and_faults_named() {
+    let text = e2e(&[
+        "--engine",
+        "llama.cpp",
+        "--backend",
+        "podman",
+        "--nodes",
+        "2",
+        "--faults",
+    ]);
+    for said in [
+        "rpc-server bound to the data plane only: yes",
+        "bad input: 6 cases refused",
+        "faults: killed worker named",
+        "cluster down: nothing left",
+    ] {
+        assert!(text.contains(said), "{said}: {text}");
+    }
+}
+
+/// llama.cpp over RPC: three docker nodes, the real SmolLM2-135M (Q4_1)
+/// from scripts/llama-cpp.sh.
+#[test]
+fn llama_cpp_three_docker_nodes_smollm2_identical() {
+    let text = e2e(&[
+        "--engine",
+        "llama.cpp",
+        "--backend",
+        "docker",
+        "--nodes",
+        "3",
+        "--model",
+        "/opt/halobox-llama-cpp/models/SmolLM2-135M-Instruct.Q4_1.gguf",
+    ]);
+    assert!(
+        text.contains("rpc-server bound to the data plane only: yes"),
+        "{text}"
+    );
+}

@@ -138,6 +138,15 @@ wait_api() {
   return 1
 }
 
+# wait_listen X PORT: until something listens on TCP PORT in node X (10 s at most).
+wait_listen() {
+  for _ in $(seq 50); do
+    [ -n "$(ip netns exec "hb-$TAG-$1" ss -ltnH "sport = :$2")" ] && return 0
+    sleep 0.2
+  done
+  return 1
+}
+
 # processes X: the command lines in node X's container.
 processes() { in_container "$1" ps -eo args 2>/dev/null || true; }
 

@@ -260,11 +260,14 @@ pub struct ServeArgs {
     /// What to do with a serve that runs (instead of starting one).
     #[command(subcommand)]
     pub action: Option<ServeAction>,
-    /// The model (Hugging Face id, or a folder at the same path in every node's container).
+    /// The model: for vLLM a Hugging Face id, or a folder at the same path in every node's container; for llama.cpp a GGUF file in the head's container.
     #[arg(required = true)]
     pub model: Option<String>,
     #[command(flatten)]
     pub file: ClusterFileArgs,
+    /// The engine; cluster.toml's `engine` names it (default vllm), as `cluster up` starts what it needs: given, it must agree. llama.cpp runs llama-server on the head and uses the RPC servers `cluster up` started on the other nodes (llama.cpp's MPI backend was removed upstream, PR #7395: RPC replaces it).
+    #[arg(long, value_enum, value_name = "ENGINE")]
+    pub engine: Option<crate::cluster::config::Engine>,
     /// Tensor-parallel size (default: the nodes divided by `--pipeline-parallel-size` given after `--`, else the number of nodes); tp × pp must fit one GPU per node.
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..))]
     pub tp: Option<u32>,

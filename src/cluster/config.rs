@@ -60,6 +60,43 @@ impl<'de> Deserialize<'de> for Transport {
     }
 }
 
+/// The inference engine the cluster runs: `cluster up` starts what it
+/// needs (Ray, or the llama.cpp rpc-servers) and `serve` runs it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, ValueEnum, Serialize, Deserialize)]
+pub enum Engine {
+    /// vLLM, tensor-parallel over Ray.
+    #[default]
+    #[serde(rename = "vllm")]
+    #[value(name = "vllm")]
+    Vllm,
+    /// llama.cpp: `llama-server` on the head, an RPC server on every other node.
+    #[serde(rename = "llama.cpp")]
+    #[value(name = "llama.cpp")]
+    LlamaCpp,
+}
+
+impl Engine {
+    /// Its name in messages (`vLLM`, `llama.cpp`).
+    pub fn title(self) -> &'static str {
+        match self {
+            Engine::Vllm => "vLLM",
+            Engine::LlamaCpp => "llama.cpp",
+        }
+    }
+}
+
+impl fmt::Display for Engine {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            Engine::Vllm => "vllm",
+            Engine::LlamaCpp => "llama.cpp",
+        })
+    }
+}
+
+/// llama.cpp's RPC server port (its default).
+pub const DEFAULT_RPC_PORT: u16 = 50052;
+
 /// Where a node's Ray runs.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, ValueEnum, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
@@ -189,10 +226,34 @@ fn is_default_vllm(v: &str) -> bool {
     v == "vllm"
 }
 
+fn is_default_engine(e: &Engine) -> bool {
+    *e == Engine::Vllm
+}
+
+fn default_llama_server() -> String {
+    "llama-server".into()
+}
+
+fn is_default_llama_server(v: &str) -> bool {
+    v == "llama-server"
+}
+
+fn default_rpc_port() -> u16 {
+    DEFAULT_RPC_PORT
+}
+
+fn is_default_rpc_port(p: &u16) -> bool {
+    *p == DEFAULT_RPC_PORT
+}
+
 /// The whole file.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct ClusterConfig {
+    /// The engine: `vllm` (Ray on every node) or `llama.cpp` (an RPC
+    /// server on every node but the head).
+    #[serde(default, skip_serializing_if = "is_default_engine")]
+    pub engine: Engine,
     /// NCCL transport.
     #[serde(default)]
     pub transport: Transport,
@@ -212,6 +273,23 @@ pub struct ClusterConfig {
     /// The `vllm` command in the head's container (`serve` runs it).
     #[serde(default = "default_vllm", skip_serializing_if = "is_default_vllm")]
     pub vllm: String,
+    /// The `llama-server` command in the head's container (engine `llama.cpp`).
+    #[serde(
+        default = "default_llama_server",
+        skip_serializing_if = "is_default_llama_server"
+    )]
+    pub llama_server: String,
+    /// The RPC server command in the other nodes' containers (default:
+    /// `ggml-rpc-server`, else the older `rpc-server`, next to
+    /// `llama_server` when that is a path, else on the PATH).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rpc_server: Option<String>,
+    /// The port of every node's RPC server, on its data-plane address only.
+    #[serde(
+        default = "default_rpc_port",
+        skip_serializing_if = "is_default_rpc_port"
+    )]
+    pub rpc_port: u16,
     /// Extra `ray start` arguments on every node (`--object-store-memory=…`).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub ray_args: Vec<String>,
@@ -234,12 +312,16 @@ impl ClusterConfig {
     /// A config with defaults and these nodes.
     pub fn new(nodes: Vec<NodeConfig>) -> ClusterConfig {
         ClusterConfig {
+            engine: Engine::Vllm,
             transport: Transport::Auto,
             ray_port: DEFAULT_RAY_PORT,
             timeout_s: DEFAULT_TIMEOUT_S,
             ray: default_ray(),
             halobox: default_halobox(),
             vllm: default_vllm(),
+            llama_server: default_llama_server(),
+            rpc_server: None,
+            rpc_port: DEFAULT_RPC_PORT,
             ray_args: vec![],
             ray_head_args: vec![],
             ssh_options: vec![],
@@ -283,6 +365,21 @@ impl ClusterConfig {
             return Err("ray_port 0 is not a port: use 1..65535 (Ray's default is 6379)".into());
         }
         crate::units::check_timeout("timeout_s", self.timeout_s)?;
+        if self.rpc_port == 0 {
+            return Err(
+                "rpc_port 0 is not a port: use 1..65535 (llama.cpp's default is 50052)".into(),
+            );
+        }
+        if self.llama_server.trim().is_empty()
+            || self
+                .rpc_server
+                .as_ref()
+                .is_some_and(|r| r.trim().is_empty())
+        {
+            return Err(
+                "llama_server and rpc_server must name commands (default: `llama-server`; `ggml-rpc-server` or `rpc-server`)".into(),
+            );
+        }
         if self.ray.trim().is_empty() || self.halobox.trim().is_empty() {
             return Err("ray and halobox must name commands (default: `ray`, `halobox`)".into());
         }
@@ -480,6 +577,24 @@ cpus = 4
             e.contains("\"192.168.100.256\" is not an IPv4 address"),
             "{e}"
         );
+    }
+
+    #[test]
+    fn the_engine_and_its_keys() {
+        let c = parse(TWO).unwrap();
+        assert_eq!(c.engine, Engine::Vllm);
+        assert!(!c.to_toml().contains("engine"));
+        let l = parse(&format!(
+            "engine = \"llama.cpp\"\nrpc_port = 50100\nllama_server = \"/opt/l/bin/llama-server\"\n{TWO}"
+        ))
+        .unwrap();
+        assert_eq!(l.engine, Engine::LlamaCpp);
+        assert_eq!(l.rpc_port, 50100);
+        assert_eq!(parse(&l.to_toml()).unwrap(), l);
+        let e = parse(&format!("engine = \"mpi\"\n{TWO}")).unwrap_err();
+        assert!(e.contains("mpi"), "{e}");
+        let e = parse(&format!("rpc_port = 0\n{TWO}")).unwrap_err();
+        assert!(e.contains("rpc_port 0"), "{e}");
     }
 
     #[test]

@@ -16,6 +16,7 @@ pub mod env;
 pub mod join;
 pub mod plan;
 pub mod preflight;
+pub mod rpc;
 pub mod run;
 pub mod vars;
 pub mod view;

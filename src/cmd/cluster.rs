@@ -10,11 +10,11 @@ use crate::cli::{
     ClusterUpArgs, DryRunArgs, OutputArgs, PlanOutputArgs, SourceArgs, YesArgs,
 };
 use crate::cluster::auth;
-use crate::cluster::config::{self, ClusterConfig, NodeConfig};
+use crate::cluster::config::{self, ClusterConfig, Engine, NodeConfig};
 use crate::cluster::env::{self, EnvRequest};
 use crate::cluster::join::{self, JoinRequest, RayAuth};
 use crate::cluster::plan::{self, in_container, with_env};
-use crate::cluster::run;
+use crate::cluster::{rpc, run};
 use crate::error::UsageError;
 use crate::host::{self, GatherOptions, HostRoot};
 use crate::shell;
@@ -130,6 +130,10 @@ fn init(a: &ClusterInitArgs) -> anyhow::Result<ExitCode> {
 
 fn up(a: &ClusterUpArgs) -> anyhow::Result<ExitCode> {
     let (path, cfg) = config::open(a.file.cluster.as_deref())?;
+    if cfg.engine == Engine::LlamaCpp {
+        rpc::up(&cfg, a.plan.dry_run, &mut std::io::stdout())?;
+        return Ok(ExitCode::SUCCESS);
+    }
     run::up(
         &cfg,
         &path,
@@ -243,6 +247,27 @@ fn join(a: &ClusterJoinArgs) -> anyhow::Result<ExitCode> {
 
 fn status(a: &ClusterStatusArgs) -> anyhow::Result<ExitCode> {
     let (path, cfg) = config::open(a.file.cluster.as_deref())?;
+    if cfg.engine == Engine::LlamaCpp {
+        // The HELLO is said from the head only (the data plane may not be
+        // reachable from elsewhere): this machine holds the head's address.
+        let on_data_plane = std::net::UdpSocket::bind((cfg.head().ip, 0)).is_ok();
+        let rows = rpc::status(&cfg, on_data_plane);
+        if a.output.json {
+            println!("{}", serde_json::to_string_pretty(&rows)?);
+        } else {
+            println!(
+                "engine llama.cpp: RPC servers on port {} (head {} runs llama-server: `halobox serve status`)",
+                cfg.rpc_port,
+                cfg.head().label()
+            );
+            print!("{}", rpc::render_status(&rows));
+        }
+        return Ok(if rows.iter().all(|r| r.state == "running") {
+            ExitCode::SUCCESS
+        } else {
+            ExitCode::FAILURE
+        });
+    }
     let s = run::status(&cfg, &path)?;
     let healthy = s.error.is_none() && s.alive == cfg.nodes.len() && s.unknown.is_empty();
     if a.output.json {
@@ -312,6 +337,16 @@ fn down(a: &ClusterDownArgs) -> anyhow::Result<ExitCode> {
             cfg.head().label(),
             shell::line(&crate::serve::control::stop_argv(&cfg))
         );
+        if cfg.engine == Engine::LlamaCpp {
+            for node in rpc::workers(&cfg) {
+                println!(
+                    "{}: {}",
+                    node.label(),
+                    shell::line(&run::node_argv(&cfg, node, &rpc::stop_command(&cfg, node)))
+                );
+            }
+            return Ok(ExitCode::SUCCESS);
+        }
         for node in &cfg.nodes {
             println!(
                 "{}: {}",
@@ -323,10 +358,39 @@ fn down(a: &ClusterDownArgs) -> anyhow::Result<ExitCode> {
     }
     match crate::serve::control::stop_over_ssh(&cfg) {
         Ok(said) if said.starts_with("stopped ") => {
-            println!("{}: vLLM stopped first ({said})", cfg.head().label());
+            println!(
+                "{}: {} stopped first ({said})",
+                cfg.head().label(),
+                cfg.engine.title()
+            );
         }
         Ok(_) => {}
-        Err(e) => eprintln!("warning: could not look for a running vLLM on the head first: {e}"),
+        Err(e) => eprintln!(
+            "warning: could not look for a running {} on the head first: {e}",
+            cfg.engine.title()
+        ),
+    }
+    if cfg.engine == Engine::LlamaCpp {
+        let mut ok = true;
+        for (name, r) in rpc::down(&cfg) {
+            match r {
+                Ok(said) => println!("{name}: RPC server {said}"),
+                Err(e) => {
+                    ok = false;
+                    println!("{name}: FAILED: {e}");
+                }
+            }
+        }
+        if !ok {
+            eprintln!(
+                "error: an RPC server was not stopped (see above); `halobox cluster status` shows them, then run `halobox cluster down` again"
+            );
+        }
+        return Ok(if ok {
+            ExitCode::SUCCESS
+        } else {
+            ExitCode::FAILURE
+        });
     }
     let results = run::down(&cfg);
     let mut ok = true;
@@ -484,6 +548,7 @@ fn serve_menu(a: &ClusterFileArgs) -> anyhow::Result<ExitCode> {
         .interact()?;
     let args = |dry_run| crate::cli::ServeArgs {
         action: None,
+        engine: None,
         model: Some(model.clone()),
         file: ClusterFileArgs {
             cluster: a.cluster.clone(),

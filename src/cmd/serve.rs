@@ -12,13 +12,13 @@ use std::process::ExitCode;
 use std::time::Duration;
 
 use crate::cli::{ServeAction, ServeArgs};
-use crate::cluster::config;
+use crate::cluster::config::{self, ClusterConfig, Engine};
 use crate::cluster::plan::{self, ServeRequest};
 use crate::error::UsageError;
 use crate::host::{self, GatherOptions, HostRoot};
 use crate::model::fit as fit_model;
 use crate::serve::supervise::{self, Ended, Start};
-use crate::serve::{api_key, control, engine, fit, preflight, prepare, program};
+use crate::serve::{api_key, control, engine, fit, llama, preflight, prepare, program};
 
 /// Runs `serve`.
 pub fn run(a: &ServeArgs) -> anyhow::Result<ExitCode> {
@@ -36,11 +36,25 @@ pub fn run(a: &ServeArgs) -> anyhow::Result<ExitCode> {
         .into());
     }
     let (path, cfg) = config::open(a.file.cluster.as_deref())?;
+    if let Some(e) = a.engine
+        && e != cfg.engine
+    {
+        return Err(UsageError(format!(
+            "--engine {e}, but {} names engine {} (`cluster up` started what that engine needs)\n  hint: set `engine = \"{e}\"` in {}, then `halobox cluster down` and `halobox cluster up`; or drop --engine",
+            path.display(),
+            cfg.engine,
+            path.display()
+        ))
+        .into());
+    }
     let root = match &a.source.sysroot {
         Some(dir) => HostRoot::sysroot(dir)?,
         None => HostRoot::live(),
     };
     let facts = host::gather(root, GatherOptions::default());
+    if cfg.engine == Engine::LlamaCpp {
+        return run_llama(a, &path, &cfg, &facts, model);
+    }
     let mut secrets: Vec<Option<String>> =
         plan::SECRETS.iter().map(|n| prepare::secret(n)).collect();
     if let Some(name) = plan::SECRETS.iter().zip(&secrets).find_map(|(n, v)| {
@@ -54,7 +68,11 @@ pub fn run(a: &ServeArgs) -> anyhow::Result<ExitCode> {
         .into());
     }
     let host = a.host.unwrap_or(std::net::IpAddr::V4(cfg.head().ip));
-    let key_source = api_key::Source::choose(a.no_api_key, secrets[1].is_some(), &path);
+    let key_source = api_key::Source::choose(
+        a.no_api_key,
+        secrets[1].is_some().then_some(plan::SECRETS[1]),
+        &path,
+    );
     let req = ServeRequest {
         model: model.clone(),
         tp: a.tp,
@@ -83,7 +101,7 @@ pub fn run(a: &ServeArgs) -> anyhow::Result<ExitCode> {
     if a.plan.dry_run {
         // The nodes are asked only for a live plan (not from a snapshot).
         let model_check = match a.source.sysroot {
-            None => preflight::model_complete(&cfg, &model)?,
+            None => preflight::model_complete_for_plan(&cfg, &model)?,
             Some(_) => None,
         };
         print!("{}", plan::render_serve(&p, &argv));
@@ -166,10 +184,115 @@ pub fn run(a: &ServeArgs) -> anyhow::Result<ExitCode> {
         nccl_debug: a.nccl_debug,
         detach: a.detach,
         timeout: Duration::from_secs(a.timeout),
+        engine: Engine::Vllm,
     };
     match supervise::serve(&start)? {
         Ended::Detached => Ok(ExitCode::SUCCESS),
         Ended::Stopped(_) => Ok(ExitCode::SUCCESS),
+    }
+}
+
+/// The llama.cpp secret: the API key, from this environment to
+/// llama-server's on stdin.
+const LLAMA_KEY: &str = "LLAMA_API_KEY";
+
+/// `serve` with engine `llama.cpp`: llama-server on the head over the RPC
+/// servers `cluster up` started.
+fn run_llama(
+    a: &ServeArgs,
+    path: &std::path::Path,
+    cfg: &ClusterConfig,
+    facts: &host::HostFacts,
+    model: String,
+) -> anyhow::Result<ExitCode> {
+    let vllm_only = [
+        (a.tp.is_some(), "--tp"),
+        (a.clear_cache, "--clear-cache"),
+        (a.nccl_debug, "--nccl-debug"),
+        (a.no_eager, "--no-eager"),
+        (
+            a.gpu_memory_utilization != plan::SAFE_GPU_MEMORY,
+            "--gpu-memory-utilization",
+        ),
+    ];
+    if let Some((_, flag)) = vllm_only.iter().find(|(set, _)| *set) {
+        return Err(UsageError(format!(
+            "{flag} is vLLM's: engine llama.cpp puts every layer on the nodes' RPC servers, split by their memory\n  hint: drop {flag}"
+        ))
+        .into());
+    }
+    let key = prepare::secret(LLAMA_KEY);
+    if key.as_ref().is_some_and(|v| v.contains(['\n', '\r'])) {
+        return Err(UsageError(format!(
+            "{LLAMA_KEY} holds a line break: it goes to llama-server as one line on stdin\n  hint: export it again without the newline: `read -rs {LLAMA_KEY}; export {LLAMA_KEY}`"
+        ))
+        .into());
+    }
+    let host = a.host.unwrap_or(std::net::IpAddr::V4(cfg.head().ip));
+    let key_source =
+        api_key::Source::choose(a.no_api_key, key.is_some().then_some(LLAMA_KEY), path);
+    let req = llama::LlamaRequest {
+        model: model.clone(),
+        host: Some(host),
+        port: a.port,
+        ctx: a.max_model_len,
+        extra: a.extra.clone(),
+    };
+    let secret_names: Vec<String> = (key_source != api_key::Source::Off)
+        .then(|| LLAMA_KEY.to_string())
+        .into_iter()
+        .collect();
+    let head = engine::Head::of(cfg);
+    if a.plan.dry_run {
+        let argv = llama::command(cfg, &req, &[]).map_err(UsageError)?;
+        let start = head.start_argv(&argv, &secret_names, None);
+        print!("{}", llama::render(cfg, &argv, &start));
+        for n in &secret_names {
+            println!("{n}=******** (passed on stdin)");
+        }
+        println!("# {}", key_source.describe());
+        return Ok(ExitCode::SUCCESS);
+    }
+    llama::command(cfg, &req, &[]).map_err(UsageError)?;
+    if facts.network.interface_with_ip(head.ip).is_none() {
+        return Err(UsageError(format!(
+            "this machine does not hold the head's address {} ({}): `halobox serve` runs on the head, where llama-server runs\n  hint: ssh {} halobox serve {model} …",
+            head.ip,
+            head.label,
+            cfg.head().ssh
+        ))
+        .into());
+    }
+    if key_source == api_key::Source::Off {
+        if let Some(w) = api_key::no_key_warning(host) {
+            eprintln!("{w}");
+        }
+    }
+    preflight::port_free(Some(host), a.port)?;
+    llama::check_head(cfg, &model)?;
+    let mem = llama::check_workers(cfg)?;
+    let head_mem = facts.kernel.mem_total_kib.map(|k| k * 1024);
+    let argv = llama::command(cfg, &req, &llama::split(&mem, head_mem)).map_err(UsageError)?;
+    let key = api_key::load(&key_source, key.as_deref())?;
+    let start = Start {
+        cfg,
+        cluster_path: path,
+        served_name: model.clone(),
+        model,
+        command: argv,
+        secret_names,
+        secrets: key.iter().cloned().collect(),
+        clear_cache: None,
+        api: engine::api_addr(Some(host), a.port),
+        api_key: key,
+        api_key_source: key_source,
+        nccl_debug: false,
+        detach: a.detach,
+        timeout: Duration::from_secs(a.timeout),
+        engine: Engine::LlamaCpp,
+    };
+    match supervise::serve(&start)? {
+        Ended::Detached | Ended::Stopped(_) => Ok(ExitCode::SUCCESS),
     }
 }
 
@@ -201,14 +324,25 @@ fn act(action: &ServeAction) -> anyhow::Result<ExitCode> {
         ServeAction::Stop { file } => {
             let (path, cfg) = config::open(file.cluster.as_deref())?;
             let said = control::stop(&cfg, &path)?;
-            println!("{}", stop_words(&said));
+            println!("{}", stop_words(&said, cfg.engine));
             Ok(ExitCode::SUCCESS)
         }
     }
 }
 
 /// The stop program's word as a sentence.
-fn stop_words(said: &str) -> String {
+fn stop_words(said: &str, engine: Engine) -> String {
+    if engine == Engine::LlamaCpp {
+        return match said.split_once(' ') {
+            Some(("stopped", pid)) => format!(
+                "stopped llama.cpp's llama-server (pid {pid} in the head's container); the RPC servers on the other nodes keep running for the next serve (`halobox cluster down` stops them)"
+            ),
+            Some(("gone", pid)) => {
+                format!("llama-server (pid {pid}) had already ended; its leftovers are removed")
+            }
+            _ => "no llama-server started by halobox serve runs in the head's container".into(),
+        };
+    }
     match said.split_once(' ') {
         Some(("stopped", pid)) => format!(
             "stopped vLLM (pid {pid} in the head's container); its Ray workers on the other nodes end with it"

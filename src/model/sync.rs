@@ -146,7 +146,29 @@ pub fn sizes(cfg: &ClusterConfig, model: &ModelRef) -> anyhow::Result<Vec<NodeFa
 /// `Ok(summary)` when every node holds `model` complete as the head does
 /// (read without hashing); else the refusal naming the nodes.
 pub fn complete_everywhere(cfg: &ClusterConfig, model: &ModelRef) -> anyhow::Result<String> {
-    let nodes = sizes(cfg, model)?;
+    judge_everywhere(cfg, model, sizes(cfg, model)?)
+}
+
+/// [`complete_everywhere`] for a plan (`serve --dry-run`): nodes that
+/// cannot be asked leave the model "not checked" instead of failing it.
+pub fn complete_everywhere_or_unchecked(
+    cfg: &ClusterConfig,
+    model: &ModelRef,
+) -> anyhow::Result<String> {
+    match sizes(cfg, model) {
+        Ok(nodes) => judge_everywhere(cfg, model, nodes),
+        Err(e) => Ok(format!(
+            "not checked: {}",
+            e.to_string().lines().next().unwrap_or_default()
+        )),
+    }
+}
+
+fn judge_everywhere(
+    cfg: &ClusterConfig,
+    model: &ModelRef,
+    nodes: Vec<NodeFacts>,
+) -> anyhow::Result<String> {
     let labels: Vec<String> = cfg
         .nodes
         .iter()

@@ -1,4 +1,5 @@
-//! The serving API's key: `VLLM_API_KEY` from this environment when set,
+//! The serving API's key: the engine's variable (`VLLM_API_KEY`,
+//! `LLAMA_API_KEY`) from this environment when set,
 //! else one made once per cluster and kept 0600 next to its file
 //! (`cluster.toml` → `cluster.api-key`), unless the user turns it off
 //! (`--no-api-key`). The key only ever goes to the engine on stdin and to
@@ -9,14 +10,11 @@ use std::path::{Path, PathBuf};
 
 use crate::cluster::auth;
 
-/// The environment variable a user's own key comes from.
-pub const ENV: &str = "VLLM_API_KEY";
-
 /// Where a serve's key comes from.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Source {
-    /// `VLLM_API_KEY` from this environment.
-    Env,
+    /// This environment variable (the engine's: `VLLM_API_KEY`, `LLAMA_API_KEY`).
+    Env(&'static str),
     /// The cluster's key file (made on the first serve).
     File(PathBuf),
     /// No key: `--no-api-key`.
@@ -24,13 +22,13 @@ pub enum Source {
 }
 
 impl Source {
-    /// Chooses the source: off with `no_key`, the environment when `env_set`,
-    /// else the cluster's file.
-    pub fn choose(no_key: bool, env_set: bool, cluster: &Path) -> Source {
+    /// Chooses the source: off with `no_key`, the environment variable
+    /// `env` when it is set, else the cluster's file.
+    pub fn choose(no_key: bool, env: Option<&'static str>, cluster: &Path) -> Source {
         if no_key {
             Source::Off
-        } else if env_set {
-            Source::Env
+        } else if let Some(name) = env {
+            Source::Env(name)
         } else {
             Source::File(path(cluster))
         }
@@ -39,7 +37,7 @@ impl Source {
     /// How a `curl` line sends the key (empty without one).
     pub fn curl_header(&self) -> String {
         match self {
-            Source::Env => format!(" -H \"Authorization: Bearer ${ENV}\""),
+            Source::Env(name) => format!(" -H \"Authorization: Bearer ${name}\""),
             Source::File(p) => format!(
                 " -H \"Authorization: Bearer $(cat {})\"",
                 crate::shell::quote(&p.display().to_string())
@@ -52,7 +50,9 @@ impl Source {
     /// force and where it is (never the key).
     pub fn describe(&self) -> String {
         match self {
-            Source::Env => format!("an API key is required (from {ENV} in this environment)"),
+            Source::Env(name) => {
+                format!("an API key is required (from {name} in this environment)")
+            }
             Source::File(p) => format!(
                 "an API key is required (the cluster's, kept 0600 in {}; made on the first serve)",
                 p.display()
@@ -78,7 +78,7 @@ pub fn path(cluster: &Path) -> PathBuf {
 pub fn load(source: &Source, env: Option<&str>) -> anyhow::Result<Option<String>> {
     Ok(match source {
         Source::Off => None,
-        Source::Env => env.map(str::to_string),
+        Source::Env(_) => env.map(str::to_string),
         Source::File(p) => Some(
             auth::load_or_create_secret(
                 p,
@@ -107,9 +107,9 @@ mod tests {
     #[test]
     fn the_source_follows_the_flags_and_never_shows_a_key() {
         let c = Path::new("/x/cluster.toml");
-        assert_eq!(Source::choose(true, true, c), Source::Off);
-        assert_eq!(Source::choose(false, true, c), Source::Env);
-        let f = Source::choose(false, false, c);
+        assert_eq!(Source::choose(true, Some("K"), c), Source::Off);
+        assert_eq!(Source::choose(false, Some("K"), c), Source::Env("K"));
+        let f = Source::choose(false, None, c);
         assert_eq!(f, Source::File(PathBuf::from("/x/cluster.api-key")));
         assert_eq!(
             f.curl_header(),

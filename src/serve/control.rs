@@ -20,7 +20,8 @@ pub struct Status {
     pub serve: Option<ServeState>,
     /// Seconds since it started.
     pub uptime_s: Option<u64>,
-    /// The nodes its Ray workers run on (from its log), by cluster.toml name.
+    /// The nodes its Ray workers run on (from its log), by cluster.toml name;
+    /// with llama.cpp, the head and every node's RPC server.
     pub nodes: Vec<String>,
     /// `/health` answered 200.
     pub healthy: bool,
@@ -54,10 +55,11 @@ pub fn status(cfg: &ClusterConfig, path: &Path) -> anyhow::Result<Status> {
     let log = head.log_tail(100_000).unwrap_or_default();
     let mut ips: Vec<std::net::Ipv4Addr> = log.lines().filter_map(watch::worker_ip).collect();
     ips.dedup();
+    let llama = cfg.engine == crate::cluster::config::Engine::LlamaCpp;
     let mut nodes: Vec<String> = cfg
         .nodes
         .iter()
-        .filter(|n| n.ip == head.ip || ips.contains(&n.ip))
+        .filter(|n| llama || n.ip == head.ip || ips.contains(&n.ip))
         .map(|n| format!("{} ({})", n.label(), n.ip))
         .collect();
     nodes.dedup();

@@ -47,6 +47,19 @@ pub fn model_complete(cfg: &ClusterConfig, model: &str) -> anyhow::Result<Option
     }
 }
 
+/// [`model_complete`] for `--dry-run`: nodes that cannot be asked leave the
+/// model "not checked" (the plan is still shown); a node that lacks files
+/// still fails it.
+pub fn model_complete_for_plan(cfg: &ClusterConfig, model: &str) -> anyhow::Result<Option<String>> {
+    if is_path(model) {
+        return Ok(None);
+    }
+    match crate::model::cache::ModelRef::parse(model) {
+        Ok(m) => crate::model::sync::complete_everywhere_or_unchecked(cfg, &m).map(Some),
+        Err(_) => Ok(None),
+    }
+}
+
 /// A model given as a folder (not a Hugging Face id).
 pub fn is_path(model: &str) -> bool {
     model.starts_with('/') || model.starts_with("./") || model.starts_with("../")
@@ -72,7 +85,7 @@ pub fn served_name(model: &str, extra: &[String]) -> String {
 
 /// The port is free where the API binds (the head shares its network with
 /// the container).
-fn port_free(host: Option<IpAddr>, port: u16) -> anyhow::Result<()> {
+pub fn port_free(host: Option<IpAddr>, port: u16) -> anyhow::Result<()> {
     let ip = host.unwrap_or(IpAddr::V4(Ipv4Addr::UNSPECIFIED));
     match TcpListener::bind(SocketAddr::new(ip, port)) {
         Ok(_) => Ok(()),

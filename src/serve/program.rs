@@ -16,7 +16,7 @@ pub const LOG: &str = "/tmp/halobox-serve-UID/engine.log";
 /// `alive`: true when process `$pid` exists and is not a zombie (an
 /// orphaned engine is reparented to the container's init, which may never
 /// reap it, so `kill -0` alone would call a dead engine alive).
-const ALIVE_FN: &str = r#"alive() { [ -r "/proc/$1/stat" ] || return 1; case "$(sed 's/^.*) //' "/proc/$1/stat" 2>/dev/null)" in Z*|X*|x*|'') return 1 ;; esac; return 0; }"#;
+pub const ALIVE_FN: &str = r#"alive() { [ -r "/proc/$1/stat" ] || return 1; case "$(sed 's/^.*) //' "/proc/$1/stat" 2>/dev/null)" in Z*|X*|x*|'') return 1 ;; esac; return 0; }"#;
 
 /// Starts `"$@"` detached (its own session, so a stop reaches its whole
 /// process group) with stdin from /dev/null and its output in [`LOG`];

@@ -13,12 +13,23 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 use super::engine::{EngineState, Head};
 use super::state::{self, ServeState};
 use super::{http, interrupt, watch};
-use crate::cluster::config::ClusterConfig;
+use crate::cluster::config::{ClusterConfig, Engine};
 use crate::cluster::run as cluster_run;
 use crate::proc::Proc;
 
 /// How long the engine gets to end after SIGTERM before SIGKILL.
 const STOP_GRACE: Duration = Duration::from_secs(20);
+/// The same for llama-server, which keeps nothing to clean up (and hangs on
+/// a frozen RPC server).
+const LLAMA_STOP_GRACE: Duration = Duration::from_secs(5);
+
+/// The grace period of `engine`.
+fn grace(engine: Engine) -> Duration {
+    match engine {
+        Engine::Vllm => STOP_GRACE,
+        Engine::LlamaCpp => LLAMA_STOP_GRACE,
+    }
+}
 /// Log lines kept to show when something fails.
 const KEPT_LINES: usize = 40;
 /// The first error lines kept (the root cause is usually among them).
@@ -55,6 +66,8 @@ pub struct Start<'a> {
     pub detach: bool,
     /// How long the engine may take to become ready.
     pub timeout: Duration,
+    /// Which engine it is.
+    pub engine: Engine,
 }
 
 /// How a serve ended.
@@ -169,7 +182,7 @@ pub fn serve(s: &Start) -> anyhow::Result<Ended> {
         .map_or(0, |d| d.as_secs());
     let record = ServeState {
         cluster: s.cluster_path.display().to_string(),
-        engine: "vllm".into(),
+        engine: s.engine.to_string(),
         model: s.model.clone(),
         endpoint: format!("http://{}", s.api),
         started,
@@ -182,8 +195,11 @@ pub fn serve(s: &Start) -> anyhow::Result<Ended> {
         eprintln!("warning: cannot record the serve for `halobox serve status`: {e}");
     }
     eprintln!(
-        "==> vLLM started in container {} on the head ({}), pid {pid}; waiting for its API at {}",
-        head.container, head.label, record.endpoint
+        "==> {} started in container {} on the head ({}), pid {pid}; waiting for its API at {}",
+        s.engine.title(),
+        head.container,
+        head.label,
+        record.endpoint
     );
     let mut log = Log::new(s.nccl_debug);
     let t0 = Instant::now();
@@ -199,13 +215,14 @@ pub fn serve(s: &Start) -> anyhow::Result<Ended> {
     match watch_serving(s, &head, &mut log) {
         Ok(sig) => {
             eprintln!(
-                "==> {}: stopping vLLM on every node",
-                crate::refresh::signals::name(sig)
+                "==> {}: stopping {} on every node",
+                crate::refresh::signals::name(sig),
+                s.engine.title()
             );
             drop(log.follower.take());
-            let said = head.stop(STOP_GRACE)?;
+            let said = head.stop(grace(s.engine))?;
             state::remove(s.cluster_path);
-            eprintln!("==> vLLM stopped ({said})");
+            eprintln!("==> {} stopped ({said})", s.engine.title());
             Ok(Ended::Stopped(sig))
         }
         Err(e) => Err(end(s, &head, &log, e)),
@@ -220,8 +237,9 @@ fn wait_ready(s: &Start, head: &Head, log: &mut Log, t0: Instant) -> Result<(), 
     loop {
         if let Some(sig) = interrupt::arrived() {
             return Err(NotServing(format!(
-                "{} before the API answered: vLLM stopped",
-                crate::refresh::signals::name(sig)
+                "{} before the API answered: {} stopped",
+                crate::refresh::signals::name(sig),
+                s.engine.title()
             )));
         }
         for l in log.read(head, Duration::from_millis(500)) {
@@ -234,7 +252,8 @@ fn wait_ready(s: &Start, head: &Head, log: &mut Log, t0: Instant) -> Result<(), 
         }
         if let Some(f) = &log.fatal {
             return Err(NotServing(format!(
-                "vLLM failed while starting: {}",
+                "{} failed while starting: {}",
+                s.engine.title(),
                 watch::cause(f)
             )));
         }
@@ -248,14 +267,16 @@ fn wait_ready(s: &Start, head: &Head, log: &mut Log, t0: Instant) -> Result<(), 
             next_state = Instant::now() + Duration::from_secs(3);
             if let Ok(EngineState::Exited(_) | EngineState::None) = head.state() {
                 log.read(head, Duration::from_millis(500));
-                return Err(NotServing(
-                    "vLLM exited before its API answered".to_string(),
-                ));
+                return Err(NotServing(format!(
+                    "{} exited before its API answered",
+                    s.engine.title()
+                )));
             }
         }
         if t0.elapsed() > s.timeout {
             return Err(NotServing(format!(
-                "vLLM's API did not answer within {} s (--timeout)",
+                "{}'s API did not answer within {} s (--timeout)",
+                s.engine.title(),
                 s.timeout.as_secs()
             )));
         }
@@ -290,9 +311,22 @@ pub fn lists(body: &str, name: &str) -> bool {
 }
 
 fn print_ready(s: &Start, head: &Head, log: &Log, secs: f64) {
-    let nodes = node_names(s.cfg, head, &log.workers);
+    let (what, nodes) = match s.engine {
+        Engine::Vllm => (
+            "tensor-parallel workers on",
+            node_names(s.cfg, head, &log.workers),
+        ),
+        Engine::LlamaCpp => (
+            "layers on the RPC servers of",
+            s.cfg.nodes[1..]
+                .iter()
+                .map(|n| format!("{} ({})", n.label(), n.ip))
+                .collect::<Vec<_>>()
+                .join(", "),
+        ),
+    };
     println!(
-        "serving {} at {} (ready in {secs:.0} s; tensor-parallel workers on {nodes})",
+        "serving {} at {} (ready in {secs:.0} s; {what} {nodes})",
         s.served_name,
         format_args!("http://{}", s.api)
     );
@@ -304,7 +338,7 @@ fn print_ready(s: &Start, head: &Head, log: &Log, secs: f64) {
     if s.detach {
         println!("  halobox serve status | halobox serve logs -f | halobox serve stop");
     } else {
-        println!("  (Ctrl-C stops vLLM on every node)");
+        println!("  (Ctrl-C stops {} on every node)", s.engine.title());
     }
 }
 
@@ -329,6 +363,7 @@ fn node_names(cfg: &ClusterConfig, head: &Head, workers: &[Ipv4Addr]) -> String 
 /// stops answering with the engine gone, or a signal (returned).
 fn watch_serving(s: &Start, head: &Head, log: &mut Log) -> Result<i32, NotServing> {
     let mut next_health = Instant::now() + Duration::from_secs(2);
+    let mut next_probe = Instant::now() + super::llama::PROBE_EVERY;
     let mut failed_checks = 0u32;
     loop {
         if let Some(sig) = interrupt::arrived() {
@@ -346,9 +381,40 @@ fn watch_serving(s: &Start, head: &Head, log: &mut Log) -> Result<i32, NotServin
                 }
             }
             return Err(NotServing(format!(
-                "vLLM stopped serving: {}",
+                "{} stopped serving: {}",
+                s.engine.title(),
                 watch::cause(&f)
             )));
+        }
+        if s.engine == Engine::LlamaCpp && Instant::now() >= next_probe {
+            if !super::llama::answers(s.api, s.api_key.as_deref()) {
+                // A dead node makes llama-server abort: its log says so.
+                let until = Instant::now() + Duration::from_secs(2);
+                while Instant::now() < until {
+                    for l in log.read(head, Duration::from_millis(300)) {
+                        println!("{l}");
+                    }
+                }
+                if let Some(sig) = interrupt::arrived() {
+                    return Ok(sig);
+                }
+                if log.fatal.is_some() {
+                    continue;
+                }
+                // Every slot busy also delays it: only a node that is frozen,
+                // gone or unreachable ends the serve.
+                if super::llama::blame(s.cfg).is_some() {
+                    return Err(NotServing(format!(
+                        "llama-server did not finish a 1-token completion within {} s",
+                        super::llama::PROBE_TIMEOUT.as_secs()
+                    )));
+                }
+                eprintln!(
+                    "halobox: a 1-token completion took over {} s, but every node's RPC server runs (busy slots?)",
+                    super::llama::PROBE_TIMEOUT.as_secs()
+                );
+            }
+            next_probe = Instant::now() + super::llama::PROBE_EVERY;
         }
         if Instant::now() >= next_health {
             next_health = Instant::now() + Duration::from_secs(2);
@@ -363,9 +429,12 @@ fn watch_serving(s: &Start, head: &Head, log: &mut Log) -> Result<i32, NotServin
             if failed_checks >= 3 {
                 return Err(NotServing(match head.state() {
                     Ok(EngineState::Running(_)) => {
-                        "vLLM's API stopped answering /health (3 checks in a row)".into()
+                        format!(
+                            "{}'s API stopped answering /health (3 checks in a row)",
+                            s.engine.title()
+                        )
                     }
-                    _ => "vLLM exited".into(),
+                    _ => format!("{} exited", s.engine.title()),
                 }));
             }
         }
@@ -375,8 +444,11 @@ fn watch_serving(s: &Start, head: &Head, log: &mut Log) -> Result<i32, NotServin
 /// Ends a failed serve: names the node to blame, stops the engine, forgets
 /// the serve; the error to report.
 fn end(s: &Start, head: &Head, log: &Log, e: NotServing) -> anyhow::Error {
-    let blame = blame(s.cfg, head, log);
-    let stopped = head.stop(STOP_GRACE);
+    let blame = match s.engine {
+        Engine::Vllm => blame(s.cfg, head, log),
+        Engine::LlamaCpp => super::llama::blame(s.cfg),
+    };
+    let stopped = head.stop(grace(s.engine));
     state::remove(s.cluster_path);
     let mut msg = match &blame {
         Some(b) => format!("{b}: {}", e.0),
@@ -395,13 +467,23 @@ fn end(s: &Start, head: &Head, log: &Log, e: NotServing) -> anyhow::Error {
     }
     match stopped {
         Ok(said) => msg.push_str(&format!(
-            "  vLLM on the head: {said} (its shm segments removed)\n"
+            "  {} on the head: {said}{}\n",
+            s.engine.title(),
+            if s.engine == Engine::Vllm {
+                " (its shm segments removed)"
+            } else {
+                ""
+            }
         )),
-        Err(e) => msg.push_str(&format!("  could not stop vLLM on the head: {e}\n")),
+        Err(e) => msg.push_str(&format!(
+            "  could not stop {} on the head: {e}\n",
+            s.engine.title()
+        )),
     }
-    msg.push_str(
-        "  hint: `halobox cluster status` shows which nodes Ray still has; `halobox serve logs` shows the whole log; fix the node, then `halobox cluster up` and `halobox serve` again",
-    );
+    msg.push_str(match s.engine {
+        Engine::Vllm => "  hint: `halobox cluster status` shows which nodes Ray still has; `halobox serve logs` shows the whole log; fix the node, then `halobox cluster up` and `halobox serve` again",
+        Engine::LlamaCpp => "  hint: `halobox cluster status` shows every node's RPC server; `halobox serve logs` shows the whole log; fix the node, then `halobox cluster down`, `halobox cluster up` and `halobox serve` again",
+    });
     anyhow::anyhow!(msg)
 }
 

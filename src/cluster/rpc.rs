@@ -1,0 +1,380 @@
+//! The cluster with engine `llama.cpp`: `cluster up`, `down` and `status`
+//! start, stop and show llama.cpp's RPC server in every node's container
+//! but the head's (the head runs `llama-server`, which `serve` starts), each
+//! bound to its node's data-plane address only, over ssh. No Ray.
+
+use std::io::Write;
+use std::net::Ipv4Addr;
+use std::time::Duration;
+
+use anyhow::bail;
+use serde::Serialize;
+
+use super::config::{ClusterConfig, NodeConfig};
+use super::env::{EnvVar, NodeEnv, Resolved};
+use super::plan::{self, in_container, with_env};
+use super::run::{self, each_node, remote_node};
+use crate::remote::Masters;
+use crate::serve::{program, rpc};
+use crate::shell;
+
+/// How long starting (or stopping, or looking at) one RPC server may take over ssh.
+const NODE_TIMEOUT: Duration = Duration::from_secs(60);
+
+/// The nodes that run an RPC server: every node but the head.
+pub fn workers(cfg: &ClusterConfig) -> &[NodeConfig] {
+    &cfg.nodes[1..]
+}
+
+/// The RPC address of `node`: its data-plane address and the cluster's RPC port.
+pub fn endpoint(cfg: &ClusterConfig, node: &NodeConfig) -> String {
+    format!("{}:{}", node.ip, cfg.rpc_port)
+}
+
+/// llama.cpp's RDMA transport for a node whose data plane is RoCE (or
+/// InfiniBand): `GGML_RDMA_DEV` and `GGML_RDMA_GID` from its own facts;
+/// nothing for TCP.
+pub fn rdma_env(env: &NodeEnv) -> Vec<EnvVar> {
+    let mut v = Vec::new();
+    if matches!(env.transport, Resolved::Roce | Resolved::Ib)
+        && let Some(dev) = &env.rdma_device
+    {
+        v.push(EnvVar {
+            name: "GGML_RDMA_DEV".into(),
+            value: dev.clone(),
+        });
+        if let Some(g) = env.gid_index {
+            v.push(EnvVar {
+                name: "GGML_RDMA_GID".into(),
+                value: g.to_string(),
+            });
+        }
+    }
+    v
+}
+
+/// The preflight's word on a node whose RDMA port is iWARP: llama.cpp's
+/// RDMA transport speaks RoCE only, so its RPC falls back to TCP there.
+pub fn iwarp_warning(node: &NodeConfig, env: &NodeEnv) -> Option<String> {
+    env.reason.contains("iWARP").then(|| {
+        format!(
+            "warning: node {} ({}): its RDMA port is iWARP, which llama.cpp's RDMA transport does not support: its RPC server runs over TCP (switch the NIC to RoCE v2: `halobox doctor` says how)",
+            node.label(),
+            node.ip
+        )
+    })
+}
+
+/// The RPC server's start program as run in `node`'s container (argv on the node).
+pub fn start_command(cfg: &ClusterConfig, node: &NodeConfig, env: &[EnvVar]) -> Vec<String> {
+    let args = [
+        node.ip.to_string(),
+        cfg.rpc_port.to_string(),
+        cfg.rpc_server.clone().unwrap_or_default(),
+        cfg.llama_server.clone(),
+    ];
+    in_container(
+        &cfg.halobox,
+        node.backend,
+        &node.container,
+        &with_env(env, &program::argv(rpc::start(), &args)),
+    )
+}
+
+/// A program about the RPC server ([`rpc::state`], [`rpc::stop`]) as run in `node`'s container.
+fn in_node(
+    cfg: &ClusterConfig,
+    node: &NodeConfig,
+    program: String,
+    args: &[String],
+) -> Vec<String> {
+    in_container(
+        &cfg.halobox,
+        node.backend,
+        &node.container,
+        &program::argv(program, args),
+    )
+}
+
+/// `cluster up` with engine `llama.cpp`: every worker's data-plane facts
+/// (its `join --dry-run`, for RDMA), then its RPC server started; progress
+/// to `out`.
+pub fn up(cfg: &ClusterConfig, dry_run: bool, out: &mut dyn Write) -> anyhow::Result<()> {
+    let workers = workers(cfg);
+    writeln!(
+        out,
+        "engine llama.cpp: llama-server on the head {} ({}), an RPC server on each of {} other node(s), port {}, bound to each node's data-plane address only",
+        cfg.head().label(),
+        cfg.head().ip,
+        workers.len(),
+        cfg.rpc_port
+    )?;
+    if workers.is_empty() {
+        writeln!(
+            out,
+            "one node: nothing to start (`halobox serve` runs llama-server alone)"
+        )?;
+        return Ok(());
+    }
+    let masters = Masters::start(
+        &workers
+            .iter()
+            .map(|n| remote_node(cfg, n))
+            .collect::<Vec<_>>(),
+    );
+    let facts = each_node(workers, |node| {
+        let done = remote_node(cfg, node)
+            .through(&masters)
+            .run_ok(
+                "`halobox cluster join --dry-run`",
+                &plan::join_command(cfg, node, true),
+                NODE_TIMEOUT,
+            )
+            .map_err(|e| e.to_string())?;
+        let line = done
+            .stdout
+            .lines()
+            .rev()
+            .find(|l| l.starts_with('{'))
+            .unwrap_or("");
+        crate::remote::parse_json::<plan::JoinReport>(line)
+            .map(|r| r.env)
+            .map_err(|e| {
+                format!(
+                    "node {}: its halobox answered in a form this one does not read ({e}): install the same halobox everywhere",
+                    node.label()
+                )
+            })
+    });
+    let mut envs = Vec::new();
+    for (node, f) in workers.iter().zip(facts) {
+        match f {
+            Ok(e) => envs.push(e),
+            Err(e) => bail!(
+                "{e}\n  hint: fix node {} first; nothing was started",
+                node.label()
+            ),
+        }
+    }
+    for (node, env) in workers.iter().zip(&envs) {
+        if let Some(w) = iwarp_warning(node, env) {
+            writeln!(out, "{w}")?;
+        }
+        let rdma = rdma_env(env);
+        writeln!(
+            out,
+            "node {} ({}): {} ({}){}",
+            node.label(),
+            node.ip,
+            if rdma.is_empty() { "TCP" } else { "RDMA" },
+            env.reason,
+            if rdma.is_empty() {
+                String::new()
+            } else {
+                format!(
+                    ", {}",
+                    rdma.iter()
+                        .map(|v| format!("{}={}", v.name, v.value))
+                        .collect::<Vec<_>>()
+                        .join(" ")
+                )
+            }
+        )?;
+        if dry_run {
+            writeln!(
+                out,
+                "  from here: {}",
+                shell::line(&run::node_argv(cfg, node, &start_command(cfg, node, &rdma)))
+            )?;
+        }
+    }
+    if dry_run {
+        writeln!(out, "Nothing was started (--dry-run).")?;
+        return Ok(());
+    }
+    let pairs: Vec<(NodeConfig, Vec<EnvVar>)> = workers
+        .iter()
+        .cloned()
+        .zip(envs.iter().map(rdma_env))
+        .collect();
+    let results: Vec<Result<String, String>> = std::thread::scope(|s| {
+        let handles: Vec<_> = pairs
+            .iter()
+            .map(|(node, env)| {
+                let masters = &masters;
+                s.spawn(move || start_one(cfg, masters, node, env))
+            })
+            .collect();
+        handles
+            .into_iter()
+            .map(|h| h.join().expect("node thread"))
+            .collect()
+    });
+    let mut errors = Vec::new();
+    for r in results {
+        match r {
+            Ok(line) => writeln!(out, "{line}")?,
+            Err(e) => errors.push(e),
+        }
+    }
+    if !errors.is_empty() {
+        bail!(
+            "{} of {} RPC server(s) did not start:\n  {}\n  hint: the others keep running; `halobox cluster down` stops them",
+            errors.len(),
+            workers.len(),
+            errors.join("\n  ")
+        );
+    }
+    writeln!(
+        out,
+        "{} RPC server(s) listening; `halobox serve MODEL.gguf` on the head uses them",
+        workers.len()
+    )?;
+    Ok(())
+}
+
+/// Starts one RPC server: the line to print, or the error naming the node.
+fn start_one(
+    cfg: &ClusterConfig,
+    masters: &Masters,
+    node: &NodeConfig,
+    env: &[EnvVar],
+) -> Result<String, String> {
+    let n = remote_node(cfg, node).through(masters);
+    let done = n
+        .run(&start_command(cfg, node, env), NODE_TIMEOUT)
+        .map_err(|e| e.to_string())?;
+    let code = done.status.and_then(|s| s.code());
+    let said = crate::remote::tail(&done.output, 5);
+    let at = format!("node {} ({})", node.label(), node.ip);
+    match code {
+        Some(0) => {
+            let line = done
+                .stdout
+                .lines()
+                .find_map(|l| l.strip_prefix("halobox-rpc-pid "))
+                .unwrap_or("?")
+                .to_string();
+            Ok(format!(
+                "{at}: RPC server on {} (pid {line})",
+                endpoint(cfg, node)
+            ))
+        }
+        Some(98) => Err(format!(
+            "{at}: container {} has no RPC server: {said}\n  hint: refresh the node with a llama.cpp image built with GGML_RPC=ON (`halobox refresh --image …`), or set `rpc_server` (or `llama_server`) in cluster.toml to its path",
+            node.container
+        )),
+        Some(99) => Err(format!(
+            "{at}: the RPC server could not listen on {}: {said}\n  hint: `ss -ltnp 'sport = :{}'` on the node shows who holds the port; stop it, or set another `rpc_port` in cluster.toml",
+            endpoint(cfg, node),
+            cfg.rpc_port
+        )),
+        _ => Err(n.error("the RPC server's start", &done).to_string()),
+    }
+}
+
+/// One node's RPC server, as `cluster status` shows it.
+#[derive(Debug, Clone, Serialize)]
+pub struct RpcStatus {
+    /// The node's name.
+    pub name: String,
+    /// Its data-plane address.
+    pub ip: Ipv4Addr,
+    /// `running`, `frozen`, `exited`, `none` or `unreachable`.
+    pub state: String,
+    /// Its pid in the container, or why it could not be asked.
+    pub detail: String,
+    /// Its `HELLO` from here (protocol version, or what happened), when asked.
+    pub hello: Option<String>,
+}
+
+/// What the state program says on `node`: the word, its pid, the log lines it printed.
+pub fn state_of(
+    cfg: &ClusterConfig,
+    node: &NodeConfig,
+    log_lines: usize,
+) -> (String, String, String) {
+    match remote_node(cfg, node).run_ok(
+        "the RPC server's state",
+        &in_node(cfg, node, rpc::state(), &[log_lines.to_string()]),
+        NODE_TIMEOUT,
+    ) {
+        Ok(done) => {
+            let mut lines = done.stdout.lines();
+            let first = lines.next().unwrap_or("none").trim().to_string();
+            let rest: Vec<&str> = lines.collect();
+            let (word, pid) = first.split_once(' ').unwrap_or((first.as_str(), ""));
+            (word.to_string(), pid.to_string(), rest.join("\n"))
+        }
+        Err(e) => ("unreachable".into(), e.to_string(), String::new()),
+    }
+}
+
+/// `cluster status` with engine `llama.cpp`: every worker's RPC server, and
+/// (when `hello`: from a machine on the data plane) its `HELLO`.
+pub fn status(cfg: &ClusterConfig, hello: bool) -> Vec<RpcStatus> {
+    each_node(workers(cfg), |node| {
+        let (state, detail, _) = state_of(cfg, node, 0);
+        let hello = (hello && state == "running").then(|| {
+            let addr = std::net::SocketAddr::from((node.ip, cfg.rpc_port));
+            match rpc::hello(addr, Duration::from_secs(3)) {
+                rpc::Hello::Version(a, b, c) => format!("protocol {a}.{b}.{c}"),
+                rpc::Hello::Silent => "busy (a llama-server holds it)".into(),
+                other => format!("{other:?}"),
+            }
+        });
+        RpcStatus {
+            name: node.label().to_string(),
+            ip: node.ip,
+            state,
+            detail,
+            hello,
+        }
+    })
+}
+
+/// The status table.
+pub fn render_status(rows: &[RpcStatus]) -> String {
+    let mut out = format!("{:<16} {:<15} {:<11} {}\n", "NODE", "IP", "RPC", "DETAIL");
+    for r in rows {
+        out.push_str(&format!(
+            "{:<16} {:<15} {:<11} {}{}\n",
+            r.name,
+            r.ip,
+            r.state,
+            if r.detail.is_empty() {
+                "-".to_string()
+            } else if r.state == "unreachable" {
+                r.detail.clone()
+            } else {
+                format!("pid {}", r.detail)
+            },
+            r.hello
+                .as_ref()
+                .map(|h| format!(", {h}"))
+                .unwrap_or_default()
+        ));
+    }
+    out
+}
+
+/// The stop program as `cluster down` runs it on `node` (argv on the node).
+pub fn stop_command(cfg: &ClusterConfig, node: &NodeConfig) -> Vec<String> {
+    in_node(cfg, node, rpc::stop(), &[])
+}
+
+/// `cluster down` with engine `llama.cpp`: every worker's RPC server
+/// stopped; per node, its name and what the stop said (or the error).
+pub fn down(cfg: &ClusterConfig) -> Vec<(String, Result<String, String>)> {
+    each_node(workers(cfg), |node| {
+        let r = remote_node(cfg, node)
+            .run_ok(
+                "the RPC server's stop",
+                &stop_command(cfg, node),
+                NODE_TIMEOUT,
+            )
+            .map(|d| d.stdout.lines().last().unwrap_or("none").trim().to_string())
+            .map_err(|e| e.to_string());
+        (node.label().to_string(), r)
+    })
+}
