@@ -13,6 +13,8 @@ command -v ip >/dev/null || need_pkgs+=(iproute2)
 command -v ethtool >/dev/null || need_pkgs+=(ethtool)
 command -v iperf3 >/dev/null || need_pkgs+=(iperf3)
 command -v tmux >/dev/null || need_pkgs+=(tmux)
+# strace: tests/setup.rs stops setup at each of its renames (signal injection).
+command -v strace >/dev/null || need_pkgs+=(strace)
 # The bench tests: two network namespaces with an sshd each, and the real
 # perftest binaries (which fail here with "no device", as they should).
 command -v ssh >/dev/null && command -v ssh-keygen >/dev/null || need_pkgs+=(openssh-client)

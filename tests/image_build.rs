@@ -372,3 +372,52 @@ fn dry_run_with_a_target_override_marks_the_stages_it_skips() {
     );
     assert_eq!(v["sent"]["patches"], serde_json::json!([]));
 }
+
+#[test]
+fn dry_run_of_the_llama_cpp_image_shows_its_stages_and_pins() {
+    let v = dry_run("llama-cpp-gfx1151");
+    assert_eq!(v["target"], "runtime");
+    assert_eq!(
+        stages(&v),
+        BTreeMap::from([
+            ("therock".to_string(), true),
+            ("llama-builder".to_string(), true),
+            ("rdma-core".to_string(), true),
+            ("runtime".to_string(), true),
+        ])
+    );
+    let fedora = v["pins"]["images"]["FEDORA_IMAGE"].as_str().unwrap();
+    assert_eq!(v["stages"][0]["base"], fedora);
+    assert_eq!(v["stages"][1]["base"], "stage therock");
+    assert_eq!(
+        v["args"]["LLAMA_CPP_COMMIT"],
+        "0c1e57098bba43ac29e6e3b677cdceebdd22334f"
+    );
+    assert_eq!(
+        v["args"]["LLAMA_CPP_REPO"],
+        "https://github.com/ggml-org/llama.cpp"
+    );
+    assert!(v["rccl"].is_null(), "no RCCL choice in this image: {v}");
+    assert_eq!(
+        v["sent"]["containerfile_sha256"],
+        sha256_of("containerfiles/llama-cpp-gfx1151.Containerfile")
+    );
+    assert_eq!(
+        v["publish"]["repository"],
+        "ghcr.io/halobox/llama-cpp-gfx1151"
+    );
+    // A moving llama.cpp ref is refused before any engine is asked.
+    let out = run(&[
+        "build",
+        "llama-cpp-gfx1151",
+        "--dry-run",
+        "--build-arg",
+        "LLAMA_CPP_COMMIT=master",
+    ]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("not a full 40-hex commit SHA"),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}

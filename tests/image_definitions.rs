@@ -79,10 +79,10 @@ fn shipped_definitions_pin_everything() {
         );
     }
     assert!(
-        n >= 2,
-        "images/ should hold rccl-gfx1151 and vllm-therock-gfx1151"
+        n >= 3,
+        "images/ should hold rccl-gfx1151, vllm-therock-gfx1151 and llama-cpp-gfx1151"
     );
-    for name in ["rccl-gfx1151", "vllm-therock-gfx1151"] {
+    for name in ["rccl-gfx1151", "vllm-therock-gfx1151", "llama-cpp-gfx1151"] {
         assert!(Path::new(&format!("images/{name}.toml")).exists(), "{name}");
     }
 }
@@ -245,6 +245,66 @@ fn the_image_carries_what_check_reads_and_ci_checks_it_on_a_node() {
         "if: ${{ vars.HALOBOX_STRIX_RUNNER == 'true' }}",
         "if: ${{ vars.HALOBOX_STRIX_RUNNER != 'true' }}",
         "bin/halobox check \"$NAME\"",
+    ] {
+        assert!(workflow.contains(needle), "publish.yml lacks {needle}");
+    }
+}
+
+#[test]
+fn the_llama_cpp_image_shares_the_gpu_stack_and_carries_its_contract() {
+    let llama = definition::load(Path::new("images/llama-cpp-gfx1151.toml")).unwrap();
+    let vllm = definition::load(Path::new("images/vllm-therock-gfx1151.toml")).unwrap();
+    let (l, v) = (llama.file.build_args(), vllm.file.build_args());
+    for pin in [
+        "FEDORA_IMAGE",
+        "ROCM_VERSION",
+        "THEROCK_URL",
+        "THEROCK_SHA256",
+        "RDMA_CORE_MIN",
+        "RDMA_CORE_TAG",
+    ] {
+        assert_eq!(
+            l.get(pin),
+            v.get(pin),
+            "{pin}: one ROCm and rdma-core for both engines"
+        );
+    }
+    let git = &llama.file.git["LLAMA_CPP"];
+    assert_eq!(git.repo, "https://github.com/ggml-org/llama.cpp");
+    let script = std::fs::read_to_string("scripts/llama-cpp.sh").unwrap();
+    assert!(
+        script.contains(&format!("llama.cpp {}", &git.commit[..7])),
+        "the image's llama.cpp ({}) is the one the tests' CPU builds vendor (scripts/llama-cpp.sh)",
+        git.commit
+    );
+    assert_eq!(
+        llama.file.publish.as_ref().unwrap().repository,
+        "ghcr.io/halobox/llama-cpp-gfx1151"
+    );
+    let containerfile =
+        std::fs::read_to_string("containerfiles/llama-cpp-gfx1151.Containerfile").unwrap();
+    for needle in [
+        "-DGGML_HIP=ON",
+        "-DGPU_TARGETS=gfx1151",
+        "-DAMDGPU_TARGETS=gfx1151",
+        "-DGGML_RPC=ON",
+        "-DGGML_RPC_RDMA=ON",
+        &format!("{}=\"llama.cpp\"", halobox::check::LABEL_ENGINE),
+        &format!(
+            "{}=\"${{LLAMA_CPP_COMMIT}}\"",
+            halobox::check::LABEL_LLAMA_CPP_COMMIT
+        ),
+    ] {
+        assert!(
+            containerfile.contains(needle),
+            "the Containerfile lacks {needle}"
+        );
+    }
+    let workflow = std::fs::read_to_string(".github/workflows/publish.yml").unwrap();
+    for needle in [
+        "halobox build llama-cpp-gfx1151 --dry-run",
+        "halobox build llama-cpp-gfx1151 --tag localhost/llama-cpp-gfx1151:ci",
+        "halobox publish localhost/llama-cpp-gfx1151:ci",
     ] {
         assert!(workflow.contains(needle), "publish.yml lacks {needle}");
     }

@@ -623,3 +623,142 @@ fn a_sysroot_that_is_the_running_system_is_refused() {
         }
     }
 }
+
+/// `halobox setup` on `root` under strace, which sends `signal` to it when
+/// it enters its `nth` rename (every change and every journal save ends
+/// in one): a run stopped at each point between a change and its record.
+fn setup_stopped_at(root: &str, nth: usize, signal: &str) -> std::process::Output {
+    assert!(
+        std::process::Command::new("strace")
+            .arg("-V")
+            .output()
+            .is_ok_and(|o| o.status.success()),
+        "strace must be installed (scripts/test.sh installs it)"
+    );
+    // Through sh, which reaps the traced halobox itself (strace runs it as
+    // its parent's child).
+    std::process::Command::new("sh")
+        .args([
+            "-c",
+            "strace -f -qq -o /dev/null -e trace=rename,renameat,renameat2 \
+             -e inject=rename,renameat,renameat2:signal=\"$1\":when=\"$2\" \
+             \"$3\" setup --sysroot \"$4\" --yes",
+            "sh",
+            signal,
+            &nth.to_string(),
+            env!("CARGO_BIN_EXE_halobox"),
+            root,
+        ])
+        .output()
+        .unwrap()
+}
+
+/// A run killed (SIGKILL) at every rename in turn, between a change and its
+/// record included, then `--undo`: the snapshot is as it was, byte for
+/// byte, with no backup, temporary file or journal left; a second undo has
+/// nothing to do.
+#[test]
+fn a_run_killed_at_any_point_is_undone_exactly() {
+    let (_dir, root) = copy("broken-e810");
+    let r = Path::new(&root);
+    let before = state(r);
+    let mut stopped = 0;
+    for nth in 1.. {
+        let out = setup_stopped_at(&root, nth, "KILL");
+        if out.status.success() {
+            assert!(
+                nth > 5,
+                "the run should make several changes: {}",
+                text(&out)
+            );
+            let out = setup(&["--sysroot", &root, "--undo", "--yes"]);
+            assert!(out.status.success(), "{}", text(&out));
+            assert_eq!(state(r), before);
+            break;
+        }
+        stopped += 1;
+        let undo = setup(&["--sysroot", &root, "--undo", "--yes"]);
+        assert!(
+            undo.status.success(),
+            "undo after a kill at rename {nth}: {}",
+            text(&undo)
+        );
+        let after = state(r);
+        let differ: Vec<&String> = before
+            .keys()
+            .chain(after.keys())
+            .filter(|k| before.get(*k) != after.get(*k))
+            .collect();
+        assert!(
+            differ.is_empty(),
+            "killed at rename {nth}, then --undo: {differ:?} differ\nundo said: {}",
+            text(&undo)
+        );
+        let again = setup(&["--sysroot", &root, "--undo", "--yes"]);
+        assert!(text(&again).contains("nothing to undo"), "{}", text(&again));
+    }
+    assert!(stopped > 5, "{stopped}");
+}
+
+/// SIGINT in the middle of a change is held until the change is recorded:
+/// halobox then dies of it, and `--undo` puts everything back.
+#[test]
+fn sigint_waits_for_the_change_and_its_record() {
+    let (_dir, root) = copy("broken-e810");
+    let r = Path::new(&root);
+    let before = state(r);
+    for nth in [2, 4, 7] {
+        let out = setup_stopped_at(&root, nth, "INT");
+        assert!(!out.status.success(), "{}", text(&out));
+        let journal = std::fs::read_to_string(r.join("var/lib/halobox/setup-journal.json"))
+            .expect("the journal of the interrupted run");
+        assert!(
+            !journal.contains("\"pending\""),
+            "a held SIGINT leaves no change half recorded: {journal}"
+        );
+        let undo = setup(&["--sysroot", &root, "--undo", "--yes"]);
+        assert!(undo.status.success(), "{}", text(&undo));
+        assert_eq!(state(r), before, "SIGINT at rename {nth}");
+    }
+}
+
+/// Two runs at once on one snapshot: one waits for nothing and applies, the
+/// other is refused by the lock (or runs after it and finds nothing to do);
+/// `--undo` then leaves the snapshot as it was.
+#[test]
+fn two_runs_at_once_lose_nothing() {
+    let (_dir, root) = copy("broken-e810");
+    let r = Path::new(&root);
+    let before = state(r);
+    for _ in 0..4 {
+        let start = || {
+            std::process::Command::new(env!("CARGO_BIN_EXE_halobox"))
+                .args(["setup", "--sysroot", &root, "--yes"])
+                .stdout(std::process::Stdio::piped())
+                .stderr(std::process::Stdio::piped())
+                .spawn()
+                .unwrap()
+        };
+        let (a, b) = (start(), start());
+        for child in [a, b] {
+            let out = child.wait_with_output().unwrap();
+            let said = text(&out);
+            assert!(
+                out.status.success() || said.contains("another halobox setup (pid "),
+                "{said}"
+            );
+        }
+        let undo = setup(&["--sysroot", &root, "--undo", "--yes"]);
+        assert!(undo.status.success(), "{}", text(&undo));
+        let after = state(r);
+        let differ: Vec<&String> = before
+            .keys()
+            .chain(after.keys())
+            .filter(|k| before.get(*k) != after.get(*k))
+            .collect();
+        assert!(
+            differ.is_empty(),
+            "{differ:?} differ after two runs and --undo"
+        );
+    }
+}

@@ -6,6 +6,7 @@
 //! with the fix, as `doctor` does. [`run`] does the effects.
 
 mod abi;
+mod llama;
 pub mod probe;
 mod python;
 pub mod run;
@@ -26,6 +27,11 @@ use probe::Probe;
 pub const LABEL_RCCL_SHA256: &str = "io.halobox.rccl.sha256";
 /// The label carrying the image's `RAY_VERSION` pin.
 pub const LABEL_RAY_VERSION: &str = "io.halobox.ray.version";
+/// The label naming the engine an image is for (`llama.cpp` for
+/// containerfiles/llama-cpp-gfx1151.Containerfile).
+pub const LABEL_ENGINE: &str = "io.halobox.engine";
+/// The label carrying the llama.cpp commit the image was built from.
+pub const LABEL_LLAMA_CPP_COMMIT: &str = "io.halobox.llama-cpp.commit";
 /// `gfx_target_version` of gfx1151 (Strix Halo).
 pub const GFX1151: u32 = 110501;
 
@@ -112,12 +118,18 @@ pub fn human(report: &Report, style: Style) -> String {
     render::checks(&title, &report.checks, report.summary, style)
 }
 
-/// Judges the probe: every check, in a fixed order.
+/// Judges the probe: every check, in a fixed order. A llama.cpp image (its
+/// [`LABEL_ENGINE`], or a `llama-server` in it) gets llama.cpp's contract
+/// instead of the vLLM stack's (torch, RCCL, vLLM, Ray).
 pub fn judge(probe: &Probe, ctx: &Context) -> Vec<Check> {
     let mut checks = Vec::new();
     checks.extend(system::checks(probe, ctx));
-    checks.extend(abi::checks(probe, ctx));
-    checks.extend(python::checks(probe, ctx));
+    if llama::is_llama_image(probe, ctx) {
+        checks.extend(llama::checks(probe, ctx));
+    } else {
+        checks.extend(abi::checks(probe, ctx));
+        checks.extend(python::checks(probe, ctx));
+    }
     checks
 }
 

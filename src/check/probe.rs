@@ -208,6 +208,15 @@ pub struct Probe {
     /// Why the gate did not run (`unavailable`: no gate script, bash, nm or
     /// ldd in the image; `notorch`: no `libtorch_hip.so`).
     pub rccl_gate_skipped: Option<String>,
+    /// llama.cpp's binaries (`llama-server`, `ggml-rpc-server`, `rpc-server`)
+    /// and where each was found (`None`: nowhere).
+    pub llama_bins: Vec<(String, Option<String>)>,
+    /// `llama-server --version` (its `version: …` line).
+    pub llama_version: Option<String>,
+    /// What `llama-server --list-devices` printed, line by line.
+    pub llama_list: Vec<String>,
+    /// Its exit status, when it ran.
+    pub llama_list_exit: Option<i32>,
 }
 
 impl Probe {
@@ -221,6 +230,14 @@ impl Probe {
     /// The device at `path`.
     pub fn device(&self, path: &str) -> Option<&DeviceSeen> {
         self.devices.iter().find(|d| d.path == path)
+    }
+
+    /// Where llama.cpp's binary `name` was found.
+    pub fn llama_bin(&self, name: &str) -> Option<&str> {
+        self.llama_bins
+            .iter()
+            .filter(|(n, _)| n == name)
+            .find_map(|(_, p)| p.as_deref())
     }
 
     /// How the Python part `part` ended when it did not exit 0.
@@ -436,6 +453,13 @@ pub fn parse(stdout: &str) -> Probe {
                     tail: tail.trim().to_string(),
                 });
             }
+            "llama.bin" => {
+                let (name, path) = split(rest);
+                p.llama_bins.push((name.to_string(), value(path)));
+            }
+            "llama.version" => p.llama_version = value(rest),
+            "llama.dev" => p.llama_list.push(rest.trim().to_string()),
+            "llama.list" => p.llama_list_exit = rest.trim().parse().ok(),
             "ray" => {
                 let (path, out) = split(rest);
                 p.ray = value(path).map(|path| (path, out.trim().to_string()));

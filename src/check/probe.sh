@@ -132,4 +132,26 @@ if [ -n "$ray" ]; then
 else
   say ray -
 fi
+# llama.cpp: the binaries halobox runs (on PATH, else where images keep
+# them), and the devices llama-server lists.
+ls_bin=
+for b in llama-server ggml-rpc-server rpc-server; do
+  p=$(command -v "$b" 2>/dev/null) || p=
+  if [ -z "$p" ]; then
+    for d in /opt/llama.cpp/bin /usr/local/bin /app; do
+      if [ -x "$d/$b" ]; then p=$d/$b; break; fi
+    done
+  fi
+  say llama.bin "$b" "${p:--}"
+  if [ "$b" = llama-server ]; then ls_bin=$p; fi
+done
+if [ -n "$ls_bin" ]; then
+  say llama.version "$($T "$ls_bin" --version 2>&1 | grep -m 1 '^version' | flat)"
+  out=$($T "$ls_bin" --list-devices 2>&1)
+  rc=$?
+  printf '%s\n' "$out" | head -n 40 | while IFS= read -r l; do
+    say llama.dev "$(printf '%s' "$l" | flat)"
+  done
+  say llama.list "$rc"
+fi
 say end

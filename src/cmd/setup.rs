@@ -12,12 +12,20 @@ use crate::doctor::{self, DoctorOptions, Report};
 use crate::error::UsageError;
 use crate::host::{self, GatherOptions, HostRoot};
 use crate::setup::journal::{JOURNAL, Store, Tree, run_command};
+use crate::setup::lock;
 use crate::setup::{self, Plan, Selection, Step, When, apply, render};
 
 /// Runs `halobox setup`.
 pub fn run(args: &SetupArgs) -> anyhow::Result<ExitCode> {
     let root = super::root(&args.source)?;
     refuse_running_root(&root)?;
+    // One setup or undo at a time on a tree; a dry run changes nothing.
+    let _lock = match args.plan.dry_run() {
+        true => None,
+        false => Some(lock::acquire(
+            root.sysroot_dir().unwrap_or(std::path::Path::new("/")),
+        )?),
+    };
     let store = open_store(&root)?;
     if args.undo {
         return undo(args, store);
@@ -260,6 +268,9 @@ fn left_to_do(applied: &[&Step]) -> String {
 
 fn undo(args: &SetupArgs, mut store: Store) -> anyhow::Result<ExitCode> {
     if store.journal.entries.is_empty() {
+        if !args.plan.dry_run() {
+            store.tidy()?;
+        }
         println!(
             "nothing to undo: no setup journal at {}",
             store.location().display()

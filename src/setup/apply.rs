@@ -1,6 +1,8 @@
 //! The executor: carries out steps through the journal, one action at a
-//! time, and says what it did.
+//! time (each recorded before it is done, with SIGINT and SIGTERM held
+//! until it is), and says what it did.
 
+use super::hold::Held;
 use super::journal::{Store, run_command};
 use super::{Action, Step};
 
@@ -14,6 +16,7 @@ pub fn apply(
     for step in steps {
         say(format!("[{}] {}", step.family, step.title));
         for action in &step.actions {
+            let held = Held::start()?;
             match action {
                 Action::Write {
                     path,
@@ -26,8 +29,7 @@ pub fn apply(
                     say(format!("  wrote {path}"));
                 }
                 Action::Run(cmd) => {
-                    run_command(&cmd.argv)?;
-                    store.ran(cmd.clone())?;
+                    store.run(cmd, &run_command)?;
                     say(format!("  ran {}", cmd.line()));
                 }
                 Action::NotRun { cmd, why } => say(format!("  {why}: {}", cmd.line())),
@@ -35,6 +37,7 @@ pub fn apply(
                     say(format!("  by hand: {}", what.replace('\n', "\n    ")))
                 }
             }
+            drop(held);
         }
     }
     Ok(())

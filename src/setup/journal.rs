@@ -59,7 +59,7 @@ impl Tree {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(tag = "kind", rename_all = "snake_case")]
 pub enum Entry {
-    /// A directory that did not exist.
+    /// A directory that did not exist (recorded before it is created).
     Dir {
         /// Host path.
         path: String,
@@ -78,9 +78,21 @@ pub enum Entry {
         /// The user (uid, gid) root wrote it as, in their home.
         #[serde(default, skip_serializing_if = "Option::is_none")]
         owner: Option<(u32, u32)>,
+        /// Recorded, not yet known to be done: the run stopped between
+        /// recording the write and finishing it.
+        #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+        pending: bool,
     },
-    /// A command that ran.
-    Command(super::Cmd),
+    /// A command that ran (`pending`: recorded before it ran, and the run
+    /// stopped before it finished).
+    Command {
+        /// The command.
+        #[serde(flatten)]
+        cmd: super::Cmd,
+        /// See [`Entry::File`]'s `pending`.
+        #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+        pending: bool,
+    },
 }
 
 /// Every change of every run not yet undone.
@@ -138,12 +150,23 @@ impl Store {
         if self.journal.entries.is_empty() {
             return self.remove();
         }
+        let body = serde_json::to_string_pretty(&self.journal)?;
+        let real = self.tree.real(&self.path)?;
         if self.journal.own_dirs.is_empty() {
             let parent = parent_of(&self.path);
-            self.journal.own_dirs = create_dirs(&self.tree, &parent)?;
+            let missing = missing_dirs(&self.tree, &parent)?;
+            if !missing.is_empty() {
+                self.journal.own_dirs = missing.clone();
+                let body = serde_json::to_string_pretty(&self.journal)?;
+                let published = publish_dirs(&self.tree, &missing, &real, body.as_bytes());
+                if published.is_err() {
+                    self.journal.own_dirs.clear();
+                }
+                return published
+                    .with_context(|| format!("cannot write the setup journal {}", self.path));
+            }
         }
-        let body = serde_json::to_string_pretty(&self.journal)?;
-        write_atomic(&self.tree.real(&self.path)?, body.as_bytes(), None)
+        write_atomic(&real, body.as_bytes(), None)
             .with_context(|| format!("cannot write the setup journal {}", self.path))
     }
 
@@ -154,19 +177,34 @@ impl Store {
             Err(e) if e.kind() == io::ErrorKind::NotFound => {}
             Err(e) => return Err(e).context(format!("cannot remove {}", real.display())),
         }
+        remove_stale_temps(&real)?;
         for d in std::mem::take(&mut self.journal.own_dirs).iter().rev() {
             let _ = fs::remove_dir(self.tree.real(d)?);
         }
         Ok(())
     }
 
+    /// Removes what runs killed while writing the journal left: temporary
+    /// files and trees beside the journal and each of its folders.
+    pub fn tidy(&self) -> anyhow::Result<()> {
+        let mut cur = self.path.clone();
+        while cur != "/" {
+            remove_stale_temps(&self.tree.real(&cur)?)?;
+            cur = parent_of(&cur);
+        }
+        Ok(())
+    }
+
     /// Writes `content` to host path `path`: missing directories created,
     /// an existing file first copied to `FILE.halobox-bak.<date>`, the new
-    /// content written to a temporary file and renamed over it. `mode`
-    /// (default 0644) is given to a created file; a replaced one keeps its
-    /// owner and mode. With `owner`, root on the live host does all of it
-    /// as that user (setfsuid): what it creates is theirs, and a symlink
-    /// of theirs cannot lead it where they may not write.
+    /// content written to a temporary file and renamed over it. Each change
+    /// is recorded in the journal before it is made (the file as pending
+    /// until it is written), so a run killed at any point is undone
+    /// exactly. `mode` (default 0644) is given to a created file; a
+    /// replaced one keeps its owner and mode. With `owner`, root on the
+    /// live host does all of it as that user (setfsuid): what it creates is
+    /// theirs, and a symlink of theirs cannot lead it where they may not
+    /// write.
     pub fn write_file(
         &mut self,
         path: &str,
@@ -175,48 +213,75 @@ impl Store {
         mode: Option<u32>,
     ) -> anyhow::Result<()> {
         let owner = owner.filter(|_| !self.tree.is_sysroot() && nix::unistd::geteuid().is_root());
-        let dirs = AsUser::run(owner, || create_dirs(&self.tree, &parent_of(path)))?;
+        let dirs = AsUser::run(owner, || missing_dirs(&self.tree, &parent_of(path)))?;
         for d in dirs {
-            self.journal.entries.push(Entry::Dir { path: d, owner });
+            self.journal.entries.push(Entry::Dir {
+                path: d.clone(),
+                owner,
+            });
             self.save()?;
+            let real = self.tree.real(&d)?;
+            AsUser::run(owner, || {
+                fs::create_dir(&real).with_context(|| format!("cannot create {}", real.display()))
+            })?;
         }
         let real = self.tree.real(path)?;
-        let backup = AsUser::run(owner, || {
-            let existing = match fs::symlink_metadata(&real) {
-                Ok(m) if m.is_file() => Some(m),
-                Ok(_) => bail!(
-                    "{path} exists and is not a regular file\n  hint: setup replaces only regular files: `sudo mv {path} {path}.orig`, then `sudo halobox setup` again"
-                ),
-                Err(e) if e.kind() == io::ErrorKind::NotFound => None,
-                Err(e) => return Err(e).context(format!("cannot inspect {}", real.display())),
-            };
-            let backup = match &existing {
-                Some(meta) => {
-                    let b = backup_name(&real);
-                    fs::copy(&real, &b).with_context(|| format!("cannot back up {path}"))?;
-                    keep_owner(&b, meta)?;
-                    Some(self.tree_path(path, &b))
-                }
-                None => None,
-            };
-            let meta = existing.map(|m| (m.mode() & 0o7777, m.uid(), m.gid()));
-            let keep = meta.unwrap_or((mode.unwrap_or(0o644), u32::MAX, u32::MAX));
-            write_atomic(&real, content.as_bytes(), Some(keep))
-                .with_context(|| format!("cannot write {path}"))?;
-            Ok(backup)
+        let existing = AsUser::run(owner, || match fs::symlink_metadata(&real) {
+            Ok(m) if m.is_file() => Ok(Some(m)),
+            Ok(_) => bail!(
+                "{path} exists and is not a regular file\n  hint: setup replaces only regular files: `sudo mv {path} {path}.orig`, then `sudo halobox setup` again"
+            ),
+            Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(None),
+            Err(e) => Err(e).context(format!("cannot inspect {}", real.display())),
         })?;
+        let backup_real = existing.as_ref().map(|_| backup_name(&real));
         self.journal.entries.push(Entry::File {
             path: path.to_string(),
-            backup,
+            backup: backup_real.as_ref().map(|b| self.tree_path(path, b)),
             written: content.to_string(),
             owner,
+            pending: true,
         });
+        self.save()?;
+        AsUser::run(owner, || {
+            if let (Some(meta), Some(b)) = (&existing, &backup_real) {
+                copy_new(&real, b).with_context(|| format!("cannot back up {path}"))?;
+                keep_owner(b, meta)?;
+            }
+            let meta = existing
+                .as_ref()
+                .map(|m| (m.mode() & 0o7777, m.uid(), m.gid()));
+            let keep = meta.unwrap_or((mode.unwrap_or(0o644), u32::MAX, u32::MAX));
+            write_atomic(&real, content.as_bytes(), Some(keep))
+                .with_context(|| format!("cannot write {path}"))
+        })?;
+        if let Some(Entry::File { pending, .. }) = self.journal.entries.last_mut() {
+            *pending = false;
+        }
         self.save()
     }
 
-    /// Records a command that ran.
-    pub fn ran(&mut self, cmd: super::Cmd) -> anyhow::Result<()> {
-        self.journal.entries.push(Entry::Command(cmd));
+    /// Runs a command through `run`, recorded before it runs (pending) and
+    /// marked done after.
+    pub fn run(
+        &mut self,
+        cmd: &super::Cmd,
+        run: &dyn Fn(&[String]) -> anyhow::Result<()>,
+    ) -> anyhow::Result<()> {
+        self.journal.entries.push(Entry::Command {
+            cmd: cmd.clone(),
+            pending: true,
+        });
+        self.save()?;
+        if let Err(e) = run(&cmd.argv) {
+            // It failed: nothing to undo for it.
+            self.journal.entries.pop();
+            self.save()?;
+            return Err(e);
+        }
+        if let Some(Entry::Command { pending, .. }) = self.journal.entries.last_mut() {
+            *pending = false;
+        }
         self.save()
     }
 
@@ -234,14 +299,18 @@ impl Store {
         &mut self,
         run: &dyn Fn(&[String]) -> anyhow::Result<()>,
     ) -> anyhow::Result<Vec<String>> {
+        self.tidy()?;
         let mut done = Vec::new();
         let mut reloads: Vec<Vec<String>> = Vec::new();
         while let Some(entry) = self.journal.entries.last().cloned() {
+            let held = super::hold::Held::start()?;
             match &entry {
                 Entry::Dir { path, owner } => {
                     let real = self.tree.real(path)?;
                     match AsUser::run(*owner, || Ok(fs::remove_dir(&real)))? {
                         Ok(()) => done.push(format!("removed directory {path}")),
+                        // Recorded, then the run stopped before creating it.
+                        Err(e) if e.kind() == io::ErrorKind::NotFound => {}
                         Err(e) => done.push(format!("kept directory {path}: {e}")),
                     }
                 }
@@ -250,10 +319,23 @@ impl Store {
                     backup,
                     written,
                     owner,
+                    pending,
                 } => done.push(AsUser::run(*owner, || {
-                    self.restore(path, backup.as_deref(), written)
+                    self.restore(path, backup.as_deref(), written, *pending)
                 })?),
-                Entry::Command(cmd) => match &cmd.undo {
+                Entry::Command { cmd, pending } => match &cmd.undo {
+                    Some(undo) if *pending => {
+                        // It may or may not have run: its undo is tried.
+                        let how = match run(undo) {
+                            Ok(()) => "ran",
+                            Err(_) => "tried",
+                        };
+                        done.push(format!(
+                            "{how} {} (setup stopped while running {})",
+                            crate::shell::line(undo),
+                            cmd.line()
+                        ));
+                    }
                     Some(undo) => {
                         run(undo)?;
                         done.push(format!("ran {}", crate::shell::line(undo)));
@@ -267,6 +349,7 @@ impl Store {
             }
             self.journal.entries.pop();
             self.save()?;
+            drop(held);
         }
         for argv in reloads {
             run(&argv)?;
@@ -276,9 +359,29 @@ impl Store {
         Ok(done)
     }
 
-    fn restore(&self, path: &str, backup: Option<&str>, written: &str) -> anyhow::Result<String> {
+    fn restore(
+        &self,
+        path: &str,
+        backup: Option<&str>,
+        written: &str,
+        pending: bool,
+    ) -> anyhow::Result<String> {
         let real = self.tree.real(path)?;
+        remove_stale_temps(&real)?;
         let now = fs::read(&real).ok();
+        if pending && now.as_deref() != Some(written.as_bytes()) {
+            // Recorded, then the run stopped before the new content was in
+            // place: the file is as it was; its backup copy goes.
+            if let Some(b) = backup {
+                match fs::remove_file(self.tree.real(b)?) {
+                    Err(e) if e.kind() != io::ErrorKind::NotFound => {
+                        return Err(e).context(format!("cannot remove {b}"));
+                    }
+                    _ => {}
+                }
+            }
+            return Ok(format!("kept {path} (setup stopped before writing it)"));
+        }
         let mut note = String::new();
         if now.is_some() && now.as_deref() != Some(written.as_bytes()) {
             let keep = PathBuf::from(format!("{}.halobox-changed", real.display()));
@@ -314,9 +417,8 @@ fn parent_of(path: &str) -> String {
     }
 }
 
-/// Creates the missing directories of host path `dir`, returning them
-/// outermost first.
-fn create_dirs(tree: &Tree, dir: &str) -> anyhow::Result<Vec<String>> {
+/// The missing directories of host path `dir`, outermost first.
+fn missing_dirs(tree: &Tree, dir: &str) -> anyhow::Result<Vec<String>> {
     let mut missing = Vec::new();
     let mut cur = dir.to_string();
     while cur != "/" && fs::symlink_metadata(tree.real(&cur)?).is_err() {
@@ -324,11 +426,32 @@ fn create_dirs(tree: &Tree, dir: &str) -> anyhow::Result<Vec<String>> {
         cur = parent_of(&cur);
     }
     missing.reverse();
-    for d in &missing {
-        let real = tree.real(d)?;
-        fs::create_dir(&real).with_context(|| format!("cannot create {}", real.display()))?;
-    }
     Ok(missing)
+}
+
+/// Creates the directories `missing` (outermost first) holding the file
+/// `real` with `bytes`, all at once: they are made under a temporary name
+/// beside the outermost one, which is then renamed into place, so a run
+/// killed half way leaves only that temporary tree (removed by the next).
+fn publish_dirs(tree: &Tree, missing: &[String], real: &Path, bytes: &[u8]) -> anyhow::Result<()> {
+    let top = tree.real(&missing[0])?;
+    remove_stale_temps(&top)?;
+    let tmp = temp_name(&top);
+    fs::create_dir(&tmp).with_context(|| format!("cannot create {}", tmp.display()))?;
+    let rel = real.strip_prefix(&top).unwrap_or(real);
+    let file = tmp.join(rel);
+    let result = (|| -> anyhow::Result<()> {
+        if let Some(parent) = file.parent() {
+            fs::create_dir_all(parent)?;
+        }
+        write_atomic(&file, bytes, None)?;
+        fs::rename(&tmp, &top)?;
+        Ok(())
+    })();
+    if result.is_err() {
+        let _ = fs::remove_dir_all(&tmp);
+    }
+    result
 }
 
 /// Root acting on the files of another user: this thread's filesystem uid
@@ -436,18 +559,85 @@ fn keep_owner(path: &Path, meta: &fs::Metadata) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// Writes `bytes` to a temporary file beside `real` and renames it over
-/// `real`; `mode_owner` is applied before the rename (owner only as root).
-/// A temporary file left by a run that was killed is removed first (a
-/// symlink there is removed, never followed); the new one is created
-/// exclusively, so nothing put there meanwhile is written through.
-fn write_atomic(real: &Path, bytes: &[u8], mode_owner: Option<(u32, u32, u32)>) -> io::Result<()> {
+/// `.NAME.halobox-tmp.<pid>` beside `real`: this process's own temporary name.
+fn temp_name(real: &Path) -> PathBuf {
     let name = real.file_name().unwrap_or_default().to_string_lossy();
-    let tmp = real.with_file_name(format!(".{name}.halobox-tmp"));
-    match fs::remove_file(&tmp) {
-        Err(e) if e.kind() != io::ErrorKind::NotFound => return Err(e),
-        _ => {}
+    real.with_file_name(format!(".{name}.halobox-tmp.{}", std::process::id()))
+}
+
+/// Removes the temporary files (or trees) of `real` that runs which are
+/// gone left behind (`.NAME.halobox-tmp` of older versions, and
+/// `.NAME.halobox-tmp.<pid>` whose process has ended or is this one); a
+/// running process's own is left alone. Symlinks are removed, never
+/// followed.
+fn remove_stale_temps(real: &Path) -> io::Result<()> {
+    let name = real.file_name().unwrap_or_default().to_string_lossy();
+    let prefix = format!(".{name}.halobox-tmp");
+    let Some(dir) = real.parent() else {
+        return Ok(());
+    };
+    let entries = match fs::read_dir(dir) {
+        Ok(e) => e,
+        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(()),
+        Err(e) => return Err(e),
+    };
+    for e in entries {
+        let e = e?;
+        let file = e.file_name().to_string_lossy().into_owned();
+        let Some(rest) = file.strip_prefix(&prefix) else {
+            continue;
+        };
+        let stale = match rest.strip_prefix('.').map(str::parse::<i32>) {
+            None if rest.is_empty() => true,
+            Some(Ok(pid)) => pid as u32 == std::process::id() || !alive(pid),
+            _ => false,
+        };
+        if !stale {
+            continue;
+        }
+        let path = e.path();
+        let is_dir = fs::symlink_metadata(&path).is_ok_and(|m| m.is_dir());
+        let removed = if is_dir {
+            fs::remove_dir_all(&path)
+        } else {
+            fs::remove_file(&path)
+        };
+        match removed {
+            Err(e) if e.kind() != io::ErrorKind::NotFound => return Err(e),
+            _ => {}
+        }
     }
+    Ok(())
+}
+
+/// True while process `pid` exists.
+fn alive(pid: i32) -> bool {
+    pid > 0
+        && !matches!(
+            nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid), None),
+            Err(nix::errno::Errno::ESRCH)
+        )
+}
+
+/// Copies `from` to `to`, which must not exist yet (never written through).
+fn copy_new(from: &Path, to: &Path) -> io::Result<()> {
+    let mut src = fs::File::open(from)?;
+    let mut dst = fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .open(to)?;
+    io::copy(&mut src, &mut dst)?;
+    dst.sync_all()
+}
+
+/// Writes `bytes` to this process's own temporary file beside `real` and
+/// renames it over `real`; `mode_owner` is applied before the rename
+/// (owner only as root). Temporary files of runs that are gone are removed
+/// first (a symlink there is removed, never followed); the new one is
+/// created exclusively, so nothing put there meanwhile is written through.
+fn write_atomic(real: &Path, bytes: &[u8], mode_owner: Option<(u32, u32, u32)>) -> io::Result<()> {
+    remove_stale_temps(real)?;
+    let tmp = temp_name(real);
     let result = (|| {
         let mut f = fs::OpenOptions::new()
             .write(true)
