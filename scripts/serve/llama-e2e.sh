@@ -183,7 +183,12 @@ hb serve logs -n 20 --cluster "$CFG" >"$DIR/logs.out" || fail "serve logs"
 [ -s "$DIR/logs.out" ] || fail "serve logs printed nothing"
 
 step "one greedy completion over $nodes node(s)"
-ip netns exec "hb-$TAG-a" python3 scripts/serve/complete-llama.py "http://$(node_ip a):8000" "$PROMPT" "$TOKENS" >"$DIR/cluster.json" || fail "the completion from halobox serve"
+# Without LLAMA_API_KEY serve made the cluster's key, 0600 beside cluster.toml.
+KEY=${CFG%.toml}.api-key
+[ "$(stat -c %a "$KEY")" = 600 ] || fail "the cluster's API key file is not 0600"
+ip netns exec "hb-$TAG-a" curl -s -o /dev/null -w '%{http_code}' -d '{"prompt": "a", "n_predict": 1}' "http://$(node_ip a):8000/completion" | grep -q 401 \
+  || fail "llama-server answered without the key"
+ip netns exec "hb-$TAG-a" python3 scripts/serve/complete-llama.py "http://$(node_ip a):8000" "$PROMPT" "$TOKENS" "$KEY" >"$DIR/cluster.json" || fail "the completion from halobox serve"
 cat "$DIR/cluster.json"
 decode_halobox=$(tps "$DIR/cluster.json")
 
@@ -199,7 +204,7 @@ llama_left a
 if [ "$faults" = 1 ]; then
   step "foreground serve, a long request, node b's RPC server killed"
   fg_serve "$DIR/fg1"
-  ip netns exec "hb-$TAG-a" python3 scripts/serve/complete-llama.py "http://$(node_ip a):8000" "$PROMPT" 100000 >/dev/null 2>&1 &
+  ip netns exec "hb-$TAG-a" python3 scripts/serve/complete-llama.py "http://$(node_ip a):8000" "$PROMPT" 100000 "$KEY" >/dev/null 2>&1 &
   long=$!
   sleep 2
   pid=$(rpc_pid b)
@@ -218,7 +223,7 @@ if [ "$faults" = 1 ]; then
   pid=$(rpc_pid b)
   t0=$(now)
   in_container b kill -STOP "$pid"
-  ip netns exec "hb-$TAG-a" python3 scripts/serve/complete-llama.py "http://$(node_ip a):8000" "$PROMPT" 1000 >/dev/null 2>&1 &
+  ip netns exec "hb-$TAG-a" python3 scripts/serve/complete-llama.py "http://$(node_ip a):8000" "$PROMPT" 1000 "$KEY" >/dev/null 2>&1 &
   long=$!
   code=0; wait "$FG_PID" || code=$?
   frozen_s=$(elapsed "$t0")
