@@ -211,7 +211,7 @@ if [ "$faults" = 1 ]; then
   [ -n "$pid" ] || fail "no pid for node b's RPC server in cluster status"
   in_container b kill -KILL "$pid"
   code=0; wait "$FG_PID" || code=$?
-  kill "$long" 2>/dev/null; wait "$long" 2>/dev/null || true
+  kill "$long" 2>/dev/null || true; wait "$long" 2>/dev/null || true
   tail -n 12 "$DIR/fg1.err" >&2
   [ "$code" != 0 ] || fail "serve exited 0 after node b's RPC server died"
   grep -q "node b ($(node_ip b))" "$DIR/fg1.err" || fail "serve did not name node b"
@@ -227,7 +227,7 @@ if [ "$faults" = 1 ]; then
   long=$!
   code=0; wait "$FG_PID" || code=$?
   frozen_s=$(elapsed "$t0")
-  kill "$long" 2>/dev/null; wait "$long" 2>/dev/null || true
+  kill "$long" 2>/dev/null || true; wait "$long" 2>/dev/null || true
   tail -n 8 "$DIR/fg2.err" >&2
   [ "$code" != 0 ] || fail "serve exited 0 with node b frozen"
   grep -q "node b ($(node_ip b)): its RPC server (pid $pid) is stopped (frozen" "$DIR/fg2.err" || fail "serve did not name node b as frozen"
