@@ -150,10 +150,10 @@ pub fn run(a: &ServeArgs) -> anyhow::Result<ExitCode> {
     for n in &p.notes {
         eprintln!("warning: {n}");
     }
-    if key_source == api_key::Source::Off {
-        if let Some(w) = api_key::no_key_warning(host) {
-            eprintln!("{w}");
-        }
+    if key_source == api_key::Source::Off
+        && let Some(w) = api_key::no_key_warning(host)
+    {
+        eprintln!("{w}");
     }
     preflight::check(&cfg, &model, p.tp * p.pp, Some(host), a.port)?;
     match &size {
@@ -263,10 +263,10 @@ fn run_llama(
         ))
         .into());
     }
-    if key_source == api_key::Source::Off {
-        if let Some(w) = api_key::no_key_warning(host) {
-            eprintln!("{w}");
-        }
+    if key_source == api_key::Source::Off
+        && let Some(w) = api_key::no_key_warning(host)
+    {
+        eprintln!("{w}");
     }
     preflight::port_free(Some(host), a.port)?;
     llama::check_head(cfg, &model)?;
