@@ -181,6 +181,9 @@ pub fn run(a: &ServeArgs) -> anyhow::Result<ExitCode> {
         api: engine::api_addr(Some(host), a.port),
         api_key: secrets[1].clone(),
         api_key_source: key_source,
+        workers: usize::try_from(p.tp * p.pp)
+            .unwrap_or(usize::MAX)
+            .min(cfg.nodes.len()),
         nccl_debug: a.nccl_debug,
         detach: a.detach,
         timeout: Duration::from_secs(a.timeout),
@@ -286,6 +289,7 @@ fn run_llama(
         api: engine::api_addr(Some(host), a.port),
         api_key: key,
         api_key_source: key_source,
+        workers: 0,
         nccl_debug: false,
         detach: a.detach,
         timeout: Duration::from_secs(a.timeout),

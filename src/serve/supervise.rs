@@ -58,6 +58,9 @@ pub struct Start<'a> {
     pub api: SocketAddr,
     /// The API key, when one is in force.
     pub api_key: Option<String>,
+    /// How many nodes the engine's workers run on (the log names each;
+    /// 0: the engine's log does not).
+    pub workers: usize,
     /// Where that key comes from (for the `curl` line).
     pub api_key_source: super::api_key::Source,
     /// Say which transport NCCL used.
@@ -207,6 +210,7 @@ pub fn serve(s: &Start) -> anyhow::Result<Ended> {
         return Err(end(s, &head, &log, e));
     }
     let ready_in = t0.elapsed().as_secs_f64();
+    await_workers(s, &head, &mut log);
     print_ready(s, &head, &log, ready_in);
     if s.detach {
         drop(log.follower.take());
@@ -308,6 +312,16 @@ pub fn lists(body: &str, name: &str) -> bool {
                 .map(|d| d.iter().any(|m| m["id"].as_str() == Some(name)))
         })
         .unwrap_or(false)
+}
+
+/// Ray forwards a remote worker's first lines to the head's log a little
+/// after the API answers: reads on, for 10 s at most, until every node the
+/// workers run on has been named.
+fn await_workers(s: &Start, head: &Head, log: &mut Log) {
+    let until = Instant::now() + Duration::from_secs(10);
+    while log.workers.len() < s.workers && Instant::now() < until {
+        log.read(head, Duration::from_millis(500));
+    }
 }
 
 fn print_ready(s: &Start, head: &Head, log: &Log, secs: f64) {
