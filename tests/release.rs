@@ -1,5 +1,5 @@
 //! The release files: `scripts/release.sh` runs once per test run (its
-//! cargo-zigbuild release build is cached in target/release-zig), and each
+//! cargo-zigbuild release build is cached in /var/cache/halobox/release-target), and each
 //! test checks one promise the files make to a user without Rust: a binary
 //! that needs no glibc newer than 2.28 and runs on the oldest distribution
 //! image the tests can make, a tarball that unpacks into exactly what INSTALL
