@@ -61,7 +61,7 @@ fn read_job() -> anyhow::Result<(transfer::Job, std::path::PathBuf)> {
     let hub = facts::local_hub().map_err(UsageError)?;
     if hub.display().to_string() != job.hub {
         anyhow::bail!(
-            "this node's Hugging Face cache is {}, not {} as planned\n  hint: set the same HF_HOME on every node",
+            "this node's Hugging Face cache is {}, not {} as planned\n  hint: set the same HF_HOME on every node; `halobox model ls` shows each node's cache",
             hub.display(),
             job.hub
         );
