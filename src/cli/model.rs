@@ -29,7 +29,10 @@ pub enum ModelCommand {
     )]
     Rm(ModelRmArgs),
     /// (run by halobox on a node) This node's copy of a model as JSON.
-    #[command(hide = true)]
+    #[command(
+        hide = true,
+        after_help = "Examples:\n  halobox model node-facts Qwen/Qwen3-0.6B@main --hash new    (what `model sync` runs on each node over ssh)"
+    )]
     NodeFacts {
         /// ORG/NAME[@REVISION].
         model: String,
@@ -38,19 +41,31 @@ pub enum ModelCommand {
         hash: HashMode,
     },
     /// (run by halobox on a node) Every model in this node's cache as JSON.
-    #[command(hide = true)]
+    #[command(
+        hide = true,
+        after_help = "Examples:\n  halobox model node-list    (what `model ls` runs on each node over ssh)"
+    )]
     NodeList,
     /// (run by halobox on a node) Removes a model from this node's cache.
-    #[command(hide = true)]
+    #[command(
+        hide = true,
+        after_help = "Examples:\n  halobox model node-rm Qwen/Qwen3-0.6B    (what `model rm` runs on each node over ssh)"
+    )]
     NodeRm {
         /// ORG/NAME.
         model: String,
     },
     /// (run by halobox on a node) Receives a sync stream (the job on stdin).
-    #[command(hide = true)]
+    #[command(
+        hide = true,
+        after_help = "Examples:\n  halobox model node-receive < job.json    (what `model sync` runs on each receiving node over ssh)"
+    )]
     NodeReceive,
     /// (run by halobox on a node) Sends a sync stream (the job on stdin).
-    #[command(hide = true)]
+    #[command(
+        hide = true,
+        after_help = "Examples:\n  halobox model node-send < job.json    (what `model sync` runs on the source node over ssh)"
+    )]
     NodeSend,
 }
 

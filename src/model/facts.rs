@@ -235,7 +235,7 @@ pub fn holdings(hub: &Path) -> Holdings {
 /// The hub of this node's environment, or an error with the fix.
 pub fn local_hub() -> Result<PathBuf, String> {
     cache::hub_dir_from_env().ok_or_else(|| {
-        "no HF_HUB_CACHE, HF_HOME or home folder here: cannot find the Hugging Face cache\n  hint: set HF_HOME for the account halobox logs in with".to_string()
+        "no HF_HUB_CACHE, HF_HOME or home folder here: cannot find the Hugging Face cache\n  hint: `export HF_HOME=/path` for the account halobox logs in with (in ~/.ssh/environment or /etc/environment)".to_string()
     })
 }
 
