@@ -47,7 +47,7 @@ pub fn acquire(root: &Path) -> anyhow::Result<SetupLock> {
                 .map(|p| format!(" (pid {p})"))
                 .unwrap_or_default();
             bail!(
-                "another halobox setup{holder} is changing {}; nothing changed (lock {})\n  hint: let it finish, then run this again",
+                "another halobox setup{holder} is changing {}; nothing changed (lock {})\n  hint: let it finish (`pgrep -a halobox` shows it), then run this `halobox setup` again",
                 real.display(),
                 path.display()
             );
