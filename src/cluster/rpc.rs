@@ -12,7 +12,7 @@ use serde::Serialize;
 
 use super::config::{ClusterConfig, NodeConfig};
 use super::env::{EnvVar, NodeEnv, Resolved};
-use super::plan::{self, in_container, with_env};
+use super::plan::{in_container, with_env};
 use super::run::{self, each_node, remote_node};
 use crate::remote::Masters;
 use crate::serve::{program, rpc};
@@ -122,34 +122,11 @@ pub fn up(cfg: &ClusterConfig, dry_run: bool, out: &mut dyn Write) -> anyhow::Re
             .map(|n| remote_node(cfg, n))
             .collect::<Vec<_>>(),
     );
-    let facts = each_node(workers, |node| {
-        let done = remote_node(cfg, node)
-            .through(&masters)
-            .run_ok(
-                "`halobox cluster join --dry-run`",
-                &plan::join_command(cfg, node, true),
-                NODE_TIMEOUT,
-            )
-            .map_err(|e| e.to_string())?;
-        let line = done
-            .stdout
-            .lines()
-            .rev()
-            .find(|l| l.starts_with('{'))
-            .unwrap_or("");
-        crate::remote::parse_json::<plan::JoinReport>(line)
-            .map(|r| r.env)
-            .map_err(|e| {
-                format!(
-                    "node {}: its halobox answered in a form this one does not read ({e}): install the same halobox everywhere",
-                    node.label()
-                )
-            })
-    });
+    let facts = run::reports_of(cfg, workers, &masters);
     let mut envs = Vec::new();
     for (node, f) in workers.iter().zip(facts) {
         match f {
-            Ok(e) => envs.push(e),
+            Ok(r) => envs.push(r.env),
             Err(e) => bail!(
                 "{e}\n  hint: fix node {} first; nothing was started",
                 node.label()

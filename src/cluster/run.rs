@@ -69,7 +69,16 @@ pub fn each_node<T: Send>(nodes: &[NodeConfig], f: impl Fn(&NodeConfig) -> T + S
 
 /// Every node's `join --dry-run --json`.
 pub fn reports(cfg: &ClusterConfig, masters: &Masters) -> Vec<Result<JoinReport, String>> {
-    each_node(&cfg.nodes, |node| {
+    reports_of(cfg, &cfg.nodes, masters)
+}
+
+/// The `join --dry-run --json` of each of `nodes`.
+pub fn reports_of(
+    cfg: &ClusterConfig,
+    nodes: &[NodeConfig],
+    masters: &Masters,
+) -> Vec<Result<JoinReport, String>> {
+    each_node(nodes, |node| {
         let done = on_node(
             cfg,
             masters,
