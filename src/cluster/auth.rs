@@ -53,10 +53,16 @@ pub fn node_token_path() -> Option<PathBuf> {
 /// The cluster's token file: next to the cluster file (`cluster.toml` →
 /// `cluster.ray-token`).
 pub fn cluster_token_path(config: &Path) -> PathBuf {
+    beside_cluster_file(config, "ray-token")
+}
+
+/// A file kept next to the cluster file, named by its stem and `suffix`
+/// (`cluster.toml` → `cluster.SUFFIX`).
+pub fn beside_cluster_file(config: &Path, suffix: &str) -> PathBuf {
     let stem = config
         .file_stem()
         .map_or("cluster".into(), |s| s.to_string_lossy().into_owned());
-    config.with_file_name(format!("{stem}.ray-token"))
+    config.with_file_name(format!("{stem}.{suffix}"))
 }
 
 /// A Ray token (64 hex digits); its `Debug` never shows it.

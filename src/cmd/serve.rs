@@ -101,7 +101,7 @@ pub fn run(a: &ServeArgs) -> anyhow::Result<ExitCode> {
     if a.plan.dry_run {
         // The nodes are asked only for a live plan (not from a snapshot).
         let model_check = match a.source.sysroot {
-            None => preflight::model_complete_for_plan(&cfg, &model)?,
+            None => preflight::model_complete(&cfg, &model, true)?,
             Some(_) => None,
         };
         print!("{}", plan::render_serve(&p, &argv));
@@ -150,9 +150,7 @@ pub fn run(a: &ServeArgs) -> anyhow::Result<ExitCode> {
     for n in &p.notes {
         eprintln!("warning: {n}");
     }
-    if key_source == api_key::Source::Off
-        && let Some(w) = api_key::no_key_warning(host)
-    {
+    if let Some(w) = api_key::no_key_warning(&key_source, host) {
         eprintln!("{w}");
     }
     preflight::check(&cfg, &model, p.tp * p.pp, Some(host), a.port)?;
@@ -266,9 +264,7 @@ fn run_llama(
         ))
         .into());
     }
-    if key_source == api_key::Source::Off
-        && let Some(w) = api_key::no_key_warning(host)
-    {
+    if let Some(w) = api_key::no_key_warning(&key_source, host) {
         eprintln!("{w}");
     }
     preflight::port_free(Some(host), a.port)?;

@@ -67,10 +67,7 @@ impl Source {
 /// The cluster's key file: next to the cluster file (`cluster.toml` →
 /// `cluster.api-key`).
 pub fn path(cluster: &Path) -> PathBuf {
-    let stem = cluster
-        .file_stem()
-        .map_or("cluster".into(), |s| s.to_string_lossy().into_owned());
-    cluster.with_file_name(format!("{stem}.api-key"))
+    auth::beside_cluster_file(cluster, "api-key")
 }
 
 /// The key of `source`: the environment's value (`env`), the cluster file's
@@ -91,9 +88,10 @@ pub fn load(source: &Source, env: Option<&str>) -> anyhow::Result<Option<String>
     })
 }
 
-/// The warning `--no-api-key` earns on anything but loopback.
-pub fn no_key_warning(host: IpAddr) -> Option<String> {
-    (!host.is_loopback()).then(|| {
+/// The warning a serve without a key (`--no-api-key`) earns on anything but
+/// loopback.
+pub fn no_key_warning(source: &Source, host: IpAddr) -> Option<String> {
+    (*source == Source::Off && !host.is_loopback()).then(|| {
         format!(
             "warning: --no-api-key on {host}: the API has NO key; anyone who reaches {host} can use the model (and its GPU time)"
         )
@@ -115,8 +113,9 @@ mod tests {
             f.curl_header(),
             " -H \"Authorization: Bearer $(cat /x/cluster.api-key)\""
         );
-        assert!(no_key_warning("127.0.0.1".parse().unwrap()).is_none());
-        assert!(no_key_warning("10.0.0.1".parse().unwrap()).is_some());
+        assert!(no_key_warning(&Source::Off, "127.0.0.1".parse().unwrap()).is_none());
+        assert!(no_key_warning(&Source::Off, "10.0.0.1".parse().unwrap()).is_some());
+        assert!(no_key_warning(&f, "10.0.0.1".parse().unwrap()).is_none());
     }
 
     #[test]

@@ -24,7 +24,7 @@ pub fn check(
     port: u16,
 ) -> anyhow::Result<()> {
     port_free(host, port)?;
-    if let Some(summary) = model_complete(cfg, model)? {
+    if let Some(summary) = model_complete(cfg, model, false)? {
         eprintln!("{summary}");
     }
     ray_has(cfg, gpus_needed)?;
@@ -37,26 +37,24 @@ pub fn check(
 
 /// A model given as a Hugging Face id: every node holds it complete, at
 /// the head's revision, in its cache (`None`: a folder, checked apart).
-pub fn model_complete(cfg: &ClusterConfig, model: &str) -> anyhow::Result<Option<String>> {
-    if is_path(model) {
-        return Ok(None);
-    }
-    match crate::model::cache::ModelRef::parse(model) {
-        Ok(m) => crate::model::sync::complete_everywhere(cfg, &m).map(Some),
-        Err(_) => Ok(None),
-    }
-}
-
-/// [`model_complete`] for `--dry-run`: nodes that cannot be asked leave the
+/// With `for_plan` (`--dry-run`), nodes that cannot be asked leave the
 /// model "not checked" (the plan is still shown); a node that lacks files
 /// still fails it.
-pub fn model_complete_for_plan(cfg: &ClusterConfig, model: &str) -> anyhow::Result<Option<String>> {
+pub fn model_complete(
+    cfg: &ClusterConfig,
+    model: &str,
+    for_plan: bool,
+) -> anyhow::Result<Option<String>> {
     if is_path(model) {
         return Ok(None);
     }
-    match crate::model::cache::ModelRef::parse(model) {
-        Ok(m) => crate::model::sync::complete_everywhere_or_unchecked(cfg, &m).map(Some),
-        Err(_) => Ok(None),
+    let Ok(m) = crate::model::cache::ModelRef::parse(model) else {
+        return Ok(None);
+    };
+    if for_plan {
+        crate::model::sync::complete_everywhere_or_unchecked(cfg, &m).map(Some)
+    } else {
+        crate::model::sync::complete_everywhere(cfg, &m).map(Some)
     }
 }
 
