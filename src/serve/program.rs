@@ -100,21 +100,24 @@ pub fn argv(program: String, args: &[String]) -> Vec<String> {
     a
 }
 
+/// Runs a serve program with `sh -c` and `args`, its folder moved to `dir`:
+/// its stdout (trimmed), then its stderr. For the programs' tests.
+#[cfg(test)]
+pub(crate) fn run_in(program: &str, args: &[&str], dir: &std::path::Path) -> String {
+    let out = crate::proc::command("sh")
+        .arg("-c")
+        .arg(program.replace(DIR, &dir.display().to_string()))
+        .arg("halobox-serve")
+        .args(args)
+        .output()
+        .unwrap();
+    String::from_utf8_lossy(&out.stdout).trim().to_string() + &String::from_utf8_lossy(&out.stderr)
+}
+
 #[cfg(test)]
 mod tests {
+    use super::run_in as sh;
     use super::*;
-
-    fn sh(program: &str, args: &[&str], dir: &std::path::Path) -> String {
-        let out = crate::proc::command("sh")
-            .arg("-c")
-            .arg(program.replace(DIR, &dir.display().to_string()))
-            .arg("halobox-serve")
-            .args(args)
-            .output()
-            .unwrap();
-        String::from_utf8_lossy(&out.stdout).trim().to_string()
-            + &String::from_utf8_lossy(&out.stderr)
-    }
 
     /// The programs against a real `sleep` in a private folder: started,
     /// seen running, refused a second time, stopped (its group too).

@@ -188,19 +188,8 @@ fn say_hello(addr: SocketAddr, timeout: Duration) -> (Hello, Option<TcpStream>) 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::serve::program::run_in as sh;
     use std::net::TcpListener;
-
-    fn sh(program: &str, args: &[&str], dir: &std::path::Path) -> String {
-        let out = crate::proc::command("sh")
-            .arg("-c")
-            .arg(program.replace(DIR, &dir.display().to_string()))
-            .arg("halobox-serve")
-            .args(args)
-            .output()
-            .unwrap();
-        String::from_utf8_lossy(&out.stdout).trim().to_string()
-            + &String::from_utf8_lossy(&out.stderr)
-    }
 
     /// A real RPC server's first answer, played by a socket: the version
     /// read; a server that holds the connection without answering is
