@@ -141,10 +141,29 @@ pub fn parse_name_version(entry: &str, manager: &str) -> Option<Package> {
     })
 }
 
+/// Where rpm-based systems keep the rpm database (Fedora's first, the
+/// older path second).
+const RPM_DATABASES: [&str; 2] = ["/usr/lib/sysimage/rpm", "/var/lib/rpm"];
+
+/// The host's rpm database folder, when it has one. Debian ships an `rpm`
+/// command too, whose default database is `~/.rpmdb`: asking it would
+/// create that folder in the user's home, so rpm is only asked about a
+/// database that exists.
+fn rpm_database(r: &Reader) -> Option<&'static str> {
+    RPM_DATABASES.into_iter().find(|dir| {
+        ["rpmdb.sqlite", "Packages"]
+            .iter()
+            .any(|file| r.exists(&format!("{dir}/{file}")))
+    })
+}
+
 fn rpm(r: &Reader) -> Vec<Package> {
     let text = if r.root().is_live() {
+        let Some(database) = rpm_database(r) else {
+            return Vec::new();
+        };
         let Ok(out) = crate::proc::command("rpm")
-            .arg("-q")
+            .args(["--dbpath", database, "-q"])
             .args(["amd-gpu-firmware", "linux-firmware"])
             .output()
         else {
