@@ -72,10 +72,11 @@ fn ssh_to_nodes_gets_no_secret() {
     );
 }
 
-/// `serve` on a podman head starts vLLM through `podman exec -i`: the token
-/// and the API key arrive on its stdin (one a line, in that order), and
-/// neither they nor any other secret are in its environment or that of ssh
-/// (the Ray query) and halobox (the looks into the container). The spies
+/// `serve` on a podman head starts vLLM through `halobox enter` (halobox's
+/// own engine connection, never the `podman` CLI): the token and the API
+/// key arrive on its stdin (one a line, in that order), and neither they
+/// nor any other secret are in its environment, in that of ssh (the Ray
+/// query) or in any other look into the container. The spies
 /// answer as a cluster whose API never comes up, so serve ends at its
 /// `--timeout`, stopping what it started.
 #[test]
@@ -89,8 +90,12 @@ fn serve_hands_the_token_on_stdin_only() {
             "echo '{{\"nodes\": [{{\"ip\": \"{ip}\", \"id\": \"n\", \"alive\": true, \"head\": true, \"resources\": {{\"GPU\": 1.0}}}}], \"error\": null}}'"
         ),
     );
-    spies.add("halobox", false, "echo gone 4242");
-    spies.add("podman", true, "echo halobox-serve-pid 4242");
+    spies.add(
+        "halobox",
+        true,
+        "case \"$*\" in *'IFS= read'*) echo halobox-serve-pid 4242 ;; *) echo gone 4242 ;; esac",
+    );
+    spies.add("podman", false, "exit 1");
     let port = std::net::TcpListener::bind("0.0.0.0:0")
         .unwrap()
         .local_addr()
@@ -120,10 +125,23 @@ fn serve_hands_the_token_on_stdin_only() {
         assert!(!stderr.contains(v) && !String::from_utf8_lossy(&out.stdout).contains(v));
     }
     assert_no_secret(&spies.record("ssh"));
-    assert_no_secret(&spies.record("halobox"));
-    let record = spies.record("podman");
-    let (env, stdin) = record.split_once("-- stdin:\n").expect("stdin recorded");
-    assert_no_secret(env);
-    assert!(env.contains("HALOBOX_TEST_MARK=passed-through"), "{env}");
-    assert_eq!(stdin, format!("{}\n{}\n", SECRETS[0].1, SECRETS[2].1));
+    assert_eq!(spies.record("podman"), "", "the podman CLI was used");
+    let record = spies.record("halobox");
+    let mut started = None;
+    for call in record.split("== halobox ").filter(|c| !c.is_empty()) {
+        let (env, stdin) = call.split_once("-- stdin:\n").expect("stdin recorded");
+        assert_no_secret(env);
+        if env.contains("IFS= read") {
+            assert!(env.contains("HALOBOX_TEST_MARK=passed-through"), "{env}");
+            started = Some(stdin.to_string());
+        } else {
+            for (_, v) in SECRETS {
+                assert!(!stdin.contains(v), "a secret on another call's stdin");
+            }
+        }
+    }
+    assert_eq!(
+        started.expect("the start went through halobox enter"),
+        format!("{}\n{}\n", SECRETS[0].1, SECRETS[2].1)
+    );
 }

@@ -421,11 +421,13 @@ fn serve_command_and_env() {
         argv[7..],
         [&["halobox-serve".to_string()][..], &cmd].concat()
     );
+    // On podman too the secret goes through `halobox enter` (halobox's own
+    // engine connection), never the engine's CLI.
     let mut podman = head.clone();
     podman.backend = NodeBackend::Podman;
     assert_eq!(
         podman.start_argv(&cmd, &p.secrets, None)[..4],
-        ["podman", "exec", "-i", "vllm"]
+        ["halobox", "enter", "vllm", "--"]
     );
     let text = plan::render_serve(&p, &cmd);
     assert!(text.contains("HF_TOKEN=********"), "{text}");
@@ -549,7 +551,7 @@ fn serve_api_key_host_and_clear_cache() {
         text.contains("# first, in the head's container: rm -rf -- \"${VLLM_CACHE_ROOT:-${XDG_CACHE_HOME:-$HOME/.cache}/vllm}/torch_compile_cache\""),
         "{text}"
     );
-    // Only the cache to clear, no secret: no stdin needed, podman goes through `enter`.
+    // Only the cache to clear, no secret: podman goes through `enter`.
     r.hf_token = false;
     r.api_key = false;
     let p = plan::serve(&r, Some(&reports[0].env), 2).unwrap();

@@ -131,7 +131,7 @@ fn pull(a: &ModelPullArgs) -> anyhow::Result<ExitCode> {
             println!("HF_TOKEN=******** (from this environment, passed on stdin)");
         }
         println!("{}", pull::shown(&req));
-        let argv = pull::in_container(&cfg, node, &pull::command(&req), token.is_some());
+        let argv = pull::in_container(&cfg, node, &pull::command(&req));
         println!(
             "# runs as: {}",
             crate::shell::line(&crate::cluster::run::node_argv(&cfg, node, &argv))

@@ -11,7 +11,6 @@ use super::cache::ModelRef;
 use crate::cluster::config::{ClusterConfig, NodeConfig};
 use crate::cluster::run as cluster_run;
 use crate::remote::STOP_GRACE;
-use crate::serve::engine::Head;
 
 /// Settings of huggingface_hub passed on from this environment (none of
 /// them a secret).
@@ -145,25 +144,10 @@ pub fn failure(model: &ModelRef, node: &str, output: &str, code: Option<i32>) ->
     )
 }
 
-/// `cmd` in `node`'s container, with stdin attached when `stdin`.
-pub fn in_container(
-    cfg: &ClusterConfig,
-    node: &NodeConfig,
-    cmd: &[String],
-    stdin: bool,
-) -> Vec<String> {
-    let c = Head {
-        halobox: cfg.halobox.clone(),
-        backend: node.backend,
-        container: node.container.clone(),
-        label: node.label().to_string(),
-        ip: node.ip,
-    };
-    if stdin {
-        c.argv_with_stdin(cmd)
-    } else {
-        c.argv(cmd)
-    }
+/// `cmd` in `node`'s container; the token goes on its stdin, which
+/// `halobox enter` passes through halobox's own engine connection.
+pub fn in_container(cfg: &ClusterConfig, node: &NodeConfig, cmd: &[String]) -> Vec<String> {
+    crate::cluster::plan::in_container(&cfg.halobox, node.backend, &node.container, cmd)
 }
 
 /// Runs the download on `node` (`token`: `HF_TOKEN`'s value, sent as the
@@ -175,7 +159,7 @@ pub fn run(
     req: &PullRequest,
     token: Option<&str>,
 ) -> anyhow::Result<String> {
-    let argv = in_container(cfg, node, &command(req), token.is_some());
+    let argv = in_container(cfg, node, &command(req));
     let rn = cluster_run::remote_node(cfg, node);
     let mut p = match token {
         Some(t) => rn.spawn_with_line(&argv, t)?,

@@ -1,7 +1,7 @@
 //! The engine in the head's container, as `serve` reaches it: the
 //! [`super::program`]s run there (directly for a `host` head, else through
-//! `halobox enter`, or the engine's CLI with `exec -i` when secrets go on
-//! stdin), its log followed line by line, its API asked over HTTP.
+//! `halobox enter`, secrets on its stdin), its log followed line by line,
+//! its API asked over HTTP.
 
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use std::time::Duration;
@@ -55,44 +55,25 @@ impl Head {
         plan::in_container(&self.halobox, self.backend, &self.container, cmd)
     }
 
-    /// `cmd` in the container with stdin attached: the engine's CLI
-    /// (`exec -i`) for podman and docker, whose API exec attaches no stdin
-    /// without a terminal; `halobox enter` otherwise.
-    pub fn argv_with_stdin(&self, cmd: &[String]) -> Vec<String> {
-        match self.backend {
-            NodeBackend::Podman | NodeBackend::Docker => {
-                let mut a = vec![
-                    self.backend.to_string(),
-                    "exec".into(),
-                    "-i".into(),
-                    self.container.clone(),
-                ];
-                a.extend(cmd.iter().cloned());
-                a
-            }
-            _ => self.argv(cmd),
-        }
-    }
-
     /// Runs `program` with `args` in the container (stdin empty).
     pub fn run(&self, program: String, args: &[String]) -> std::io::Result<Finished> {
         proc::run(&self.argv(&program::argv(program, args)), PROGRAM_TIMEOUT)
     }
 
     /// The argv that starts `cmd` detached in the container
-    /// ([`program::start`]), with stdin attached when secrets go on it.
+    /// ([`program::start`]). Secrets go on its stdin, which `halobox enter`
+    /// passes through halobox's own engine connection (the engine the
+    /// container was made on, not whatever the engine's CLI defaults to).
     pub fn start_argv(
         &self,
         cmd: &[String],
         secret_names: &[String],
         clear_cache: Option<&str>,
     ) -> Vec<String> {
-        let argv = program::argv(program::start(secret_names, clear_cache), cmd);
-        if secret_names.is_empty() {
-            self.argv(&argv)
-        } else {
-            self.argv_with_stdin(&argv)
-        }
+        self.argv(&program::argv(
+            program::start(secret_names, clear_cache),
+            cmd,
+        ))
     }
 
     /// Starts the engine (`cmd`, argv with its env words) detached in the
