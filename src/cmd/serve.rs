@@ -153,10 +153,24 @@ pub fn run(a: &ServeArgs) -> anyhow::Result<ExitCode> {
     if let Some(w) = api_key::no_key_warning(&key_source, host) {
         eprintln!("{w}");
     }
-    preflight::check(&cfg, &model, p.tp * p.pp, Some(host), a.port)?;
-    match &size {
-        Ok(size) => {
-            let f = fit::check(&cfg, Some(&facts), size, &fit_req, true);
+    // The fit check asks every node's facts over ssh: it runs beside the
+    // preflight's own questions to the nodes.
+    let (checked, fitted) = std::thread::scope(|sc| {
+        let fitted = sc.spawn(|| {
+            size.as_ref()
+                .map(|size| fit::check(&cfg, Some(&facts), size, &fit_req, true))
+        });
+        let checked = preflight::check(&cfg, &model, p.tp * p.pp, Some(host), a.port);
+        (
+            checked,
+            fitted
+                .join()
+                .unwrap_or_else(|e| std::panic::resume_unwind(e)),
+        )
+    });
+    checked?;
+    match fitted {
+        Ok(f) => {
             if let Some(e) = fit_model::refusal(&f, true) {
                 return Err(UsageError(e).into());
             }

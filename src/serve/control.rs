@@ -53,7 +53,10 @@ pub fn status(cfg: &ClusterConfig, path: &Path) -> anyhow::Result<Status> {
     let healthy =
         http::get(api, "/health", None, Duration::from_secs(3)).is_ok_and(|r| r.status == 200);
     let log = head.log_tail(100_000).unwrap_or_default();
-    let mut ips: Vec<std::net::Ipv4Addr> = log.lines().filter_map(watch::worker_ip).collect();
+    let mut ips: Vec<std::net::Ipv4Addr> = log
+        .lines()
+        .filter_map(|l| watch::worker_ip(l, head.ip))
+        .collect();
     ips.dedup();
     let llama = cfg.engine == crate::cluster::config::Engine::LlamaCpp;
     let mut nodes: Vec<String> = cfg

@@ -15,7 +15,9 @@ use crate::error::UsageError;
 /// How long the check in each node's container may take.
 const NODE_CHECK: Duration = Duration::from_secs(60);
 
-/// Every check; the first failure as an error with its fix.
+/// Every check; the first failure (in the order listed) as an error with
+/// its fix. The checks that ask the nodes run at once: each waits on ssh
+/// or an engine, and `serve`'s time to an answering API includes them.
 pub fn check(
     cfg: &ClusterConfig,
     model: &str,
@@ -24,15 +26,29 @@ pub fn check(
     port: u16,
 ) -> anyhow::Result<()> {
     port_free(host, port)?;
-    if let Some(summary) = model_complete(cfg, model, false)? {
+    let (complete, ray, vllm, everywhere) = std::thread::scope(|s| {
+        let complete = s.spawn(|| model_complete(cfg, model, false));
+        let ray = s.spawn(|| ray_has(cfg, gpus_needed));
+        let vllm = s.spawn(|| has_vllm(cfg));
+        let everywhere = is_path(model).then(|| model_everywhere(cfg, model));
+        (
+            joined(complete),
+            joined(ray),
+            joined(vllm),
+            everywhere.unwrap_or(Ok(())),
+        )
+    });
+    if let Some(summary) = complete? {
         eprintln!("{summary}");
     }
-    ray_has(cfg, gpus_needed)?;
-    has_vllm(cfg)?;
-    if is_path(model) {
-        model_everywhere(cfg, model)?;
-    }
-    Ok(())
+    ray?;
+    vllm?;
+    everywhere
+}
+
+/// A check's result from its thread (a panic there is passed on).
+fn joined<T>(h: std::thread::ScopedJoinHandle<'_, anyhow::Result<T>>) -> anyhow::Result<T> {
+    h.join().unwrap_or_else(|p| std::panic::resume_unwind(p))
 }
 
 /// A model given as a Hugging Face id: every node holds it complete, at

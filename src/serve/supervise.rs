@@ -17,6 +17,10 @@ use crate::cluster::config::{ClusterConfig, Engine};
 use crate::cluster::run as cluster_run;
 use crate::proc::Proc;
 
+/// How often the API is asked while the engine starts: a refused connect
+/// costs nothing, and the answer is what the user waits for.
+const HEALTH_EVERY: Duration = Duration::from_millis(500);
+
 /// How long the engine gets to end after SIGTERM before SIGKILL.
 const STOP_GRACE: Duration = Duration::from_secs(20);
 /// The same for llama-server, which keeps nothing to clean up (and hangs on
@@ -140,7 +144,7 @@ impl Log {
             {
                 self.errors.push(e.to_string());
             }
-            if let Some(ip) = watch::worker_ip(l)
+            if let Some(ip) = watch::worker_ip(l, head.ip)
                 && !self.workers.contains(&ip)
             {
                 self.workers.push(ip);
@@ -262,7 +266,7 @@ fn wait_ready(s: &Start, head: &Head, log: &mut Log, t0: Instant) -> Result<(), 
             )));
         }
         if Instant::now() >= next_health {
-            next_health = Instant::now() + Duration::from_secs(1);
+            next_health = Instant::now() + HEALTH_EVERY;
             if ready(s) {
                 return Ok(());
             }

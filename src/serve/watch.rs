@@ -50,14 +50,17 @@ pub fn addresses(line: &str) -> Vec<Ipv4Addr> {
 
 /// The node of a Ray worker's log line: Ray prefixes what a worker prints
 /// with `(RayWorkerProc pid=123, ip=10.0.0.2)` on the driver
-/// (`RayWorkerWrapper` before vLLM's RayExecutorV2).
-pub fn worker_ip(line: &str) -> Option<Ipv4Addr> {
+/// (`RayWorkerWrapper` before vLLM's RayExecutorV2), and leaves `ip=` out
+/// for a worker on the driver's own node, `driver`.
+pub fn worker_ip(line: &str, driver: Ipv4Addr) -> Option<Ipv4Addr> {
     let i = line
         .find("(RayWorkerProc pid=")
         .or_else(|| line.find("(RayWorkerWrapper pid="))?;
-    let rest = &line[i..];
-    let ip = rest.split("ip=").nth(1)?;
-    ip.split([')', ',', ' ']).next()?.parse().ok()
+    let prefix = &line[i..=i + line[i..].find(')')?];
+    match prefix.split("ip=").nth(1) {
+        Some(ip) => ip.split([')', ',', ' ']).next()?.parse().ok(),
+        None => Some(driver),
+    }
 }
 
 /// The cause in a fatal line, cut to something one line can say: the text
@@ -129,11 +132,15 @@ mod tests {
 
     #[test]
     fn workers_by_ray_prefix() {
+        let head = Ipv4Addr::new(10, 77, 3, 1);
         let l = "(RayWorkerWrapper pid=4711, ip=10.77.3.2) INFO 11-26 worker.py: loading";
-        assert_eq!(worker_ip(l), Some(Ipv4Addr::new(10, 77, 3, 2)));
+        assert_eq!(worker_ip(l, head), Some(Ipv4Addr::new(10, 77, 3, 2)));
         let l = "(RayWorkerProc pid=165, ip=10.77.104.2) (MainProcess pid=165) WARNING cpu.py";
-        assert_eq!(worker_ip(l), Some(Ipv4Addr::new(10, 77, 104, 2)));
-        assert_eq!(worker_ip("INFO plain line ip=10.0.0.1"), None);
+        assert_eq!(worker_ip(l, head), Some(Ipv4Addr::new(10, 77, 104, 2)));
+        // vLLM 0.32's log: Ray names no address for the driver's own node.
+        let l = "\x1b[36m(RayWorkerProc pid=851)\x1b[0m Loading safetensors checkpoint shards: 100% (ip=10.9.9.9)";
+        assert_eq!(worker_ip(l, head), Some(head));
+        assert_eq!(worker_ip("INFO plain line ip=10.0.0.1", head), None);
     }
 
     #[test]
