@@ -12,15 +12,18 @@
 #   decode tokens per second:   halobox / by hand   (goal >= 0.97x)
 # usage (as root): scripts/bench-serve.sh [ROUNDS (default 3)] [--engine vllm]
 #   [--nodes N] [--backend podman|docker]
+# With --engine llama.cpp it runs scripts/serve/bench-llama.sh: the same
+# comparison for llama.cpp over RPC (its usage is there).
 #   HALOBOX_BIN: the halobox binary (default: this checkout's release build)
 set -euo pipefail
 {
 cd "$(dirname "$0")/.."
 root=$PWD
+for a in "$@"; do [ "$a" = llama.cpp ] && exec bash scripts/serve/bench-llama.sh "$@"; done
 rounds=3 nodes=2 backend=podman
 while [ $# -gt 0 ]; do
   case "$1" in
-  --engine) [ "$2" = vllm ] || { echo "error: --engine $2: only vllm is served so far" >&2; exit 2; }; shift 2 ;;
+  --engine) [ "$2" = vllm ] || { echo "error: --engine $2: vllm or llama.cpp" >&2; exit 2; }; shift 2 ;;
   --nodes) nodes=$2; shift 2 ;;
   --backend) backend=$2; shift 2 ;;
   [0-9]*) rounds=$1; shift ;;

@@ -221,3 +221,64 @@ foreground_serve() {
   HB_PID=$(descendant "$FG_PID" halobox)
   [ -n "$HB_PID" ] || fail "no halobox process below $FG_PID"
 }
+
+# llama_setup TAG_PREFIX BACKEND COUNT [MODEL.gguf] [SHAPE]: COUNT test nodes
+# with BACKEND for llama.cpp (scripts/llama-cpp.sh's CPU build at $LLAMA),
+# the GGUF given (copied to $DIR/models) or a random-weight one of SHAPE,
+# and a cluster file with engine llama.cpp. Sets LLAMA, PORT, HALOBOX, DIR,
+# TAG, NET, MODEL, BACKEND, NODE_NAMES, WORKERS, IMAGE and CFG.
+# shellcheck disable=SC2034
+llama_setup() {
+  local prefix=$1 backend=$2 count=$3 given=${4:-} shape=${5:-2,128,4,2} layers hidden heads kv specs=() x
+  LLAMA=${HALOBOX_LLAMA_CPP:-/opt/halobox-llama-cpp}
+  PORT=50052
+  [ -x "$LLAMA/bin/llama-server" ] || fail "$LLAMA/bin/llama-server is missing: bash scripts/llama-cpp.sh"
+  HALOBOX=${HALOBOX_BIN:-$root/target/debug/halobox}
+  [ -x "$HALOBOX" ] || { step "building halobox (cargo build)"; cargo build -q --bin halobox; }
+  DIR=$(mktemp -d /tmp/hb-llama-e2e.XXXXXX)
+  TAG=$prefix$$
+  TAG=${TAG:0:10}
+  NET=$(($$ % 200 + 30))
+  trap 'serve_teardown' EXIT
+  mkdir -p "$DIR/models"
+  if [ -n "$given" ]; then
+    [ -f "$given" ] || fail "--model $given: no such file"
+    cp "$given" "$DIR/models/"
+    MODEL=/models/$(basename "$given")
+  else
+    IFS=, read -r layers hidden heads kv <<<"$shape"
+    step "a random-weight Llama GGUF: $layers layers, hidden $hidden, $heads heads ($kv kv)"
+    "$LLAMA/venv/bin/python" scripts/serve/make-gguf.py "$DIR/models/random.gguf" \
+      --layers "$layers" --hidden "$hidden" --heads "$heads" --kv-heads "$kv" >&2
+    MODEL=/models/random.gguf
+  fi
+  chmod -R a+rX "$DIR/models"
+  for _ in $(seq "$count"); do specs+=(9000); done
+  step "$count test node(s) with $backend (hb-$TAG-*, 10.77.$NET.0/24)"
+  HB_NODE_ENGINE=$backend HB_NODE_REGISTRY_DATA=/var/cache/halobox-engines/node-registry \
+    bash scripts/netns/nodes.sh up "$TAG" "$NET" "$DIR" "${specs[@]}" >&2
+  BACKEND=$backend
+  NODE_NAMES=$(echo abcd | cut -c"1-$count" | sed 's/./& /g')
+  WORKERS=$(echo "$NODE_NAMES" | cut -d' ' -f2-)
+  IMAGE=$(HALOBOX_BIN=$HALOBOX bash scripts/netns/node-image.sh "$TAG" "$NET" | tail -n 1)
+  mkdir -p "$DIR/state" "$DIR/tmp"
+  CFG=$DIR/cluster.toml
+  {
+    echo 'engine = "llama.cpp"'
+    echo "llama_server = \"$LLAMA/bin/llama-server\""
+    echo "halobox = \"$HALOBOX\""
+    echo "ssh_options = [\"UserKnownHostsFile=$DIR/known_hosts\", \"IdentityFile=$DIR/client_key\", \"IdentitiesOnly=yes\"]"
+    for x in $NODE_NAMES; do
+      printf '\n[[node]]\nname = "%s"\nssh = "root@%s"\nip = "%s"\nbackend = "%s"\n' \
+        "$x" "$(node_ip "$x")" "$(node_ip "$x")" "$backend"
+    done
+  } >"$CFG"
+}
+
+# llama_refresh: `halobox refresh` on every node, llama.cpp and the models bound in read-only.
+llama_refresh() {
+  local x
+  step "refresh on every node (llama.cpp bound in read-only from $LLAMA)"
+  for x in $NODE_NAMES; do on_node "$x" "$HALOBOX" refresh --backend "$BACKEND" --image "$IMAGE" --memlock 8M --name vllm \
+    --volume "$LLAMA:$LLAMA:ro" --volume "$DIR/models:/models:ro" --yes >/dev/null; done
+}

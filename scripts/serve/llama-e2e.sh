@@ -41,51 +41,9 @@ case "$backend" in podman | docker) ;; *) echo "error: --backend must be podman 
 
 # shellcheck source=scripts/serve/lib.sh
 . scripts/serve/lib.sh
-LLAMA=${HALOBOX_LLAMA_CPP:-/opt/halobox-llama-cpp}
-PORT=50052
-[ -x "$LLAMA/bin/llama-server" ] || fail "$LLAMA/bin/llama-server is missing: bash scripts/llama-cpp.sh"
-HALOBOX=${HALOBOX_BIN:-$root/target/debug/halobox}
-[ -x "$HALOBOX" ] || { step "building halobox (cargo build)"; cargo build -q --bin halobox; }
-DIR=$(mktemp -d /tmp/hb-llama-e2e.XXXXXX)
-TAG=le$$
-TAG=${TAG:0:10}
-NET=$(($$ % 200 + 30))
-trap 'serve_teardown' EXIT
-mkdir -p "$DIR/models"
-if [ -n "$model" ]; then
-  [ -f "$model" ] || fail "--model $model: no such file"
-  cp "$model" "$DIR/models/"
-  MODEL=/models/$(basename "$model")
-else
-  IFS=, read -r layers hidden heads kv <<<"$shape"
-  step "a random-weight Llama GGUF: $layers layers, hidden $hidden, $heads heads ($kv kv)"
-  "$LLAMA/venv/bin/python" scripts/serve/make-gguf.py "$DIR/models/random.gguf" \
-    --layers "$layers" --hidden "$hidden" --heads "$heads" --kv-heads "$kv" >&2
-  MODEL=/models/random.gguf
-fi
+llama_setup le "$backend" "$nodes" "$model" "$shape"
 echo "not a gguf file" >"$DIR/models/bad.gguf"
-chmod -R a+rX "$DIR/models"
-specs=()
-for _ in $(seq "$nodes"); do specs+=(9000); done
-step "$nodes test node(s) with $backend (hb-$TAG-*, 10.77.$NET.0/24)"
-HB_NODE_ENGINE=$backend HB_NODE_REGISTRY_DATA=/var/cache/halobox-engines/node-registry \
-  bash scripts/netns/nodes.sh up "$TAG" "$NET" "$DIR" "${specs[@]}" >&2
-BACKEND=$backend
-NODE_NAMES=$(echo abcd | cut -c"1-$nodes" | sed 's/./& /g')
-WORKERS=$(echo "$NODE_NAMES" | cut -d' ' -f2-)
-IMAGE=$(HALOBOX_BIN=$HALOBOX bash scripts/netns/node-image.sh "$TAG" "$NET" | tail -n 1)
-mkdir -p "$DIR/state" "$DIR/tmp"
-CFG=$DIR/cluster.toml
-{
-  echo 'engine = "llama.cpp"'
-  echo "llama_server = \"$LLAMA/bin/llama-server\""
-  echo "halobox = \"$HALOBOX\""
-  echo "ssh_options = [\"UserKnownHostsFile=$DIR/known_hosts\", \"IdentityFile=$DIR/client_key\", \"IdentitiesOnly=yes\"]"
-  for x in $NODE_NAMES; do
-    printf '\n[[node]]\nname = "%s"\nssh = "root@%s"\nip = "%s"\nbackend = "%s"\n' \
-      "$x" "$(node_ip "$x")" "$(node_ip "$x")" "$backend"
-  done
-} >"$CFG"
+chmod a+r "$DIR/models/bad.gguf"
 
 # llama_left [X...]: no llama-server or RPC server in the containers (every node by default) within 30 s.
 llama_left() {
@@ -122,9 +80,7 @@ fg_serve() {
   fail "foreground serve did not serve within 5 min"
 }
 
-step "refresh on every node (llama.cpp bound in read-only from $LLAMA)"
-for x in $NODE_NAMES; do on_node "$x" "$HALOBOX" refresh --backend "$backend" --image "$IMAGE" --memlock 8M --name vllm \
-  --volume "$LLAMA:$LLAMA:ro" --volume "$DIR/models:/models:ro" --yes >/dev/null; done
+llama_refresh
 
 step "bad input before cluster up: a worker without the RPC server, its port taken"
 sed 's|^llama_server = .*|llama_server = "/opt/none/bin/llama-server"|' "$CFG" >"$DIR/nobin.toml"
