@@ -1,8 +1,11 @@
 //! `net.firewall`: does a firewall on this node drop what the cluster sends
 //! to its data-plane interface? New connections to RoCE v2 (UDP 4791),
-//! Ray's GCS (TCP 6379) and worker ports (TCP 10002-19999) and NCCL/RCCL's
-//! ephemeral TCP ports are run through every firewall that is active:
-//! firewalld's zone, ufw's rules, and the nftables / iptables input chains.
+//! Ray's GCS (TCP 6379) and worker ports (TCP 10002-19999), NCCL/RCCL's
+//! ephemeral TCP ports and llama.cpp's RPC servers (TCP 50052) are run
+//! through every firewall that is active: firewalld's zone, ufw's rules,
+//! and the nftables / iptables input chains. Only the data-plane interface
+//! is judged (and trusted by `setup`): the services bind the data-plane
+//! address, so the LAN side stays closed.
 
 use super::Check;
 use crate::dataplane::DataPlane;
@@ -22,7 +25,7 @@ struct Probe {
     critical: bool,
 }
 
-const PROBES: [Probe; 4] = [
+const PROBES: [Probe; 5] = [
     Probe {
         protocol: "udp",
         port: 4791,
@@ -45,6 +48,12 @@ const PROBES: [Probe; 4] = [
         protocol: "tcp",
         port: 40000,
         what: "NCCL/RCCL sockets (ephemeral TCP)",
+        critical: true,
+    },
+    Probe {
+        protocol: "tcp",
+        port: crate::cluster::config::DEFAULT_RPC_PORT,
+        what: "llama.cpp RPC servers (TCP 50052)",
         critical: true,
     },
 ];
@@ -179,7 +188,7 @@ pub(super) fn check(facts: &HostFacts, plane: Option<&DataPlane>) -> Check {
             "on {iface}, {}; {context}{}",
             dropped.join("; "),
             if critical {
-                ": Ray and NCCL cannot connect"
+                ": Ray, NCCL and llama.cpp RPC cannot connect"
             } else {
                 ": a hardware RoCE NIC takes UDP 4791 before the host firewall, soft-RoCE does not; allow it"
             }
