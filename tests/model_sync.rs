@@ -54,8 +54,11 @@ impl Nodes {
     }
 
     fn spawn(&self, args: &[&str]) -> Command {
-        let mut all: Vec<&str> = args.to_vec();
+        // `--cluster FILE` before a `--` (what follows it is vLLM's).
+        let at = args.iter().position(|a| *a == "--").unwrap_or(args.len());
+        let mut all: Vec<&str> = args[..at].to_vec();
         all.extend(["--cluster", self.file.to_str().unwrap()]);
+        all.extend(&args[at..]);
         let mut c = self.nodes.spawn_halobox('a', &all);
         c.env_remove("HF_HOME").env_remove("HF_HUB_CACHE");
         c
@@ -297,6 +300,20 @@ fn sync_resume_noop_repair_and_serve_refusal_on_three_nodes() {
             "# model: every node holds {MODEL}@main (commit 111111111122) complete: 4 files"
         )),
         "{s}"
+    );
+    // The revision vLLM is told to load is the one checked.
+    let o = n.halobox(&["serve", MODEL, "--dry-run", "--", "--revision", COMMIT]);
+    let s = stdout(&o);
+    assert!(
+        s.contains(&format!("every node holds {MODEL}@{COMMIT}")),
+        "{s}"
+    );
+    let o = n.halobox(&["serve", MODEL, "--dry-run", "--", "--revision", "v9"]);
+    assert!(!o.status.success(), "{}", text(&o));
+    assert!(
+        String::from_utf8_lossy(&o.stderr).contains("v9"),
+        "{}",
+        text(&o)
     );
     std::fs::remove_file(
         std::fs::canonicalize(n.repo('b').join("snapshots").join(COMMIT).join(&shards[0])).unwrap(),

@@ -101,7 +101,7 @@ pub fn run(a: &ServeArgs) -> anyhow::Result<ExitCode> {
     if a.plan.dry_run {
         // The nodes are asked only for a live plan (not from a snapshot).
         let model_check = match a.source.sysroot {
-            None => preflight::model_complete(&cfg, &model, true)?,
+            None => preflight::model_complete(&cfg, &model, &a.extra, true)?,
             Some(_) => None,
         };
         print!("{}", plan::render_serve(&p, &argv));
@@ -160,7 +160,7 @@ pub fn run(a: &ServeArgs) -> anyhow::Result<ExitCode> {
             size.as_ref()
                 .map(|size| fit::check(&cfg, Some(&facts), size, &fit_req, true))
         });
-        let checked = preflight::check(&cfg, &model, p.tp * p.pp, Some(host), a.port);
+        let checked = preflight::check(&cfg, &model, &a.extra, p.tp * p.pp, Some(host), a.port);
         (
             checked,
             fitted

@@ -21,13 +21,14 @@ const NODE_CHECK: Duration = Duration::from_secs(60);
 pub fn check(
     cfg: &ClusterConfig,
     model: &str,
+    extra: &[String],
     gpus_needed: u32,
     host: Option<IpAddr>,
     port: u16,
 ) -> anyhow::Result<()> {
     port_free(host, port)?;
     let (complete, ray, vllm, everywhere) = std::thread::scope(|s| {
-        let complete = s.spawn(|| model_complete(cfg, model, false));
+        let complete = s.spawn(|| model_complete(cfg, model, extra, false));
         let ray = s.spawn(|| ray_has(cfg, gpus_needed));
         let vllm = s.spawn(|| has_vllm(cfg));
         let everywhere = is_path(model).then(|| model_everywhere(cfg, model));
@@ -52,19 +53,25 @@ fn joined<T>(h: std::thread::ScopedJoinHandle<'_, anyhow::Result<T>>) -> anyhow:
 }
 
 /// A model given as a Hugging Face id: every node holds it complete, at
-/// the head's revision, in its cache (`None`: a folder, checked apart).
-/// With `for_plan` (`--dry-run`), nodes that cannot be asked leave the
-/// model "not checked" (the plan is still shown); a node that lacks files
-/// still fails it.
+/// the head's commit of the revision vLLM loads (`--revision` after `--`,
+/// else `main`), in its cache (`None`: a folder, checked apart). With
+/// `for_plan` (`--dry-run`), nodes that cannot be asked leave the model
+/// "not checked" (the plan is still shown); a node that lacks files still
+/// fails it.
 pub fn model_complete(
     cfg: &ClusterConfig,
     model: &str,
+    extra: &[String],
     for_plan: bool,
 ) -> anyhow::Result<Option<String>> {
     if is_path(model) {
         return Ok(None);
     }
-    let Ok(m) = crate::model::cache::ModelRef::parse(model) else {
+    let spec = match plan::extra_value(extra, &["--revision"]).and_then(|(_, v)| v) {
+        Some(rev) => format!("{model}@{rev}"),
+        None => model.to_string(),
+    };
+    let Ok(m) = crate::model::cache::ModelRef::parse(&spec) else {
         return Ok(None);
     };
     if for_plan {
