@@ -188,7 +188,7 @@ plain_vllm() {
 # stop_plain X: stops it.
 stop_plain() {
   # shellcheck disable=SC2016
-  in_container "$1" sh -c 'p=$(cat /tmp/halobox-e2e/ref.pid); kill -TERM -- "-$p" 2>/dev/null; for i in $(seq 100); do kill -0 "$p" 2>/dev/null || break; sleep 0.2; done; kill -KILL -- "-$p" 2>/dev/null; rm -f /dev/shm/psm_*; true'
+  in_container "$1" sh -c 'p=$(cat /tmp/halobox-e2e/ref.pid); kill -TERM "-$p" 2>/dev/null; for i in $(seq 100); do kill -0 "$p" 2>/dev/null || break; sleep 0.2; done; kill -KILL "-$p" 2>/dev/null; rm -f /dev/shm/psm_*; true'
 }
 
 # descendant PID NAME: the first process below PID whose command is NAME.

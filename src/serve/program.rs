@@ -62,7 +62,9 @@ pub fn state() -> String {
 }
 
 /// Stops the engine: SIGTERM to its process group, up to `$1` seconds for
-/// it to end, then SIGKILL; then removes its pid file and the `/dev/shm`
+/// it to end, then SIGKILL, and SIGKILL to whatever of its group is left.
+/// The group is named `kill -SIG -PID`: dash (Debian's and Ubuntu's
+/// `/bin/sh`) refuses the `--` of `kill -SIG -- -PID`. Then it removes its pid file and the `/dev/shm`
 /// `psm_*` segments that were not there before it started (vLLM leaves two
 /// behind even after a clean stop). Prints `stopped PID`, `gone PID` (it had
 /// ended already) or `none`.
@@ -70,9 +72,10 @@ pub fn stop() -> String {
     format!(
         "{ALIVE_FN}; d=\"{DIR}\"; grace=${{1:-30}}; [ -f \"$d/engine.pid\" ] || {{ echo none; exit 0; }}; \
          pid=$(cat \"$d/engine.pid\"); word=gone; \
-         if alive \"$pid\"; then word=stopped; kill -TERM -- \"-$pid\" 2>/dev/null || kill -TERM \"$pid\" 2>/dev/null; \
+         if alive \"$pid\"; then word=stopped; kill -TERM \"-$pid\" 2>/dev/null || kill -TERM \"$pid\" 2>/dev/null; \
          i=0; while alive \"$pid\" && [ \"$i\" -lt \"$((grace * 5))\" ]; do sleep 0.2; i=$((i + 1)); done; \
-         if alive \"$pid\"; then kill -KILL -- \"-$pid\" 2>/dev/null || kill -KILL \"$pid\" 2>/dev/null; sleep 0.5; fi; fi; \
+         if alive \"$pid\"; then kill -KILL \"-$pid\" 2>/dev/null || kill -KILL \"$pid\" 2>/dev/null; sleep 0.5; fi; fi; \
+         kill -KILL \"-$pid\" 2>/dev/null; \
          for f in $(ls /dev/shm 2>/dev/null | grep '^psm_'); do \
          grep -qx \"$f\" \"$d/shm.before\" 2>/dev/null || rm -f \"/dev/shm/$f\"; done; \
          rm -f \"$d/engine.pid\"; echo \"$word $pid\""
@@ -80,11 +83,17 @@ pub fn stop() -> String {
 }
 
 /// Prints the engine's log: the last `$1` lines, then, with `$2` = `-f`,
-/// what it writes from then on (until the reader goes away).
+/// what it writes from then on, until the engine ends (GNU tail's
+/// `--pid`; a `tail` without it follows until the reader goes away). An
+/// exec whose client is gone keeps running in the container: bound to the
+/// engine's life, `serve --detach`'s reader ends with the engine.
 pub fn logs() -> String {
     format!(
-        "f=\"{DIR}/engine.log\"; [ -f \"$f\" ] || {{ echo \"halobox: no engine log in this container ($f)\" >&2; exit 3; }}; \
-         if [ \"$2\" = -f ]; then exec tail -n \"${{1:-100}}\" -F \"$f\"; else exec tail -n \"${{1:-100}}\" \"$f\"; fi"
+        "d=\"{DIR}\"; f=\"$d/engine.log\"; [ -f \"$f\" ] || {{ echo \"halobox: no engine log in this container ($f)\" >&2; exit 3; }}; \
+         [ \"$2\" = -f ] || exec tail -n \"${{1:-100}}\" \"$f\"; \
+         pid=$(cat \"$d/engine.pid\" 2>/dev/null); \
+         if [ -n \"$pid\" ] && tail --pid=\"$pid\" -n 0 /dev/null 2>/dev/null; then exec tail -n \"${{1:-100}}\" -F --pid=\"$pid\" \"$f\"; fi; \
+         exec tail -n \"${{1:-100}}\" -F \"$f\""
     )
 }
 
@@ -143,6 +152,69 @@ mod tests {
 
     /// A real `sh`: the secrets arrive in the engine's environment from
     /// stdin (not its arguments), and the compile cache is gone first.
+    /// `logs -f` ends when the engine ends (its reader would otherwise stay
+    /// in the container after `serve --detach` for good).
+    #[test]
+    fn following_ends_with_the_engine() {
+        let dir = tempfile::tempdir().unwrap();
+        sh(
+            &start(&[], None),
+            &["sh", "-c", "echo one; sleep 1; echo two"],
+            dir.path(),
+        );
+        let mut tail = crate::proc::command("sh")
+            .arg("-c")
+            .arg(logs().replace(DIR, &dir.path().display().to_string()))
+            .args(["halobox-serve", "10", "-f"])
+            .stdout(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        let t0 = std::time::Instant::now();
+        while tail.try_wait().unwrap().is_none() && t0.elapsed().as_secs() < 15 {
+            std::thread::sleep(std::time::Duration::from_millis(100));
+        }
+        let ended = tail.try_wait().unwrap().is_some();
+        let _ = tail.kill();
+        let out = tail.wait_with_output().unwrap();
+        assert!(ended, "tail -F still follows 15 s after the engine ended");
+        assert_eq!(String::from_utf8_lossy(&out.stdout), "one\ntwo\n");
+    }
+
+    /// What the engine started is stopped with it (its process group), in
+    /// this machine's `sh` (dash here, as in Debian-based images).
+    #[test]
+    fn stop_ends_the_engines_children_too() {
+        let dir = tempfile::tempdir().unwrap();
+        let d = dir.path().display().to_string();
+        sh(
+            &start(&[], None),
+            &[
+                "sh",
+                "-c",
+                "sleep 300 & echo $! >\"$1/child\"; wait",
+                "x",
+                &d,
+            ],
+            dir.path(),
+        );
+        let child = dir.path().join("child");
+        for _ in 0..50 {
+            if child.exists() {
+                break;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(100));
+        }
+        let pid = std::fs::read_to_string(&child).unwrap().trim().to_string();
+        assert!(sh(&stop(), &["5"], dir.path()).starts_with("stopped "));
+        std::thread::sleep(std::time::Duration::from_millis(300));
+        let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+        let st = stat.rsplit_once(") ").map_or("", |(_, r)| r);
+        assert!(
+            stat.is_empty() || st.starts_with('Z'),
+            "the child lives on: {stat}"
+        );
+    }
+
     #[test]
     fn secrets_reach_the_engine_and_the_cache_is_cleared() {
         use std::io::Write;
