@@ -154,7 +154,8 @@ pub fn run(args: &BenchServingArgs) -> anyhow::Result<ExitCode> {
         |line| eprintln!("{line}"),
         |rec| record::save(&dir, rec),
     ))??;
-    let res = record::derive(&rec);
+    // Derived from the saved file, as `bench report` will.
+    let res = record::derive(&record::load(&dir).unwrap_or(rec));
     print(&res, args.mode.json())?;
     if !args.mode.json() {
         println!("saved in {}", dir.display());
