@@ -419,6 +419,65 @@ fn a_serve_that_dies_during_the_run_leaves_partial_results() {
     assert!(r["levels"][1]["failed"].as_u64().unwrap() >= 1, "{r:#}");
 }
 
+/// llama-server frozen (SIGSTOP) during the run: after --timeout the run
+/// stops, says why, and keeps what finished.
+#[test]
+fn a_frozen_serve_ends_the_run_after_the_timeout() {
+    let llama = Llama::start();
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("run");
+    let (url, save, key) = (
+        llama.url(),
+        dir.to_str().unwrap().to_string(),
+        llama.key.clone(),
+    );
+    let bench = std::thread::spawn(move || {
+        let args = [
+            "--url",
+            &url,
+            "--concurrency",
+            "1",
+            "--requests",
+            "4",
+            "--input-tokens",
+            "16",
+            "--output-tokens",
+            "32",
+            "--save",
+            &save,
+            "--timeout",
+            "3",
+        ];
+        serving(&args, &[("LLAMA_API_KEY", &key)], Some(&key))
+    });
+    // serving.json is first written after the warm-up request.
+    let deadline = Instant::now() + Duration::from_secs(300);
+    while !dir.join("serving.json").exists() {
+        assert!(
+            Instant::now() < deadline && !bench.is_finished(),
+            "no warm-up"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let pid = llama.child.id().to_string();
+    let signal = |s: &str| Command::new("kill").args([s, &pid]).status().unwrap();
+    assert!(signal("-STOP").success());
+    let o = bench.join().unwrap();
+    assert!(signal("-CONT").success());
+    assert_eq!(o.status.code(), Some(1), "{}", common::text(&o));
+    let r = json(&common::run(&[
+        "bench",
+        "report",
+        dir.to_str().unwrap(),
+        "--json",
+    ]));
+    assert!(
+        r["partial"].as_str().unwrap().contains("no answer for 3 s"),
+        "{r:#}"
+    );
+    assert_eq!(r["levels"][0]["status"], "partial", "{r:#}");
+}
+
 /// The plan, from flags and the recorded serve, without a server; bad
 /// flags named.
 #[test]

@@ -372,7 +372,7 @@ pub fn compare(a: &ServingResults, b: &ServingResults) -> String {
             continue;
         };
         if la.status == "not run" || lb.status == "not run" {
-            out.push_str(&format!("{:>5}  not run in both\n", la.concurrency));
+            out.push_str(&format!("{:>5}  not run in A or B\n", la.concurrency));
             continue;
         }
         out.push_str(&format!(
