@@ -1,5 +1,5 @@
 //! A saved serving run: `serving.json` holds what was asked and every
-//! request's timings; [`derive`] turns it into [`ServingResults`], the same
+//! request's timings; [`derive()`] turns it into [`ServingResults`], the same
 //! right after a run and later from the folder (`bench report`,
 //! `bench compare`).
 
