@@ -223,6 +223,18 @@ async fn run_stream(
             .map_err(|_| timeout.clone())??;
         return Err(Failure::Status(status, message(&text)));
     }
+    let kind = resp
+        .headers()
+        .get("content-type")
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or("")
+        .to_string();
+    if !kind.starts_with("text/event-stream") {
+        return Err(Failure::Protocol(format!(
+            "a streamed completion came back as `{}`, not text/event-stream: not an OpenAI streaming server",
+            sse::short(&kind)
+        )));
+    }
     let mut body = resp.into_body();
     let mut lines = Lines::default();
     let mut last = start;
