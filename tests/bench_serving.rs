@@ -102,17 +102,7 @@ impl Drop for Llama {
 /// otherwise removed; while it runs, every process's arguments are read
 /// and must not hold `secret`.
 fn serving(args: &[&str], env: &[(&str, &str)], secret: Option<&str>) -> Output {
-    let mut cmd = Command::new(env!("CARGO_BIN_EXE_halobox"));
-    cmd.args(["bench", "serving"])
-        .args(args)
-        .env_remove("LLAMA_API_KEY")
-        .env_remove("VLLM_API_KEY")
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped());
-    for (k, v) in env {
-        cmd.env(k, v);
-    }
-    let child = cmd.spawn().unwrap();
+    let child = spawn_serving(args, env);
     let out = std::thread::spawn(move || child.wait_with_output().unwrap());
     let Some(secret) = secret else {
         return out.join().unwrap();
@@ -134,6 +124,22 @@ fn serving(args: &[&str], env: &[(&str, &str)], secret: Option<&str>) -> Output 
     let all = common::text(&o);
     assert!(!all.contains(secret), "the key is in the output:\n{all}");
     o
+}
+
+/// `halobox bench serving ARGS` started with `env` (the keys' variables
+/// otherwise removed), its output piped.
+fn spawn_serving(args: &[&str], env: &[(&str, &str)]) -> Child {
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_halobox"));
+    cmd.args(["bench", "serving"])
+        .args(args)
+        .env_remove("LLAMA_API_KEY")
+        .env_remove("VLLM_API_KEY")
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    for (k, v) in env {
+        cmd.env(k, v);
+    }
+    cmd.spawn().unwrap()
 }
 
 fn json(o: &Output) -> Value {
@@ -476,6 +482,60 @@ fn a_frozen_serve_ends_the_run_after_the_timeout() {
         "{r:#}"
     );
     assert_eq!(r["levels"][0]["status"], "partial", "{r:#}");
+}
+
+/// Ctrl-C (SIGINT) during the run: it stops, keeps what finished and says
+/// it was interrupted.
+#[test]
+fn ctrl_c_stops_the_run_and_keeps_what_ran() {
+    let llama = Llama::start();
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("run");
+    let url = llama.url();
+    let args = [
+        "--url",
+        &url,
+        "--concurrency",
+        "1,2",
+        "--requests",
+        "6",
+        "--input-tokens",
+        "16",
+        "--output-tokens",
+        "32",
+        "--save",
+        dir.to_str().unwrap(),
+    ];
+    let child = spawn_serving(&args, &[("LLAMA_API_KEY", &llama.key)]);
+    let deadline = Instant::now() + Duration::from_secs(300);
+    while !dir.join("serving.json").exists() {
+        assert!(Instant::now() < deadline, "no warm-up");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    std::thread::sleep(Duration::from_millis(300));
+    let pid = child.id().to_string();
+    assert!(
+        Command::new("kill")
+            .args(["-INT", &pid])
+            .status()
+            .unwrap()
+            .success()
+    );
+    let o = child.wait_with_output().unwrap();
+    assert_eq!(o.status.code(), Some(1), "{}", common::text(&o));
+    let out = String::from_utf8_lossy(&o.stdout);
+    assert!(
+        out.contains("PARTIAL: the run stopped early (interrupted (Ctrl-C) at concurrency 1)"),
+        "{out}"
+    );
+    let r = json(&common::run(&[
+        "bench",
+        "report",
+        dir.to_str().unwrap(),
+        "--json",
+    ]));
+    assert_eq!(r["levels"][0]["status"], "partial", "{r:#}");
+    assert_eq!(r["levels"][1]["status"], "not run", "{r:#}");
 }
 
 /// The plan, from flags and the recorded serve, without a server; bad
