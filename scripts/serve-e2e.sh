@@ -109,6 +109,14 @@ complete a 8000 "$TOKENS" "$DIR/api_key" >"$DIR/cluster.json" || fail "the compl
 cat "$DIR/cluster.json"
 decode_halobox=$(tps "$DIR/cluster.json")
 
+step "bench serving against the recorded serve (its key from VLLM_API_KEY)"
+VLLM_API_KEY=$(cat "$DIR/api_key") hb bench serving --cluster "$CFG" --concurrency 1,2 --requests 2 --input-tokens 16 \
+  --output-tokens 8 --save "$DIR/serving" --json >"$DIR/serving.out" 2>"$DIR/serving.err" \
+  || { cat "$DIR/serving.out" "$DIR/serving.err" >&2; fail "bench serving"; }
+python3 -c 'import json,sys; r=json.load(open(sys.argv[1])); sys.exit(0 if r["server"] == "vllm" and r["prompt_lengths"].startswith("exact") and all(l["status"] == "ok" and l["mean_output_tokens"] == 8 for l in r["levels"]) else 1)' \
+  "$DIR/serving.out" || { cat "$DIR/serving.out" >&2; fail "bench serving: not every level ok with 8-token outputs"; }
+if grep -qrF "$(cat "$DIR/api_key")" "$DIR/serving.out" "$DIR/serving.err" "$DIR/serving"; then fail "bench serving printed or saved the API key"; fi
+
 step "serve stop"
 hb serve stop --cluster "$CFG" | tee "$DIR/stop.out"
 grep -q "stopped vLLM" "$DIR/stop.out" || fail "serve stop did not stop vLLM"

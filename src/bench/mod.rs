@@ -7,6 +7,7 @@
 //! [`diagnose`] read the tools' own output ([`wc_status`] decodes completion
 //! errors, [`sweep`] finds where a size sweep collapses); [`counters`] reads the RDMA
 //! counters' deltas; [`peer`] picks the peer from the cluster config.
+//! [`serving`] loads a running `serve` endpoint instead.
 
 pub mod counters;
 pub mod diagnose;
@@ -18,6 +19,7 @@ pub mod probe;
 pub mod report;
 pub mod results;
 pub mod run;
+pub mod serving;
 pub mod stats;
 pub mod sweep;
 pub mod tcp;

@@ -36,6 +36,11 @@ pub enum BenchCommand {
         after_help = "Examples:\n  halobox bench exec --container vllm -- iperf3 -s -1\n  halobox bench exec -- halobox bench probe --ip 192.168.100.2"
     )]
     Exec(BenchExecArgs),
+    /// Load a running `serve` endpoint (vLLM, llama.cpp) with streamed completions: time to first token, inter-token latency, tokens/s.
+    #[command(
+        after_help = "Examples:\n  halobox bench serving                     (the serve recorded for ~/.config/halobox/cluster.toml)\n  halobox bench serving --dry-run\n  halobox bench serving --url http://10.0.0.1:8000 --concurrency 1,4,8 --requests 32\n  halobox bench serving --input-tokens 512 --output-tokens 128 --json\n  halobox bench serving --save /tmp/before; halobox bench compare /tmp/before RUN_AFTER\n\nPrompts are random words cut to exactly --input-tokens by the server's /tokenize (about one token a word without it); outputs ignore the end of sequence so every one has --output-tokens.\nThe API key is VLLM_API_KEY or LLAMA_API_KEY from this environment, else the cluster's key file beside cluster.toml; it goes in a header only, never in an argument or the output.\nA serve that dies or freezes during the run stops it: the levels that ran are kept and marked partial, and the exit status is 1."
+    )]
+    Serving(super::bench_serving::BenchServingArgs),
     /// Re-render a saved run from its raw logs.
     #[command(
         after_help = "Examples:\n  halobox bench report ~/.local/state/halobox/bench/20260101T120000Z\n  halobox bench report RUN_DIR --json"
@@ -183,7 +188,7 @@ pub struct BenchProbeArgs {
 /// `halobox bench report`.
 #[derive(Debug, Args)]
 pub struct BenchReportArgs {
-    /// A folder saved by `halobox bench run`.
+    /// A folder saved by `halobox bench run` or `bench serving`.
     pub dir: PathBuf,
     #[command(flatten)]
     pub output: OutputArgs,

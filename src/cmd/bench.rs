@@ -36,6 +36,7 @@ pub fn run(cmd: BenchCommand) -> anyhow::Result<ExitCode> {
         }
         BenchCommand::Client(args) => client(&args),
         BenchCommand::Exec(args) => exec_in(&args),
+        BenchCommand::Serving(args) => super::bench_serving::run(&args),
         BenchCommand::Report(args) => report_cmd(&args),
         BenchCommand::Compare(args) => compare(&args),
     }
@@ -389,12 +390,21 @@ fn derive_dir(dir: &Path) -> anyhow::Result<Results> {
 }
 
 fn report_cmd(args: &BenchReportArgs) -> anyhow::Result<ExitCode> {
+    if crate::bench::serving::record::is_saved(&args.dir) {
+        return super::bench_serving::report(&args.dir, args.output.json);
+    }
     let res = derive_dir(&args.dir)?;
     print_results(&res, args.output.json)?;
     Ok(status(&res))
 }
 
 fn compare(args: &BenchCompareArgs) -> anyhow::Result<ExitCode> {
+    if [&args.a, &args.b]
+        .iter()
+        .any(|d| crate::bench::serving::record::is_saved(d))
+    {
+        return super::bench_serving::compare(&args.a, &args.b);
+    }
     let a = derive_dir(&args.a)?;
     let b = derive_dir(&args.b)?;
     print!("{}", report::compare(&a, &b));

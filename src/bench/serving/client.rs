@@ -1,0 +1,300 @@
+//! HTTP/1.1 to the endpoint over hyper, one connection per request (as a
+//! user's client would open): small JSON requests, and a streamed
+//! completion timed chunk by chunk. The key goes in an `Authorization`
+//! header and nowhere else.
+
+use std::fmt;
+use std::time::{Duration, Instant};
+
+use http_body_util::{BodyExt, Full};
+use hyper::body::{Bytes, Incoming};
+use hyper::{Method, Request, Response};
+use hyper_util::rt::TokioIo;
+
+use super::sse::{self, Event, Lines};
+
+/// The most of a JSON answer that is read.
+const BODY_LIMIT: usize = 4 << 20;
+
+/// The API key (its `Debug` never shows it).
+#[derive(Clone)]
+pub struct Key(pub String);
+
+impl fmt::Debug for Key {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("Key(..)")
+    }
+}
+
+/// Why a request failed.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Failure {
+    /// Nothing answered at the address (refused, unreachable, name unknown).
+    Unreachable(String),
+    /// The connection broke, or the stream ended before `[DONE]`.
+    Broken(String),
+    /// Nothing came for this many seconds.
+    Timeout(u64),
+    /// An HTTP status other than 200, with the server's message.
+    Status(u16, String),
+    /// The answer is not what an OpenAI server sends.
+    Protocol(String),
+    /// The server reported an error inside the stream.
+    Server(String),
+}
+
+impl Failure {
+    /// The endpoint is gone or frozen: the run stops.
+    pub fn ends_run(&self) -> bool {
+        matches!(
+            self,
+            Failure::Unreachable(_) | Failure::Broken(_) | Failure::Timeout(_)
+        )
+    }
+}
+
+impl fmt::Display for Failure {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Failure::Unreachable(e) => write!(f, "nothing answers: {e}"),
+            Failure::Broken(e) => write!(f, "the connection broke: {e}"),
+            Failure::Timeout(s) => write!(f, "no answer for {s} s"),
+            Failure::Status(c, m) => write!(f, "HTTP {c}: {m}"),
+            Failure::Protocol(e) => write!(f, "{e}"),
+            Failure::Server(e) => write!(f, "the server reported: {e}"),
+        }
+    }
+}
+
+async fn send(
+    authority: &str,
+    method: Method,
+    path: &str,
+    body: Option<String>,
+    key: Option<&Key>,
+) -> Result<Response<Incoming>, Failure> {
+    let stream = tokio::net::TcpStream::connect(authority)
+        .await
+        .map_err(|e| Failure::Unreachable(format!("{authority}: {e}")))?;
+    let _ = stream.set_nodelay(true);
+    let (mut sender, conn) = hyper::client::conn::http1::handshake(TokioIo::new(stream))
+        .await
+        .map_err(|e| Failure::Broken(e.to_string()))?;
+    tokio::spawn(async move {
+        let _ = conn.await;
+    });
+    let mut req = Request::builder()
+        .method(method)
+        .uri(path)
+        .header("Host", authority)
+        .header("Accept", "application/json, text/event-stream");
+    if let Some(k) = key {
+        req = req.header("Authorization", format!("Bearer {}", k.0));
+    }
+    if body.is_some() {
+        req = req.header("Content-Type", "application/json");
+    }
+    let req = req
+        .body(Full::new(Bytes::from(body.unwrap_or_default())))
+        .map_err(|e| Failure::Protocol(format!("cannot make the request: {e}")))?;
+    sender.send_request(req).await.map_err(|e| {
+        if e.is_incomplete_message() || e.is_canceled() || e.is_closed() {
+            Failure::Broken(format!(
+                "{authority} closed the connection without an answer"
+            ))
+        } else {
+            Failure::Protocol(format!("{authority} does not speak HTTP/1.1: {e}"))
+        }
+    })
+}
+
+/// The server's message in an error body (`{"error":{"message":…}}`, or
+/// `{"detail":…}`, or the start of the body).
+fn message(body: &str) -> String {
+    let v: Option<serde_json::Value> = serde_json::from_str(body).ok();
+    let m = v.as_ref().and_then(|v| {
+        v.pointer("/error/message")
+            .or_else(|| v.get("error"))
+            .or_else(|| v.get("detail"))
+            .or_else(|| v.get("message"))
+            .map(|m| m.as_str().map_or_else(|| m.to_string(), str::to_string))
+    });
+    sse::short(&m.unwrap_or_else(|| body.to_string()))
+}
+
+async fn collect(resp: Response<Incoming>, limit: usize) -> Result<String, Failure> {
+    let mut body = resp.into_body();
+    let mut out = Vec::new();
+    while let Some(frame) = body.frame().await {
+        let frame = frame.map_err(|e| Failure::Broken(e.to_string()))?;
+        if let Ok(data) = frame.into_data() {
+            out.extend_from_slice(&data);
+            if out.len() > limit {
+                break;
+            }
+        }
+    }
+    Ok(String::from_utf8_lossy(&out).into_owned())
+}
+
+/// A JSON request (`GET` without a body, `POST` with one): the status and
+/// the body, within `timeout`.
+pub async fn json(
+    authority: &str,
+    path: &str,
+    body: Option<String>,
+    key: Option<&Key>,
+    timeout: Duration,
+) -> Result<(u16, String), Failure> {
+    let method = if body.is_some() {
+        Method::POST
+    } else {
+        Method::GET
+    };
+    let ask = async {
+        let resp = send(authority, method, path, body, key).await?;
+        let status = resp.status().as_u16();
+        Ok((status, collect(resp, BODY_LIMIT).await?))
+    };
+    tokio::time::timeout(timeout, ask)
+        .await
+        .unwrap_or(Err(Failure::Timeout(timeout.as_secs())))
+}
+
+/// How one streamed completion went, in milliseconds from its start (the
+/// connect included, as a user's client would see it).
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Timing {
+    /// Time to the first token.
+    pub ttft_ms: Option<f64>,
+    /// The gaps between tokens.
+    pub itl_ms: Vec<f64>,
+    /// Time to `[DONE]` (or to the failure).
+    pub latency_ms: f64,
+    /// Token chunks seen.
+    pub chunks: u64,
+    /// `usage.completion_tokens`, when the server sent it.
+    pub completion_tokens: Option<u64>,
+    /// `usage.prompt_tokens`, when the server sent it.
+    pub prompt_tokens: Option<u64>,
+}
+
+/// Posts `body` (a completion request with `"stream": true`) to
+/// `/v1/completions` and times its stream; `idle` bounds each wait for
+/// bytes. A failure keeps what was timed before it.
+pub async fn stream(
+    authority: &str,
+    body: String,
+    key: Option<&Key>,
+    idle: Duration,
+) -> (Timing, Option<Failure>) {
+    let start = Instant::now();
+    let mut t = Timing::default();
+    let failure = run_stream(authority, body, key, idle, start, &mut t)
+        .await
+        .err();
+    t.latency_ms = ms(start.elapsed());
+    (t, failure)
+}
+
+fn ms(d: Duration) -> f64 {
+    d.as_secs_f64() * 1000.0
+}
+
+async fn run_stream(
+    authority: &str,
+    body: String,
+    key: Option<&Key>,
+    idle: Duration,
+    start: Instant,
+    t: &mut Timing,
+) -> Result<(), Failure> {
+    let timeout = Failure::Timeout(idle.as_secs());
+    let resp = tokio::time::timeout(
+        idle,
+        send(authority, Method::POST, "/v1/completions", Some(body), key),
+    )
+    .await
+    .map_err(|_| timeout.clone())??;
+    let status = resp.status().as_u16();
+    if status != 200 {
+        let text = tokio::time::timeout(idle, collect(resp, 64 << 10))
+            .await
+            .map_err(|_| timeout.clone())??;
+        return Err(Failure::Status(status, message(&text)));
+    }
+    let kind = resp
+        .headers()
+        .get("content-type")
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or("")
+        .to_string();
+    if !kind.starts_with("text/event-stream") {
+        return Err(Failure::Protocol(format!(
+            "a streamed completion came back as `{}`, not text/event-stream: not an OpenAI streaming server",
+            sse::short(&kind)
+        )));
+    }
+    let mut body = resp.into_body();
+    let mut lines = Lines::default();
+    let mut last = start;
+    loop {
+        let frame = tokio::time::timeout(idle, body.frame())
+            .await
+            .map_err(|_| timeout.clone())?;
+        let Some(frame) = frame else {
+            return Err(Failure::Broken(format!(
+                "the stream ended before [DONE], after {} token chunk(s)",
+                t.chunks
+            )));
+        };
+        let frame = frame
+            .map_err(|e| Failure::Broken(format!("{e}, after {} token chunk(s)", t.chunks)))?;
+        let Ok(data) = frame.into_data() else {
+            continue;
+        };
+        let now = Instant::now();
+        for payload in lines.push(&data).map_err(Failure::Protocol)? {
+            match sse::parse(&payload).map_err(Failure::Protocol)? {
+                Event::Done => return Ok(()),
+                Event::Error(e) => return Err(Failure::Server(e)),
+                Event::Chunk {
+                    token,
+                    completion_tokens,
+                    prompt_tokens,
+                } => {
+                    if token {
+                        match t.ttft_ms {
+                            None => t.ttft_ms = Some(ms(now - start)),
+                            Some(_) => t.itl_ms.push(ms(now - last)),
+                        }
+                        last = now;
+                        t.chunks += 1;
+                    }
+                    t.completion_tokens = completion_tokens.or(t.completion_tokens);
+                    t.prompt_tokens = prompt_tokens.or(t.prompt_tokens);
+                }
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_key_never_shows_in_debug() {
+        assert_eq!(format!("{:?}", Key("sekrit".into())), "Key(..)");
+    }
+
+    #[test]
+    fn server_messages() {
+        assert_eq!(
+            message(r#"{"error":{"message":"Invalid API Key","code":401}}"#),
+            "Invalid API Key"
+        );
+        assert_eq!(message(r#"{"detail":"Not Found"}"#), "Not Found");
+        assert_eq!(message("<h1>404</h1>"), "<h1>404</h1>");
+    }
+}

@@ -1,0 +1,46 @@
+//! `halobox bench serving`'s flags.
+
+use std::path::PathBuf;
+
+use clap::Args;
+
+use super::common::{ClusterFileArgs, PlanOutputArgs};
+
+/// `halobox bench serving`.
+#[derive(Debug, Args)]
+pub struct BenchServingArgs {
+    /// The OpenAI endpoint, http://HOST:PORT (default: the serve recorded for the cluster file, the one `serve status` shows).
+    #[arg(long, value_name = "URL")]
+    pub url: Option<String>,
+    #[command(flatten)]
+    pub file: ClusterFileArgs,
+    /// The model to ask for (default: the first one the endpoint lists).
+    #[arg(long, value_name = "NAME")]
+    pub model: Option<String>,
+    /// Concurrency levels, comma-separated: requests in flight at once.
+    #[arg(long, value_name = "LIST", default_value = "1,4,8")]
+    pub concurrency: String,
+    /// Requests per concurrency level.
+    #[arg(long, value_name = "N", default_value_t = 32, value_parser = clap::value_parser!(u32).range(1..=100_000))]
+    pub requests: u32,
+    /// Prompt length in tokens (random words).
+    #[arg(long, value_name = "N", default_value_t = 128, value_parser = clap::value_parser!(u32).range(1..=131_072))]
+    pub input_tokens: u32,
+    /// Output length in tokens (end of sequence ignored).
+    #[arg(long, value_name = "N", default_value_t = 128, value_parser = clap::value_parser!(u32).range(1..=65_536))]
+    pub output_tokens: u32,
+    /// Seed of the random prompts (the same seed, the same prompts).
+    #[arg(long, value_name = "N", default_value_t = 0)]
+    pub seed: u64,
+    /// Seconds a request may wait for its next bytes (a frozen server ends the run after it).
+    #[arg(long, value_name = "S", default_value_t = 120, value_parser = clap::value_parser!(u64).range(1..=3600))]
+    pub timeout: u64,
+    /// Send no API key (for a serve started with --no-api-key).
+    #[arg(long)]
+    pub no_api_key: bool,
+    /// Save serving.json here (default: $XDG_STATE_HOME/halobox/bench/<UTC time>).
+    #[arg(long, value_name = "DIR")]
+    pub save: Option<PathBuf>,
+    #[command(flatten)]
+    pub mode: PlanOutputArgs,
+}

@@ -1,0 +1,615 @@
+//! `halobox bench serving` against real endpoints: llama.cpp's own
+//! llama-server (the CPU build scripts/llama-cpp.sh makes in
+//! /opt/halobox-llama-cpp, a 135M model) on loopback with an API key; a
+//! real HTTP server that is not an OpenAI one; a port nothing listens on;
+//! a llama-server killed during the run. The plan and the flags without a
+//! server. The key never shows in the output, the saved run or any
+//! process's arguments.
+
+mod common;
+
+use std::io::Read;
+use std::net::TcpListener;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+use serde_json::Value;
+
+const BUILT: &str = "/opt/halobox-llama-cpp";
+const MODEL: &str = "models/SmolLM2-135M-Instruct.Q4_1.gguf";
+
+fn free_port() -> u16 {
+    TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+/// A random key, as `serve` makes them.
+fn new_key() -> String {
+    let mut b = [0u8; 24];
+    std::fs::File::open("/dev/urandom")
+        .unwrap()
+        .read_exact(&mut b)
+        .unwrap();
+    b.iter().map(|x| format!("{x:02x}")).collect()
+}
+
+/// A real llama-server on loopback, its key from LLAMA_API_KEY (not an
+/// argument), stopped (by its pid) when dropped.
+struct Llama {
+    child: Child,
+    port: u16,
+    key: String,
+}
+
+impl Llama {
+    fn start() -> Llama {
+        let bin = Path::new(BUILT).join("bin/llama-server");
+        let model = Path::new(BUILT).join(MODEL);
+        assert!(
+            bin.exists() && model.exists(),
+            "{} or {} is missing: run `scripts/llama-cpp.sh {BUILT}` (scripts/test.sh does)",
+            bin.display(),
+            model.display()
+        );
+        let port = free_port();
+        let key = new_key();
+        let child = Command::new(&bin)
+            .args(["-m", &model.display().to_string()])
+            .args(["--host", "127.0.0.1", "--port", &port.to_string()])
+            .args(["-c", "2048", "-np", "4", "-t", "1", "-tb", "1"])
+            .env("LLAMA_API_KEY", &key)
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap();
+        let l = Llama { child, port, key };
+        let deadline = Instant::now() + Duration::from_secs(120);
+        loop {
+            let ok = Command::new("curl")
+                .args(["-sf", "-o", "/dev/null", &format!("{}/health", l.url())])
+                .status()
+                .is_ok_and(|s| s.success());
+            if ok {
+                break;
+            }
+            assert!(Instant::now() < deadline, "llama-server did not come up");
+            std::thread::sleep(Duration::from_millis(300));
+        }
+        l
+    }
+
+    fn url(&self) -> String {
+        format!("http://127.0.0.1:{}", self.port)
+    }
+
+    fn kill(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+impl Drop for Llama {
+    fn drop(&mut self) {
+        self.kill();
+    }
+}
+
+/// `halobox bench serving ARGS` with `env`, LLAMA_API_KEY and VLLM_API_KEY
+/// otherwise removed; while it runs, every process's arguments are read
+/// and must not hold `secret`.
+fn serving(args: &[&str], env: &[(&str, &str)], secret: Option<&str>) -> Output {
+    let child = spawn_serving(args, env);
+    let out = std::thread::spawn(move || child.wait_with_output().unwrap());
+    let Some(secret) = secret else {
+        return out.join().unwrap();
+    };
+    while !out.is_finished() {
+        for p in std::fs::read_dir("/proc").unwrap().flatten() {
+            if let Ok(argv) = std::fs::read(p.path().join("cmdline")) {
+                let argv = String::from_utf8_lossy(&argv);
+                assert!(
+                    !argv.contains(secret),
+                    "the key is in the arguments of {:?}: {argv}",
+                    p.file_name()
+                );
+            }
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let o = out.join().unwrap();
+    let all = common::text(&o);
+    assert!(!all.contains(secret), "the key is in the output:\n{all}");
+    o
+}
+
+/// `halobox bench serving ARGS` started with `env` (the keys' variables
+/// otherwise removed), its output piped.
+fn spawn_serving(args: &[&str], env: &[(&str, &str)]) -> Child {
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_halobox"));
+    cmd.args(["bench", "serving"])
+        .args(args)
+        .env_remove("LLAMA_API_KEY")
+        .env_remove("VLLM_API_KEY")
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    for (k, v) in env {
+        cmd.env(k, v);
+    }
+    cmd.spawn().unwrap()
+}
+
+fn json(o: &Output) -> Value {
+    serde_json::from_slice(&o.stdout)
+        .unwrap_or_else(|e| panic!("no JSON ({e}):\n{}", common::text(o)))
+}
+
+fn saved_text(dir: &Path) -> String {
+    std::fs::read_to_string(dir.join("serving.json")).unwrap()
+}
+
+/// A cluster file, its key file holding `key`, and the serve state that
+/// `serve` records for it (endpoint `url`), under a state folder.
+fn recorded_serve(dir: &Path, url: &str, key: &str) -> (PathBuf, PathBuf) {
+    use sha2::Digest as _;
+    let cluster = dir.join("cluster.toml");
+    std::fs::write(
+        &cluster,
+        "engine = \"llama.cpp\"\n[[node]]\nname = \"n1\"\nssh = \"root@n1.invalid\"\nip = \"10.77.252.1\"\n",
+    )
+    .unwrap();
+    let key_file = dir.join("cluster.api-key");
+    std::fs::write(&key_file, format!("{key}\n")).unwrap();
+    use std::os::unix::fs::PermissionsExt as _;
+    std::fs::set_permissions(&key_file, std::fs::Permissions::from_mode(0o600)).unwrap();
+    let state = dir.join("state");
+    let name = hex(&sha2::Sha256::digest(cluster.display().to_string().as_bytes())[..8]);
+    let serve = state.join("halobox/serve");
+    std::fs::create_dir_all(&serve).unwrap();
+    std::fs::write(
+        serve.join(format!("{name}.json")),
+        serde_json::json!({
+            "cluster": cluster.display().to_string(), "engine": "llama.cpp",
+            "model": "/models/smol.gguf", "endpoint": url, "started": 0, "pid": 1,
+            "container": "vllm", "api_key": true, "detached": true
+        })
+        .to_string(),
+    )
+    .unwrap();
+    (cluster, state)
+}
+
+fn hex(b: &[u8]) -> String {
+    b.iter().map(|x| format!("{x:02x}")).collect()
+}
+
+const SMALL: [&str; 8] = [
+    "--concurrency",
+    "1,2",
+    "--requests",
+    "2",
+    "--input-tokens",
+    "16",
+    "--output-tokens",
+    "8",
+];
+
+/// Every level runs with exact lengths, twice (by --url with the key from
+/// the environment; by the recorded serve with the cluster's key file),
+/// and `bench report` and `bench compare` read both runs.
+#[test]
+fn a_real_llama_server_is_measured_saved_reported_and_compared() {
+    let llama = Llama::start();
+    let tmp = tempfile::tempdir().unwrap();
+    let a = tmp.path().join("a");
+    let b = tmp.path().join("b");
+    let url = llama.url();
+    let mut args = vec!["--url", &url, "--json", "--save", a.to_str().unwrap()];
+    args.extend(SMALL);
+    let o = serving(&args, &[("LLAMA_API_KEY", &llama.key)], Some(&llama.key));
+    assert!(o.status.success(), "{}", common::text(&o));
+    let r = json(&o);
+    assert_eq!(r["kind"], "serving");
+    assert_eq!(r["server"], "llamacpp");
+    assert!(
+        r["prompt_lengths"].as_str().unwrap().starts_with("exact"),
+        "{r:#}"
+    );
+    assert!(r["partial"].is_null());
+    for (l, c) in r["levels"].as_array().unwrap().iter().zip([1, 2]) {
+        assert_eq!(l["concurrency"], c);
+        assert_eq!(
+            (l["status"].as_str(), l["completed"].as_u64()),
+            (Some("ok"), Some(2)),
+            "{l:#}"
+        );
+        assert_eq!(
+            l["mean_output_tokens"], 8.0,
+            "ignore_eos: every output is 8 tokens"
+        );
+        assert!(l["output_throughput"].as_f64().unwrap() > 0.0);
+        assert!(l["ttft_ms"]["p50"].as_f64().unwrap() > 0.0);
+        assert_eq!(
+            l["itl_ms"]["samples"],
+            2 * 7,
+            "7 gaps between 8 tokens, 2 requests"
+        );
+        assert!(l["itl_ms"]["p99"].as_f64().unwrap() >= l["itl_ms"]["p50"].as_f64().unwrap());
+    }
+    let rec: Value = serde_json::from_str(&saved_text(&a)).unwrap();
+    for req in rec["levels"][0]["requests"].as_array().unwrap() {
+        assert_eq!(
+            req["prompt_tokens"], 16,
+            "the server counted exactly 16 prompt tokens"
+        );
+    }
+
+    // The recorded serve: its endpoint and the cluster's key file.
+    let (cluster, state) = recorded_serve(tmp.path(), &url, &llama.key);
+    let mut args = vec![
+        "--cluster",
+        cluster.to_str().unwrap(),
+        "--save",
+        b.to_str().unwrap(),
+    ];
+    args.extend(SMALL);
+    let o = serving(
+        &args,
+        &[("XDG_STATE_HOME", state.to_str().unwrap())],
+        Some(&llama.key),
+    );
+    let text = common::ok(&o);
+    assert!(text.contains("saved in") && text.contains("ok"), "{text}");
+    assert!(saved_text(&b).contains("cluster.api-key"));
+
+    let rep = common::run(&["bench", "report", a.to_str().unwrap(), "--json"]);
+    assert_eq!(json(&rep), r, "the report re-derives the same results");
+    let cmp = common::run(&["bench", "compare", a.to_str().unwrap(), b.to_str().unwrap()]);
+    let cmp = common::ok(&cmp);
+    assert!(
+        cmp.contains("out tok/s A → B") && cmp.lines().count() >= 5,
+        "{cmp}"
+    );
+    for d in [&a, &b] {
+        assert!(!saved_text(d).contains(&llama.key));
+    }
+    let mixed = common::run(&[
+        "bench",
+        "compare",
+        a.to_str().unwrap(),
+        tmp.path().to_str().unwrap(),
+    ]);
+    assert_eq!(mixed.status.code(), Some(2), "{}", common::text(&mixed));
+    assert!(String::from_utf8_lossy(&mixed.stderr).contains("is a `bench serving` run but"));
+}
+
+/// A wrong key, a server that is not an OpenAI one, nothing listening:
+/// each a clear error, before any load.
+#[test]
+fn endpoints_that_cannot_be_benchmarked_are_named() {
+    let llama = Llama::start();
+    let url = llama.url();
+    let wrong = new_key();
+    let o = serving(&["--url", &url], &[("LLAMA_API_KEY", &wrong)], Some(&wrong));
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(1), "{}", common::text(&o));
+    assert!(
+        err.contains("refused the API key")
+            && err.contains("from LLAMA_API_KEY")
+            && err.contains("hint:"),
+        "{err}"
+    );
+    let o = serving(&["--url", &url], &[], Some(&llama.key));
+    assert!(String::from_utf8_lossy(&o.stderr).contains("refused the API key"));
+
+    // A real web server that is not OpenAI's.
+    let port = free_port();
+    let dir = tempfile::tempdir().unwrap();
+    let mut web = Command::new("python3")
+        .args([
+            "-m",
+            "http.server",
+            "--bind",
+            "127.0.0.1",
+            &port.to_string(),
+        ])
+        .current_dir(dir.path())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let web_url = format!("http://127.0.0.1:{port}");
+    let deadline = Instant::now() + Duration::from_secs(20);
+    let err = loop {
+        let o = serving(&["--url", &web_url], &[], None);
+        let err = String::from_utf8_lossy(&o.stderr).into_owned();
+        if !err.contains("nothing answers") || Instant::now() > deadline {
+            assert_eq!(o.status.code(), Some(1));
+            break err;
+        }
+        std::thread::sleep(Duration::from_millis(200));
+    };
+    let _ = web.kill();
+    let _ = web.wait();
+    assert!(
+        err.contains(&format!("{web_url} is not an OpenAI API server")) && err.contains("HTTP 404"),
+        "{err}"
+    );
+
+    let o = serving(
+        &["--url", &format!("http://127.0.0.1:{}", free_port())],
+        &[],
+        None,
+    );
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(
+        err.contains("nothing answers at") && err.contains("halobox serve status"),
+        "{err}"
+    );
+}
+
+/// llama-server killed during the run: halobox stops, says so, exits 1,
+/// and keeps the levels that ran, marked partial, in the saved run.
+#[test]
+fn a_serve_that_dies_during_the_run_leaves_partial_results() {
+    let mut llama = Llama::start();
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("run");
+    let url = llama.url();
+    let save = dir.to_str().unwrap().to_string();
+    let key = llama.key.clone();
+    let bench = std::thread::spawn(move || {
+        serving(
+            &[
+                "--url",
+                &url,
+                "--concurrency",
+                "1,2",
+                "--requests",
+                "2",
+                "--input-tokens",
+                "16",
+                "--output-tokens",
+                "32",
+                "--save",
+                &save,
+                "--timeout",
+                "30",
+            ],
+            &[("LLAMA_API_KEY", &key)],
+            Some(&key),
+        )
+    });
+    // Kill it once the first level is saved.
+    let deadline = Instant::now() + Duration::from_secs(600);
+    loop {
+        let levels = std::fs::read_to_string(dir.join("serving.json"))
+            .ok()
+            .and_then(|t| serde_json::from_str::<Value>(&t).ok())
+            .map_or(0, |v| v["levels"].as_array().map_or(0, Vec::len));
+        if levels >= 1 {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline && !bench.is_finished(),
+            "the first level never ended"
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    std::thread::sleep(Duration::from_millis(500));
+    llama.kill();
+    let o = bench.join().unwrap();
+    assert_eq!(o.status.code(), Some(1), "{}", common::text(&o));
+    let out = String::from_utf8_lossy(&o.stdout);
+    assert!(
+        out.contains("PARTIAL: the run stopped early (request"),
+        "{out}"
+    );
+    assert!(
+        out.contains(&format!("saved in {}", dir.display())),
+        "{out}"
+    );
+    let rep = common::run(&["bench", "report", dir.to_str().unwrap(), "--json"]);
+    assert_eq!(rep.status.code(), Some(1));
+    let r = json(&rep);
+    assert!(
+        r["partial"].as_str().unwrap().contains("at concurrency 2"),
+        "{r:#}"
+    );
+    assert_eq!(r["levels"][0]["status"], "ok", "{r:#}");
+    assert_eq!(r["levels"][0]["completed"], 2);
+    assert_eq!(r["levels"][1]["status"], "partial", "{r:#}");
+    assert!(r["levels"][1]["failed"].as_u64().unwrap() >= 1, "{r:#}");
+}
+
+/// llama-server frozen (SIGSTOP) during the run: after --timeout the run
+/// stops, says why, and keeps what finished.
+#[test]
+fn a_frozen_serve_ends_the_run_after_the_timeout() {
+    let llama = Llama::start();
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("run");
+    let (url, save, key) = (
+        llama.url(),
+        dir.to_str().unwrap().to_string(),
+        llama.key.clone(),
+    );
+    let bench = std::thread::spawn(move || {
+        let args = [
+            "--url",
+            &url,
+            "--concurrency",
+            "1",
+            "--requests",
+            "4",
+            "--input-tokens",
+            "16",
+            "--output-tokens",
+            "32",
+            "--save",
+            &save,
+            "--timeout",
+            "3",
+        ];
+        serving(&args, &[("LLAMA_API_KEY", &key)], Some(&key))
+    });
+    // serving.json is first written after the warm-up request.
+    let deadline = Instant::now() + Duration::from_secs(300);
+    while !dir.join("serving.json").exists() {
+        assert!(
+            Instant::now() < deadline && !bench.is_finished(),
+            "no warm-up"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let pid = llama.child.id().to_string();
+    let signal = |s: &str| Command::new("kill").args([s, &pid]).status().unwrap();
+    assert!(signal("-STOP").success());
+    let o = bench.join().unwrap();
+    assert!(signal("-CONT").success());
+    assert_eq!(o.status.code(), Some(1), "{}", common::text(&o));
+    let r = json(&common::run(&[
+        "bench",
+        "report",
+        dir.to_str().unwrap(),
+        "--json",
+    ]));
+    assert!(
+        r["partial"].as_str().unwrap().contains("no answer for 3 s"),
+        "{r:#}"
+    );
+    assert_eq!(r["levels"][0]["status"], "partial", "{r:#}");
+}
+
+/// Ctrl-C (SIGINT) during the run: it stops, keeps what finished and says
+/// it was interrupted.
+#[test]
+fn ctrl_c_stops_the_run_and_keeps_what_ran() {
+    let llama = Llama::start();
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("run");
+    let url = llama.url();
+    let args = [
+        "--url",
+        &url,
+        "--concurrency",
+        "1,2",
+        "--requests",
+        "6",
+        "--input-tokens",
+        "16",
+        "--output-tokens",
+        "32",
+        "--save",
+        dir.to_str().unwrap(),
+    ];
+    let child = spawn_serving(&args, &[("LLAMA_API_KEY", &llama.key)]);
+    let deadline = Instant::now() + Duration::from_secs(300);
+    while !dir.join("serving.json").exists() {
+        assert!(Instant::now() < deadline, "no warm-up");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    std::thread::sleep(Duration::from_millis(300));
+    let pid = child.id().to_string();
+    assert!(
+        Command::new("kill")
+            .args(["-INT", &pid])
+            .status()
+            .unwrap()
+            .success()
+    );
+    let o = child.wait_with_output().unwrap();
+    assert_eq!(o.status.code(), Some(1), "{}", common::text(&o));
+    let out = String::from_utf8_lossy(&o.stdout);
+    assert!(
+        out.contains("PARTIAL: the run stopped early (interrupted (Ctrl-C) at concurrency 1)"),
+        "{out}"
+    );
+    let r = json(&common::run(&[
+        "bench",
+        "report",
+        dir.to_str().unwrap(),
+        "--json",
+    ]));
+    assert_eq!(r["levels"][0]["status"], "partial", "{r:#}");
+    assert_eq!(r["levels"][1]["status"], "not run", "{r:#}");
+}
+
+/// The plan, from flags and the recorded serve, without a server; bad
+/// flags named.
+#[test]
+fn the_plan_and_bad_flags_need_no_server() {
+    let tmp = tempfile::tempdir().unwrap();
+    let key = new_key();
+    let (cluster, state) = recorded_serve(tmp.path(), "http://10.77.252.1:8080", &key);
+    let c = cluster.to_str().unwrap();
+    let st = state.to_str().unwrap();
+    let o = serving(
+        &["--cluster", c, "--dry-run"],
+        &[("XDG_STATE_HOME", st)],
+        Some(&key),
+    );
+    let plan = common::ok(&o);
+    assert!(
+        plan.contains("http://10.77.252.1:8080 (the serve of"),
+        "{plan}"
+    );
+    assert!(
+        plan.contains("from ") && plan.contains("cluster.api-key"),
+        "{plan}"
+    );
+    assert!(plan.contains("concurrency 1, 4, 8, 32 streamed"), "{plan}");
+    let o = serving(
+        &["--cluster", c, "--dry-run", "--json"],
+        &[("XDG_STATE_HOME", st), ("LLAMA_API_KEY", &key)],
+        Some(&key),
+    );
+    let v = json(&o);
+    assert_eq!(
+        v["key"],
+        "sent as a bearer token, from LLAMA_API_KEY in this environment"
+    );
+    assert_eq!(v["endpoint"]["authority"], "10.77.252.1:8080");
+
+    let empty = tmp.path().join("empty-state");
+    let o = serving(
+        &["--cluster", c],
+        &[("XDG_STATE_HOME", empty.to_str().unwrap())],
+        None,
+    );
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(2), "{err}");
+    assert!(
+        err.contains("no serve is recorded for")
+            && err.contains("hint: start one with `halobox serve"),
+        "{err}"
+    );
+
+    for (args, says) in [
+        (vec!["--url", "https://h:1"], "https is not supported"),
+        (vec!["--url", "h:8000"], "not an http:// URL"),
+        (
+            vec!["--url", "http://h:1", "--concurrency", "1,0"],
+            "out of range",
+        ),
+        (
+            vec![
+                "--url",
+                "http://h:1",
+                "--concurrency",
+                "8",
+                "--requests",
+                "4",
+            ],
+            "below --concurrency 8",
+        ),
+    ] {
+        let o = serving(&args, &[], None);
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert_eq!(o.status.code(), Some(2), "{args:?}: {err}");
+        assert!(err.contains(says), "{args:?}: {err}");
+    }
+}
