@@ -17,9 +17,10 @@ use crate::cluster::config::{ClusterConfig, Engine};
 use crate::cluster::run as cluster_run;
 use crate::proc::Proc;
 
-/// How often the API is asked while the engine starts: a refused connect
-/// costs nothing, and the answer is what the user waits for.
-const HEALTH_EVERY: Duration = Duration::from_millis(500);
+/// How often the API is asked while the engine starts (and how long the
+/// log is read between two asks): a refused connect costs nothing, and the
+/// answer is what the user waits for.
+const HEALTH_EVERY: Duration = Duration::from_millis(200);
 
 /// How long the engine gets to end after SIGTERM before SIGKILL.
 const STOP_GRACE: Duration = Duration::from_secs(20);
@@ -250,7 +251,7 @@ fn wait_ready(s: &Start, head: &Head, log: &mut Log, t0: Instant) -> Result<(), 
                 s.engine.title()
             )));
         }
-        for l in log.read(head, Duration::from_millis(500)) {
+        for l in log.read(head, HEALTH_EVERY) {
             if let Some(w) = watch::progress(&l)
                 && w != last_word
             {
