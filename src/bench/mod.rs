@@ -6,8 +6,10 @@
 //! [`report`] prints it. The parsers ([`perftest`], [`iperf3`]) and
 //! [`diagnose`] read the tools' own output ([`wc_status`] decodes completion
 //! errors, [`sweep`] finds where a size sweep collapses); [`counters`] reads the RDMA
-//! counters' deltas; [`peer`] picks the peer from the cluster config.
+//! counters' deltas; [`peer`] picks the peer from the cluster config;
+//! [`collective`] is `bench collective` (all-reduce across the cluster).
 
+pub mod collective;
 pub mod counters;
 pub mod diagnose;
 pub mod iperf3;

@@ -36,6 +36,9 @@ pub enum BenchCommand {
         after_help = "Examples:\n  halobox bench exec --container vllm -- iperf3 -s -1\n  halobox bench exec -- halobox bench probe --ip 192.168.100.2"
     )]
     Exec(BenchExecArgs),
+    /// All-reduce and all-gather across every node of cluster.toml (torch.distributed in the containers): latency, bus bandwidth, the sums checked, the transport RCCL used.
+    #[command(after_help = super::bench_collective::EXAMPLES)]
+    Collective(super::BenchCollectiveArgs),
     /// Re-render a saved run from its raw logs.
     #[command(
         after_help = "Examples:\n  halobox bench report ~/.local/state/halobox/bench/20260101T120000Z\n  halobox bench report RUN_DIR --json"
@@ -183,7 +186,7 @@ pub struct BenchProbeArgs {
 /// `halobox bench report`.
 #[derive(Debug, Args)]
 pub struct BenchReportArgs {
-    /// A folder saved by `halobox bench run`.
+    /// A folder saved by `halobox bench run` or `bench collective`.
     pub dir: PathBuf,
     #[command(flatten)]
     pub output: OutputArgs,

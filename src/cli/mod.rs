@@ -7,6 +7,7 @@
 #![allow(rustdoc::broken_intra_doc_links, rustdoc::invalid_html_tags)]
 
 mod bench;
+mod bench_collective;
 mod cluster;
 mod common;
 mod container;
@@ -22,6 +23,7 @@ pub use bench::{
     BenchClientArgs, BenchCommand, BenchCompareArgs, BenchExecArgs, BenchOn, BenchPortArgs,
     BenchProbeArgs, BenchReportArgs, BenchRunArgs, BenchServeArgs,
 };
+pub use bench_collective::BenchCollectiveArgs;
 pub use cluster::{
     ClusterBenchArgs, ClusterCommand, ClusterDoctorArgs, ClusterDownArgs, ClusterInitArgs,
     ClusterInstallArgs, ClusterJoinArgs, ClusterRefreshArgs, ClusterStatusArgs, ClusterUpArgs,

@@ -36,6 +36,7 @@ pub fn run(cmd: BenchCommand) -> anyhow::Result<ExitCode> {
         }
         BenchCommand::Client(args) => client(&args),
         BenchCommand::Exec(args) => exec_in(&args),
+        BenchCommand::Collective(args) => super::bench_collective::run_cmd(&args),
         BenchCommand::Report(args) => report_cmd(&args),
         BenchCommand::Compare(args) => compare(&args),
     }
@@ -389,12 +390,18 @@ fn derive_dir(dir: &Path) -> anyhow::Result<Results> {
 }
 
 fn report_cmd(args: &BenchReportArgs) -> anyhow::Result<ExitCode> {
+    if let Some(done) = super::bench_collective::report_saved(&args.dir, args.output.json) {
+        return done;
+    }
     let res = derive_dir(&args.dir)?;
     print_results(&res, args.output.json)?;
     Ok(status(&res))
 }
 
 fn compare(args: &BenchCompareArgs) -> anyhow::Result<ExitCode> {
+    if let Some(done) = super::bench_collective::compare_saved(&args.a, &args.b) {
+        return done;
+    }
     let a = derive_dir(&args.a)?;
     let b = derive_dir(&args.b)?;
     print!("{}", report::compare(&a, &b));
