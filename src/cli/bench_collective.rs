@@ -27,7 +27,7 @@ pub struct BenchCollectiveArgs {
     /// Warm-up iterations per size (not timed).
     #[arg(long, value_name = "N", default_value_t = 10, value_parser = clap::value_parser!(u32).range(0..=10_000))]
     pub warmup: u32,
-    /// The backend (default: nccl where every container has a GPU, else gloo).
+    /// The backend (default: auto, RCCL where every container's torch sees a GPU, else gloo).
     #[arg(long, value_enum, value_name = "BACKEND")]
     pub backend: Option<Backend>,
     /// The Python in the containers (default: the one next to `ray` in cluster.toml, else python3).

@@ -4,7 +4,8 @@ halobox starts this on every node of cluster.toml, in the node's halobox
 container, with the program on stdin (`python - ARGS`) and the rendezvous in
 the environment (MASTER_ADDR, MASTER_PORT, RANK, WORLD_SIZE, plus the
 node's GLOO_/NCCL_ variables). It prints one JSON object per line on stdout:
-`start`, then a `result` per operation and size (this rank's time of each
+`start` (with the backend: `auto` is RCCL when every rank's torch sees a
+GPU, else gloo), then a `result` per operation and size (this rank's time of each
 timed iteration, and whether the check got the right values), then `done`;
 or an `error` (kind `no-torch`, `no-gpu`, `timeout` or `failed`).
 
@@ -42,14 +43,14 @@ def pattern(torch, elements, device):
     return (torch.arange(elements, device=device) % 7 + 1).to(torch.float32)
 
 
-def measure(torch, dist, op, size, world, rank, device, iters, warmup, sync):
+def measure(torch, dist, group, op, size, world, rank, device, iters, warmup, sync):
     if op == "all_reduce":
         elements = max(1, size // 4)
         nbytes = elements * 4
         buf = torch.zeros(elements, dtype=torch.float32, device=device)
 
         def once():
-            dist.all_reduce(buf)
+            dist.all_reduce(buf, group=group)
     else:
         elements = max(1, size // (4 * world))
         nbytes = elements * 4 * world
@@ -57,12 +58,12 @@ def measure(torch, dist, op, size, world, rank, device, iters, warmup, sync):
         outs = [torch.empty_like(buf) for _ in range(world)]
 
         def once():
-            dist.all_gather(outs, buf)
+            dist.all_gather(outs, buf, group=group)
 
     for _ in range(warmup):
         once()
     sync()
-    dist.barrier()
+    dist.barrier(group=group)
     times = []
     for _ in range(iters):
         t0 = time.perf_counter()
@@ -85,7 +86,7 @@ def measure(torch, dist, op, size, world, rank, device, iters, warmup, sync):
 
 def main():
     ap = argparse.ArgumentParser(prog="halobox-collective")
-    ap.add_argument("--backend", choices=["gloo", "nccl"], required=True)
+    ap.add_argument("--backend", choices=["auto", "gloo", "nccl"], required=True)
     ap.add_argument("--sizes", required=True)
     ap.add_argument("--ops", default="all_reduce,all_gather")
     ap.add_argument("--iters", type=int, default=100)
@@ -102,29 +103,40 @@ def main():
         emit(event="error", rank=rank, kind="no-torch", python=sys.executable,
              message=f"{type(e).__name__}: {e}")
         return 3
-    if a.backend == "nccl":
-        if not torch.cuda.is_available():
-            emit(event="error", rank=rank, kind="no-gpu", python=sys.executable,
-                 message="torch sees no GPU (torch.cuda.is_available() is False)")
-            return 5
-        torch.cuda.set_device(0)
-        device = torch.device("cuda", 0)
-        sync = torch.cuda.synchronize
-    else:
+    try:
+        # The default group is gloo (it also carries the GPU census); the
+        # measured operations run on an RCCL group when every rank has a GPU.
+        dist.init_process_group("gloo", init_method="env://", rank=rank, world_size=world,
+                                timeout=datetime.timedelta(seconds=a.timeout))
+        backend, why, group = "gloo", "", None
         device = torch.device("cpu")
 
         def sync():
             pass
 
-    emit(event="start", rank=rank, world=world, backend=a.backend,
-         torch=torch.__version__, hip=getattr(torch.version, "hip", None),
-         device=str(device), python=sys.executable)
-    try:
-        dist.init_process_group(a.backend, init_method="env://", rank=rank, world_size=world,
-                                timeout=datetime.timedelta(seconds=a.timeout))
+        if a.backend != "gloo":
+            flags = [torch.zeros(1) for _ in range(world)]
+            dist.all_gather(flags, torch.tensor([1.0 if torch.cuda.is_available() else 0.0]))
+            without = [r for r, f in enumerate(flags) if f.item() == 0.0]
+            if without and a.backend == "nccl":
+                emit(event="error", rank=rank, kind="no-gpu", python=sys.executable,
+                     message="torch sees no GPU on rank(s) " + ", ".join(map(str, without)))
+                return 5
+            if without:
+                why = ("torch sees no GPU on rank(s) "
+                       + ", ".join(map(str, without)) + " (a CPU build of torch?): gloo over TCP")
+            else:
+                torch.cuda.set_device(0)
+                group = dist.new_group(backend="nccl")
+                device = torch.device("cuda", 0)
+                sync = torch.cuda.synchronize
+                backend, why = "nccl", "every rank's torch sees a GPU: RCCL"
+        emit(event="start", rank=rank, world=world, backend=backend, why=why,
+             torch=torch.__version__, hip=getattr(torch.version, "hip", None),
+             device=str(device), python=sys.executable)
         for op in a.ops.split(","):
             for size in (int(s) for s in a.sizes.split(",")):
-                measure(torch, dist, op, size, world, rank, device, a.iters, a.warmup, sync)
+                measure(torch, dist, group, op, size, world, rank, device, a.iters, a.warmup, sync)
         dist.barrier()
         dist.destroy_process_group()
     except Exception as e:

@@ -57,6 +57,8 @@ impl Op {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, clap::ValueEnum)]
 #[serde(rename_all = "lowercase")]
 pub enum Backend {
+    /// RCCL where every rank's torch sees a GPU, else gloo (decided by the ranks together).
+    Auto,
     /// RCCL (NCCL's API on ROCm): GPU buffers, RDMA when the cluster has it.
     Nccl,
     /// Gloo: CPU buffers over TCP.
@@ -66,6 +68,7 @@ pub enum Backend {
 impl std::fmt::Display for Backend {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.write_str(match self {
+            Backend::Auto => "auto",
             Backend::Nccl => "nccl",
             Backend::Gloo => "gloo",
         })
@@ -150,7 +153,7 @@ pub struct RankPlan {
 pub struct Plan {
     /// What was asked.
     pub options: Options,
-    /// The backend used.
+    /// The backend asked of the ranks (`auto`: they decide together).
     pub backend: Backend,
     /// Why that backend.
     pub backend_why: String,
@@ -180,12 +183,12 @@ fn choose_backend(
             "--backend nccl, but the container of node(s) {} has no GPU (/dev/kfd)\n  hint: recreate it with the GPU (`halobox refresh`), or run `halobox bench collective --backend gloo`",
             without.join(", ")
         )),
-        (Some(b), _) => Ok((b, format!("--backend {b}"))),
-        (None, true) => Ok((
-            Backend::Nccl,
-            "every container has a GPU (/dev/kfd): RCCL".into(),
+        (Some(b), _) if b != Backend::Auto => Ok((b, format!("--backend {b}"))),
+        (_, true) => Ok((
+            Backend::Auto,
+            "every container has a GPU (/dev/kfd): RCCL if every rank's torch sees it, else gloo".into(),
         )),
-        (None, false) => Ok((
+        (_, false) => Ok((
             Backend::Gloo,
             format!(
                 "no GPU (/dev/kfd) in the container of node(s) {}: gloo over TCP (RCCL and its transport are not measured)",
@@ -236,7 +239,7 @@ pub fn build(cfg: &ClusterConfig, reports: &[JoinReport], opts: &Options) -> Res
                     value: v,
                 });
             }
-            if backend == Backend::Nccl {
+            if backend != Backend::Gloo {
                 for (k, v) in [("NCCL_DEBUG", "INFO"), ("NCCL_DEBUG_SUBSYS", "INIT,NET")] {
                     env.retain(|e| e.name != k);
                     env.push(EnvVar {
@@ -332,4 +335,186 @@ pub fn render(plan: &Plan, ssh_argv: &[Vec<String>]) -> String {
         ));
     }
     s
+}
+
+/// A node's `cluster join --dry-run` report as tests need it.
+#[cfg(test)]
+pub(crate) fn test_report(ip: Ipv4Addr, kfd: bool, transport: Resolved) -> JoinReport {
+    use crate::cluster::env::NodeEnv;
+    use crate::cluster::plan::ContainerReport;
+    let var = |n: &str, v: &str| EnvVar {
+        name: n.into(),
+        value: v.into(),
+    };
+    let mut vars = vec![
+        var("NCCL_SOCKET_IFNAME", "=dp0"),
+        var("GLOO_SOCKET_IFNAME", "dp0"),
+    ];
+    if transport == Resolved::Roce {
+        vars.push(var("NCCL_IB_HCA", "=rocep194s0:1"));
+        vars.push(var("NCCL_IB_GID_INDEX", "1"));
+    } else {
+        vars.push(var("NCCL_IB_DISABLE", "1"));
+    }
+    JoinReport {
+        halobox_version: "0".into(),
+        env: NodeEnv {
+            ip,
+            is_head: false,
+            interface: "dp0".into(),
+            mtu: Some(9000),
+            transport,
+            reason: "test".into(),
+            rdma_device: (transport == Resolved::Roce).then(|| "rocep194s0".into()),
+            rdma_port: (transport == Resolved::Roce).then_some(1),
+            gid_index: (transport == Resolved::Roce).then_some(1),
+            vars,
+            per_node: vec![],
+            ray_start: vec![],
+        },
+        container: ContainerReport {
+            kfd,
+            found: true,
+            state: Some("running".into()),
+            ..ContainerReport::unknown(NodeBackend::Podman, "vllm")
+        },
+        not_inspected: None,
+        prefix_len: Some(24),
+        port_free: None,
+        command: vec![],
+        view: None,
+        inside_version: None,
+        inside_error: None,
+        carry_over: None,
+        ray_version: None,
+        ray_error: None,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::cluster::config::NodeConfig;
+
+    pub(crate) fn cluster(n: usize) -> ClusterConfig {
+        let mut cfg = ClusterConfig::new(
+            (0..n)
+                .map(|i| NodeConfig {
+                    name: Some(((b'a' + i as u8) as char).to_string()),
+                    ssh: format!("root@10.77.1.{}", i + 1),
+                    ip: Ipv4Addr::new(10, 77, 1, i as u8 + 1),
+                    container: "vllm".into(),
+                    backend: NodeBackend::Podman,
+                    cpus: Some(1),
+                    env: Default::default(),
+                })
+                .collect(),
+        );
+        cfg.ray = "/opt/halobox-vllm/bin/ray".into();
+        cfg
+    }
+
+    fn opts() -> Options {
+        Options {
+            sizes: parse_sizes(DEFAULT_SIZES).unwrap(),
+            ops: vec![Op::AllReduce, Op::AllGather],
+            iters: 100,
+            warmup: 10,
+            port: 29511,
+            backend: None,
+            python: None,
+            timeout_s: 180,
+        }
+    }
+
+    fn reports(cfg: &ClusterConfig, kfd: &[bool]) -> Vec<JoinReport> {
+        cfg.nodes
+            .iter()
+            .zip(kfd)
+            .map(|(n, k)| test_report(n.ip, *k, Resolved::Ethernet))
+            .collect()
+    }
+
+    #[test]
+    fn sizes_parse_and_out_of_range_is_refused() {
+        assert_eq!(
+            parse_sizes("4K,16K,64K,1M,16M").unwrap(),
+            [4096, 16384, 65536, 1 << 20, 16 << 20]
+        );
+        assert_eq!(parse_sizes("1024, 1K").unwrap(), [1024]);
+        let e = parse_sizes("4K,1G").unwrap_err();
+        assert!(e.contains("1G is out of range") && e.contains("256 MiB"), "{e}");
+        assert!(parse_sizes("512").unwrap_err().contains("out of range"));
+        assert!(parse_sizes("lots").unwrap_err().contains("not a size"));
+        assert!(parse_sizes("").unwrap_err().contains("not a size"));
+    }
+
+    #[test]
+    fn bus_factors_are_nccl_tests() {
+        assert_eq!(Op::AllReduce.bus_factor(2), 1.0);
+        assert_eq!(Op::AllGather.bus_factor(2), 0.5);
+        assert_eq!(Op::AllReduce.bus_factor(4), 1.5);
+        assert_eq!(Op::AllGather.bus_factor(4), 0.75);
+    }
+
+    /// No GPU in a container: gloo, said why; each rank runs in its own
+    /// container with its own interface, the head's address for the
+    /// rendezvous, the program on stdin (`podman exec -i … python -`).
+    #[test]
+    fn gloo_without_gpus_one_rank_per_node_in_its_container() {
+        let cfg = cluster(2);
+        let p = build(&cfg, &reports(&cfg, &[true, false]), &opts()).unwrap();
+        assert_eq!(p.backend, Backend::Gloo);
+        assert!(p.backend_why.contains("node(s) b"), "{}", p.backend_why);
+        assert_eq!(p.master_addr, Ipv4Addr::new(10, 77, 1, 1));
+        let r1 = &p.ranks[1];
+        assert_eq!(&r1.command[..4], ["podman", "exec", "-i", "vllm"]);
+        let line = r1.command.join(" ");
+        for want in [
+            "GLOO_SOCKET_IFNAME=dp0",
+            "MASTER_ADDR=10.77.1.1",
+            "MASTER_PORT=29511",
+            "RANK=1",
+            "WORLD_SIZE=2",
+            "/opt/halobox-vllm/bin/python -",
+            "--backend=gloo",
+            "--sizes=4096,16384,65536,1048576,16777216",
+            "--ops=all_reduce,all_gather",
+        ] {
+            assert!(line.contains(want), "{want}: {line}");
+        }
+        assert!(!line.contains("NCCL_DEBUG"), "{line}");
+        let text = render(&p, &[vec!["ssh".into()], vec!["ssh".into()]]);
+        assert!(text.contains("backend gloo"), "{text}");
+        assert!(text.contains("rank 1 on node b"), "{text}");
+    }
+
+    #[test]
+    fn nccl_with_gpus_everywhere_and_its_debug_log() {
+        let cfg = cluster(3);
+        let p = build(&cfg, &reports(&cfg, &[true, true, true]), &opts()).unwrap();
+        assert_eq!(p.backend, Backend::Auto);
+        let line = p.ranks[2].command.join(" ");
+        assert!(line.contains("NCCL_DEBUG=INFO") && line.contains("RANK=2"), "{line}");
+    }
+
+    #[test]
+    fn nccl_asked_without_a_gpu_names_the_node() {
+        let cfg = cluster(2);
+        let o = Options {
+            backend: Some(Backend::Nccl),
+            ..opts()
+        };
+        let e = build(&cfg, &reports(&cfg, &[true, false]), &o).unwrap_err();
+        assert!(e.contains("node(s) b") && e.contains("--backend gloo"), "{e}");
+    }
+
+    #[test]
+    fn a_container_not_running_is_named() {
+        let cfg = cluster(2);
+        let mut r = reports(&cfg, &[false, false]);
+        r[1].container.state = Some("exited".into());
+        let e = build(&cfg, &r, &opts()).unwrap_err();
+        assert!(e.contains("node b") && e.contains("exited") && e.contains("hint:"), "{e}");
+    }
 }

@@ -9,7 +9,7 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 use super::nccl::{self, Used};
-use super::plan::{Backend, Op, Plan};
+use super::plan::{Op, Plan};
 use crate::bench::stats::{LatencySummary, summarise};
 use crate::cluster::env::Resolved;
 
@@ -50,7 +50,12 @@ pub struct Record {
 #[derive(Debug, Clone, Deserialize)]
 #[serde(tag = "event", rename_all = "snake_case")]
 enum Event {
-    Start { torch: String },
+    Start {
+        torch: String,
+        backend: String,
+        #[serde(default)]
+        why: String,
+    },
     Result {
         op: Op,
         size: u64,
@@ -189,9 +194,26 @@ pub fn derive(rec: &Record) -> Results {
     let world = plan.ranks.len();
     let mut failures = Vec::new();
     let mut ranks = Vec::new();
+    let all: Vec<Vec<Event>> = rec.ranks.iter().map(|r| events(&r.stdout)).collect();
+    // The backend the ranks ran (with `auto` they chose it together).
+    let (backend, backend_why) = all
+        .iter()
+        .flatten()
+        .find_map(|e| match e {
+            Event::Start { backend, why, .. } => Some((backend.clone(), why.clone())),
+            _ => None,
+        })
+        .map(|(b, why)| {
+            let why = if why.is_empty() {
+                plan.backend_why.clone()
+            } else {
+                why
+            };
+            (b, why)
+        })
+        .unwrap_or_else(|| (plan.backend.to_string(), plan.backend_why.clone()));
     let mut per_rank: Vec<Vec<Event>> = Vec::new();
-    for (rp, run) in plan.ranks.iter().zip(&rec.ranks) {
-        let evs = events(&run.stdout);
+    for ((rp, run), evs) in plan.ranks.iter().zip(&rec.ranks).zip(all) {
         let python = plan
             .options
             .python
@@ -199,10 +221,10 @@ pub fn derive(rec: &Record) -> Results {
             .unwrap_or_else(|| "the Python next to `ray`".into());
         let error = rank_error(&rp.node, run, &evs, &python);
         let torch = evs.iter().find_map(|e| match e {
-            Event::Start { torch } => Some(torch.clone()),
+            Event::Start { torch, .. } => Some(torch.clone()),
             _ => None,
         });
-        let used = (plan.backend == Backend::Nccl).then(|| nccl::parse(&run.output).used());
+        let used = (backend == "nccl").then(|| nccl::parse(&run.output).used());
         if let Some(e) = &error {
             failures.push(e.clone());
         }
@@ -234,8 +256,8 @@ pub fn derive(rec: &Record) -> Results {
         schema_version: SCHEMA_VERSION,
         kind: "collective".into(),
         started_utc: rec.started_utc.clone(),
-        backend: plan.backend.to_string(),
-        backend_why: plan.backend_why.clone(),
+        backend,
+        backend_why,
         world,
         cluster_transport: plan.cluster_transport.to_string(),
         ranks,
@@ -446,4 +468,198 @@ pub fn compare(a: &Results, b: &Results) -> String {
         ));
     }
     s
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::bench::collective::plan::{self, Options, test_report};
+    use crate::cluster::config::{ClusterConfig, NodeBackend, NodeConfig};
+    use std::net::Ipv4Addr;
+
+    fn record(transport: Resolved, kfd: bool, outs: Vec<(String, String)>) -> Record {
+        let nodes = (0..outs.len())
+            .map(|i| NodeConfig {
+                name: Some(format!("n{i}")),
+                ssh: format!("root@10.0.0.{}", i + 1),
+                ip: Ipv4Addr::new(10, 0, 0, i as u8 + 1),
+                container: "vllm".into(),
+                backend: NodeBackend::Podman,
+                cpus: None,
+                env: Default::default(),
+            })
+            .collect();
+        let cfg = ClusterConfig::new(nodes);
+        let reports: Vec<_> = cfg
+            .nodes
+            .iter()
+            .map(|n| test_report(n.ip, kfd, transport))
+            .collect();
+        let opts = Options {
+            sizes: vec![4096, 1 << 20],
+            ops: vec![plan::Op::AllReduce],
+            iters: 5,
+            warmup: 1,
+            port: 29511,
+            backend: None,
+            python: None,
+            timeout_s: 60,
+        };
+        Record {
+            schema_version: SCHEMA_VERSION,
+            started_utc: "2026-11-26T00:00:00Z".into(),
+            plan: plan::build(&cfg, &reports, &opts).unwrap(),
+            causes: vec!["memlock is 8388608 bytes in container vllm".into(); outs.len()],
+            ranks: outs
+                .into_iter()
+                .map(|(stdout, log)| RankRun {
+                    exit_code: Some(0),
+                    error: None,
+                    output: format!("{log}{stdout}"),
+                    stdout,
+                })
+                .collect(),
+        }
+    }
+
+    fn lines(rank: usize, slow: f64, correct: bool, backend: &str) -> String {
+        let mut s = format!("{{\"event\": \"start\", \"rank\": {rank}, \"torch\": \"2.13.0\", \"backend\": \"{backend}\", \"why\": \"test\"}}\n");
+        for size in [4096u64, 1 << 20] {
+            s.push_str(&format!(
+                "{{\"event\": \"result\", \"rank\": {rank}, \"op\": \"all_reduce\", \"size\": {size}, \"bytes\": {size}, \"elements\": {}, \"times_us\": [100.0, {slow}, 100.0, 100.0, 100.0], \"correct\": {correct}, \"wrong\": {}}}\n",
+                size / 4,
+                if correct { 0 } else { 3 }
+            ));
+        }
+        s.push_str(&format!("{{\"event\": \"done\", \"rank\": {rank}}}\n"));
+        s
+    }
+
+    /// Latency is the slowest rank's per iteration; algbw = size / mean
+    /// time, busbw = algbw × 2(n-1)/n.
+    #[test]
+    fn slowest_rank_per_iteration_and_nccl_tests_bandwidths() {
+        let rec = record(
+            Resolved::Ethernet,
+            false,
+            vec![
+                (lines(0, 100.0, true, "gloo"), String::new()),
+                (lines(1, 600.0, true, "gloo"), String::new()),
+            ],
+        );
+        let res = derive(&rec);
+        assert_eq!(res.status, "ok", "{:?}", res.failures);
+        assert_eq!(res.backend, "gloo");
+        let r = &res.rows[1];
+        assert_eq!(r.bytes, 1 << 20);
+        assert_eq!(r.mean_us, Some(200.0));
+        assert_eq!(r.latency.unwrap().median_us, 100.0);
+        assert_eq!(r.latency.unwrap().p99_us, Some(600.0));
+        let algbw = (1u64 << 20) as f64 / 200e-6 / 1e9;
+        assert!((r.algbw_gbs.unwrap() - algbw).abs() < 1e-9);
+        assert!((r.busbw_gbs.unwrap() - algbw).abs() < 1e-9, "2 ranks: factor 1");
+        assert_eq!(res.ranks[1].torch.as_deref(), Some("2.13.0"));
+        assert!(human(&res).contains("backend gloo"));
+    }
+
+    #[test]
+    fn a_wrong_sum_fails() {
+        let rec = record(
+            Resolved::Ethernet,
+            false,
+            vec![
+                (lines(0, 100.0, true, "gloo"), String::new()),
+                (lines(1, 100.0, false, "gloo"), String::new()),
+            ],
+        );
+        let res = derive(&rec);
+        assert_eq!(res.status, "failed");
+        assert!(!res.rows[0].correct);
+        assert!(human(&res).contains("FAIL: all_reduce at 4 KiB"), "{}", human(&res));
+    }
+
+    #[test]
+    fn no_torch_names_the_node_and_the_fix() {
+        let err = "{\"event\": \"error\", \"rank\": 1, \"kind\": \"no-torch\", \"python\": \"/opt/halobox-ray/bin/python\", \"message\": \"ModuleNotFoundError: No module named 'torch'\"}\n";
+        let rec = record(
+            Resolved::Ethernet,
+            false,
+            vec![
+                (lines(0, 100.0, true, "gloo"), String::new()),
+                (err.into(), String::new()),
+            ],
+        );
+        let res = derive(&rec);
+        assert_eq!(res.status, "failed");
+        let e = res.ranks[1].error.as_deref().unwrap();
+        assert!(
+            e.contains("node n1: no torch in its container (/opt/halobox-ray/bin/python")
+                && e.contains("hint:")
+                && e.contains("halobox bench collective --python"),
+            "{e}"
+        );
+        assert!(res.rows[0].note.as_deref().unwrap().contains("rank(s) 1"));
+    }
+
+    const IB_LOG: &str = "n0:1:2 [0] NCCL INFO NCCL_IB_GID_INDEX set by environment to 1.\nn0:1:2 [0] NCCL INFO NET/IB : Using [0]rocep194s0:1/RoCE [RO]; OOB dp0:10.0.0.1<0>\nn0:1:2 [0] NCCL INFO Using network IB\n";
+    const SOCKET_LOG: &str = "n1:1:2 [0] NCCL INFO NET/IB : No device found.\nn1:1:2 [0] NCCL INFO NET/Socket : Using [0]dp0:10.0.0.2<0>\nn1:1:2 [0] NCCL INFO Using network Socket\n";
+
+    /// RoCE asked, RCCL on sockets on one node: FAIL, with the cause from
+    /// halobox's facts; the other node's NET/IB device and GID reported.
+    #[test]
+    fn roce_cluster_on_sockets_fails_with_the_cause() {
+        let rec = record(
+            Resolved::Roce,
+            true,
+            vec![
+                (lines(0, 100.0, true, "nccl"), IB_LOG.into()),
+                (lines(1, 100.0, true, "nccl"), SOCKET_LOG.into()),
+            ],
+        );
+        let res = derive(&rec);
+        assert_eq!(res.backend, "nccl");
+        assert_eq!(
+            res.ranks[0].used.as_deref(),
+            Some("NET/IB rocep194s0:1/RoCE, GID index 1")
+        );
+        assert_eq!(res.status, "failed");
+        assert_eq!(res.failures.len(), 1, "{:?}", res.failures);
+        let f = &res.failures[0];
+        assert!(
+            f.contains("node n1") && f.contains("RCCL used sockets") && f.contains("memlock"),
+            "{f}"
+        );
+    }
+
+    /// Sockets are what an Ethernet cluster should use.
+    #[test]
+    fn ethernet_cluster_on_sockets_passes() {
+        let rec = record(
+            Resolved::Ethernet,
+            true,
+            vec![
+                (lines(0, 100.0, true, "nccl"), SOCKET_LOG.into()),
+                (lines(1, 100.0, true, "nccl"), SOCKET_LOG.into()),
+            ],
+        );
+        let res = derive(&rec);
+        assert_eq!(res.status, "ok", "{:?}", res.failures);
+        assert!(res.ranks[1].used.as_deref().unwrap().starts_with("NET/Socket"));
+    }
+
+    #[test]
+    fn compare_shows_the_ratio() {
+        let a = derive(&record(
+            Resolved::Ethernet,
+            false,
+            vec![(lines(0, 100.0, true, "gloo"), String::new()), (lines(1, 100.0, true, "gloo"), String::new())],
+        ));
+        let b = derive(&record(
+            Resolved::Ethernet,
+            false,
+            vec![(lines(0, 100.0, true, "gloo"), String::new()), (lines(1, 600.0, true, "gloo"), String::new())],
+        ));
+        let text = compare(&a, &b);
+        assert!(text.contains("0.50x"), "{text}");
+    }
 }
