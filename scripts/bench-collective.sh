@@ -9,7 +9,7 @@
 # with a cluster.toml whose Python has no torch (it must fail naming the
 # node and the fix), then a plain torch.distributed script written by hand,
 # run by hand in the same containers with the same sizes, iterations and
-# interface, and prints last the bus-bandwidth ratios halobox/hand at 1 MiB
+# interface, then `cluster bench --collective`, and prints last the bus-bandwidth ratios halobox/hand at 1 MiB
 # and 16 MiB (goal >= 0.95x; each side is run twice, the better run kept).
 #
 # usage: scripts/bench-collective.sh [--out DIR]
@@ -121,6 +121,11 @@ cat "$DIR/notorch.txt" >&2
 grep -q "no torch in its container" "$DIR/notorch.txt" || fail "the no-torch error does not say so"
 grep -q "hint:" "$DIR/notorch.txt" || fail "the no-torch error has no hint"
 echo "no torch: refused (exit $code), naming the node and the fix"
+
+step "cluster bench --collective (the pairs' links, then the collective)"
+hb cluster bench --cluster "$CFG" --collective --no-rdma --duration 1 --json --save "$DIR/cluster-bench" \
+  >"$DIR/cluster-bench.json" 2>"$DIR/cluster-bench.err" || { cat "$DIR/cluster-bench.json" "$DIR/cluster-bench.err" >&2; fail "cluster bench --collective"; }
+python3 -c 'import json,sys; r=json.load(open(sys.argv[1]))["collective"]; assert r["status"] == "ok", r; print("cluster bench --collective: collective", r["status"], "backend", r["backend"])' "$DIR/cluster-bench.json"
 
 if [ -n "$out" ]; then
   cp "$DIR/collective-1.json" "$out/collective.json"

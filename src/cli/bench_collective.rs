@@ -8,7 +8,7 @@ use super::common::{ClusterFileArgs, PlanOutputArgs};
 use crate::bench::collective::plan::{self, Backend, Op};
 
 /// The help's examples.
-pub const EXAMPLES: &str = "Examples:\n  halobox bench collective                          (every node of ~/.config/halobox/cluster.toml)\n  halobox bench collective --dry-run\n  halobox bench collective --sizes 4K,64K,1M,16M --iters 200 --json\n  halobox bench collective --op all_reduce --save ~/runs/ar-roce\n  halobox bench compare ~/runs/ar-tcp ~/runs/ar-roce\n\nOne rank per node runs in the node's halobox container (torch.distributed; the Python next to `ray` in cluster.toml,\nor --python). Backend: RCCL (nccl) where every container has a GPU, else gloo over TCP. With RCCL it FAILs when the\ncluster's transport is roce/ib but RCCL used sockets.";
+pub const EXAMPLES: &str = "Examples:\n  halobox bench collective                          (every node of ~/.config/halobox/cluster.toml)\n  halobox bench collective --dry-run\n  halobox bench collective --sizes 4K,64K,1M,16M --iters 200 --json\n  halobox bench collective --op all_reduce --save ~/runs/ar-roce\n  halobox bench compare ~/runs/ar-tcp ~/runs/ar-roce\n\nOne rank per node runs in the node's halobox container (torch.distributed; the Python next to `ray` in cluster.toml, or --python). Backend: RCCL where every rank's torch sees a GPU, else gloo over TCP. With RCCL it FAILs when the cluster's transport is roce/ib but RCCL used sockets.";
 
 /// `halobox bench collective`.
 #[derive(Debug, Args)]
@@ -34,7 +34,7 @@ pub struct BenchCollectiveArgs {
     #[arg(long, value_name = "PATH")]
     pub python: Option<String>,
     /// The rendezvous port on the head's data-plane address.
-    #[arg(long, value_name = "P", default_value_t = 29511)]
+    #[arg(long, value_name = "P", default_value_t = plan::DEFAULT_PORT)]
     pub port: u16,
     /// Seconds each rank may take.
     #[arg(long, value_name = "S", default_value_t = 180, value_parser = clap::value_parser!(u64).range(10..=86_400))]

@@ -11,7 +11,7 @@ use crate::bench::collective::run;
 use crate::bench::run::{default_save_dir, utc_now};
 use crate::cli::BenchCollectiveArgs;
 use crate::cluster::config::{self, ClusterConfig};
-use crate::cluster::run::{node_argv, remote_node};
+use crate::cluster::run::remote_node;
 use crate::error::UsageError;
 use crate::remote::Masters;
 
@@ -83,7 +83,7 @@ fn print_plan(cfg: &ClusterConfig, plan: &Plan, json: bool) -> anyhow::Result<()
     let ssh: Vec<Vec<String>> = plan
         .ranks
         .iter()
-        .map(|r| node_argv(cfg, &cfg.nodes[r.rank], &r.command))
+        .map(|r| crate::ssh::command(&r.ssh, &cfg.ssh_options, &crate::shell::line(&r.command)))
         .collect();
     if json {
         println!("{}", serde_json::to_string_pretty(plan)?);

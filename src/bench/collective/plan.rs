@@ -96,6 +96,25 @@ pub struct Options {
     pub timeout_s: u64,
 }
 
+impl Options {
+    /// `bench collective`'s defaults (what its flags default to).
+    pub fn defaults() -> Options {
+        Options {
+            sizes: parse_sizes(DEFAULT_SIZES).expect("the default sizes parse"),
+            ops: vec![Op::AllReduce, Op::AllGather],
+            iters: 100,
+            warmup: 10,
+            port: DEFAULT_PORT,
+            backend: None,
+            python: None,
+            timeout_s: 180,
+        }
+    }
+}
+
+/// The default rendezvous port.
+pub const DEFAULT_PORT: u16 = 29511;
+
 /// Parses `--sizes` (`4K,16K,1M`: bytes, or K/M/G, binary), each within
 /// [`MIN_SIZE`]..=[`MAX_SIZE`].
 pub fn parse_sizes(s: &str) -> Result<Vec<u64>, String> {
@@ -415,16 +434,7 @@ mod tests {
     }
 
     fn opts() -> Options {
-        Options {
-            sizes: parse_sizes(DEFAULT_SIZES).unwrap(),
-            ops: vec![Op::AllReduce, Op::AllGather],
-            iters: 100,
-            warmup: 10,
-            port: 29511,
-            backend: None,
-            python: None,
-            timeout_s: 180,
-        }
+        Options::defaults()
     }
 
     fn reports(cfg: &ClusterConfig, kfd: &[bool]) -> Vec<JoinReport> {

@@ -99,7 +99,7 @@ pub struct Row {
     pub bytes: u64,
     /// Latency of an iteration (the slowest rank's), µs.
     pub latency: Option<LatencySummary>,
-    /// Mean time of an iteration, µs.
+    /// Mean time of an iteration, µs (each rank's mean; the slowest rank's).
     pub mean_us: Option<f64>,
     /// Algorithm bandwidth, GB/s (10^9 bytes/s): size / mean time.
     pub algbw_gbs: Option<f64>,
@@ -356,7 +356,11 @@ fn row(op: Op, bytes: u64, times: &[Vec<f64>], wrong: u64, missing: &[usize], wo
         .map(|i| times.iter().map(|t| t[i]).fold(0.0, f64::max))
         .collect();
     if let Some(lat) = summarise(&slowest) {
-        let mean = slowest.iter().sum::<f64>() / slowest.len() as f64;
+        // As nccl-tests: each rank's mean time, the slowest rank's counts.
+        let mean = times
+            .iter()
+            .map(|t| t[..iters].iter().sum::<f64>() / iters as f64)
+            .fold(0.0, f64::max);
         let algbw = bytes as f64 / (mean * 1e-6) / 1e9;
         r.latency = Some(lat);
         r.mean_us = Some(mean);
@@ -535,8 +539,8 @@ mod tests {
         s
     }
 
-    /// Latency is the slowest rank's per iteration; algbw = size / mean
-    /// time, busbw = algbw × 2(n-1)/n.
+    /// Latency is the slowest rank's per iteration; algbw = size / the
+    /// slowest rank's mean time, busbw = algbw × 2(n-1)/n.
     #[test]
     fn slowest_rank_per_iteration_and_nccl_tests_bandwidths() {
         let rec = record(
