@@ -58,7 +58,10 @@ fn two_namespace_nodes_gloo_correct_sums_saved_and_no_torch_refused() {
     for r in rows {
         assert_eq!(r["correct"], true, "{r}");
         assert!(r["busbw_gbs"].as_f64().unwrap() > 0.0, "{r}");
-        assert!(r["latency"]["p99_us"].as_f64().unwrap() >= r["latency"]["median_us"].as_f64().unwrap(), "{r}");
+        assert!(
+            r["latency"]["p99_us"].as_f64().unwrap() >= r["latency"]["median_us"].as_f64().unwrap(),
+            "{r}"
+        );
     }
     for r in res["ranks"].as_array().unwrap() {
         assert_eq!(r["status"], "ok", "{r}");
@@ -68,7 +71,10 @@ fn two_namespace_nodes_gloo_correct_sums_saved_and_no_torch_refused() {
     let report = read("report.json");
     assert_eq!(report["rows"], res["rows"]);
     let plan = std::fs::read_to_string(out.path().join("plan.txt")).unwrap();
-    assert!(plan.contains("GLOO_SOCKET_IFNAME=dp0") && plan.contains("MASTER_ADDR="), "{plan}");
+    assert!(
+        plan.contains("GLOO_SOCKET_IFNAME=dp0") && plan.contains("MASTER_ADDR="),
+        "{plan}"
+    );
     let notorch = std::fs::read_to_string(out.path().join("notorch.txt")).unwrap();
     assert!(
         notorch.contains("node a: no torch in its container (/opt/halobox-ray/bin/python")
@@ -81,10 +87,24 @@ fn two_namespace_nodes_gloo_correct_sums_saved_and_no_torch_refused() {
 /// Sizes out of range are refused before anything runs, with the fix.
 #[test]
 fn sizes_out_of_range_are_refused_with_a_hint() {
-    for (sizes, said) in [("4K,1G", "1G is out of range"), ("100", "out of range"), ("4X", "not a size")] {
-        let (ok, text) = halobox(&["bench", "collective", "--sizes", sizes, "--cluster", "/nonexistent.toml"]);
+    for (sizes, said) in [
+        ("4K,1G", "1G is out of range"),
+        ("100", "out of range"),
+        ("4X", "not a size"),
+    ] {
+        let (ok, text) = halobox(&[
+            "bench",
+            "collective",
+            "--sizes",
+            sizes,
+            "--cluster",
+            "/nonexistent.toml",
+        ]);
         assert!(!ok, "{text}");
-        assert!(text.contains(said) && text.contains("hint: halobox bench collective --sizes"), "{sizes}: {text}");
+        assert!(
+            text.contains(said) && text.contains("hint: halobox bench collective --sizes"),
+            "{sizes}: {text}"
+        );
     }
 }
 
@@ -93,10 +113,24 @@ fn sizes_out_of_range_are_refused_with_a_hint() {
 fn one_node_is_refused() {
     let dir = tempfile::tempdir().unwrap();
     let cfg = dir.path().join("cluster.toml");
-    std::fs::write(&cfg, "[[node]]\nssh = \"root@10.77.9.1\"\nip = \"10.77.9.1\"\n").unwrap();
-    let (ok, text) = halobox(&["bench", "collective", "--cluster", cfg.to_str().unwrap(), "--dry-run"]);
+    std::fs::write(
+        &cfg,
+        "[[node]]\nssh = \"root@10.77.9.1\"\nip = \"10.77.9.1\"\n",
+    )
+    .unwrap();
+    let (ok, text) = halobox(&[
+        "bench",
+        "collective",
+        "--cluster",
+        cfg.to_str().unwrap(),
+        "--dry-run",
+    ]);
     assert!(!ok, "{text}");
-    assert!(text.contains("needs two or more") && text.contains("hint: add the other nodes with `halobox cluster init"), "{text}");
+    assert!(
+        text.contains("needs two or more")
+            && text.contains("hint: add the other nodes with `halobox cluster init"),
+        "{text}"
+    );
 }
 
 /// Two saved runs of different kinds are not compared.
@@ -105,7 +139,12 @@ fn compare_refuses_a_collective_run_against_a_link_run() {
     let a = tempfile::tempdir().unwrap();
     let b = tempfile::tempdir().unwrap();
     std::fs::write(a.path().join("collective-run.json"), "{}").unwrap();
-    let (ok, text) = halobox(&["bench", "compare", a.path().to_str().unwrap(), b.path().to_str().unwrap()]);
+    let (ok, text) = halobox(&[
+        "bench",
+        "compare",
+        a.path().to_str().unwrap(),
+        b.path().to_str().unwrap(),
+    ]);
     assert!(!ok, "{text}");
     assert!(text.contains("not the same kind of run"), "{text}");
 }

@@ -51,8 +51,14 @@ pub fn run(a: &ClusterBenchArgs) -> anyhow::Result<ExitCode> {
         true => {
             eprintln!("bench collective across the {} nodes", cfg.nodes.len());
             let opts = crate::bench::collective::plan::Options::defaults();
-            super::bench_collective::collective(&cfg, &opts, Some(&root.join("collective")), false, false)?
-                .map(|(r, _)| r)
+            super::bench_collective::collective(
+                &cfg,
+                &opts,
+                Some(&root.join("collective")),
+                false,
+                false,
+            )?
+            .map(|(r, _)| r)
         }
         false => None,
     };

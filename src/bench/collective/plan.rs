@@ -205,7 +205,8 @@ fn choose_backend(
         (Some(b), _) if b != Backend::Auto => Ok((b, format!("--backend {b}"))),
         (_, true) => Ok((
             Backend::Auto,
-            "every container has a GPU (/dev/kfd): RCCL if every rank's torch sees it, else gloo".into(),
+            "every container has a GPU (/dev/kfd): RCCL if every rank's torch sees it, else gloo"
+                .into(),
         )),
         (_, false) => Ok((
             Backend::Gloo,
@@ -324,7 +325,11 @@ pub fn render(plan: &Plan, ssh_argv: &[Vec<String>]) -> String {
     let o = &plan.options;
     let mut s = format!(
         "# bench collective: {} over {} node(s), backend {} ({})\n# sizes {}; {} timed iterations after {} warm-up; rendezvous {}:{}\n# cluster transport {}; the program (src/bench/collective/collective.py) goes on each command's stdin\n",
-        o.ops.iter().map(|o| o.name()).collect::<Vec<_>>().join(", "),
+        o.ops
+            .iter()
+            .map(|o| o.name())
+            .collect::<Vec<_>>()
+            .join(", "),
         plan.ranks.len(),
         plan.backend,
         plan.backend_why,
@@ -453,7 +458,10 @@ mod tests {
         );
         assert_eq!(parse_sizes("1024, 1K").unwrap(), [1024]);
         let e = parse_sizes("4K,1G").unwrap_err();
-        assert!(e.contains("1G is out of range") && e.contains("256 MiB"), "{e}");
+        assert!(
+            e.contains("1G is out of range") && e.contains("256 MiB"),
+            "{e}"
+        );
         assert!(parse_sizes("512").unwrap_err().contains("out of range"));
         assert!(parse_sizes("lots").unwrap_err().contains("not a size"));
         assert!(parse_sizes("").unwrap_err().contains("not a size"));
@@ -505,7 +513,10 @@ mod tests {
         let p = build(&cfg, &reports(&cfg, &[true, true, true]), &opts()).unwrap();
         assert_eq!(p.backend, Backend::Auto);
         let line = p.ranks[2].command.join(" ");
-        assert!(line.contains("NCCL_DEBUG=INFO") && line.contains("RANK=2"), "{line}");
+        assert!(
+            line.contains("NCCL_DEBUG=INFO") && line.contains("RANK=2"),
+            "{line}"
+        );
     }
 
     #[test]
@@ -516,7 +527,10 @@ mod tests {
             ..opts()
         };
         let e = build(&cfg, &reports(&cfg, &[true, false]), &o).unwrap_err();
-        assert!(e.contains("node(s) b") && e.contains("--backend gloo"), "{e}");
+        assert!(
+            e.contains("node(s) b") && e.contains("--backend gloo"),
+            "{e}"
+        );
     }
 
     #[test]
@@ -525,6 +539,9 @@ mod tests {
         let mut r = reports(&cfg, &[false, false]);
         r[1].container.state = Some("exited".into());
         let e = build(&cfg, &r, &opts()).unwrap_err();
-        assert!(e.contains("node b") && e.contains("exited") && e.contains("hint:"), "{e}");
+        assert!(
+            e.contains("node b") && e.contains("exited") && e.contains("hint:"),
+            "{e}"
+        );
     }
 }

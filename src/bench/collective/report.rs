@@ -282,7 +282,9 @@ fn socket_fallback(
         .get(rank)
         .filter(|c| !c.is_empty())
         .cloned()
-        .unwrap_or_else(|| "halobox's facts name no cause: see RCCL's log (NCCL WARN lines)".into());
+        .unwrap_or_else(|| {
+            "halobox's facts name no cause: see RCCL's log (NCCL WARN lines)".into()
+        });
     Some(format!(
         "node {node}: the cluster's transport there is {transport}, but RCCL used sockets ({used}): likely cause: {cause}"
     ))
@@ -305,9 +307,7 @@ fn rows(plan: &Plan, per_rank: &[Vec<Event>], world: usize) -> Vec<Row> {
                         times_us,
                         correct,
                         wrong: w,
-                    } if *o == op && *s == size => {
-                        Some((*b, times_us.clone(), *correct, *w))
-                    }
+                    } if *o == op && *s == size => Some((*b, times_us.clone(), *correct, *w)),
                     _ => None,
                 });
                 match found {
@@ -448,11 +448,7 @@ pub fn compare(a: &Results, b: &Results) -> String {
         "p50 B µs"
     );
     for rb in &b.rows {
-        let Some(ra) = a
-            .rows
-            .iter()
-            .find(|r| r.op == rb.op && r.bytes == rb.bytes)
-        else {
+        let Some(ra) = a.rows.iter().find(|r| r.op == rb.op && r.bytes == rb.bytes) else {
             continue;
         };
         let f = |v: Option<f64>, p: usize| v.map_or("-".to_string(), |x| format!("{x:.p$}"));
@@ -527,7 +523,9 @@ mod tests {
     }
 
     fn lines(rank: usize, slow: f64, correct: bool, backend: &str) -> String {
-        let mut s = format!("{{\"event\": \"start\", \"rank\": {rank}, \"torch\": \"2.13.0\", \"backend\": \"{backend}\", \"why\": \"test\"}}\n");
+        let mut s = format!(
+            "{{\"event\": \"start\", \"rank\": {rank}, \"torch\": \"2.13.0\", \"backend\": \"{backend}\", \"why\": \"test\"}}\n"
+        );
         for size in [4096u64, 1 << 20] {
             s.push_str(&format!(
                 "{{\"event\": \"result\", \"rank\": {rank}, \"op\": \"all_reduce\", \"size\": {size}, \"bytes\": {size}, \"elements\": {}, \"times_us\": [100.0, {slow}, 100.0, 100.0, 100.0], \"correct\": {correct}, \"wrong\": {}}}\n",
@@ -561,7 +559,10 @@ mod tests {
         assert_eq!(r.latency.unwrap().p99_us, Some(600.0));
         let algbw = (1u64 << 20) as f64 / 200e-6 / 1e9;
         assert!((r.algbw_gbs.unwrap() - algbw).abs() < 1e-9);
-        assert!((r.busbw_gbs.unwrap() - algbw).abs() < 1e-9, "2 ranks: factor 1");
+        assert!(
+            (r.busbw_gbs.unwrap() - algbw).abs() < 1e-9,
+            "2 ranks: factor 1"
+        );
         assert_eq!(res.ranks[1].torch.as_deref(), Some("2.13.0"));
         assert!(human(&res).contains("backend gloo"));
     }
@@ -579,7 +580,11 @@ mod tests {
         let res = derive(&rec);
         assert_eq!(res.status, "failed");
         assert!(!res.rows[0].correct);
-        assert!(human(&res).contains("FAIL: all_reduce at 4 KiB"), "{}", human(&res));
+        assert!(
+            human(&res).contains("FAIL: all_reduce at 4 KiB"),
+            "{}",
+            human(&res)
+        );
     }
 
     #[test]
@@ -648,7 +653,13 @@ mod tests {
         );
         let res = derive(&rec);
         assert_eq!(res.status, "ok", "{:?}", res.failures);
-        assert!(res.ranks[1].used.as_deref().unwrap().starts_with("NET/Socket"));
+        assert!(
+            res.ranks[1]
+                .used
+                .as_deref()
+                .unwrap()
+                .starts_with("NET/Socket")
+        );
     }
 
     #[test]
@@ -656,12 +667,18 @@ mod tests {
         let a = derive(&record(
             Resolved::Ethernet,
             false,
-            vec![(lines(0, 100.0, true, "gloo"), String::new()), (lines(1, 100.0, true, "gloo"), String::new())],
+            vec![
+                (lines(0, 100.0, true, "gloo"), String::new()),
+                (lines(1, 100.0, true, "gloo"), String::new()),
+            ],
         ));
         let b = derive(&record(
             Resolved::Ethernet,
             false,
-            vec![(lines(0, 100.0, true, "gloo"), String::new()), (lines(1, 600.0, true, "gloo"), String::new())],
+            vec![
+                (lines(0, 100.0, true, "gloo"), String::new()),
+                (lines(1, 600.0, true, "gloo"), String::new()),
+            ],
         ));
         let text = compare(&a, &b);
         assert!(text.contains("0.50x"), "{text}");

@@ -8,7 +8,7 @@ use std::time::Duration;
 use anyhow::Context;
 
 use super::plan::Plan;
-use super::report::{self, Record, RankRun, Results};
+use super::report::{self, RankRun, Record, Results};
 use crate::cluster::auth::Mode;
 use crate::cluster::config::ClusterConfig;
 use crate::cluster::plan::JoinReport;
