@@ -228,10 +228,11 @@ pub fn derive(rec: &Record) -> Results {
         if let Some(e) = &error {
             failures.push(e.clone());
         }
-        if let Some(u) = &used {
-            if let Some(f) = socket_fallback(&rp.node, rp.transport, u, &rec.causes, rp.rank) {
-                failures.push(f);
-            }
+        if let Some(f) = used
+            .as_ref()
+            .and_then(|u| socket_fallback(&rp.node, rp.transport, u, &rec.causes, rp.rank))
+        {
+            failures.push(f);
         }
         ranks.push(RankSummary {
             rank: rp.rank,

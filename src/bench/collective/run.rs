@@ -48,17 +48,17 @@ pub fn likely_causes(cfg: &ClusterConfig, reports: &[JoinReport]) -> Vec<String>
                 .filter(|f| matches!(f.check.as_str(), "memlock" | "devices" | "rdma" | "mtu"))
                 .map(|f| f.message.clone())
                 .collect();
-            if said.is_empty() {
-                if let (Some(dev), Some(port)) = (&r.env.rdma_device, r.env.rdma_port) {
-                    said.push(format!(
-                        "RCCL was given NCCL_IB_HCA=={dev}:{port}{}: check that the GID index is the RoCE v2 GID of {} (`halobox doctor` on the node) and that the container's RCCL has the NET/IB transport",
-                        r.env
-                            .gid_index
-                            .map(|g| format!(" and NCCL_IB_GID_INDEX={g}"))
-                            .unwrap_or_default(),
-                        r.env.ip
-                    ));
-                }
+            if let (true, Some(dev), Some(port)) =
+                (said.is_empty(), &r.env.rdma_device, r.env.rdma_port)
+            {
+                said.push(format!(
+                    "RCCL was given NCCL_IB_HCA=={dev}:{port}{}: check that the GID index is the RoCE v2 GID of {} (`halobox doctor` on the node) and that the container's RCCL has the NET/IB transport",
+                    r.env
+                        .gid_index
+                        .map(|g| format!(" and NCCL_IB_GID_INDEX={g}"))
+                        .unwrap_or_default(),
+                    r.env.ip
+                ));
             }
             said.join("; ")
         })
