@@ -106,8 +106,10 @@ def main():
     try:
         # The default group is gloo (it also carries the GPU census); the
         # measured operations run on an RCCL group when every rank has a GPU.
+        # A peer that never comes (its node failed to start) ends the wait
+        # within a minute; an operation gets the same bound.
         dist.init_process_group("gloo", init_method="env://", rank=rank, world_size=world,
-                                timeout=datetime.timedelta(seconds=a.timeout))
+                                timeout=datetime.timedelta(seconds=min(a.timeout, 60)))
         backend, why, group = "gloo", "", None
         device = torch.device("cpu")
 
