@@ -224,6 +224,22 @@ impl Node {
         input: &[u8],
         timeout: Duration,
     ) -> Result<Finished, RemoteError> {
+        let done = self.run_input(cmd, input, timeout)?;
+        if done.status.is_some_and(|s| s.success()) {
+            Ok(done)
+        } else {
+            Err(self.error(what, &done))
+        }
+    }
+
+    /// [`Node::run_with_input`], `Ok` however it ended (an error only when
+    /// ssh could not start).
+    pub fn run_input(
+        &self,
+        cmd: &[String],
+        input: &[u8],
+        timeout: Duration,
+    ) -> Result<Finished, RemoteError> {
         ssh::check_target(&self.target).map_err(|e| self.failed(e))?;
         let argv = self.ssh(&shell::line(cmd));
         let mut proc = Proc::spawn_with(&argv, CAPTURE)
@@ -237,11 +253,7 @@ impl Node {
             // `wait` kills only what did not end within `timeout`.
             done.timed_out = Some(timeout);
         }
-        if done.status.is_some_and(|s| s.success()) {
-            Ok(done)
-        } else {
-            Err(self.error(what, &done))
-        }
+        Ok(done)
     }
 
     /// Why `what` (the remote command, as named to the user) did not

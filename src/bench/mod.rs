@@ -7,8 +7,10 @@
 //! [`diagnose`] read the tools' own output ([`wc_status`] decodes completion
 //! errors, [`sweep`] finds where a size sweep collapses); [`counters`] reads the RDMA
 //! counters' deltas; [`peer`] picks the peer from the cluster config.
-//! [`serving`] loads a running `serve` endpoint instead.
+//! [`serving`] loads a running `serve` endpoint instead; [`collective`] is
+//! `bench collective` (all-reduce across the cluster).
 
+pub mod collective;
 pub mod counters;
 pub mod diagnose;
 pub mod iperf3;

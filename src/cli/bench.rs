@@ -41,6 +41,9 @@ pub enum BenchCommand {
         after_help = "Examples:\n  halobox bench serving                     (the serve recorded for ~/.config/halobox/cluster.toml)\n  halobox bench serving --dry-run\n  halobox bench serving --url http://10.0.0.1:8000 --concurrency 1,4,8 --requests 32\n  halobox bench serving --input-tokens 512 --output-tokens 128 --json\n  halobox bench serving --save /tmp/before; halobox bench compare /tmp/before RUN_AFTER\n\nPrompts are random words cut to exactly --input-tokens by the server's /tokenize (about one token a word without it); outputs ignore the end of sequence so every one has --output-tokens.\nThe API key is VLLM_API_KEY or LLAMA_API_KEY from this environment, else the cluster's key file beside cluster.toml; it goes in a header only, never in an argument or the output.\nA serve that dies or freezes during the run stops it: the levels that ran are kept and marked partial, and the exit status is 1."
     )]
     Serving(super::bench_serving::BenchServingArgs),
+    /// All-reduce and all-gather across every node of cluster.toml (torch.distributed in the containers): latency, bus bandwidth, the sums checked, the transport RCCL used.
+    #[command(after_help = super::bench_collective::EXAMPLES)]
+    Collective(super::BenchCollectiveArgs),
     /// Re-render a saved run from its raw logs.
     #[command(
         after_help = "Examples:\n  halobox bench report ~/.local/state/halobox/bench/20260101T120000Z\n  halobox bench report RUN_DIR --json"
@@ -188,7 +191,7 @@ pub struct BenchProbeArgs {
 /// `halobox bench report`.
 #[derive(Debug, Args)]
 pub struct BenchReportArgs {
-    /// A folder saved by `halobox bench run` or `bench serving`.
+    /// A folder saved by `halobox bench run`, `bench serving` or `bench collective`.
     pub dir: PathBuf,
     #[command(flatten)]
     pub output: OutputArgs,

@@ -54,7 +54,7 @@ pub enum ClusterCommand {
     Doctor(ClusterDoctorArgs),
     /// `bench run` between every pair of nodes, one pair at a time: latency and bandwidth matrices, slow links flagged with their likely cause.
     #[command(
-        after_help = "Examples:\n  halobox cluster bench\n  halobox cluster bench --pairs head --duration 5\n  halobox cluster bench --save ./bench-today --json\n\nEach pair's first node runs `halobox bench run` against the second over ssh (so nodes must reach each other by ssh, with the same ssh_options); each pair's run is saved in DIR/FROM--TO for `halobox bench report` and `halobox bench compare`."
+        after_help = "Examples:\n  halobox cluster bench\n  halobox cluster bench --pairs head --duration 5\n  halobox cluster bench --save ./bench-today --json\n  halobox cluster bench --collective   (then `halobox bench collective` with its defaults)\n\nEach pair's first node runs `halobox bench run` against the second over ssh (so nodes must reach each other by ssh, with the same ssh_options); each pair's run is saved in DIR/FROM--TO for `halobox bench report` and `halobox bench compare`."
     )]
     Bench(ClusterBenchArgs),
     /// An interactive menu over init, up, status, down and serve.
@@ -249,6 +249,9 @@ pub struct ClusterBenchArgs {
     /// Do not run the RDMA legs.
     #[arg(long)]
     pub no_rdma: bool,
+    /// Then run `bench collective` across every node with its defaults (saved in DIR/collective).
+    #[arg(long)]
+    pub collective: bool,
     #[command(flatten)]
     pub output: OutputArgs,
 }

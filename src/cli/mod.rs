@@ -7,6 +7,7 @@
 #![allow(rustdoc::broken_intra_doc_links, rustdoc::invalid_html_tags)]
 
 mod bench;
+mod bench_collective;
 mod bench_serving;
 mod cluster;
 mod common;
@@ -23,6 +24,7 @@ pub use bench::{
     BenchClientArgs, BenchCommand, BenchCompareArgs, BenchExecArgs, BenchOn, BenchPortArgs,
     BenchProbeArgs, BenchReportArgs, BenchRunArgs, BenchServeArgs,
 };
+pub use bench_collective::BenchCollectiveArgs;
 pub use bench_serving::BenchServingArgs;
 pub use cluster::{
     ClusterBenchArgs, ClusterCommand, ClusterDoctorArgs, ClusterDownArgs, ClusterInitArgs,

@@ -37,6 +37,7 @@ pub fn run(cmd: BenchCommand) -> anyhow::Result<ExitCode> {
         BenchCommand::Client(args) => client(&args),
         BenchCommand::Exec(args) => exec_in(&args),
         BenchCommand::Serving(args) => super::bench_serving::run(&args),
+        BenchCommand::Collective(args) => super::bench_collective::run_cmd(&args),
         BenchCommand::Report(args) => report_cmd(&args),
         BenchCommand::Compare(args) => compare(&args),
     }
@@ -393,6 +394,9 @@ fn report_cmd(args: &BenchReportArgs) -> anyhow::Result<ExitCode> {
     if crate::bench::serving::record::is_saved(&args.dir) {
         return super::bench_serving::report(&args.dir, args.output.json);
     }
+    if let Some(done) = super::bench_collective::report_saved(&args.dir, args.output.json) {
+        return done;
+    }
     let res = derive_dir(&args.dir)?;
     print_results(&res, args.output.json)?;
     Ok(status(&res))
@@ -404,6 +408,9 @@ fn compare(args: &BenchCompareArgs) -> anyhow::Result<ExitCode> {
         .any(|d| crate::bench::serving::record::is_saved(d))
     {
         return super::bench_serving::compare(&args.a, &args.b);
+    }
+    if let Some(done) = super::bench_collective::compare_saved(&args.a, &args.b) {
+        return done;
     }
     let a = derive_dir(&args.a)?;
     let b = derive_dir(&args.b)?;

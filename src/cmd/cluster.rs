@@ -478,6 +478,7 @@ fn tui(a: &ClusterFileArgs) -> anyhow::Result<ExitCode> {
                 duration: 10,
                 rdma: false,
                 no_rdma: false,
+                collective: false,
                 output: OutputArgs { json: false },
             }),
             8 | 9 => super::cluster_fleet::refresh(&ClusterRefreshArgs {

@@ -1,4 +1,5 @@
-//! `halobox cluster bench`: `bench run` for every pair, one at a time.
+//! `halobox cluster bench`: `bench run` for every pair, one at a time;
+//! with `--collective`, then `bench collective` across every node.
 
 use std::process::ExitCode;
 
@@ -10,7 +11,8 @@ use crate::fleet::bench::{self, PairOptions};
 use crate::fleet::bench_run;
 
 /// Measures the pairs, prints the matrices and the flagged links (or
-/// JSON); exit 1 when a pair could not be measured at all.
+/// JSON); exit 1 when a pair could not be measured at all, or the
+/// collective failed.
 pub fn run(a: &ClusterBenchArgs) -> anyhow::Result<ExitCode> {
     let (_, cfg) = config::open(a.file.cluster.as_deref())?;
     let pairs = bench::pairs(cfg.nodes.len(), a.pairs);
@@ -44,14 +46,36 @@ pub fn run(a: &ClusterBenchArgs) -> anyhow::Result<ExitCode> {
         );
     });
     let names: Vec<String> = cfg.nodes.iter().map(|n| n.label().to_string()).collect();
-    let measured = results.iter().all(|p| p.results.is_some());
+    let mut measured = results.iter().all(|p| p.results.is_some());
+    let collective = match a.collective {
+        true => {
+            eprintln!("bench collective across the {} nodes", cfg.nodes.len());
+            let opts = crate::bench::collective::plan::Options::defaults();
+            super::bench_collective::collective(
+                &cfg,
+                &opts,
+                Some(&root.join("collective")),
+                false,
+                false,
+            )?
+            .map(|(r, _)| r)
+        }
+        false => None,
+    };
+    if let Some(r) = &collective {
+        measured &= r.status == "ok";
+    }
     if a.output.json {
-        println!(
-            "{}",
-            serde_json::to_string_pretty(&bench::report(names, results))?
-        );
+        let mut v = serde_json::to_value(bench::report(names, results))?;
+        if let Some(r) = &collective {
+            v["collective"] = serde_json::to_value(r)?;
+        }
+        println!("{}", serde_json::to_string_pretty(&v)?);
     } else {
         print!("{}", bench::render(&names, &results));
+        if let Some(r) = &collective {
+            print!("\n{}", crate::bench::collective::report::human(r));
+        }
     }
     Ok(if measured {
         ExitCode::SUCCESS
