@@ -10,6 +10,11 @@
 # Prints the times, then the ratios last: 3-node/1-node (goal <= 1.2),
 # ssh cat / 1-node sync throughput ratio (goal >= 1.0), no-op seconds (goal < 2).
 # Usage (as root): scripts/bench-model-sync.sh [SIZE_MB]
+# LINK_RATE=RATE (tc's units: 400mbit, 1gbit) limits what flows into each
+# node (tc tbf on its bridge port). Unlimited, the veths are as fast as this
+# machine's CPUs, and every node's hashing and writing share those: a
+# 3-node chain does three times the work on the same cores. Real nodes each
+# have their own CPUs and the link is the limit, which a rate emulates.
 # HALOBOX_BIN=path uses that binary instead of `cargo build --release`.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -29,6 +34,13 @@ n=201
 dir="$(mktemp -d)"
 trap 'bash scripts/netns/nodes.sh down "$tag" "$dir" >/dev/null 2>&1; rm -rf "$dir"' EXIT
 bash scripts/netns/nodes.sh up "$tag" "$n" "$dir" 9000 9000 9000 9000 >/dev/null
+
+rate=${LINK_RATE:-}
+if [ -n "$rate" ]; then
+  for x in a b c d; do
+    ip netns exec "hb-$tag-sw" tc qdisc replace dev "p-$x" root tbf rate "$rate" burst 256kb latency 400ms
+  done
+fi
 
 model=bench/weights
 commit=2222222222333333333344444444445555555555
@@ -93,7 +105,7 @@ t0n=$(sync_on "$dir/three.toml")
 grep -q 'moved 0 B' "$dir/out.txt" || { cat "$dir/out.txt"; echo "error: the second sync moved bytes" >&2; exit 1; }
 echo "second sync to 3 nodes, nothing changed: $(printf %.2f "$t0n") s"
 
-echo "binary: $bin; $(nproc) CPUs"
+echo "binary: $bin; $(nproc) CPUs; links: ${rate:-unlimited (veth: the CPUs are the limit)}"
 printf 'ratio 3-node / 1-node sync time:          %.2f (goal <= 1.2)\n' "$(echo "$t3 / $t1" | bc -l)"
 printf 'ratio 1-node sync / ssh cat throughput:   %.2f (goal >= 1.0)\n' "$(echo "$tc / $t1" | bc -l)"
 printf 'no-op sync seconds:                       %.2f (goal < 2)\n' "$t0n"
