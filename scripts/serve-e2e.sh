@@ -82,13 +82,16 @@ wait_listen a 8000 || fail "the port holder did not listen"
 refused "a port already taken" "port 8000 is already taken" "$MODEL" --cluster "$CFG"
 kill "$holder"; wait "$holder" 2>/dev/null || true
 
-step "halobox serve $MODEL --tp $nodes --detach (VLLM_API_KEY set: it goes on stdin)"
+step "halobox serve $MODEL --tp $nodes --detach --preflight (VLLM_API_KEY set: it goes on stdin)"
 head -c 24 /dev/urandom | base64 >"$DIR/api_key"
 t0=$(now)
-VLLM_API_KEY=$(cat "$DIR/api_key") hb serve "$MODEL" --tp "$nodes" --detach --cluster "$CFG" --max-model-len 512 -- --dtype float32 \
+VLLM_API_KEY=$(cat "$DIR/api_key") hb serve "$MODEL" --tp "$nodes" --detach --preflight --cluster "$CFG" --max-model-len 512 -- --dtype float32 \
   >"$DIR/serve.out" 2>"$DIR/serve.err" || { cat "$DIR/serve.out" "$DIR/serve.err" >&2; fail "halobox serve"; }
 ready_halobox=$(elapsed "$t0")
 cat "$DIR/serve.out"
+grep -q "^collective over $nodes node(s), backend gloo" "$DIR/serve.err" \
+  || fail "serve --preflight did not run the collective: $(cat "$DIR/serve.err")"
+echo "preflight: $(grep -c '^all_reduce' "$DIR/serve.err") all-reduce row(s) before vLLM started"
 grep -q "^serving $MODEL at http://" "$DIR/serve.out" || fail "serve did not print the endpoint"
 grep -q "Authorization: Bearer \$VLLM_API_KEY" "$DIR/serve.out" || fail "serve's curl line lacks the key header"
 if grep -qF "$(cat "$DIR/api_key")" "$DIR/serve.out" "$DIR/serve.err"; then fail "serve printed the API key"; fi

@@ -222,6 +222,40 @@ fn serve_dry_run_masks_the_token() {
     assert!(stdout.contains(
         "vllm serve Qwen/Qwen3-30B-A3B --tensor-parallel-size 2 --distributed-executor-backend ray --gpu-memory-utilization 0.9 --host 192.168.100.1 --port 8000 --enforce-eager --max-num-seqs 4\n"
     ), "{stdout}");
+    assert!(!stdout.contains("--preflight"), "{stdout}");
+}
+
+/// `--preflight` puts the collective before vLLM in the plan; llama.cpp refuses it.
+#[test]
+fn serve_dry_run_with_the_collective_preflight() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = cluster_file(&dir, E810_PAIR);
+    let o = halobox()
+        .args(["serve", "m", "--cluster", &file, "--preflight"])
+        .args(["--sysroot", &fixture("strix-e810"), "--dry-run"])
+        .output()
+        .unwrap();
+    let (stdout, stderr) = out(&o);
+    assert!(o.status.success(), "{stderr}");
+    assert!(
+        stdout.contains("# before vLLM starts: `halobox bench collective --sizes 64K,1M --op all_reduce` across the 2 node(s) (--preflight); a FAIL refuses the serve"),
+        "{stdout}"
+    );
+    let llama = cluster_file(&dir, &format!("engine = \"llama.cpp\"\n{E810_PAIR}"));
+    let o = halobox()
+        .args([
+            "serve",
+            "/models/m.gguf",
+            "--cluster",
+            &llama,
+            "--preflight",
+        ])
+        .args(["--sysroot", &fixture("strix-e810"), "--dry-run"])
+        .output()
+        .unwrap();
+    let (_, stderr) = out(&o);
+    assert_eq!(o.status.code(), Some(2), "{stderr}");
+    assert!(stderr.contains("--preflight is vLLM's"), "{stderr}");
 }
 
 #[test]

@@ -565,6 +565,7 @@ fn serve_menu(a: &ClusterFileArgs) -> anyhow::Result<ExitCode> {
         clear_cache,
         nccl_debug: false,
         detach: false,
+        preflight: false,
         timeout: 1800,
         source: SourceArgs { sysroot: None },
         plan: DryRunArgs { dry_run },

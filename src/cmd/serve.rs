@@ -125,6 +125,13 @@ pub fn run(a: &ServeArgs) -> anyhow::Result<ExitCode> {
             }
         );
         println!("# {}", key_source.describe());
+        if a.preflight {
+            println!(
+                "# before vLLM starts: `halobox bench collective --sizes {} --op all_reduce` across the {} node(s) (--preflight); a FAIL refuses the serve",
+                crate::bench::collective::plan::PREFLIGHT_SIZES,
+                cfg.nodes.len()
+            );
+        }
         let Ok(size) = &size else {
             println!("# fit check: not made: {}", size.unwrap_err());
             return Ok(ExitCode::SUCCESS);
@@ -180,6 +187,9 @@ pub fn run(a: &ServeArgs) -> anyhow::Result<ExitCode> {
         }
         Err(why) => eprintln!("warning: the fit check was not made: {why}"),
     }
+    if a.preflight {
+        collective_preflight(&cfg)?;
+    }
     secrets[1] = api_key::load(&key_source, secrets[1].as_deref())?;
     let start = Start {
         cfg: &cfg,
@@ -207,6 +217,32 @@ pub fn run(a: &ServeArgs) -> anyhow::Result<ExitCode> {
     }
 }
 
+/// `--preflight`: the all-reduce vLLM's workers will run, across every
+/// node, before vLLM starts; its failures refuse the serve.
+fn collective_preflight(cfg: &ClusterConfig) -> anyhow::Result<()> {
+    use crate::bench::collective::{plan::Options, report};
+    eprintln!(
+        "==> preflight: bench collective across the {} node(s)",
+        cfg.nodes.len()
+    );
+    let Some((res, dir)) =
+        super::bench_collective::collective(cfg, &Options::preflight(), None, false, false)?
+    else {
+        return Ok(());
+    };
+    eprint!("{}", report::human(&res));
+    if res.status == "ok" {
+        return Ok(());
+    }
+    Err(UsageError(format!(
+        "the collective preflight failed (saved in {}): {}
+  hint: fix that, check with `halobox bench collective`, then serve again",
+        dir.display(),
+        res.failures.join("; ")
+    ))
+    .into())
+}
+
 /// The llama.cpp secret: the API key, from this environment to
 /// llama-server's on stdin.
 const LLAMA_KEY: &str = "LLAMA_API_KEY";
@@ -225,6 +261,7 @@ fn run_llama(
         (a.clear_cache, "--clear-cache"),
         (a.nccl_debug, "--nccl-debug"),
         (a.no_eager, "--no-eager"),
+        (a.preflight, "--preflight"),
         (
             a.gpu_memory_utilization != plan::SAFE_GPU_MEMORY,
             "--gpu-memory-utilization",

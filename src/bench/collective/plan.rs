@@ -110,7 +110,22 @@ impl Options {
             timeout_s: 180,
         }
     }
+
+    /// What `serve --preflight` runs: an all-reduce at a decode step's size
+    /// and at a prefill's, enough to check the sums and the transport.
+    pub fn preflight() -> Options {
+        Options {
+            sizes: parse_sizes(PREFLIGHT_SIZES).expect("the preflight sizes parse"),
+            ops: vec![Op::AllReduce],
+            iters: 20,
+            warmup: 3,
+            ..Options::defaults()
+        }
+    }
 }
+
+/// The sizes `serve --preflight` runs.
+pub const PREFLIGHT_SIZES: &str = "64K,1M";
 
 /// The default rendezvous port.
 pub const DEFAULT_PORT: u16 = 29511;
