@@ -501,6 +501,12 @@ pub const SAFE_GPU_MEMORY: f64 = 0.90;
 pub const COMPILE_CACHE: &str =
     "${VLLM_CACHE_ROOT:-${XDG_CACHE_HOME:-$HOME/.cache}/vllm}/torch_compile_cache";
 
+/// The revision vLLM is told to load: `--revision R` among its extra
+/// arguments (`None`: its default, `main`).
+pub fn revision(extra: &[String]) -> Option<&str> {
+    extra_value(extra, &["--revision"]).and_then(|(_, v)| v)
+}
+
 /// The value of `flag` (any of `names`, `--a_b` spelled `--a-b` too) in
 /// `args`: `--flag V` or `--flag=V`.
 pub fn extra_value<'a>(args: &'a [String], names: &[&str]) -> Option<(&'a str, Option<&'a str>)> {

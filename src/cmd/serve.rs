@@ -168,12 +168,7 @@ pub fn run(a: &ServeArgs) -> anyhow::Result<ExitCode> {
                 .map(|size| fit::check(&cfg, Some(&facts), size, &fit_req, true))
         });
         let checked = preflight::check(&cfg, &model, &a.extra, p.tp * p.pp, Some(host), a.port);
-        (
-            checked,
-            fitted
-                .join()
-                .unwrap_or_else(|e| std::panic::resume_unwind(e)),
-        )
+        (checked, preflight::joined(fitted))
     });
     checked?;
     match fitted {

@@ -58,9 +58,7 @@ fn model_dir(model: &str, extra: &[String], hub: Option<&Path>) -> Result<PathBu
         };
     }
     let hub = hub.ok_or("no Hugging Face cache here (no HOME, no HF_HOME)")?;
-    let rev = extra_value(extra, &["--revision"])
-        .and_then(|(_, v)| v)
-        .unwrap_or("main");
+    let rev = crate::cluster::plan::revision(extra).unwrap_or("main");
     let repo = Repo::new(hub, model);
     let commit = repo.resolve(rev).ok_or_else(|| {
         format!(

@@ -47,8 +47,8 @@ pub fn check(
     everywhere
 }
 
-/// A check's result from its thread (a panic there is passed on).
-fn joined<T>(h: std::thread::ScopedJoinHandle<'_, anyhow::Result<T>>) -> anyhow::Result<T> {
+/// What a scoped thread returned (a panic there is passed on).
+pub fn joined<T>(h: std::thread::ScopedJoinHandle<'_, T>) -> T {
     h.join().unwrap_or_else(|p| std::panic::resume_unwind(p))
 }
 
@@ -67,7 +67,7 @@ pub fn model_complete(
     if is_path(model) {
         return Ok(None);
     }
-    let spec = match plan::extra_value(extra, &["--revision"]).and_then(|(_, v)| v) {
+    let spec = match plan::revision(extra) {
         Some(rev) => format!("{model}@{rev}"),
         None => model.to_string(),
     };

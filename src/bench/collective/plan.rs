@@ -12,7 +12,6 @@ use serde::{Deserialize, Serialize};
 use crate::cluster::config::{ClusterConfig, NodeBackend, Transport};
 use crate::cluster::env::{EnvVar, Resolved};
 use crate::cluster::plan::{self as cluster_plan, JoinReport};
-use crate::serve::engine::Head;
 
 /// Smallest message size (bytes).
 pub const MIN_SIZE: u64 = 1 << 10;
@@ -284,13 +283,6 @@ pub fn build(cfg: &ClusterConfig, reports: &[JoinReport], opts: &Options) -> Res
                 }
             }
             let program = program_argv(&python, backend, opts);
-            let in_node = Head {
-                halobox: cfg.halobox.clone(),
-                backend: node.backend,
-                container: node.container.clone(),
-                label: node.label().to_string(),
-                ip: node.ip,
-            };
             RankPlan {
                 rank,
                 node: node.label().to_string(),
@@ -299,7 +291,12 @@ pub fn build(cfg: &ClusterConfig, reports: &[JoinReport], opts: &Options) -> Res
                 backend: node.backend,
                 container: node.backend.is_container().then(|| node.container.clone()),
                 transport: r.env.transport,
-                command: in_node.argv(&cluster_plan::with_env(&env, &program)),
+                command: cluster_plan::in_container(
+                    &cfg.halobox,
+                    node.backend,
+                    &node.container,
+                    &cluster_plan::with_env(&env, &program),
+                ),
                 env,
             }
         })
