@@ -64,10 +64,7 @@ serve_setup() {
     echo '[env]'
     echo 'HF_HUB_OFFLINE = "1"'
     echo 'VLLM_CPU_KVCACHE_SPACE = "1"'
-    for x in $NODE_NAMES; do
-      printf '\n[[node]]\nname = "%s"\nssh = "root@%s"\nip = "%s"\nbackend = "%s"\ncpus = 1\n' \
-        "$x" "$(node_ip "$x")" "$(node_ip "$x")" "$backend"
-    done
+    node_tables "cpus = 1"
   } >"$CFG"
 }
 
@@ -81,6 +78,17 @@ serve_teardown() {
   bash scripts/netns/nodes.sh down "$TAG" "$DIR" >/dev/null 2>&1 || true
   rm -rf "$DIR"
   return "$code"
+}
+
+# node_tables [LINE]: the cluster file's [[node]] table of every node of
+# $NODE_NAMES on $BACKEND, each ending in LINE when given.
+node_tables() {
+  local x
+  for x in $NODE_NAMES; do
+    printf '\n[[node]]\nname = "%s"\nssh = "root@%s"\nip = "%s"\nbackend = "%s"\n' \
+      "$x" "$(node_ip "$x")" "$(node_ip "$x")" "$BACKEND"
+    [ -z "${1:-}" ] || echo "$1"
+  done
 }
 
 # node_ip X: node X's data-plane address.
@@ -229,7 +237,7 @@ foreground_serve() {
 # TAG, NET, MODEL, BACKEND, NODE_NAMES, WORKERS, IMAGE and CFG.
 # shellcheck disable=SC2034
 llama_setup() {
-  local prefix=$1 backend=$2 count=$3 given=${4:-} shape=${5:-2,128,4,2} layers hidden heads kv specs=() x
+  local prefix=$1 backend=$2 count=$3 given=${4:-} shape=${5:-2,128,4,2} layers hidden heads kv specs=()
   LLAMA=${HALOBOX_LLAMA_CPP:-/opt/halobox-llama-cpp}
   PORT=50052
   [ -x "$LLAMA/bin/llama-server" ] || fail "$LLAMA/bin/llama-server is missing: bash scripts/llama-cpp.sh"
@@ -268,10 +276,7 @@ llama_setup() {
     echo "llama_server = \"$LLAMA/bin/llama-server\""
     echo "halobox = \"$HALOBOX\""
     echo "ssh_options = [\"UserKnownHostsFile=$DIR/known_hosts\", \"IdentityFile=$DIR/client_key\", \"IdentitiesOnly=yes\"]"
-    for x in $NODE_NAMES; do
-      printf '\n[[node]]\nname = "%s"\nssh = "root@%s"\nip = "%s"\nbackend = "%s"\n' \
-        "$x" "$(node_ip "$x")" "$(node_ip "$x")" "$backend"
-    done
+    node_tables
   } >"$CFG"
 }
 
