@@ -414,7 +414,7 @@ fn serve_command_and_env() {
     assert_eq!(p.secrets, ["HF_TOKEN"]);
     let cmd = plan::with_env(&p.env, &p.command);
     let head = Head::of(&cfg);
-    let argv = head.start_argv(&cmd, &p.secrets, None);
+    let argv = head.start_argv(&cmd, &p.secrets, None, None);
     assert_eq!(argv[..6], ["halobox", "enter", "vllm", "--", "sh", "-c"]);
     assert!(argv[6].contains("IFS= read -r HF_TOKEN || exit 97; export HF_TOKEN;"));
     assert_eq!(
@@ -426,7 +426,7 @@ fn serve_command_and_env() {
     let mut podman = head.clone();
     podman.backend = NodeBackend::Podman;
     assert_eq!(
-        podman.start_argv(&cmd, &p.secrets, None)[..4],
+        podman.start_argv(&cmd, &p.secrets, None, None)[..4],
         ["halobox", "enter", "vllm", "--"]
     );
     let text = plan::render_serve(&p, &cmd);
@@ -537,7 +537,7 @@ fn serve_api_key_host_and_clear_cache() {
         p.notes
     );
     let cmd = plan::with_env(&p.env, &p.command);
-    let argv = Head::of(&cfg).start_argv(&cmd, &p.secrets, Some(plan::COMPILE_CACHE));
+    let argv = Head::of(&cfg).start_argv(&cmd, &p.secrets, Some(plan::COMPILE_CACHE), None);
     assert!(argv[6].contains(&format!(
         "rm -rf -- \"{c}\" || exit 96; echo \"halobox: removed {c}\" >&2; IFS= read -r HF_TOKEN || exit 97; export HF_TOKEN; IFS= read -r VLLM_API_KEY || exit 97; export VLLM_API_KEY;",
         c = plan::COMPILE_CACHE
@@ -561,6 +561,7 @@ fn serve_api_key_host_and_clear_cache() {
         &plan::with_env(&p.env, &p.command),
         &p.secrets,
         Some(plan::COMPILE_CACHE),
+        None,
     );
     assert_eq!(argv[..6], ["halobox", "enter", "vllm", "--", "sh", "-c"]);
     // Keys in the arguments, and a second --host, are refused.

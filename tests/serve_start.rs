@@ -84,7 +84,7 @@ fn secrets_go_through_halobox_engine_not_the_cli_default() {
         "key start secret".to_string(),
     ];
     let pid = head
-        .start(&cmd, &names, &secrets, None)
+        .start(&cmd, &names, &secrets, None, None)
         .expect("the start reaches the container on halobox's engine");
     assert!(pid > 0);
     let mut log = String::new();

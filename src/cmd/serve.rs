@@ -51,10 +51,10 @@ pub fn run(a: &ServeArgs) -> anyhow::Result<ExitCode> {
         Some(dir) => HostRoot::sysroot(dir)?,
         None => HostRoot::live(),
     };
-    let facts = host::gather(root, GatherOptions::default());
     if cfg.engine == Engine::LlamaCpp {
-        return run_llama(a, &path, &cfg, &facts, model);
+        return run_llama(a, &path, &cfg, model);
     }
+    let facts = host::gather(root, GatherOptions::default());
     let mut secrets: Vec<Option<String>> =
         plan::SECRETS.iter().map(|n| prepare::secret(n)).collect();
     if let Some(name) = plan::SECRETS.iter().zip(&secrets).find_map(|(n, v)| {
@@ -195,6 +195,7 @@ pub fn run(a: &ServeArgs) -> anyhow::Result<ExitCode> {
         secret_names: p.secrets.clone(),
         secrets: secrets.iter().flatten().cloned().collect(),
         clear_cache: p.clear_cache.then(|| plan::COMPILE_CACHE.to_string()),
+        check: None,
         api: engine::api_addr(Some(host), a.port),
         api_key: secrets[1].clone(),
         api_key_source: key_source,
@@ -243,12 +244,13 @@ fn collective_preflight(cfg: &ClusterConfig) -> anyhow::Result<()> {
 const LLAMA_KEY: &str = "LLAMA_API_KEY";
 
 /// `serve` with engine `llama.cpp`: llama-server on the head over the RPC
-/// servers `cluster up` started.
+/// servers `cluster up` started. It reads only the head's addresses and
+/// memory, and checks the model in the exec that starts llama-server: its
+/// start is what a user waits for.
 fn run_llama(
     a: &ServeArgs,
     path: &std::path::Path,
     cfg: &ClusterConfig,
-    facts: &host::HostFacts,
     model: String,
 ) -> anyhow::Result<ExitCode> {
     let vllm_only = [
@@ -290,9 +292,10 @@ fn run_llama(
         .into_iter()
         .collect();
     let head = engine::Head::of(cfg);
+    let check = llama::start_check(&cfg.llama_server, &model);
     if a.plan.dry_run {
         let argv = llama::command(cfg, &req, &[]).map_err(UsageError)?;
-        let start = head.start_argv(&argv, &secret_names, None);
+        let start = head.start_argv(&argv, &secret_names, None, Some(&check));
         print!("{}", llama::render(cfg, &argv, &start));
         for n in &secret_names {
             println!("{n}=******** (passed on stdin)");
@@ -301,7 +304,8 @@ fn run_llama(
         return Ok(ExitCode::SUCCESS);
     }
     llama::command(cfg, &req, &[]).map_err(UsageError)?;
-    if facts.network.interface_with_ip(head.ip).is_none() {
+    let (network, kernel) = host::gather_addresses_and_memory(HostRoot::live());
+    if network.interface_with_ip(head.ip).is_none() {
         return Err(UsageError(format!(
             "this machine does not hold the head's address {} ({}): `halobox serve` runs on the head, where llama-server runs\n  hint: ssh {} halobox serve {model} …",
             head.ip,
@@ -314,9 +318,8 @@ fn run_llama(
         eprintln!("{w}");
     }
     preflight::port_free(Some(host), a.port)?;
-    llama::check_head(cfg, &model)?;
     let mem = llama::check_workers(cfg)?;
-    let head_mem = facts.kernel.mem_total_kib.map(|k| k * 1024);
+    let head_mem = kernel.mem_total_kib.map(|k| k * 1024);
     let argv = llama::command(cfg, &req, &llama::split(&mem, head_mem)).map_err(UsageError)?;
     let key = api_key::load(&key_source, key.as_deref())?;
     let start = Start {
@@ -328,6 +331,7 @@ fn run_llama(
         secret_names,
         secrets: key.iter().cloned().collect(),
         clear_cache: None,
+        check: Some(check),
         api: engine::api_addr(Some(host), a.port),
         api_key: key,
         api_key_source: key_source,
@@ -337,8 +341,12 @@ fn run_llama(
         timeout: Duration::from_secs(a.timeout),
         engine: Engine::LlamaCpp,
     };
-    match supervise::serve(&start)? {
-        Ended::Detached | Ended::Stopped(_) => Ok(ExitCode::SUCCESS),
+    match supervise::serve(&start) {
+        Ok(Ended::Detached | Ended::Stopped(_)) => Ok(ExitCode::SUCCESS),
+        Err(e) => match e.downcast_ref::<engine::Refused>() {
+            Some(r) => Err(UsageError(llama::refusal(cfg, &start.model, &r.0)).into()),
+            None => Err(e),
+        },
     }
 }
 

@@ -113,6 +113,14 @@ pub fn gather(root: HostRoot, opts: GatherOptions) -> HostFacts {
     gather_with(&Reader::new(root), opts)
 }
 
+/// The two facts `serve` with llama.cpp needs on the head, read without the
+/// processes the rest of [`gather`] starts: its addresses and its memory.
+pub fn gather_addresses_and_memory(root: HostRoot) -> (net::NetworkFacts, kernel::KernelFacts) {
+    let r = Reader::new(root);
+    let rdma = rdma::read(&r, &devnodes::StatTable::load(&r));
+    (net::read(&r, &rdma), kernel::read(&r))
+}
+
 /// Reads every fact of the live host, recording every path it looks at and
 /// the command output it uses, for `halobox snapshot`.
 pub fn gather_recorded(opts: GatherOptions) -> (HostFacts, Accessed) {

@@ -61,32 +61,35 @@ impl Head {
     }
 
     /// The argv that starts `cmd` detached in the container
-    /// ([`program::start`]). Secrets go on its stdin, which `halobox enter`
-    /// passes through halobox's own engine connection (the engine the
-    /// container was made on, not whatever the engine's CLI defaults to).
+    /// ([`program::start`], after `check` when one is given). Secrets go on
+    /// its stdin, which `halobox enter` passes through halobox's own engine
+    /// connection (the engine the container was made on, not whatever the
+    /// engine's CLI defaults to).
     pub fn start_argv(
         &self,
         cmd: &[String],
         secret_names: &[String],
         clear_cache: Option<&str>,
+        check: Option<&str>,
     ) -> Vec<String> {
         self.argv(&program::argv(
-            program::start(secret_names, clear_cache),
+            program::start(secret_names, clear_cache, check),
             cmd,
         ))
     }
 
     /// Starts the engine (`cmd`, argv with its env words) detached in the
     /// container, `secrets` (values) on the start program's stdin; its pid
-    /// in the container.
+    /// in the container. A `check` that refuses ends it with [`Refused`].
     pub fn start(
         &self,
         cmd: &[String],
         secret_names: &[String],
         secrets: &[String],
         clear_cache: Option<&str>,
+        check: Option<&str>,
     ) -> anyhow::Result<u32> {
-        let argv = self.start_argv(cmd, secret_names, clear_cache);
+        let argv = self.start_argv(cmd, secret_names, clear_cache, check);
         let mut input = String::new();
         for v in secrets {
             input.push_str(v);
@@ -101,6 +104,20 @@ impl Head {
                 for l in out.lines().filter(|l| !l.starts_with("halobox-serve-pid ")) {
                     eprintln!("{l}");
                 }
+            }
+            Some(program::CHECK_REFUSED) => {
+                if let Some(word) = done
+                    .stdout
+                    .lines()
+                    .find_map(|l| l.strip_prefix("halobox-check "))
+                {
+                    return Err(Refused(word.trim().to_string()).into());
+                }
+                anyhow::bail!(
+                    "the start check in container {} refused without saying why: {}",
+                    self.container,
+                    crate::remote::tail(&out, 3)
+                )
             }
             Some(94) => anyhow::bail!(
                 "{}\n  hint: `halobox serve status` says what it serves; `halobox serve stop` stops it",
@@ -187,6 +204,12 @@ impl Head {
         Proc::spawn_with(&argv, CAPTURE)
     }
 }
+
+/// The start's check refused: the word it printed (the caller says what it
+/// means).
+#[derive(Debug, thiserror::Error)]
+#[error("the start check refused: {0}")]
+pub struct Refused(pub String);
 
 /// The engine's state in the container.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

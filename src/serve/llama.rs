@@ -5,9 +5,10 @@
 //! host's RAM). llama.cpp's MPI backend was removed upstream (PR #7395);
 //! RPC is its multi-node path.
 //!
-//! Before it starts: the GGUF file in the head's container (its magic
-//! bytes), `llama-server` there, and a `HELLO` to every RPC server (one that
-//! is down, held by another head, or speaks another protocol is named).
+//! Before it starts: a `HELLO` to every RPC server (one that is down, held
+//! by another head, or speaks another protocol is named), then, in the same
+//! exec that starts it, the GGUF file in the head's container (its magic
+//! bytes) and `llama-server` there ([`start_check`]).
 //! While it serves: a tiny completion that must finish within
 //! [`PROBE_TIMEOUT`] (a frozen node hangs llama-server while `/health` stays
 //! 200); on a failure, each node's RPC server is looked at to name it.
@@ -209,69 +210,58 @@ pub fn check_workers(cfg: &ClusterConfig) -> anyhow::Result<Vec<u64>> {
     Ok(mem)
 }
 
-/// What the head's container says about `llama-server` and the model.
-#[derive(Debug, Clone, PartialEq, Eq)]
-enum HeadCheck {
-    Gguf,
-    NoServer,
-    Missing,
-    NotAFile,
-    NotGguf(String),
+/// The check the start program runs in the head's container before
+/// `llama-server` starts ([`program::start`]): `server` is a command there
+/// and `model` a readable GGUF file (its magic bytes). It costs no exec of
+/// its own; [`refusal`] says what a refusal means.
+pub fn start_check(server: &str, model: &str) -> String {
+    let no = |word: &str| {
+        format!(
+            "{{ echo \"halobox-check {word}\"; exit {}; }}",
+            program::CHECK_REFUSED
+        )
+    };
+    format!(
+        "hb_s={}; hb_m={}; \
+         command -v \"$hb_s\" >/dev/null 2>&1 || {}; \
+         [ -e \"$hb_m\" ] || {}; \
+         {{ [ -f \"$hb_m\" ] && [ -r \"$hb_m\" ]; }} || {}; \
+         hb_g=$(head -c 4 \"$hb_m\" | od -An -c | tr -d ' \\n'); \
+         [ \"$hb_g\" = GGUF ] || {}",
+        crate::shell::quote(server),
+        crate::shell::quote(model),
+        no("no-server"),
+        no("missing"),
+        no("not-a-file"),
+        no("not-gguf $hb_g"),
+    )
 }
 
-/// The check program: `$1` the `llama-server` command, `$2` the model.
-fn check_program() -> String {
-    "command -v \"$1\" >/dev/null 2>&1 || { echo no-server; exit 0; }; \
-     [ -e \"$2\" ] || { echo missing; exit 0; }; \
-     { [ -f \"$2\" ] && [ -r \"$2\" ]; } || { echo not-a-file; exit 0; }; \
-     m=$(head -c 4 \"$2\" | od -An -c | tr -d ' \\n'); \
-     if [ \"$m\" = GGUF ]; then echo gguf; else echo \"not-gguf $m\"; fi"
-        .into()
-}
-
-fn head_check(line: &str) -> Option<HeadCheck> {
-    Some(match line.trim() {
-        "gguf" => HeadCheck::Gguf,
-        "no-server" => HeadCheck::NoServer,
-        "missing" => HeadCheck::Missing,
-        "not-a-file" => HeadCheck::NotAFile,
-        l => HeadCheck::NotGguf(l.strip_prefix("not-gguf")?.trim().to_string()),
-    })
-}
-
-/// `llama-server` is in the head's container and the model is a GGUF file there.
-pub fn check_head(cfg: &ClusterConfig, model: &str) -> anyhow::Result<()> {
+/// What a refusal of [`start_check`] (its `word`) means, and the fix.
+pub fn refusal(cfg: &ClusterConfig, model: &str, word: &str) -> String {
     let head = Head::of(cfg);
-    let done = head.run(
-        check_program(),
-        &[cfg.llama_server.clone(), model.to_string()],
-    )?;
-    let line = done.stdout.lines().last().unwrap_or("");
     let at = format!(
         "in container {} on the head ({})",
         head.container, head.label
     );
-    let msg = match head_check(line) {
-        Some(HeadCheck::Gguf) => return Ok(()),
-        Some(HeadCheck::NoServer) => format!(
+    match word
+        .split_once(' ')
+        .map_or((word, ""), |(w, rest)| (w, rest))
+    {
+        ("no-server", _) => format!(
             "there is no `{}` {at}\n  hint: refresh the head with a llama.cpp image (`halobox refresh --image …`), or set `llama_server` in cluster.toml to its path",
             cfg.llama_server
         ),
-        Some(HeadCheck::Missing) => format!(
+        ("missing", _) => format!(
             "{model}: no such file {at}\n  hint: put the GGUF file where the container sees it (`halobox refresh --volume DIR:/models:ro`) and give that path"
         ),
-        Some(HeadCheck::NotAFile) => format!(
+        ("not-a-file", _) => format!(
             "{model}: not a readable file {at}\n  hint: give the path of one .gguf file (for a split model, its first part): `halobox serve /models/MODEL-00001-of-00002.gguf`"
         ),
-        Some(HeadCheck::NotGguf(m)) => format!(
-            "{model}: not a GGUF file {at} (it starts with {m:?}, not \"GGUF\")\n  hint: llama.cpp serves GGUF; convert the model with `python3 convert_hf_to_gguf.py MODEL_DIR` (llama.cpp's), or serve a Hugging Face folder with engine = \"vllm\""
+        (_, magic) => format!(
+            "{model}: not a GGUF file {at} (it starts with {magic:?}, not \"GGUF\")\n  hint: llama.cpp serves GGUF; convert the model with `python3 convert_hf_to_gguf.py MODEL_DIR` (llama.cpp's), or serve a Hugging Face folder with engine = \"vllm\""
         ),
-        None => format!(
-            "cannot look {at}: {}\n  hint: is it running? `halobox list`, `halobox cluster status`",
-            crate::remote::tail(&done.output, 3)
-        ),
-    };
-    Err(UsageError(msg).into())
+    }
 }
 
 /// A 1-token completion finishes within [`PROBE_TIMEOUT`].
@@ -353,26 +343,47 @@ pub fn render(cfg: &ClusterConfig, argv: &[String], start: &[String]) -> String 
 mod tests {
     use super::*;
 
-    /// The check program against real files: a GGUF, another file, none.
+    /// The start check against real files: a GGUF, another file, none; its
+    /// refusals as [`refusal`] says them.
     #[test]
-    fn the_head_check_reads_the_magic_bytes() {
+    fn the_start_check_reads_the_magic_bytes() {
         let dir = tempfile::tempdir().unwrap();
         let g = dir.path().join("m.gguf");
         std::fs::write(&g, b"GGUF\x03\x00\x00\x00rest").unwrap();
-        let s = dir.path().join("m.safetensors");
+        let s = dir.path().join("it's.safetensors");
         std::fs::write(&s, b"{\"x\": 1}").unwrap();
         let run = |model: &std::path::Path, server: &str| {
             let out = crate::proc::command("sh")
-                .args(["-c", &check_program(), "x", server])
-                .arg(model)
+                .args(["-c", &start_check(server, &model.display().to_string())])
                 .output()
                 .unwrap();
-            head_check(String::from_utf8_lossy(&out.stdout).trim()).unwrap()
+            let word = String::from_utf8_lossy(&out.stdout)
+                .trim()
+                .strip_prefix("halobox-check ")
+                .map(str::to_string);
+            match out.status.code() {
+                Some(0) => None,
+                Some(program::CHECK_REFUSED) => Some(word.unwrap()),
+                c => panic!("exit {c:?}"),
+            }
         };
-        assert_eq!(run(&g, "sh"), HeadCheck::Gguf);
-        assert_eq!(run(&s, "sh"), HeadCheck::NotGguf("{\"x\"".into()));
-        assert_eq!(run(&dir.path().join("none"), "sh"), HeadCheck::Missing);
-        assert_eq!(run(dir.path(), "sh"), HeadCheck::NotAFile);
-        assert_eq!(run(&g, "no-such-llama-server"), HeadCheck::NoServer);
+        assert_eq!(run(&g, "sh"), None);
+        assert_eq!(run(&s, "sh"), Some("not-gguf {\"x\"".into()));
+        assert_eq!(run(&dir.path().join("none"), "sh"), Some("missing".into()));
+        assert_eq!(run(dir.path(), "sh"), Some("not-a-file".into()));
+        assert_eq!(run(&g, "no-such-llama-server"), Some("no-server".into()));
+        let cfg = crate::cluster::config::parse(
+            "engine = \"llama.cpp\"\n[[node]]\nssh = \"a\"\nip = \"10.0.0.1\"\n",
+        )
+        .unwrap();
+        for (word, says) in [
+            ("missing", "m.gguf: no such file in container"),
+            ("not-a-file", "m.gguf: not a readable file"),
+            ("not-gguf {\"x\"", "m.gguf: not a GGUF file in container"),
+            ("no-server", "there is no `llama-server`"),
+        ] {
+            let m = refusal(&cfg, "m.gguf", word);
+            assert!(m.contains(says) && m.contains("\n  hint: "), "{m}");
+        }
     }
 }

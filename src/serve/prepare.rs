@@ -64,6 +64,7 @@ pub fn prepare(
         &plan::with_env(&p.env, &p.command),
         &p.secrets,
         p.clear_cache.then_some(plan::COMPILE_CACHE),
+        None,
     );
     Ok((p, argv))
 }

@@ -25,14 +25,20 @@ pub const ALIVE_FN: &str = r#"alive() { [ -r "/proc/$1/stat" ] || return 1; case
 /// the shell expands it), and reads each of `secrets` from one stdin line into
 /// the environment (exit 97 when a line is missing), and exports Ray's
 /// token variables when the container holds the cluster's token. Prints
-/// `halobox-serve-pid PID`.
-pub fn start(secrets: &[String], clear_cache: Option<&str>) -> String {
+/// `halobox-serve-pid PID`. A `check` (a shell fragment) runs right after
+/// the running-engine test, before anything is changed: it refuses the
+/// start by printing `halobox-check WORD` and exiting [`CHECK_REFUSED`].
+pub fn start(secrets: &[String], clear_cache: Option<&str>, check: Option<&str>) -> String {
     let mut s = format!(
         "{ALIVE_FN}; d=\"{DIR}\"; mkdir -p -m 0700 \"$d\" || exit 95; \
          if [ ! -O \"$d\" ] || [ -L \"$d\" ]; then echo \"halobox: $d is not this user's own folder: remove it\" >&2; exit 95; fi; \
          if [ -f \"$d/engine.pid\" ] && alive \"$(cat \"$d/engine.pid\")\"; then \
          echo \"halobox: an engine started by halobox serve already runs in this container (pid $(cat \"$d/engine.pid\"))\" >&2; exit 94; fi; "
     );
+    if let Some(check) = check {
+        s.push_str(check);
+        s.push_str("; ");
+    }
     if let Some(cache) = clear_cache {
         s.push_str(&format!(
             "rm -rf -- \"{cache}\" || exit 96; echo \"halobox: removed {cache}\" >&2; "
@@ -52,6 +58,9 @@ pub fn start(secrets: &[String], clear_cache: Option<&str>) -> String {
     );
     s
 }
+
+/// The start program's exit status when its check refused the start.
+pub const CHECK_REFUSED: i32 = 98;
 
 /// Prints `running PID`, `exited PID` or `none` (no engine started here).
 pub fn state() -> String {
@@ -134,13 +143,13 @@ mod tests {
     fn start_state_stop_a_real_process() {
         let dir = tempfile::tempdir().unwrap();
         assert_eq!(sh(&state(), &[], dir.path()), "none");
-        let started = sh(&start(&[], None), &["sleep", "300"], dir.path());
+        let started = sh(&start(&[], None, None), &["sleep", "300"], dir.path());
         let pid = started
             .strip_prefix("halobox-serve-pid ")
             .unwrap()
             .to_string();
         assert!(sh(&state(), &[], dir.path()).starts_with("running "));
-        let again = sh(&start(&[], None), &["sleep", "300"], dir.path());
+        let again = sh(&start(&[], None, None), &["sleep", "300"], dir.path());
         assert!(again.contains("already runs"), "{again}");
         assert_eq!(sh(&stop(), &["5"], dir.path()), format!("stopped {pid}"));
         assert_eq!(sh(&state(), &[], dir.path()), "none");
@@ -158,7 +167,7 @@ mod tests {
     fn following_ends_with_the_engine() {
         let dir = tempfile::tempdir().unwrap();
         sh(
-            &start(&[], None),
+            &start(&[], None, None),
             &["sh", "-c", "echo one; sleep 1; echo two"],
             dir.path(),
         );
@@ -187,7 +196,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let d = dir.path().display().to_string();
         sh(
-            &start(&[], None),
+            &start(&[], None, None),
             &[
                 "sh",
                 "-c",
@@ -224,6 +233,7 @@ mod tests {
         let program = start(
             &["HF_TOKEN".into(), "VLLM_API_KEY".into()],
             Some(&cache.display().to_string()),
+            None,
         )
         .replace(DIR, &dir.path().display().to_string());
         let mut child = crate::proc::command("sh")
@@ -258,7 +268,7 @@ mod tests {
 
     #[test]
     fn secrets_are_read_from_stdin_not_arguments() {
-        let p = start(&["HF_TOKEN".into(), "VLLM_API_KEY".into()], None);
+        let p = start(&["HF_TOKEN".into(), "VLLM_API_KEY".into()], None, None);
         assert!(p.contains("IFS= read -r HF_TOKEN || exit 97; export HF_TOKEN;"));
         assert!(p.find("HF_TOKEN").unwrap() < p.find("VLLM_API_KEY").unwrap());
         assert!(

@@ -20,7 +20,7 @@ use crate::proc::Proc;
 /// How often the API is asked while the engine starts (and how long the
 /// log is read between two asks): a refused connect costs nothing, and the
 /// answer is what the user waits for.
-const HEALTH_EVERY: Duration = Duration::from_millis(200);
+const HEALTH_EVERY: Duration = Duration::from_millis(100);
 
 /// How long the engine gets to end after SIGTERM before SIGKILL.
 const STOP_GRACE: Duration = Duration::from_secs(20);
@@ -59,6 +59,8 @@ pub struct Start<'a> {
     pub secrets: Vec<String>,
     /// The compile cache to remove first (as the shell in the container expands it).
     pub clear_cache: Option<String>,
+    /// A check the start program runs first ([`super::program::start`]).
+    pub check: Option<String>,
     /// Where the head reaches the API.
     pub api: SocketAddr,
     /// The API key, when one is in force.
@@ -184,6 +186,7 @@ pub fn serve(s: &Start) -> anyhow::Result<Ended> {
         &s.secret_names,
         &s.secrets,
         s.clear_cache.as_deref(),
+        s.check.as_deref(),
     )?;
     let started = SystemTime::now()
         .duration_since(UNIX_EPOCH)
@@ -251,6 +254,12 @@ fn wait_ready(s: &Start, head: &Head, log: &mut Log, t0: Instant) -> Result<(), 
                 s.engine.title()
             )));
         }
+        if Instant::now() >= next_health {
+            next_health = Instant::now() + HEALTH_EVERY;
+            if ready(s) {
+                return Ok(());
+            }
+        }
         for l in log.read(head, HEALTH_EVERY) {
             if let Some(w) = watch::progress(&l)
                 && w != last_word
@@ -265,12 +274,6 @@ fn wait_ready(s: &Start, head: &Head, log: &mut Log, t0: Instant) -> Result<(), 
                 s.engine.title(),
                 watch::cause(f)
             )));
-        }
-        if Instant::now() >= next_health {
-            next_health = Instant::now() + HEALTH_EVERY;
-            if ready(s) {
-                return Ok(());
-            }
         }
         if Instant::now() >= next_state {
             next_state = Instant::now() + Duration::from_secs(3);
