@@ -22,6 +22,11 @@ use crate::proc::Proc;
 /// answer is what the user waits for.
 const HEALTH_EVERY: Duration = Duration::from_millis(100);
 
+/// How long after the start the log begins to be followed (from its first
+/// line, so nothing is missed): its reader is an exec into the container,
+/// whose work would compete with an engine that is ready within a second.
+const FOLLOW_AFTER: Duration = Duration::from_secs(1);
+
 /// How long the engine gets to end after SIGTERM before SIGKILL.
 const STOP_GRACE: Duration = Duration::from_secs(20);
 /// The same for llama-server, which keeps nothing to clean up (and hangs on
@@ -260,7 +265,13 @@ fn wait_ready(s: &Start, head: &Head, log: &mut Log, t0: Instant) -> Result<(), 
                 return Ok(());
             }
         }
-        for l in log.read(head, HEALTH_EVERY) {
+        let lines = if t0.elapsed() < FOLLOW_AFTER {
+            std::thread::sleep(HEALTH_EVERY);
+            Vec::new()
+        } else {
+            log.read(head, HEALTH_EVERY)
+        };
+        for l in lines {
             if let Some(w) = watch::progress(&l)
                 && w != last_word
             {
