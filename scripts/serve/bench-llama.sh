@@ -76,11 +76,11 @@ head_by_hand() {
   in_container a sh -c "mkdir -p /tmp/halobox-e2e; setsid $LLAMA/bin/llama-server -m $MODEL --host $HEAD_IP --port 8000 -ngl 99 ${rpc:+--rpc $rpc} \
     </dev/null >/tmp/halobox-e2e/ref.log 2>&1 & echo \$! >/tmp/halobox-e2e/ref.pid"
 }
-# health_poll: until the head's /health answers 200, polled every 0.5 s (as halobox does).
+# health_poll: until the head's /health answers 200, polled every 0.1 s (as halobox does).
 health_poll() {
-  for _ in $(seq 1200); do
+  for _ in $(seq 6000); do
     ip netns exec "hb-$TAG-a" curl -sf -o /dev/null --max-time 2 "http://$HEAD_IP:8000/health" && return 0
-    sleep 0.5
+    sleep 0.1
   done
   return 1
 }
