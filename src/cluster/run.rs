@@ -35,6 +35,17 @@ pub fn remote_node(cfg: &ClusterConfig, node: &NodeConfig) -> remote::Node {
     )
 }
 
+/// One master connection to each node of `cfg` for the rest of a run
+/// ([`Masters`]).
+pub fn masters(cfg: &ClusterConfig) -> Masters {
+    Masters::start(
+        &cfg.nodes
+            .iter()
+            .map(|n| remote_node(cfg, n))
+            .collect::<Vec<_>>(),
+    )
+}
+
 /// The ssh argv that runs `argv` on `node` under the guard (as `--dry-run` prints it).
 pub fn node_argv(cfg: &ClusterConfig, node: &NodeConfig, argv: &[String]) -> Vec<String> {
     remote_node(cfg, node).argv(argv)
@@ -272,12 +283,7 @@ pub fn up(
     writeln!(out, "preflight of {} node(s):", cfg.nodes.len())?;
     // One ssh connection per node for the whole run (closed when `up`
     // returns, however it returns).
-    let masters = Masters::start(
-        &cfg.nodes
-            .iter()
-            .map(|n| remote_node(cfg, n))
-            .collect::<Vec<_>>(),
-    );
+    let masters = masters(cfg);
     let reports = reports(cfg, &masters);
     let findings = preflight::preflight(cfg, &reports, VERSION, mode);
     print_findings(out, &findings)?;

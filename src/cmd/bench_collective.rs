@@ -11,9 +11,8 @@ use crate::bench::collective::run;
 use crate::bench::run::{default_save_dir, utc_now};
 use crate::cli::BenchCollectiveArgs;
 use crate::cluster::config::{self, ClusterConfig};
-use crate::cluster::run::remote_node;
+use crate::cluster::run::masters;
 use crate::error::UsageError;
-use crate::remote::Masters;
 
 /// The options the flags ask for.
 pub fn options(a: &BenchCollectiveArgs) -> anyhow::Result<Options> {
@@ -53,8 +52,7 @@ pub fn collective(
     dry_run: bool,
     json: bool,
 ) -> anyhow::Result<Option<(Results, std::path::PathBuf)>> {
-    let nodes: Vec<_> = cfg.nodes.iter().map(|n| remote_node(cfg, n)).collect();
-    let masters = Masters::start(&nodes);
+    let masters = masters(cfg);
     let reports = run::node_reports(cfg, &masters)?;
     let plan = plan::build(cfg, &reports, opts).map_err(UsageError)?;
     if dry_run {

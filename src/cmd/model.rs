@@ -167,7 +167,9 @@ fn sync_cmd(a: &ModelSyncArgs) -> anyhow::Result<ExitCode> {
     let (_, cfg) = config::open(a.file.cluster.as_deref())?;
     let src = source(&cfg, a.from.as_deref())?;
     let started = std::time::Instant::now();
-    let nodes = sync::facts(&cfg, &model, src, a.verify)?;
+    // One ssh connection per node for the facts, the receivers and the sender.
+    let masters = crate::cluster::run::masters(&cfg);
+    let nodes = sync::facts(&cfg, &masters, &model, src, a.verify)?;
     let p = plan::plan(&model, src, &labels(&cfg), &nodes)?;
     print!("{}", plan::render(&p));
     if a.mode.dry_run || p.chain().is_empty() {
@@ -181,7 +183,7 @@ fn sync_cmd(a: &ModelSyncArgs) -> anyhow::Result<ExitCode> {
         }
         return Ok(ExitCode::SUCCESS);
     }
-    let outcomes = sync::run(&cfg, &p, src)?;
+    let outcomes = sync::run(&cfg, &masters, &p, src)?;
     print!("{}", sync::render_outcomes(&outcomes));
     let failed: Vec<String> = outcomes
         .iter()

@@ -1,5 +1,6 @@
-//! Runs the model commands over the cluster: every node's facts over ssh,
-//! then (for a sync) the chain of [`super::transfer`]: receivers started
+//! Runs the model commands over the cluster: every node's facts over ssh
+//! (a sync logs in to each node once: facts, receivers and sender share
+//! that connection), then (for a sync) the chain of [`super::transfer`]: receivers started
 //! from the last to the first (each listening on its data-plane address
 //! before the one before it connects), then the source's sender; per-node
 //! progress bars from the receivers' `bytes N` lines, and what each wrote.
@@ -17,7 +18,7 @@ use super::transfer::{self, Job, Received};
 use crate::cluster::config::{ClusterConfig, NodeConfig};
 use crate::cluster::run::{each_node, remote_node};
 use crate::proc::Proc;
-use crate::remote;
+use crate::remote::{self, Masters};
 
 /// How long reading one node's facts may take (hashing new files included).
 const FACTS_TIMEOUT: Duration = Duration::from_secs(6 * 3600);
@@ -92,6 +93,7 @@ fn all_ok<T>(results: Vec<Result<T, String>>) -> anyhow::Result<Vec<T>> {
 /// hashed yet); `verify` hashes everything everywhere.
 pub fn facts(
     cfg: &ClusterConfig,
+    masters: &Masters,
     model: &ModelRef,
     source: usize,
     verify: bool,
@@ -100,6 +102,7 @@ pub fn facts(
     let ask = |node: &NodeConfig, spec: &str, mode: &str| -> Result<NodeFacts, String> {
         let cmd = node_cmd(cfg, &["node-facts", spec, "--hash", mode]);
         let done = remote_node(cfg, node)
+            .through(masters)
             .run_ok(what, &cmd, FACTS_TIMEOUT)
             .map_err(|e| e.to_string())?;
         last_json::<NodeFacts>(node, what, &done.stdout, &done.output)
@@ -222,7 +225,12 @@ struct Running {
 }
 
 /// Runs the plan's chain; one outcome per node of the plan's targets.
-pub fn run(cfg: &ClusterConfig, plan: &Plan, source: usize) -> anyhow::Result<Vec<Outcome>> {
+pub fn run(
+    cfg: &ClusterConfig,
+    masters: &Masters,
+    plan: &Plan,
+    source: usize,
+) -> anyhow::Result<Vec<Outcome>> {
     let token = transfer::token().context("reading /dev/urandom for the run's token")?;
     let chain = plan.chain();
     let bars = indicatif::MultiProgress::with_draw_target(indicatif::ProgressDrawTarget::stderr());
@@ -250,7 +258,7 @@ pub fn run(cfg: &ClusterConfig, plan: &Plan, source: usize) -> anyhow::Result<Ve
     for t in chain.iter().rev() {
         let node = &cfg.nodes[t.node];
         let line = serde_json::to_string(&job(t.needs.clone(), Some(node.ip.into()), next))?;
-        let rn = remote_node(cfg, node);
+        let rn = remote_node(cfg, node).through(masters);
         let mut proc = rn.spawn_with_line(&node_cmd(cfg, &["node-receive"]), &line)?;
         let port = match listening(&mut proc) {
             Ok(p) => p,
@@ -276,7 +284,7 @@ pub fn run(cfg: &ClusterConfig, plan: &Plan, source: usize) -> anyhow::Result<Ve
     }
     let src = &cfg.nodes[source];
     let line = serde_json::to_string(&job(vec![], None, next))?;
-    let srn = remote_node(cfg, src);
+    let srn = remote_node(cfg, src).through(masters);
     let mut sender = srn.spawn_with_line(&node_cmd(cfg, &["node-send"]), &line)?;
     let started = Instant::now();
     for r in &mut running {
