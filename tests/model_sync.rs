@@ -338,6 +338,56 @@ fn sync_resume_noop_repair_and_serve_refusal_on_three_nodes() {
     };
     assert_eq!(flags("c "), ["yes", "yes"], "complete, verified on c:\n{s}");
     assert_eq!(flags("b "), ["no", "no"], "complete, verified on b:\n{s}");
+    // One revision removed: a second one on a and c shares shard 1 with
+    // main and has a file of its own; `rm MODEL@v2` takes its snapshot, its
+    // ref and its own blob, and leaves main whole.
+    let commit2 = "5555555555666666666677777777778888888888";
+    let own = filler(1 << 20, 4242);
+    let own_blob = sha(&own);
+    let shared_blob =
+        std::fs::read_link(n.repo('c').join("snapshots").join(COMMIT).join(&shards[0]))
+            .unwrap()
+            .file_name()
+            .unwrap()
+            .to_string_lossy()
+            .into_owned();
+    for x in ['a', 'c'] {
+        let repo = n.repo(x);
+        let snap = repo.join("snapshots").join(commit2);
+        std::fs::create_dir_all(&snap).unwrap();
+        std::fs::write(repo.join("blobs").join(&own_blob), &own).unwrap();
+        std::os::unix::fs::symlink(format!("../../blobs/{shared_blob}"), snap.join(&shards[0]))
+            .unwrap();
+        std::os::unix::fs::symlink(
+            format!("../../blobs/{own_blob}"),
+            snap.join("extra.safetensors"),
+        )
+        .unwrap();
+        std::fs::write(repo.join("refs/v2"), commit2).unwrap();
+    }
+    let before_c = contents(&n.repo('c'));
+    let o = n.halobox(&["model", "rm", &format!("{MODEL}@v2"), "--dry-run"]);
+    let s = stdout(&o);
+    assert!(
+        s.contains(&format!(
+            "node c: /root/.cache/huggingface/hub/{FOLDER} at {commit2}"
+        )),
+        "{s}"
+    );
+    assert!(s.contains("node b: not there"), "{s}");
+    assert!(n.repo('c').join("snapshots").join(commit2).exists());
+    let o = n.halobox(&["model", "rm", &format!("{MODEL}@v2"), "--yes"]);
+    let s = stdout(&o);
+    assert!(s.contains("node c: removed, 1 MiB freed"), "{s}");
+    for x in ['a', 'c'] {
+        let repo = n.repo(x);
+        assert!(!repo.join("snapshots").join(commit2).exists(), "node {x}");
+        assert!(!repo.join("refs/v2").exists(), "node {x}");
+        assert!(!repo.join("blobs").join(&own_blob).exists(), "node {x}");
+        assert!(repo.join("blobs").join(&shared_blob).exists(), "node {x}");
+    }
+    assert_eq!(contents(&n.repo('c')), before_c, "main on c is whole");
+
     let o = n.halobox(&["model", "rm", MODEL, "--dry-run"]);
     let s = stdout(&o);
     assert!(

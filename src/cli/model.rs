@@ -23,9 +23,9 @@ pub enum ModelCommand {
     /// Show which models and revisions each node holds, their size, whether complete and verified, and free disk.
     #[command(after_help = "Examples:\n  halobox model ls\n  halobox model ls --json")]
     Ls(ModelLsArgs),
-    /// Remove a model (every revision) from every node's Hugging Face cache, asking first.
+    /// Remove a model (every revision, or ORG/NAME@REV one) from every node's Hugging Face cache, asking first.
     #[command(
-        after_help = "Examples:\n  halobox model rm Qwen/Qwen3-0.6B --dry-run\n  halobox model rm Qwen/Qwen3-0.6B --yes"
+        after_help = "Examples:\n  halobox model rm Qwen/Qwen3-0.6B --dry-run\n  halobox model rm Qwen/Qwen3-0.6B --yes\n  halobox model rm Qwen/Qwen3-0.6B@v1 --yes    (one revision: its snapshot, its refs, the files no other revision uses)"
     )]
     Rm(ModelRmArgs),
     /// (run by halobox on a node) This node's copy of a model as JSON.
@@ -52,7 +52,7 @@ pub enum ModelCommand {
         after_help = "Examples:\n  halobox model node-rm Qwen/Qwen3-0.6B    (what `model rm` runs on each node over ssh)"
     )]
     NodeRm {
-        /// ORG/NAME.
+        /// ORG/NAME, or ORG/NAME@REVISION for one revision.
         model: String,
     },
     /// (run by halobox on a node) Receives a sync stream (the job on stdin).
@@ -118,7 +118,7 @@ pub struct ModelLsArgs {
 /// `halobox model rm`.
 #[derive(Debug, Args)]
 pub struct ModelRmArgs {
-    /// The model: ORG/NAME.
+    /// The model: ORG/NAME (every revision), or ORG/NAME@REVISION (that one).
     pub model: String,
     #[command(flatten)]
     pub file: ClusterFileArgs,

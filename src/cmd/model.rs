@@ -33,7 +33,12 @@ pub fn run(cmd: ModelCommand) -> anyhow::Result<ExitCode> {
         ModelCommand::NodeRm { model } => {
             let m = ModelRef::parse(&model).map_err(UsageError)?;
             let hub = facts::local_hub().map_err(UsageError)?;
-            let r = facts::remove(&hub, &m.id).map_err(|e| anyhow::anyhow!(e))?;
+            let r = if model.contains('@') {
+                facts::remove_revision(&hub, &m.id, &m.revision)
+            } else {
+                facts::remove(&hub, &m.id)
+            }
+            .map_err(|e| anyhow::anyhow!(e))?;
             println!("{}", serde_json::to_string(&r)?);
             Ok(ExitCode::SUCCESS)
         }
@@ -266,43 +271,51 @@ fn ls(a: &ModelLsArgs) -> anyhow::Result<ExitCode> {
 
 fn rm(a: &ModelRmArgs) -> anyhow::Result<ExitCode> {
     let model = ModelRef::parse(&a.model).map_err(UsageError)?;
-    if model.revision != "main" || a.model.contains('@') {
-        return Err(UsageError(format!(
-            "{}: `model rm` removes every revision of a model\n  hint: `halobox model rm {}`",
-            a.model, model.id
-        ))
-        .into());
-    }
+    // MODEL@REV removes that revision; MODEL alone every revision.
+    let one = a.model.contains('@').then_some(model.revision.as_str());
+    let what = match one {
+        Some(rev) => format!("{}@{rev}", model.id),
+        None => model.id.clone(),
+    };
     let (_, cfg) = config::open(a.file.cluster.as_deref())?;
     let all = sync::holdings(&cfg);
-    let mut plan_text = format!(
-        "remove {} (every revision) from the Hugging Face cache of:\n",
-        model.id
-    );
+    let mut plan_text = match one {
+        Some(_) => format!(
+            "remove {what} (its snapshot, the refs naming it, the files no other revision uses) from the Hugging Face cache of:\n"
+        ),
+        None => format!("remove {what} (every revision) from the Hugging Face cache of:\n"),
+    };
     let mut any = false;
     for (n, h) in cfg.nodes.iter().zip(&all) {
         match h {
             Ok(h) => {
-                let size: u64 = h
+                let held: Vec<_> = h
                     .models
                     .iter()
-                    .filter(|m| m.id == model.id)
-                    .map(|m| m.size)
-                    .sum();
-                let held = h.models.iter().any(|m| m.id == model.id);
-                any |= held;
+                    .filter(|m| {
+                        m.id == model.id
+                            && one.is_none_or(|r| m.commit == r || m.refs.iter().any(|x| x == r))
+                    })
+                    .collect();
+                let size: u64 = held.iter().map(|m| m.size).sum();
+                any |= !held.is_empty();
+                let at = match (one, held.first()) {
+                    (Some(_), Some(m)) => format!(" at {}", m.commit),
+                    _ => String::new(),
+                };
                 plan_text.push_str(&format!(
                     "  node {}: {}\n",
                     n.label(),
-                    if held {
+                    if held.is_empty() {
+                        "not there".into()
+                    } else {
                         format!(
-                            "{}/{} ({})",
+                            "{}/{}{at} ({}{})",
                             h.hub,
                             cache::folder_of(&model.id),
+                            if one.is_some() { "up to " } else { "" },
                             format_bytes(size)
                         )
-                    } else {
-                        "not there".into()
                     }
                 ));
             }
@@ -311,14 +324,14 @@ fn rm(a: &ModelRmArgs) -> anyhow::Result<ExitCode> {
     }
     print!("{plan_text}");
     if !any {
-        println!("nothing to remove: no node holds {}", model.id);
+        println!("nothing to remove: no node holds {what}");
         return Ok(ExitCode::SUCCESS);
     }
     if a.mode.dry_run {
         return Ok(ExitCode::SUCCESS);
     }
     if !a.confirm.yes {
-        let question = format!("Remove {} from every node?", model.id);
+        let question = format!("Remove {what} from every node?");
         if !std::io::stdin().is_terminal() {
             return Err(UsageError(format!(
                 "not removing without confirmation: pass --yes\n  hint: {question}"
@@ -334,7 +347,7 @@ fn rm(a: &ModelRmArgs) -> anyhow::Result<ExitCode> {
             return Ok(ExitCode::SUCCESS);
         }
     }
-    let freed = sync::remove(&cfg, &model)?;
+    let freed = sync::remove(&cfg, &what)?;
     for (n, f) in cfg.nodes.iter().zip(freed) {
         println!("node {}: removed, {} freed", n.label(), format_bytes(f));
     }

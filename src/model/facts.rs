@@ -246,6 +246,49 @@ pub struct Removed {
     pub freed: u64,
 }
 
+/// Removes one revision of model `id` from `hub`: first the refs naming
+/// it (so nothing resolves to it any more), then its snapshot, then the
+/// blobs no other snapshot links; the whole model with its record when it
+/// was the last. A hub without that revision frees nothing.
+pub fn remove_revision(hub: &Path, id: &str, revision: &str) -> Result<Removed, String> {
+    let repo = Repo::new(hub, id);
+    let Some(commit) = repo.resolve(revision) else {
+        return Ok(Removed { freed: 0 });
+    };
+    let others: Vec<String> = repo
+        .commits()
+        .into_iter()
+        .filter(|c| *c != commit)
+        .collect();
+    if others.is_empty() {
+        return remove(hub, id);
+    }
+    let mut linked = std::collections::BTreeSet::new();
+    for c in &others {
+        linked.extend(repo.files(c)?.into_iter().map(|f| f.blob));
+    }
+    let mine = repo.files(&commit)?;
+    for (name, c) in repo.refs() {
+        if c == commit {
+            let r = repo.dir.join("refs").join(&name);
+            std::fs::remove_file(&r).map_err(|e| format!("{}: {e}", r.display()))?;
+        }
+    }
+    let snap = repo.snapshot(&commit);
+    std::fs::remove_dir_all(&snap).map_err(|e| format!("{}: {e}", snap.display()))?;
+    let mut freed = 0;
+    for f in mine {
+        if linked.insert(f.blob.clone()) {
+            let b = repo.blob(&f.blob);
+            if let Ok(m) = std::fs::metadata(&b) {
+                std::fs::remove_file(&b).map_err(|e| format!("{}: {e}", b.display()))?;
+                freed += m.len();
+            }
+        }
+    }
+    Ok(Removed { freed })
+}
+
 /// Removes model `id` (every revision) and its record from `hub`.
 pub fn remove(hub: &Path, id: &str) -> Result<Removed, String> {
     let repo = Repo::new(hub, id);

@@ -190,12 +190,13 @@ pub fn holdings(cfg: &ClusterConfig) -> Vec<Result<Holdings, String>> {
     )
 }
 
-/// Removes `model` from every node (`model rm`): what each freed.
-pub fn remove(cfg: &ClusterConfig, model: &ModelRef) -> anyhow::Result<Vec<u64>> {
+/// Removes `spec` (ORG/NAME, or ORG/NAME@REV for one revision) from every
+/// node (`model rm`): what each freed.
+pub fn remove(cfg: &ClusterConfig, spec: &str) -> anyhow::Result<Vec<u64>> {
     all_ok(on_every_node::<super::facts::Removed>(
         cfg,
         "`halobox model node-rm`",
-        &["node-rm".into(), model.id.clone()],
+        &["node-rm".into(), spec.to_string()],
         Duration::from_secs(600),
     ))
     .map(|r| r.into_iter().map(|x| x.freed).collect())
