@@ -310,58 +310,106 @@ fn partial(repo: &Repo, blob: &str) -> std::path::PathBuf {
     repo.blobs().join(format!("{blob}.halobox-partial"))
 }
 
-/// Writes and hashes each kept file; installs it when both hashes match.
+/// A file written in full, for [`install`]: its index, the open file,
+/// its hash as it arrived, and the hash the sender computed.
+struct Written(usize, std::fs::File, [u8; 32], [u8; 32]);
+
+/// Writes and hashes each kept file; hands each complete one to a thread
+/// that makes it durable and installs it, so the stream never waits for
+/// the disk to flush a file (a chain would stall on every node's flush).
 fn write_files(
     job: &Job,
     repo: &Repo,
     hub: &Path,
     rx: &mpsc::Receiver<Piece>,
 ) -> Result<Received, String> {
-    let rec_path = record::path(hub, &super::cache::folder_of(&job.id));
-    let mut rec = Record::load(&rec_path);
-    let mut r = Received::default();
+    let (done_tx, done_rx) = mpsc::channel::<Written>();
+    let installer = {
+        let (job, repo, hub) = (job.clone(), repo.clone(), hub.to_path_buf());
+        std::thread::spawn(move || install(&job, &repo, &hub, &done_rx))
+    };
     let mut cur: Option<(BufWriter<std::fs::File>, Sha256)> = None;
+    let mut failed = None;
     for piece in rx {
         match piece {
             Piece::Start(i) => {
                 let p = partial(repo, &job.files[i].blob);
-                let f = std::fs::File::create(&p).map_err(|e| format!("{}: {e}", p.display()))?;
-                cur = Some((BufWriter::with_capacity(CHUNK, f), Sha256::new()));
+                match std::fs::File::create(&p) {
+                    Ok(f) => cur = Some((BufWriter::with_capacity(CHUNK, f), Sha256::new())),
+                    Err(e) => {
+                        failed = Some(format!("{}: {e}", p.display()));
+                        break;
+                    }
+                }
             }
             Piece::Bytes(b) => {
                 if let Some((w, h)) = cur.as_mut() {
                     h.update(&b);
-                    w.write_all(&b)
-                        .map_err(|e| format!("writing: {e} (disk full?)"))?;
+                    if let Err(e) = w.write_all(&b) {
+                        failed = Some(format!("writing: {e} (disk full?)"));
+                        break;
+                    }
                 }
             }
             Piece::End(i, sender) => {
                 let Some((w, h)) = cur.take() else { continue };
-                let f = &job.files[i];
-                let p = partial(repo, &f.blob);
-                let file = w.into_inner().map_err(|e| format!("writing: {e}"))?;
-                file.sync_data()
-                    .map_err(|e| format!("{}: {e}", p.display()))?;
-                drop(file);
-                let mine = hex::encode(h.finalize());
-                let want = f.sha256.clone().unwrap_or_else(|| hex::encode(sender));
-                if mine.eq_ignore_ascii_case(&want) && mine == hex::encode(sender) {
-                    let dest = repo.blob(&f.blob);
-                    std::fs::rename(&p, &dest).map_err(|e| format!("{}: {e}", dest.display()))?;
-                    rec.note(&f.blob, &dest, &mine).map_err(|e| e.to_string())?;
-                    rec.save(&rec_path)
-                        .map_err(|e| format!("{}: {e}", rec_path.display()))?;
-                    r.written += 1;
-                    r.bytes += f.size;
-                } else {
-                    let _ = std::fs::remove_file(&p);
-                    r.bad.push(format!(
-                        "{}: arrived with sha256 {mine}, expected {want} (the source's copy hashed to {})",
-                        f.path,
-                        hex::encode(sender)
-                    ));
+                match w.into_inner() {
+                    Ok(file) => {
+                        let _ = done_tx.send(Written(i, file, h.finalize().into(), sender));
+                    }
+                    Err(e) => {
+                        failed = Some(format!("writing: {e}"));
+                        break;
+                    }
                 }
             }
+        }
+    }
+    drop(done_tx);
+    let installed = installer
+        .join()
+        .map_err(|_| "the installer thread panicked".to_string())?;
+    match failed {
+        Some(why) => Err(why),
+        None => installed,
+    }
+}
+
+/// Makes each written file durable, then installs it under its blob name
+/// when both hashes match the one it must have (else removes it), and
+/// records its hash.
+fn install(
+    job: &Job,
+    repo: &Repo,
+    hub: &Path,
+    done: &mpsc::Receiver<Written>,
+) -> Result<Received, String> {
+    let rec_path = record::path(hub, &super::cache::folder_of(&job.id));
+    let mut rec = Record::load(&rec_path);
+    let mut r = Received::default();
+    for Written(i, file, mine, sender) in done {
+        let f = &job.files[i];
+        let p = partial(repo, &f.blob);
+        file.sync_data()
+            .map_err(|e| format!("{}: {e}", p.display()))?;
+        drop(file);
+        let mine = hex::encode(mine);
+        let want = f.sha256.clone().unwrap_or_else(|| hex::encode(sender));
+        if mine.eq_ignore_ascii_case(&want) && mine == hex::encode(sender) {
+            let dest = repo.blob(&f.blob);
+            std::fs::rename(&p, &dest).map_err(|e| format!("{}: {e}", dest.display()))?;
+            rec.note(&f.blob, &dest, &mine).map_err(|e| e.to_string())?;
+            rec.save(&rec_path)
+                .map_err(|e| format!("{}: {e}", rec_path.display()))?;
+            r.written += 1;
+            r.bytes += f.size;
+        } else {
+            let _ = std::fs::remove_file(&p);
+            r.bad.push(format!(
+                "{}: arrived with sha256 {mine}, expected {want} (the source's copy hashed to {})",
+                f.path,
+                hex::encode(sender)
+            ));
         }
     }
     Ok(r)
