@@ -8,6 +8,7 @@
 //! ([`crate::serve::api_key`]). `HF_TOKEN` and the key are handed over on
 //! stdin, never in an argument.
 
+use std::path::Path;
 use std::process::ExitCode;
 use std::time::Duration;
 
@@ -18,17 +19,13 @@ use crate::error::UsageError;
 use crate::host::{self, GatherOptions, HostRoot};
 use crate::model::fit as fit_model;
 use crate::serve::supervise::{self, Ended, Start};
-use crate::serve::{api_key, control, engine, fit, llama, preflight, prepare, program};
+use crate::serve::{api_key, control, engine, fit, llama, preflight, prepare, program, state};
 
 /// Runs `serve`.
 pub fn run(a: &ServeArgs) -> anyhow::Result<ExitCode> {
     if let Some(action) = &a.action {
         return act(action);
     }
-    let model = a
-        .model
-        .clone()
-        .expect("clap requires MODEL without a subcommand");
     if a.source.sysroot.is_some() && !a.plan.dry_run {
         return Err(UsageError(
             "--sysroot reads a snapshot: vLLM cannot be started from it; add --dry-run".into(),
@@ -36,6 +33,34 @@ pub fn run(a: &ServeArgs) -> anyhow::Result<ExitCode> {
         .into());
     }
     let (path, cfg) = config::open(a.file.cluster.as_deref())?;
+    start(a, &path, &cfg)
+}
+
+/// What `serve` records to start the serve `a` asks for again.
+pub fn record_args(a: &ServeArgs) -> state::ServeArgsRecord {
+    state::ServeArgsRecord {
+        model: a.model.clone().unwrap_or_default(),
+        tp: a.tp,
+        max_model_len: a.max_model_len,
+        gpu_memory_utilization: (a.gpu_memory_utilization != plan::SAFE_GPU_MEMORY)
+            .then_some(a.gpu_memory_utilization),
+        no_eager: a.no_eager,
+        host: a.host,
+        port: a.port,
+        no_api_key: a.no_api_key,
+        nccl_debug: a.nccl_debug,
+        timeout: a.timeout,
+        extra: a.extra.clone(),
+    }
+}
+
+/// Starts the serve `a` asks for with the cluster `cfg` (read from
+/// `path`, perhaps changed in memory: `bench serving --ab-transport`).
+pub fn start(a: &ServeArgs, path: &Path, cfg: &ClusterConfig) -> anyhow::Result<ExitCode> {
+    let model = a
+        .model
+        .clone()
+        .expect("clap requires MODEL without a subcommand");
     if let Some(e) = a.engine
         && e != cfg.engine
     {
@@ -52,7 +77,7 @@ pub fn run(a: &ServeArgs) -> anyhow::Result<ExitCode> {
         None => HostRoot::live(),
     };
     if cfg.engine == Engine::LlamaCpp {
-        return run_llama(a, &path, &cfg, model);
+        return run_llama(a, path, cfg, model);
     }
     let facts = host::gather(root, GatherOptions::default());
     let mut secrets: Vec<Option<String>> =
@@ -206,6 +231,7 @@ pub fn run(a: &ServeArgs) -> anyhow::Result<ExitCode> {
         detach: a.detach,
         timeout: Duration::from_secs(a.timeout),
         engine: Engine::Vllm,
+        args: Some(record_args(a)),
     };
     match supervise::serve(&start)? {
         Ended::Detached => Ok(ExitCode::SUCCESS),
@@ -340,6 +366,7 @@ fn run_llama(
         detach: a.detach,
         timeout: Duration::from_secs(a.timeout),
         engine: Engine::LlamaCpp,
+        args: Some(record_args(a)),
     };
     match supervise::serve(&start) {
         Ok(Ended::Detached | Ended::Stopped(_)) => Ok(ExitCode::SUCCESS),
