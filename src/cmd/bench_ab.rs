@@ -176,15 +176,16 @@ impl Run<'_> {
     fn all(&self) -> AbResults {
         let mut legs = Vec::new();
         let mut restored = false;
+        let mut changed = false;
         let mut interrupted = None;
         for (i, leg) in self.plan.legs.iter().enumerate() {
             let (res, reached) = self.leg(leg);
             legs.push(res);
+            changed |= reached > Reached::Nothing;
             if let Some(sig) = interrupt::arrived() {
-                let untouched = i == 0 && reached == Reached::Nothing;
-                restored = untouched || (i == 1 && reached == Reached::Serving);
+                restored = !changed || (i == 1 && reached == Reached::Serving);
                 interrupted = Some(format!(
-                    "{} during leg {} ({}): {}",
+                    "{} during leg {} ({}); {}",
                     crate::refresh::signals::name(sig),
                     leg.name,
                     legs.last()
@@ -194,7 +195,7 @@ impl Run<'_> {
                 ));
                 break;
             }
-            restored = i == 1 && reached == Reached::Serving;
+            restored = !changed || (i == 1 && reached == Reached::Serving);
         }
         let ratios = match (
             legs.first().and_then(|l| l.results.as_ref()),
@@ -208,6 +209,7 @@ impl Run<'_> {
             plan: self.plan.clone(),
             legs,
             ratios,
+            changed,
             restored,
             interrupted,
         }

@@ -123,9 +123,9 @@ pub fn render(p: &AbPlan, bench: &str) -> String {
         "first: {}; refused when anybody's requests run, wait or arrive within a second\n",
         usage_probe(p.engine)
     ));
-    let what = match p.engine {
-        Engine::Vllm => "Ray",
-        Engine::LlamaCpp => "the RPC servers",
+    let (what, env) = match p.engine {
+        Engine::Vllm => ("Ray", "NCCL/RCCL env"),
+        Engine::LlamaCpp => ("the RPC servers", "GGML_RDMA_* env"),
     };
     for (i, leg) in p.legs.iter().enumerate() {
         out.push_str(&format!(
@@ -141,7 +141,7 @@ pub fn render(p: &AbPlan, bench: &str) -> String {
         out.push_str("  1. halobox serve stop\n");
         out.push_str(&format!("  2. halobox cluster down ({what})\n"));
         out.push_str(&format!(
-            "  3. halobox cluster up with transport = \"{}\"{} (each node's NCCL/RCCL env resolved from its facts and reported)\n",
+            "  3. halobox cluster up with transport = \"{}\"{} (each node's {env} resolved from its facts and reported)\n",
             leg.transport,
             if leg.transport == Transport::Ethernet {
                 " in memory (cluster.toml is not changed)"
@@ -153,10 +153,11 @@ pub fn render(p: &AbPlan, bench: &str) -> String {
             "  4. halobox {} (its key from the environment or the key file, as serve takes it)\n",
             crate::shell::line(&p.serve_argv)
         ));
-        out.push_str("  5. the benchmark:\n");
-        for l in bench.lines() {
-            out.push_str(&format!("     {l}\n"));
-        }
+        out.push_str("  5. the benchmark (below)\n");
+    }
+    out.push_str("the benchmark, the same in both legs (saved in a folder per leg):\n");
+    for l in bench.lines() {
+        out.push_str(&format!("  {l}\n"));
     }
     out.push_str(&format!(
         "a failed leg 1 still runs leg 2 (the restore); Ctrl-C stops after the step it interrupts, and this restores by hand:\n  {}\n",
@@ -362,7 +363,9 @@ pub struct AbResults {
     pub legs: Vec<LegResult>,
     /// Per concurrency level, configured / ethernet (when both ran).
     pub ratios: Vec<Ratio>,
-    /// The cluster and its serve are back as configured.
+    /// A step changed the cluster or its serve (else both are as they were).
+    pub changed: bool,
+    /// The cluster and its serve are back as configured (or were not changed).
     pub restored: bool,
     /// Why the run stopped early (Ctrl-C), with the state it left.
     pub interrupted: Option<String>,
@@ -469,7 +472,9 @@ pub fn render_results(r: &AbResults) -> String {
     if let Some(why) = &r.interrupted {
         out.push_str(&format!("\nstopped early: {why}\n"));
     }
-    out.push_str(&if r.restored {
+    out.push_str(&if !r.changed {
+        "\nnothing was changed: the cluster and its serve are as they were\n".to_string()
+    } else if r.restored {
         "\nthe cluster and its serve are back as configured\n".to_string()
     } else {
         format!(
@@ -593,7 +598,8 @@ mod tests {
             "leg 2 (configured, as cluster.toml says; the state it ends in):",
             "halobox cluster up with transport = \"roce\" (each node",
             "4. halobox serve Qwen/Qwen3-0.6B --cluster=/c/cluster.toml --tp=2",
-            "     concurrency 1, 2",
+            "5. the benchmark (below)\nleg 2",
+            "the benchmark, the same in both legs (saved in a folder per leg):\n  concurrency 1, 2\n",
             "halobox cluster down --cluster=/c/cluster.toml && halobox cluster up --cluster=/c/cluster.toml && halobox serve",
             "Nothing was done (--dry-run).",
         ] {
@@ -728,6 +734,7 @@ vllm:generation_tokens_created{engine=\"0\",model_name=\"m\"} 1.7e9
             plan: p,
             legs: vec![],
             ratios: r,
+            changed: true,
             restored: false,
             interrupted: None,
         };
