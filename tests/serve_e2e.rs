@@ -86,6 +86,7 @@ fn llama_cpp_podman_nodes_random_gguf_identical_and_faults_named() {
         "rpc-server bound to the data plane only: yes",
         "bad input: 6 cases refused",
         "ab-transport: both legs on sockets",
+        "ab-transport: SIGINT named the state, its restore brought the serve back",
         "faults: killed worker named",
         "cluster down: nothing left",
     ] {

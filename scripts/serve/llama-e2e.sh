@@ -7,7 +7,8 @@
 # checked with `ss` to listen on its data-plane address only), `serve
 # MODEL.gguf --detach`, a second head refused, status, logs, one greedy
 # completion, `bench serving --ab-transport` (refused while a request runs;
-# then both legs, the serve back), `serve stop`; with --faults a worker's RPC server killed
+# then both legs, the serve back; SIGINT mid-run names the state, and the
+# restore it prints works), `serve stop`; with --faults a worker's RPC server killed
 # mid-generation (named, non-zero exit) and one frozen by SIGSTOP (named
 # within the bound); `cluster down` with nothing left; then the same model by
 # llama-server alone on one node, the tokens compared.
@@ -189,6 +190,30 @@ grep -q "^serve: serving" "$DIR/status3.out" || fail "the serve is not serving a
 ip netns exec "hb-$TAG-a" python3 scripts/serve/complete-llama.py "http://$(node_ip a):8000" "$PROMPT" 4 "$KEY" >/dev/null \
   || fail "the serve does not answer at the same endpoint after --ab-transport"
 echo "ab-transport: both legs on sockets, ratios shown, serve back at the same endpoint in ${ab_s} s ($(elapsed "$ab_t0") s with the refusal and checks)"
+
+step "bench serving --ab-transport stopped by SIGINT after leg 1's cluster up: the state and the restore named"
+hb bench serving --ab-transport --cluster "$CFG" --concurrency 1 --requests 2 --input-tokens 16 --output-tokens 8 \
+  --save "$DIR/ab-int" >"$DIR/ab-int.out" 2>"$DIR/ab-int.err" &
+abj=$!
+for _ in $(seq 300); do grep -q "RPC server(s) listening" "$DIR/ab-int.err" 2>/dev/null && break; sleep 0.1; done
+grep -q "RPC server(s) listening" "$DIR/ab-int.err" || { cat "$DIR/ab-int.err" >&2; fail "--ab-transport did not reach leg 1's cluster up"; }
+# halobox itself (nsenter, which runs it in node a's namespaces, does not pass SIGINT on).
+hpid=$(ps -eo pid=,ppid=,comm= | awk -v top="$abj" '{ up[$1] = $2; name[$1] = $3 }
+  END { for (p in up) { q = p; while (q in up && q != top && q > 1) q = up[q]; if (q == top && name[p] == "halobox") print p } }')
+[ -n "$hpid" ] || fail "no halobox under the background --ab-transport ($abj)"
+kill -INT $hpid
+code=0; wait "$abj" || code=$?
+[ "$code" = 1 ] || { cat "$DIR/ab-int.out" "$DIR/ab-int.err" >&2; fail "--ab-transport after SIGINT exited $code, not 1"; }
+grep -q '^stopped early: SIGINT during leg ethernet.*: the cluster is up with transport = "ethernet"; no serve runs' "$DIR/ab-int.out" \
+  || { cat "$DIR/ab-int.out" >&2; fail "--ab-transport did not say where SIGINT left the cluster"; }
+restore=$(sed -n 's/^  hint: \(halobox cluster down .*\)$/\1/p' "$DIR/ab-int.out")
+[ -n "$restore" ] || { cat "$DIR/ab-int.out" >&2; fail "--ab-transport did not print the restore after SIGINT"; }
+halobox() { hb "$@"; }
+eval "$restore" >"$DIR/restore.out" 2>&1 || { cat "$DIR/restore.out" >&2; fail "the restore --ab-transport printed: $restore"; }
+unset -f halobox
+ip netns exec "hb-$TAG-a" python3 scripts/serve/complete-llama.py "http://$(node_ip a):8000" "$PROMPT" 4 "$KEY" >/dev/null \
+  || fail "the serve does not answer after the printed restore"
+echo "ab-transport: SIGINT named the state, its restore brought the serve back in $(elapsed "$ab_t0") s since the refusal step"
 
 step "serve stop"
 hb serve stop --cluster "$CFG" | tee "$DIR/stop.out"

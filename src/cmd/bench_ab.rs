@@ -185,12 +185,9 @@ impl Run<'_> {
             if let Some(sig) = interrupt::arrived() {
                 restored = !changed || (i == 1 && reached == Reached::Serving);
                 interrupted = Some(format!(
-                    "{} during leg {} ({}); {}",
+                    "{} during leg {}: {}",
                     crate::refresh::signals::name(sig),
                     leg.name,
-                    legs.last()
-                        .and_then(|l| l.error.clone())
-                        .unwrap_or_else(|| "after its last step".into()),
                     self.state_after(leg, reached)
                 ));
                 break;
