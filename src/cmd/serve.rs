@@ -96,7 +96,7 @@ pub fn start(a: &ServeArgs, path: &Path, cfg: &ClusterConfig) -> anyhow::Result<
     let key_source = api_key::Source::choose(
         a.no_api_key,
         secrets[1].is_some().then_some(plan::SECRETS[1]),
-        &path,
+        path,
     );
     let req = ServeRequest {
         model: model.clone(),
@@ -112,7 +112,7 @@ pub fn start(a: &ServeArgs, path: &Path, cfg: &ClusterConfig) -> anyhow::Result<
         hf_token: secrets[0].is_some(),
         api_key: key_source != api_key::Source::Off,
     };
-    let (p, argv) = prepare::prepare(&cfg, &facts, &req, a.plan.dry_run)?;
+    let (p, argv) = prepare::prepare(cfg, &facts, &req, a.plan.dry_run)?;
     let is_head = matches!(
         crate::dataplane::select(&facts, Some(cfg.head().ip)),
         crate::dataplane::Selection::Chosen(_)
@@ -126,7 +126,7 @@ pub fn start(a: &ServeArgs, path: &Path, cfg: &ClusterConfig) -> anyhow::Result<
     if a.plan.dry_run {
         // The nodes are asked only for a live plan (not from a snapshot).
         let model_check = match a.source.sysroot {
-            None => preflight::model_complete(&cfg, &model, &a.extra, true)?,
+            None => preflight::model_complete(cfg, &model, &a.extra, true)?,
             Some(_) => None,
         };
         print!("{}", plan::render_serve(&p, &argv));
@@ -162,7 +162,7 @@ pub fn start(a: &ServeArgs, path: &Path, cfg: &ClusterConfig) -> anyhow::Result<
             return Ok(ExitCode::SUCCESS);
         };
         let f = fit::check(
-            &cfg,
+            cfg,
             is_head.then_some(&facts),
             size,
             &fit_req,
@@ -190,9 +190,9 @@ pub fn start(a: &ServeArgs, path: &Path, cfg: &ClusterConfig) -> anyhow::Result<
     let (checked, fitted) = std::thread::scope(|sc| {
         let fitted = sc.spawn(|| {
             size.as_ref()
-                .map(|size| fit::check(&cfg, Some(&facts), size, &fit_req, true))
+                .map(|size| fit::check(cfg, Some(&facts), size, &fit_req, true))
         });
-        let checked = preflight::check(&cfg, &model, &a.extra, p.tp * p.pp, Some(host), a.port);
+        let checked = preflight::check(cfg, &model, &a.extra, p.tp * p.pp, Some(host), a.port);
         (checked, preflight::joined(fitted))
     });
     checked?;
@@ -208,12 +208,12 @@ pub fn start(a: &ServeArgs, path: &Path, cfg: &ClusterConfig) -> anyhow::Result<
         Err(why) => eprintln!("warning: the fit check was not made: {why}"),
     }
     if a.preflight {
-        collective_preflight(&cfg)?;
+        collective_preflight(cfg)?;
     }
     secrets[1] = api_key::load(&key_source, secrets[1].as_deref())?;
     let start = Start {
-        cfg: &cfg,
-        cluster_path: &path,
+        cfg,
+        cluster_path: path,
         served_name: preflight::served_name(&model, &a.extra),
         model,
         command: plan::with_env(&p.env, &p.command),
