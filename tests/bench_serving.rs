@@ -830,6 +830,16 @@ fn ab_transport_refuses_a_serve_in_use_and_reports_a_failed_leg() {
     );
     let saved = std::fs::read_to_string(save.join("ab-transport.json")).unwrap();
     assert!(!saved.contains(&llama.key));
+    let o = Command::new(env!("CARGO_BIN_EXE_halobox"))
+        .args(["bench", "report", save.to_str().unwrap()])
+        .output()
+        .unwrap();
+    let text = common::ok(&o);
+    assert!(
+        text.contains("leg ethernet (transport = \"ethernet\"):\n  FAILED: serve stop: ")
+            && text.contains("nothing was changed: the cluster and its serve are as they were"),
+        "{text}"
+    );
     assert!(llama.child.try_wait().unwrap().is_none());
     llama.kill();
 }

@@ -103,6 +103,22 @@ pub fn run(args: &BenchServingArgs) -> anyhow::Result<ExitCode> {
     })
 }
 
+/// `bench report DIR` of an `--ab-transport` run.
+pub fn report(dir: &Path, json: bool) -> anyhow::Result<ExitCode> {
+    use anyhow::Context as _;
+    let path = dir.join(ab::AB_FILE);
+    let bytes = crate::confine::read_regular(&path, true, 16 << 20)
+        .with_context(|| format!("cannot read {}", path.display()))?;
+    let r: AbResults = serde_json::from_slice(&bytes)
+        .with_context(|| format!("{} is not a halobox --ab-transport record", path.display()))?;
+    if json {
+        println!("{}", serde_json::to_string_pretty(&r)?);
+    } else {
+        print!("{}", ab::render_results(&r));
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
 /// Asks the engine twice, a second apart, whether anybody uses it;
 /// refuses when somebody does or when it cannot tell.
 fn refuse_if_used(p: &AbPlan, e: &Endpoint, key: Option<&Key>) -> anyhow::Result<()> {
