@@ -613,3 +613,233 @@ fn the_plan_and_bad_flags_need_no_server() {
         assert!(err.contains(says), "{args:?}: {err}");
     }
 }
+
+/// A serve recorded as this halobox records it (with its arguments), for
+/// a cluster file of `engine` and `transport` whose head is a node that
+/// does not exist; the cluster's key file holds `key`.
+fn recorded_ab(
+    dir: &Path,
+    url: &str,
+    key: &str,
+    engine: &str,
+    transport: &str,
+) -> (PathBuf, PathBuf) {
+    let (cluster, state) = recorded_serve(dir, url, key);
+    std::fs::write(
+        &cluster,
+        format!("engine = \"{engine}\"\ntransport = \"{transport}\"\n[[node]]\nname = \"n1\"\nssh = \"root@n1.invalid\"\nip = \"10.77.252.1\"\n"),
+    )
+    .unwrap();
+    let serve = state.join("halobox/serve");
+    let file = std::fs::read_dir(&serve)
+        .unwrap()
+        .next()
+        .unwrap()
+        .unwrap()
+        .path();
+    let mut v: Value = serde_json::from_str(&std::fs::read_to_string(&file).unwrap()).unwrap();
+    v["engine"] = engine.into();
+    v["args"] = serde_json::json!({"model": "/models/smol.gguf", "port": 8080, "timeout": 600, "max_model_len": 2048});
+    std::fs::write(&file, v.to_string()).unwrap();
+    (cluster, state)
+}
+
+/// `--ab-transport --dry-run` prints both legs and the restore without a
+/// server; what cannot be compared or restarted is refused with a hint.
+#[test]
+fn ab_transport_plans_and_refuses_without_a_server() {
+    let tmp = tempfile::tempdir().unwrap();
+    let key = new_key();
+    for (engine, probe) in [
+        ("llama.cpp", "llama-server's /slots"),
+        ("vllm", "vLLM's /metrics"),
+    ] {
+        let dir = tmp.path().join(engine);
+        std::fs::create_dir_all(&dir).unwrap();
+        let (cluster, state) = recorded_ab(&dir, "http://10.77.252.1:8080", &key, engine, "auto");
+        let (c, st) = (cluster.to_str().unwrap(), state.to_str().unwrap());
+        let o = serving(
+            &[
+                "--ab-transport",
+                "--cluster",
+                c,
+                "--dry-run",
+                "--concurrency",
+                "1,2",
+                "--requests",
+                "2",
+            ],
+            &[("XDG_STATE_HOME", st)],
+            Some(&key),
+        );
+        let plan = common::ok(&o);
+        for said in [
+            probe,
+            "leg 1 (ethernet, TCP sockets):",
+            "halobox cluster up with transport = \"ethernet\" in memory (cluster.toml is not changed)",
+            "leg 2 (configured, as cluster.toml says; the state it ends in):",
+            "halobox cluster up with transport = \"auto\"",
+            &format!(
+                "4. halobox serve /models/smol.gguf --cluster={c} --max-model-len=2048 --port=8080 --timeout=600 --detach"
+            ),
+            "concurrency 1, 2, 2 streamed",
+            &format!(
+                "halobox cluster down --cluster={c} && halobox cluster up --cluster={c} && halobox serve"
+            ),
+            "Nothing was done (--dry-run).",
+        ] {
+            assert!(plan.contains(said), "{engine}: {said}:\n{plan}");
+        }
+        let o = serving(
+            &["--ab-transport", "--cluster", c, "--dry-run", "--json"],
+            &[
+                ("XDG_STATE_HOME", st),
+                ("LLAMA_API_KEY", &key),
+                ("VLLM_API_KEY", &key),
+            ],
+            Some(&key),
+        );
+        let v = json(&o);
+        assert_eq!(v["ab_transport"]["legs"][0]["transport"], "ethernet");
+        assert_eq!(v["ab_transport"]["legs"][1]["transport"], "auto");
+        assert_eq!(v["bench"]["endpoint"]["authority"], "10.77.252.1:8080");
+    }
+    let dir = tmp.path().join("refusals");
+    std::fs::create_dir_all(&dir).unwrap();
+    let (cluster, state) = recorded_ab(
+        &dir,
+        "http://10.77.252.1:8080",
+        &key,
+        "llama.cpp",
+        "ethernet",
+    );
+    let (c, st) = (cluster.to_str().unwrap(), state.to_str().unwrap());
+    let refused = |args: &[&str], st: &str, says: &str| {
+        let mut all = vec!["--ab-transport", "--cluster", c];
+        all.extend(args);
+        let o = serving(&all, &[("XDG_STATE_HOME", st)], Some(&key));
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert_eq!(o.status.code(), Some(2), "{says}: {}", common::text(&o));
+        assert!(
+            err.contains(says) && err.contains("\n  hint: "),
+            "{says}: {err}"
+        );
+    };
+    refused(
+        &[],
+        st,
+        "sets transport = \"ethernet\": both legs would run on TCP sockets",
+    );
+    refused(
+        &["--url", "http://10.77.252.1:8080"],
+        st,
+        "cannot be restarted by halobox",
+    );
+    let empty = tmp.path().join("empty-state");
+    refused(&[], empty.to_str().unwrap(), "and none is");
+    let (_, old) = recorded_serve(
+        &tmp.path().join("refusals"),
+        "http://10.77.252.1:8080",
+        &key,
+    );
+    refused(
+        &[],
+        old.to_str().unwrap(),
+        "recorded without its arguments (by an older halobox)",
+    );
+}
+
+/// Against a real llama-server: a long request in flight makes
+/// `--ab-transport` refuse before it touches anything (the server keeps
+/// running); idle, it starts, and a first leg that fails (the head cannot
+/// be reached) still tries the restore and says nothing was changed.
+#[test]
+fn ab_transport_refuses_a_serve_in_use_and_reports_a_failed_leg() {
+    let mut llama = Llama::start();
+    let tmp = tempfile::tempdir().unwrap();
+    let (cluster, state) = recorded_ab(tmp.path(), &llama.url(), &llama.key, "llama.cpp", "auto");
+    let (c, st) = (cluster.to_str().unwrap(), state.to_str().unwrap());
+    let body_file = tmp.path().join("long.json");
+    std::fs::write(
+        &body_file,
+        r#"{"prompt": "once upon a time", "n_predict": 100000}"#,
+    )
+    .unwrap();
+    let header = tmp.path().join("auth");
+    std::fs::write(&header, format!("Authorization: Bearer {}\n", llama.key)).unwrap();
+    let mut long = Command::new("curl")
+        .args(["-s", "-o", "/dev/null", "-H"])
+        .arg(format!("@{}", header.display()))
+        .arg("-d")
+        .arg(format!("@{}", body_file.display()))
+        .arg(format!("{}/completion", llama.url()))
+        .spawn()
+        .unwrap();
+    std::thread::sleep(Duration::from_secs(2));
+    let save = tmp.path().join("run");
+    let mut args = vec![
+        "--ab-transport",
+        "--cluster",
+        c,
+        "--save",
+        save.to_str().unwrap(),
+    ];
+    args.extend(SMALL);
+    let o = serving(&args, &[("XDG_STATE_HOME", st)], Some(&llama.key));
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(2), "{}", common::text(&o));
+    assert!(
+        err.contains("is in use: llama-server's slot(s)")
+            && err.contains("are processing a request (/slots is_processing)")
+            && err.contains("hint: run it again when they are done"),
+        "{err}"
+    );
+    assert!(
+        llama.child.try_wait().unwrap().is_none(),
+        "the serve was touched"
+    );
+    assert!(!save.exists(), "a refused run saved something");
+    let _ = long.kill();
+    let _ = long.wait();
+    std::thread::sleep(Duration::from_secs(1));
+
+    let mut args = vec![
+        "--ab-transport",
+        "--cluster",
+        c,
+        "--save",
+        save.to_str().unwrap(),
+        "--json",
+    ];
+    args.extend(SMALL);
+    let o = serving(&args, &[("XDG_STATE_HOME", st)], Some(&llama.key));
+    assert_eq!(o.status.code(), Some(1), "{}", common::text(&o));
+    let r = json(&o);
+    let legs = r["legs"].as_array().unwrap();
+    assert_eq!(legs.len(), 2, "{r:#}");
+    for (leg, name) in legs.iter().zip(["ethernet", "configured"]) {
+        assert_eq!(leg["name"], name);
+        assert!(
+            leg["error"].as_str().unwrap().starts_with("serve stop: "),
+            "{r:#}"
+        );
+    }
+    assert_eq!(
+        (r["changed"].as_bool(), r["restored"].as_bool()),
+        (Some(false), Some(true))
+    );
+    let saved = std::fs::read_to_string(save.join("ab-transport.json")).unwrap();
+    assert!(!saved.contains(&llama.key));
+    let o = Command::new(env!("CARGO_BIN_EXE_halobox"))
+        .args(["bench", "report", save.to_str().unwrap()])
+        .output()
+        .unwrap();
+    let text = common::ok(&o);
+    assert!(
+        text.contains("leg ethernet (transport = \"ethernet\"):\n  FAILED: serve stop: ")
+            && text.contains("nothing was changed: the cluster and its serve are as they were"),
+        "{text}"
+    );
+    assert!(llama.child.try_wait().unwrap().is_none());
+    llama.kill();
+}

@@ -85,6 +85,8 @@ fn llama_cpp_podman_nodes_random_gguf_identical_and_faults_named() {
     for said in [
         "rpc-server bound to the data plane only: yes",
         "bad input: 6 cases refused",
+        "ab-transport: both legs on sockets",
+        "ab-transport: SIGINT named the state, its restore brought the serve back",
         "faults: killed worker named",
         "cluster down: nothing left",
     ] {

@@ -6,7 +6,9 @@
 # input refused, `cluster up` (an RPC server on every node but the head,
 # checked with `ss` to listen on its data-plane address only), `serve
 # MODEL.gguf --detach`, a second head refused, status, logs, one greedy
-# completion, `serve stop`; with --faults a worker's RPC server killed
+# completion, `bench serving --ab-transport` (refused while a request runs;
+# then both legs, the serve back; SIGINT mid-run names the state, and the
+# restore it prints works), `serve stop`; with --faults a worker's RPC server killed
 # mid-generation (named, non-zero exit) and one frozen by SIGSTOP (named
 # within the bound); `cluster down` with nothing left; then the same model by
 # llama-server alone on one node, the tokens compared.
@@ -147,6 +149,71 @@ ip netns exec "hb-$TAG-a" curl -s -o /dev/null -w '%{http_code}' -d '{"prompt": 
 ip netns exec "hb-$TAG-a" python3 scripts/serve/complete-llama.py "http://$(node_ip a):8000" "$PROMPT" "$TOKENS" "$KEY" >"$DIR/cluster.json" || fail "the completion from halobox serve"
 cat "$DIR/cluster.json"
 decode_halobox=$(tps "$DIR/cluster.json")
+
+# serve_pid: the pid `serve status` shows for the serve.
+serve_pid() { hb serve status --cluster "$CFG" --json | python3 -c 'import json, sys; print(json.load(sys.stdin)["serve"]["pid"])'; }
+
+step "bench serving --ab-transport refused while a long request runs; the serve untouched"
+ab_t0=$(now)
+pid_before=$(serve_pid)
+ip netns exec "hb-$TAG-a" python3 scripts/serve/complete-llama.py "http://$(node_ip a):8000" "$PROMPT" 100000 "$KEY" >/dev/null 2>&1 &
+long=$!
+sleep 2
+refused "a serve in use" "is in use: llama-server's slot(s)" bench serving --ab-transport --cluster "$CFG"
+[ "$(serve_pid)" = "$pid_before" ] || fail "the refused --ab-transport touched the serve (pid $pid_before -> $(serve_pid))"
+kill "$long" 2>/dev/null || true; wait "$long" 2>/dev/null || true
+sleep 2
+
+step "bench serving --ab-transport: ethernet, then the configured transport; the serve back at the same endpoint"
+t0=$(now)
+hb bench serving --ab-transport --cluster "$CFG" --concurrency 1,2 --requests 2 --input-tokens 16 --output-tokens 8 \
+  --save "$DIR/ab" --json >"$DIR/ab.out" 2>"$DIR/ab.err" || { cat "$DIR/ab.out" "$DIR/ab.err" >&2; fail "bench serving --ab-transport"; }
+ab_s=$(elapsed "$t0")
+python3 -c '
+import json, sys
+r = json.load(open(sys.argv[1]))
+legs = r["legs"]
+assert [l["name"] for l in legs] == ["ethernet", "configured"], legs
+for l in legs:
+    assert l["error"] is None, l["error"]
+    assert l["nodes"] and all(n["path"] == "sockets" for n in l["nodes"]), l["nodes"]
+    assert all(v["status"] == "ok" and v["mean_output_tokens"] == 8 for v in l["results"]["levels"]), l["results"]
+assert [x["concurrency"] for x in r["ratios"]] == [1, 2], r["ratios"]
+assert r["changed"] and r["restored"] and r["interrupted"] is None
+' "$DIR/ab.out" || { cat "$DIR/ab.out" >&2; fail "--ab-transport: not both legs ok with ratios, restored"; }
+[ -s "$DIR/ab/ethernet/serving.json" ] && [ -s "$DIR/ab/configured/serving.json" ] && [ -s "$DIR/ab/ab-transport.json" ] \
+  || fail "--ab-transport did not save both legs"
+if grep -qrF "$(cat "$KEY")" "$DIR/ab.out" "$DIR/ab.err" "$DIR/ab"; then fail "--ab-transport printed or saved the API key"; fi
+hb serve status --cluster "$CFG" >"$DIR/status3.out" || { cat "$DIR/status3.out" >&2; fail "serve status after --ab-transport"; }
+grep -q "^serve: serving" "$DIR/status3.out" || fail "the serve is not serving after --ab-transport: $(cat "$DIR/status3.out")"
+[ "$(serve_pid)" != "$pid_before" ] || fail "--ab-transport did not restart the serve"
+ip netns exec "hb-$TAG-a" python3 scripts/serve/complete-llama.py "http://$(node_ip a):8000" "$PROMPT" 4 "$KEY" >/dev/null \
+  || fail "the serve does not answer at the same endpoint after --ab-transport"
+echo "ab-transport: both legs on sockets, ratios shown, serve back at the same endpoint in ${ab_s} s ($(elapsed "$ab_t0") s with the refusal and checks)"
+
+step "bench serving --ab-transport stopped by SIGINT after leg 1's cluster up: the state and the restore named"
+hb bench serving --ab-transport --cluster "$CFG" --concurrency 1 --requests 2 --input-tokens 16 --output-tokens 8 \
+  --save "$DIR/ab-int" >"$DIR/ab-int.out" 2>"$DIR/ab-int.err" &
+abj=$!
+for _ in $(seq 300); do grep -q "RPC server(s) listening" "$DIR/ab-int.err" 2>/dev/null && break; sleep 0.1; done
+grep -q "RPC server(s) listening" "$DIR/ab-int.err" || { cat "$DIR/ab-int.err" >&2; fail "--ab-transport did not reach leg 1's cluster up"; }
+# halobox itself (nsenter, which runs it in node a's namespaces, does not pass SIGINT on).
+hpid=$(ps -eo pid=,ppid=,comm= | awk -v top="$abj" '{ up[$1] = $2; name[$1] = $3 }
+  END { for (p in up) { q = p; while (q in up && q != top && q > 1) q = up[q]; if (q == top && name[p] == "halobox") print p } }')
+[ -n "$hpid" ] || fail "no halobox under the background --ab-transport ($abj)"
+kill -INT $hpid
+code=0; wait "$abj" || code=$?
+[ "$code" = 1 ] || { cat "$DIR/ab-int.out" "$DIR/ab-int.err" >&2; fail "--ab-transport after SIGINT exited $code, not 1"; }
+grep -q '^stopped early: SIGINT during leg ethernet.*: the cluster is up with transport = "ethernet"; no serve runs' "$DIR/ab-int.out" \
+  || { cat "$DIR/ab-int.out" >&2; fail "--ab-transport did not say where SIGINT left the cluster"; }
+restore=$(sed -n 's/^  hint: \(halobox cluster down .*\)$/\1/p' "$DIR/ab-int.out")
+[ -n "$restore" ] || { cat "$DIR/ab-int.out" >&2; fail "--ab-transport did not print the restore after SIGINT"; }
+halobox() { hb "$@"; }
+eval "$restore" >"$DIR/restore.out" 2>&1 || { cat "$DIR/restore.out" >&2; fail "the restore --ab-transport printed: $restore"; }
+unset -f halobox
+ip netns exec "hb-$TAG-a" python3 scripts/serve/complete-llama.py "http://$(node_ip a):8000" "$PROMPT" 4 "$KEY" >/dev/null \
+  || fail "the serve does not answer after the printed restore"
+echo "ab-transport: SIGINT named the state, its restore brought the serve back in $(elapsed "$ab_t0") s since the refusal step"
 
 step "serve stop"
 hb serve stop --cluster "$CFG" | tee "$DIR/stop.out"

@@ -38,6 +38,9 @@ pub struct BenchServingArgs {
     /// Send no API key (for a serve started with --no-api-key).
     #[arg(long)]
     pub no_api_key: bool,
+    /// Run it twice, restarting the cluster and the recorded serve: first with transport = "ethernet" (in memory; cluster.toml is not changed), then with cluster.toml's transport, and show both and their ratio. Refused while anybody uses the serve.
+    #[arg(long)]
+    pub ab_transport: bool,
     /// Save serving.json here (default: $XDG_STATE_HOME/halobox/bench/<UTC time>).
     #[arg(long, value_name = "DIR")]
     pub save: Option<PathBuf>,

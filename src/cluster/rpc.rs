@@ -98,8 +98,8 @@ fn in_node(
 
 /// `cluster up` with engine `llama.cpp`: every worker's data-plane facts
 /// (its `join --dry-run`, for RDMA), then its RPC server started; progress
-/// to `out`.
-pub fn up(cfg: &ClusterConfig, dry_run: bool, out: &mut dyn Write) -> anyhow::Result<()> {
+/// to `out`. Returns each worker's env (its transport and why).
+pub fn up(cfg: &ClusterConfig, dry_run: bool, out: &mut dyn Write) -> anyhow::Result<Vec<NodeEnv>> {
     let workers = workers(cfg);
     writeln!(
         out,
@@ -114,7 +114,7 @@ pub fn up(cfg: &ClusterConfig, dry_run: bool, out: &mut dyn Write) -> anyhow::Re
             out,
             "one node: nothing to start (`halobox serve` runs llama-server alone)"
         )?;
-        return Ok(());
+        return Ok(Vec::new());
     }
     let masters = Masters::start(
         &workers
@@ -167,7 +167,7 @@ pub fn up(cfg: &ClusterConfig, dry_run: bool, out: &mut dyn Write) -> anyhow::Re
     }
     if dry_run {
         writeln!(out, "Nothing was started (--dry-run).")?;
-        return Ok(());
+        return Ok(envs);
     }
     let pairs: Vec<(NodeConfig, Vec<EnvVar>)> = workers
         .iter()
@@ -207,7 +207,7 @@ pub fn up(cfg: &ClusterConfig, dry_run: bool, out: &mut dyn Write) -> anyhow::Re
         "{} RPC server(s) listening; `halobox serve MODEL.gguf` on the head uses them",
         workers.len()
     )?;
-    Ok(())
+    Ok(envs)
 }
 
 /// Starts one RPC server: the line to print, or the error naming the node.

@@ -266,7 +266,8 @@ fn print_findings(out: &mut dyn Write, findings: &[Finding]) -> std::io::Result<
 }
 
 /// `cluster up`: preflight, head, workers, wait for every node in Ray;
-/// its progress goes to `out`.
+/// its progress goes to `out`. Returns each node's env (as it would be
+/// applied with `dry_run`).
 pub fn up(
     cfg: &ClusterConfig,
     config_path: &Path,
@@ -274,7 +275,7 @@ pub fn up(
     timeout_s: u64,
     mode: auth::Mode,
     out: &mut dyn Write,
-) -> anyhow::Result<()> {
+) -> anyhow::Result<Vec<NodeEnv>> {
     let t0 = Instant::now();
     if mode == auth::Mode::Insecure {
         eprintln!("{}", auth::INSECURE_WARNING);
@@ -339,7 +340,7 @@ pub fn up(
             cfg.ray_port,
             cfg.nodes.len()
         )?;
-        return Ok(());
+        return Ok(reports.into_iter().map(|r| r.env).collect());
     }
     let token = match mode {
         auth::Mode::Token => Some(auth::load_or_create(&token_file)?),
@@ -413,7 +414,8 @@ pub fn up(
                 .unwrap_or_default()
         );
     }
-    save_state(config_path, reports.into_iter().map(|r| r.env).collect());
+    let envs: Vec<NodeEnv> = reports.into_iter().map(|r| r.env).collect();
+    save_state(config_path, envs.clone());
     writeln!(
         out,
         "Ray lists all {} node(s) ({:.1} s); cluster up in {:.1} s",
@@ -421,7 +423,7 @@ pub fn up(
         t.elapsed().as_secs_f64(),
         t0.elapsed().as_secs_f64()
     )?;
-    Ok(())
+    Ok(envs)
 }
 
 /// One node in `cluster status`.

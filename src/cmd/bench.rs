@@ -391,6 +391,9 @@ fn derive_dir(dir: &Path) -> anyhow::Result<Results> {
 }
 
 fn report_cmd(args: &BenchReportArgs) -> anyhow::Result<ExitCode> {
+    if args.dir.join(crate::bench::serving::ab::AB_FILE).is_file() {
+        return super::bench_ab::report(&args.dir, args.output.json);
+    }
     if crate::bench::serving::record::is_saved(&args.dir) {
         return super::bench_serving::report(&args.dir, args.output.json);
     }

@@ -72,7 +72,17 @@ pub fn key_from(
     }
 }
 
-fn load_key(from: &KeyFrom) -> anyhow::Result<Option<Key>> {
+/// `--save`, else a new folder under halobox's bench runs.
+pub fn save_dir(args: &BenchServingArgs) -> anyhow::Result<PathBuf> {
+    let (_, stamp) = exec::utc_now();
+    match &args.save {
+        Some(d) => Ok(d.clone()),
+        None => exec::default_save_dir(&stamp),
+    }
+}
+
+/// The key `from` names (never printed).
+pub fn load_key(from: &KeyFrom) -> anyhow::Result<Option<Key>> {
     Ok(match from {
         KeyFrom::Off(_) => None,
         KeyFrom::Env(v) => std::env::var(v).ok().map(Key),
@@ -113,18 +123,23 @@ fn endpoint(
     Ok((e, from, Some(s), Some(path)))
 }
 
-/// Runs `bench serving`.
-pub fn run(args: &BenchServingArgs) -> anyhow::Result<ExitCode> {
-    let levels = plan::parse_levels(&args.concurrency).map_err(UsageError)?;
-    let (endpoint, endpoint_from, serve, cluster) = endpoint(args)?;
-    let from = key_from(args.no_api_key, serve.as_ref(), cluster.as_deref(), |v| {
-        std::env::var_os(v).is_some_and(|x| !x.is_empty())
-    });
+/// Whether the variable `v` is set (and not empty) here.
+pub fn is_set(v: &str) -> bool {
+    std::env::var_os(v).is_some_and(|x| !x.is_empty())
+}
+
+/// The run the flags ask for, against `endpoint`, checked.
+pub fn options(
+    args: &BenchServingArgs,
+    endpoint: Endpoint,
+    endpoint_from: String,
+    from: &KeyFrom,
+) -> anyhow::Result<ServingOptions> {
     let opts = ServingOptions {
         endpoint,
         endpoint_from,
         model: args.model.clone(),
-        concurrency: levels,
+        concurrency: plan::parse_levels(&args.concurrency).map_err(UsageError)?,
         requests: args.requests,
         input_tokens: args.input_tokens,
         output_tokens: args.output_tokens,
@@ -133,6 +148,37 @@ pub fn run(args: &BenchServingArgs) -> anyhow::Result<ExitCode> {
         key: from.describe(),
     };
     opts.check().map_err(UsageError)?;
+    Ok(opts)
+}
+
+/// Runs the benchmark, saved in `dir` after every level (progress on
+/// stderr); the results derived from the saved file, as `bench report`
+/// derives them.
+pub fn bench(
+    opts: &ServingOptions,
+    key: Option<&Key>,
+    dir: &Path,
+) -> anyhow::Result<ServingResults> {
+    let (started, _) = exec::utc_now();
+    let rec = crate::engine::block_on(run::run(
+        opts,
+        key,
+        started,
+        |line| eprintln!("{line}"),
+        |rec| record::save(dir, rec),
+    ))??;
+    Ok(record::derive(&record::load(dir).unwrap_or(rec)))
+}
+
+/// Runs `bench serving`.
+pub fn run(args: &BenchServingArgs) -> anyhow::Result<ExitCode> {
+    if args.ab_transport {
+        return super::bench_ab::run(args);
+    }
+    plan::parse_levels(&args.concurrency).map_err(UsageError)?;
+    let (endpoint, endpoint_from, serve, cluster) = endpoint(args)?;
+    let from = key_from(args.no_api_key, serve.as_ref(), cluster.as_deref(), is_set);
+    let opts = options(args, endpoint, endpoint_from, &from)?;
     if args.mode.dry_run() {
         if args.mode.json() {
             println!("{}", serde_json::to_string_pretty(&opts)?);
@@ -142,20 +188,8 @@ pub fn run(args: &BenchServingArgs) -> anyhow::Result<ExitCode> {
         return Ok(ExitCode::SUCCESS);
     }
     let key = load_key(&from)?;
-    let (started, stamp) = exec::utc_now();
-    let dir = match &args.save {
-        Some(d) => d.clone(),
-        None => exec::default_save_dir(&stamp)?,
-    };
-    let rec = crate::engine::block_on(run::run(
-        &opts,
-        key.as_ref(),
-        started,
-        |line| eprintln!("{line}"),
-        |rec| record::save(&dir, rec),
-    ))??;
-    // Derived from the saved file, as `bench report` will.
-    let res = record::derive(&record::load(&dir).unwrap_or(rec));
+    let dir = save_dir(args)?;
+    let res = bench(&opts, key.as_ref(), &dir)?;
     print(&res, args.mode.json())?;
     if !args.mode.json() {
         println!("saved in {}", dir.display());
@@ -222,6 +256,7 @@ mod tests {
             container: "vllm".into(),
             api_key: key,
             detached: true,
+            args: None,
         }
     }
 

@@ -130,11 +130,7 @@ fn init(a: &ClusterInitArgs) -> anyhow::Result<ExitCode> {
 
 fn up(a: &ClusterUpArgs) -> anyhow::Result<ExitCode> {
     let (path, cfg) = config::open(a.file.cluster.as_deref())?;
-    if cfg.engine == Engine::LlamaCpp {
-        rpc::up(&cfg, a.plan.dry_run, &mut std::io::stdout())?;
-        return Ok(ExitCode::SUCCESS);
-    }
-    run::up(
+    up_with(
         &cfg,
         &path,
         a.plan.dry_run,
@@ -144,9 +140,23 @@ fn up(a: &ClusterUpArgs) -> anyhow::Result<ExitCode> {
         } else {
             auth::Mode::Token
         },
-        &mut std::io::stdout(),
     )?;
     Ok(ExitCode::SUCCESS)
+}
+
+/// `cluster up` of `cfg` (read from `path`, perhaps changed in memory):
+/// Ray, or llama.cpp's RPC servers; each node's env as applied.
+pub fn up_with(
+    cfg: &ClusterConfig,
+    path: &std::path::Path,
+    dry_run: bool,
+    timeout_s: u64,
+    mode: auth::Mode,
+) -> anyhow::Result<Vec<env::NodeEnv>> {
+    if cfg.engine == Engine::LlamaCpp {
+        return rpc::up(cfg, dry_run, &mut std::io::stdout());
+    }
+    run::up(cfg, path, dry_run, timeout_s, mode, &mut std::io::stdout())
 }
 
 fn cpus() -> u32 {
@@ -356,7 +366,17 @@ fn down(a: &ClusterDownArgs) -> anyhow::Result<ExitCode> {
         }
         return Ok(ExitCode::SUCCESS);
     }
-    match crate::serve::control::stop_over_ssh(&cfg) {
+    Ok(if down_with(&cfg) {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::FAILURE
+    })
+}
+
+/// `cluster down` of `cfg`: the serve on the head first, then Ray or the
+/// RPC servers; true when every node stopped.
+pub fn down_with(cfg: &ClusterConfig) -> bool {
+    match crate::serve::control::stop_over_ssh(cfg) {
         Ok(said) if said.starts_with("stopped ") => {
             println!(
                 "{}: {} stopped first ({said})",
@@ -372,7 +392,7 @@ fn down(a: &ClusterDownArgs) -> anyhow::Result<ExitCode> {
     }
     if cfg.engine == Engine::LlamaCpp {
         let mut ok = true;
-        for (name, r) in rpc::down(&cfg) {
+        for (name, r) in rpc::down(cfg) {
             match r {
                 Ok(said) => println!("{name}: RPC server {said}"),
                 Err(e) => {
@@ -386,13 +406,9 @@ fn down(a: &ClusterDownArgs) -> anyhow::Result<ExitCode> {
                 "error: an RPC server was not stopped (see above); `halobox cluster status` shows them, then run `halobox cluster down` again"
             );
         }
-        return Ok(if ok {
-            ExitCode::SUCCESS
-        } else {
-            ExitCode::FAILURE
-        });
+        return ok;
     }
-    let results = run::down(&cfg);
+    let results = run::down(cfg);
     let mut ok = true;
     for r in &results {
         if r.outcome == "stopped" {
@@ -407,11 +423,7 @@ fn down(a: &ClusterDownArgs) -> anyhow::Result<ExitCode> {
             "error: Ray was not stopped on every node (see above); stop it there by hand with `ray stop`, then run `halobox cluster down` again"
         );
     }
-    Ok(if ok {
-        ExitCode::SUCCESS
-    } else {
-        ExitCode::FAILURE
-    })
+    ok
 }
 
 fn tui(a: &ClusterFileArgs) -> anyhow::Result<ExitCode> {

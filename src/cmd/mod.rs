@@ -2,6 +2,7 @@
 //! exit status.
 
 pub mod bench;
+pub mod bench_ab;
 pub mod bench_collective;
 pub mod bench_serving;
 pub mod build;

@@ -8,6 +8,7 @@
 //! ([`crate::serve::api_key`]). `HF_TOKEN` and the key are handed over on
 //! stdin, never in an argument.
 
+use std::path::Path;
 use std::process::ExitCode;
 use std::time::Duration;
 
@@ -18,17 +19,13 @@ use crate::error::UsageError;
 use crate::host::{self, GatherOptions, HostRoot};
 use crate::model::fit as fit_model;
 use crate::serve::supervise::{self, Ended, Start};
-use crate::serve::{api_key, control, engine, fit, llama, preflight, prepare, program};
+use crate::serve::{api_key, control, engine, fit, llama, preflight, prepare, program, state};
 
 /// Runs `serve`.
 pub fn run(a: &ServeArgs) -> anyhow::Result<ExitCode> {
     if let Some(action) = &a.action {
         return act(action);
     }
-    let model = a
-        .model
-        .clone()
-        .expect("clap requires MODEL without a subcommand");
     if a.source.sysroot.is_some() && !a.plan.dry_run {
         return Err(UsageError(
             "--sysroot reads a snapshot: vLLM cannot be started from it; add --dry-run".into(),
@@ -36,6 +33,34 @@ pub fn run(a: &ServeArgs) -> anyhow::Result<ExitCode> {
         .into());
     }
     let (path, cfg) = config::open(a.file.cluster.as_deref())?;
+    start(a, &path, &cfg)
+}
+
+/// What `serve` records to start the serve `a` asks for again.
+pub fn record_args(a: &ServeArgs) -> state::ServeArgsRecord {
+    state::ServeArgsRecord {
+        model: a.model.clone().unwrap_or_default(),
+        tp: a.tp,
+        max_model_len: a.max_model_len,
+        gpu_memory_utilization: (a.gpu_memory_utilization != plan::SAFE_GPU_MEMORY)
+            .then_some(a.gpu_memory_utilization),
+        no_eager: a.no_eager,
+        host: a.host,
+        port: a.port,
+        no_api_key: a.no_api_key,
+        nccl_debug: a.nccl_debug,
+        timeout: a.timeout,
+        extra: a.extra.clone(),
+    }
+}
+
+/// Starts the serve `a` asks for with the cluster `cfg` (read from
+/// `path`, perhaps changed in memory: `bench serving --ab-transport`).
+pub fn start(a: &ServeArgs, path: &Path, cfg: &ClusterConfig) -> anyhow::Result<ExitCode> {
+    let model = a
+        .model
+        .clone()
+        .expect("clap requires MODEL without a subcommand");
     if let Some(e) = a.engine
         && e != cfg.engine
     {
@@ -52,7 +77,7 @@ pub fn run(a: &ServeArgs) -> anyhow::Result<ExitCode> {
         None => HostRoot::live(),
     };
     if cfg.engine == Engine::LlamaCpp {
-        return run_llama(a, &path, &cfg, model);
+        return run_llama(a, path, cfg, model);
     }
     let facts = host::gather(root, GatherOptions::default());
     let mut secrets: Vec<Option<String>> =
@@ -71,7 +96,7 @@ pub fn run(a: &ServeArgs) -> anyhow::Result<ExitCode> {
     let key_source = api_key::Source::choose(
         a.no_api_key,
         secrets[1].is_some().then_some(plan::SECRETS[1]),
-        &path,
+        path,
     );
     let req = ServeRequest {
         model: model.clone(),
@@ -87,7 +112,7 @@ pub fn run(a: &ServeArgs) -> anyhow::Result<ExitCode> {
         hf_token: secrets[0].is_some(),
         api_key: key_source != api_key::Source::Off,
     };
-    let (p, argv) = prepare::prepare(&cfg, &facts, &req, a.plan.dry_run)?;
+    let (p, argv) = prepare::prepare(cfg, &facts, &req, a.plan.dry_run)?;
     let is_head = matches!(
         crate::dataplane::select(&facts, Some(cfg.head().ip)),
         crate::dataplane::Selection::Chosen(_)
@@ -101,7 +126,7 @@ pub fn run(a: &ServeArgs) -> anyhow::Result<ExitCode> {
     if a.plan.dry_run {
         // The nodes are asked only for a live plan (not from a snapshot).
         let model_check = match a.source.sysroot {
-            None => preflight::model_complete(&cfg, &model, &a.extra, true)?,
+            None => preflight::model_complete(cfg, &model, &a.extra, true)?,
             Some(_) => None,
         };
         print!("{}", plan::render_serve(&p, &argv));
@@ -137,7 +162,7 @@ pub fn run(a: &ServeArgs) -> anyhow::Result<ExitCode> {
             return Ok(ExitCode::SUCCESS);
         };
         let f = fit::check(
-            &cfg,
+            cfg,
             is_head.then_some(&facts),
             size,
             &fit_req,
@@ -165,9 +190,9 @@ pub fn run(a: &ServeArgs) -> anyhow::Result<ExitCode> {
     let (checked, fitted) = std::thread::scope(|sc| {
         let fitted = sc.spawn(|| {
             size.as_ref()
-                .map(|size| fit::check(&cfg, Some(&facts), size, &fit_req, true))
+                .map(|size| fit::check(cfg, Some(&facts), size, &fit_req, true))
         });
-        let checked = preflight::check(&cfg, &model, &a.extra, p.tp * p.pp, Some(host), a.port);
+        let checked = preflight::check(cfg, &model, &a.extra, p.tp * p.pp, Some(host), a.port);
         (checked, preflight::joined(fitted))
     });
     checked?;
@@ -183,12 +208,12 @@ pub fn run(a: &ServeArgs) -> anyhow::Result<ExitCode> {
         Err(why) => eprintln!("warning: the fit check was not made: {why}"),
     }
     if a.preflight {
-        collective_preflight(&cfg)?;
+        collective_preflight(cfg)?;
     }
     secrets[1] = api_key::load(&key_source, secrets[1].as_deref())?;
     let start = Start {
-        cfg: &cfg,
-        cluster_path: &path,
+        cfg,
+        cluster_path: path,
         served_name: preflight::served_name(&model, &a.extra),
         model,
         command: plan::with_env(&p.env, &p.command),
@@ -206,6 +231,7 @@ pub fn run(a: &ServeArgs) -> anyhow::Result<ExitCode> {
         detach: a.detach,
         timeout: Duration::from_secs(a.timeout),
         engine: Engine::Vllm,
+        args: Some(record_args(a)),
     };
     match supervise::serve(&start)? {
         Ended::Detached => Ok(ExitCode::SUCCESS),
@@ -340,6 +366,7 @@ fn run_llama(
         detach: a.detach,
         timeout: Duration::from_secs(a.timeout),
         engine: Engine::LlamaCpp,
+        args: Some(record_args(a)),
     };
     match supervise::serve(&start) {
         Ok(Ended::Detached | Ended::Stopped(_)) => Ok(ExitCode::SUCCESS),

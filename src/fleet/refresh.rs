@@ -597,7 +597,7 @@ pub fn run(cfg: &ClusterConfig, config_path: &std::path::Path, req: &Request) ->
             crate::cluster::auth::Mode::Token,
             &mut std::io::stderr(),
         ) {
-            Ok(()) => report.restarted = true,
+            Ok(_) => report.restarted = true,
             Err(e) => {
                 report.ok = false;
                 report.notes.push(format!("Ray did not start again: {e:#}"));

@@ -83,6 +83,8 @@ pub struct Start<'a> {
     pub timeout: Duration,
     /// Which engine it is.
     pub engine: Engine,
+    /// The arguments that start it again, for the record.
+    pub args: Option<state::ServeArgsRecord>,
 }
 
 /// How a serve ended.
@@ -206,6 +208,7 @@ pub fn serve(s: &Start) -> anyhow::Result<Ended> {
         container: head.container.clone(),
         api_key: s.api_key.is_some(),
         detached: s.detach,
+        args: s.args.clone(),
     };
     if let Err(e) = state::save(s.cluster_path, &record) {
         eprintln!("warning: cannot record the serve for `halobox serve status`: {e}");

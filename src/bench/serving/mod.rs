@@ -5,8 +5,10 @@
 //!
 //! [`plan`] decides from the flags (pure); [`prompts`] makes fixed-length
 //! random prompts; [`client`] speaks HTTP and times streams ([`sse`] reads
-//! them); [`run`] runs the levels; [`record`] saves, derives and renders.
+//! them); [`run`] runs the levels; [`record`] saves, derives and renders;
+//! [`ab`] plans and judges `--ab-transport`.
 
+pub mod ab;
 pub mod client;
 pub mod plan;
 pub mod prompts;
