@@ -65,7 +65,7 @@ cluster() { # FILE NODES...
     echo "ssh_options = [\"UserKnownHostsFile=$dir/known_hosts\", \"IdentityFile=$dir/client_key\", \"IdentitiesOnly=yes\"]"
     local i
     for i in "$@"; do
-      local x; x=$(printf "\\x$(printf %x $((96 + i)))")
+      local x; x=$(printf '%b' "\\x$(printf %x $((96 + i)))")
       printf '\n[[node]]\nname = "%s"\nssh = "root@10.77.%s.%s"\nip = "10.77.%s.%s"\nbackend = "host"\n' "$x" "$n" "$i" "$n" "$i"
     done
   } >"$f"
@@ -93,7 +93,7 @@ echo "3-node sync (a -> b -> c -> d), ${size_mb} MiB: $(printf %.2f "$t3") s"
 grep -A4 '^NODE' "$dir/out.txt" || true
 
 t0=$(secs)
-for f in "$repo"/snapshots/$commit/*.safetensors; do
+for f in "$repo"/snapshots/"$commit"/*.safetensors; do
   ip netns exec "hb-$tag-a" ssh -o StrictHostKeyChecking=yes -o BatchMode=yes \
     -o "UserKnownHostsFile=$dir/known_hosts" -o "IdentityFile=$dir/client_key" -o IdentitiesOnly=yes \
     "root@10.77.$n.2" 'cat > /root/cat-copy' <"$f"

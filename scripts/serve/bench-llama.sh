@@ -86,10 +86,9 @@ health_poll() {
 }
 # decode [KEY_FILE]: the warm-up, then 3 measured requests (the last's JSON in $DIR/last.json); the median tokens per second.
 decode() {
-  local i
   ip netns exec "hb-$TAG-a" python3 scripts/serve/complete-llama.py "http://$HEAD_IP:8000" "$PROMPT" 4 ${1:+"$1"} >/dev/null \
     || fail "warm-up request"
-  for i in 1 2 3; do
+  for _ in 1 2 3; do
     ip netns exec "hb-$TAG-a" python3 scripts/serve/complete-llama.py "http://$HEAD_IP:8000" "$PROMPT" "$TOKENS" ${1:+"$1"} >"$DIR/last.json" \
       || fail "request"
     tps "$DIR/last.json"

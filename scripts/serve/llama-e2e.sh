@@ -201,6 +201,7 @@ grep -q "RPC server(s) listening" "$DIR/ab-int.err" || { cat "$DIR/ab-int.err" >
 hpid=$(ps -eo pid=,ppid=,comm= | awk -v top="$abj" '{ up[$1] = $2; name[$1] = $3 }
   END { for (p in up) { q = p; while (q in up && q != top && q > 1) q = up[q]; if (q == top && name[p] == "halobox") print p } }')
 [ -n "$hpid" ] || fail "no halobox under the background --ab-transport ($abj)"
+# shellcheck disable=SC2086 # one pid per word: every halobox under it
 kill -INT $hpid
 code=0; wait "$abj" || code=$?
 [ "$code" = 1 ] || { cat "$DIR/ab-int.out" "$DIR/ab-int.err" >&2; fail "--ab-transport after SIGINT exited $code, not 1"; }
@@ -208,6 +209,7 @@ grep -q '^stopped early: SIGINT during leg ethernet.*: the cluster is up with tr
   || { cat "$DIR/ab-int.out" >&2; fail "--ab-transport did not say where SIGINT left the cluster"; }
 restore=$(sed -n 's/^  hint: \(halobox cluster down .*\)$/\1/p' "$DIR/ab-int.out")
 [ -n "$restore" ] || { cat "$DIR/ab-int.out" >&2; fail "--ab-transport did not print the restore after SIGINT"; }
+# shellcheck disable=SC2329 # the printed restore line calls it, through eval
 halobox() { hb "$@"; }
 eval "$restore" >"$DIR/restore.out" 2>&1 || { cat "$DIR/restore.out" >&2; fail "the restore --ab-transport printed: $restore"; }
 unset -f halobox
