@@ -36,6 +36,7 @@ pub fn run(cmd: BenchCommand) -> anyhow::Result<ExitCode> {
         }
         BenchCommand::Client(args) => client(&args),
         BenchCommand::Exec(args) => exec_in(&args),
+        BenchCommand::Serving(args) if args.ab_transport => super::bench_ab::run(&args),
         BenchCommand::Serving(args) => super::bench_serving::run(&args),
         BenchCommand::Collective(args) => super::bench_collective::run_cmd(&args),
         BenchCommand::Report(args) => report_cmd(&args),

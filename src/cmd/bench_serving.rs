@@ -170,11 +170,9 @@ pub fn bench(
     Ok(record::derive(&record::load(dir).unwrap_or(rec)))
 }
 
-/// Runs `bench serving`.
+/// Runs `bench serving` (without `--ab-transport`, which
+/// [`super::bench_ab`] runs on these helpers).
 pub fn run(args: &BenchServingArgs) -> anyhow::Result<ExitCode> {
-    if args.ab_transport {
-        return super::bench_ab::run(args);
-    }
     plan::parse_levels(&args.concurrency).map_err(UsageError)?;
     let (endpoint, endpoint_from, serve, cluster) = endpoint(args)?;
     let from = key_from(args.no_api_key, serve.as_ref(), cluster.as_deref(), is_set);
