@@ -244,10 +244,7 @@ pub fn refusal(cfg: &ClusterConfig, model: &str, word: &str) -> String {
         "in container {} on the head ({})",
         head.container, head.label
     );
-    match word
-        .split_once(' ')
-        .map_or((word, ""), |(w, rest)| (w, rest))
-    {
+    match word.split_once(' ').unwrap_or((word, "")) {
         ("no-server", _) => format!(
             "there is no `{}` {at}\n  hint: refresh the head with a llama.cpp image (`halobox refresh --image …`), or set `llama_server` in cluster.toml to its path",
             cfg.llama_server
