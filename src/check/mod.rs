@@ -21,6 +21,7 @@ use crate::doctor::render::{self, Style};
 use crate::doctor::{Check, Summary};
 use crate::host::HostFacts;
 use probe::Probe;
+pub use system::IRDMA_RDMA_CORE_MIN;
 
 /// The label carrying the sha256 of the image's `librccl.so.1` (stock or patched)
 /// (containerfiles/vllm-therock-gfx1151.Containerfile, from CI's rccl stage).

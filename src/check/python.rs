@@ -150,6 +150,8 @@ fn vllm(p: &Probe, ctx: &Context) -> Check {
         return Check::fail(id, format!("import vllm: {e}"), image_fix(ctx));
     }
     let version = v.version.as_deref().unwrap_or("?");
+    // `RocmPlatform`: vllm/platforms/rocm.py of vLLM v0.32.0 (the version of
+    // images/vllm-therock-gfx1151.toml), the class `current_platform` is on ROCm.
     match v.platform.as_deref() {
         Some("RocmPlatform") | None => Check::pass(
             id,

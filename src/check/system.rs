@@ -399,7 +399,12 @@ fn rdma_ports(p: &Probe, ctx: &Context) -> Check {
 
 /// The oldest rdma-core known to work with the E810's `irdma` under RCCL:
 /// distributions' 50 fails with "Unknown completion"; the public gfx1151
-/// image builds 62 for that (FIELD-NOTES §1).
+/// image builds 62 for that (FIELD-NOTES §1). The same number as
+/// `RDMA_CORE_MIN` of images/*.toml, which the image build enforces
+/// (tests/image_definitions.rs ties the two). No later linux-rdma/rdma-core
+/// release changes the E810's provider: v62.1, v63.x and v64.0 touch
+/// `providers/irdma` only for the IPU E2000 ("GEN 3"); images/README.md
+/// has the evidence.
 pub const IRDMA_RDMA_CORE_MIN: (u32, u32) = (62, 0);
 
 /// `57.0`, `62.0-1.fc43`, `50.0-2ubuntu1` → (major, minor).

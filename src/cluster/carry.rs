@@ -12,6 +12,12 @@
 //! node ([`super::env::per_node_names`]) where Ray starts (in the
 //! container, as the user Ray and vLLM run as), adding halobox's names to
 //! whatever the file already lists.
+//!
+//! Checked against vLLM v0.32.0 (VLLM_VERSION of
+//! images/vllm-therock-gfx1151.toml): `vllm/ray/ray_env.py` reads
+//! `ray_non_carry_over_env_vars.json` under `envs.VLLM_CONFIG_ROOT`, which
+//! `vllm/envs.py` takes from `VLLM_CONFIG_ROOT`, else `$XDG_CONFIG_HOME/vllm`,
+//! else `~/.config/vllm`.
 
 use std::path::{Path, PathBuf};
 

@@ -634,6 +634,9 @@ pub fn serve_with(
             "--clear-cache clears the head's compile cache only: after a crash on a worker, run `rm -rf -- \"{COMPILE_CACHE}\"` in its container too"
         ));
     }
+    // vLLM's flags as vllm/engine/arg_utils.py (EngineArgs) and
+    // vllm/entrypoints/launchers/cli_args.py define them at v0.32.0, the
+    // version of images/vllm-therock-gfx1151.toml.
     let mut c: Vec<String> = vec![
         vllm.into(),
         "serve".into(),

@@ -8,6 +8,13 @@ use std::net::Ipv4Addr;
 /// Phrases after which the engine does not serve again: the engine core
 /// died (`EngineDeadError`), a Ray worker actor died or its node was
 /// declared dead, the llama.cpp head lost an RPC server.
+///
+/// Checked against the vLLM the image and the tests run (VLLM_VERSION of
+/// images/vllm-therock-gfx1151.toml, 0.32.0; vllm-project/vllm v0.32.0 as
+/// released on PyPI): `vllm/v1/engine/core.py` logs "EngineCore encountered a
+/// fatal error." (and "EngineCore failed to start."), `vllm/v1/engine/
+/// core_client.py` raises `EngineDeadError` (`vllm/v1/engine/exceptions.py`).
+/// The actor phrases are Ray's (`ray.exceptions`), the last llama.cpp's.
 const FATAL: [&str; 9] = [
     "EngineCore encountered a fatal error",
     "EngineDeadError",
@@ -51,7 +58,11 @@ pub fn addresses(line: &str) -> Vec<Ipv4Addr> {
 /// The node of a Ray worker's log line: Ray prefixes what a worker prints
 /// with `(RayWorkerProc pid=123, ip=10.0.0.2)` on the driver
 /// (`RayWorkerWrapper` before vLLM's RayExecutorV2), and leaves `ip=` out
-/// for a worker on the driver's own node, `driver`.
+/// for a worker on the driver's own node, `driver`. Ray names the actor's
+/// class: `RayWorkerProc` in `vllm/v1/executor/ray_executor_v2.py`,
+/// `RayWorkerWrapper` in `vllm/v1/executor/ray_utils.py` (vLLM v0.32.0).
+/// `Failed to import from` in [`exception`] is vllm/platforms/rocm.py's
+/// warning at the same version.
 pub fn worker_ip(line: &str, driver: Ipv4Addr) -> Option<Ipv4Addr> {
     let i = line
         .find("(RayWorkerProc pid=")
@@ -77,6 +88,17 @@ pub fn cause(line: &str) -> String {
 }
 
 /// A short note of how far the engine got, from one of its start lines.
+///
+/// Each phrase is a log line of vLLM v0.32.0 (the version of
+/// images/vllm-therock-gfx1151.toml): `vllm/v1/engine/core.py` "Initializing a
+/// V1 LLM engine (v%s) …"; `vllm/v1/executor/ray_utils.py` "Using the existing
+/// placement group" / "… Creating a new placement group."; `vllm/model_executor/
+/// model_loader/default_loader.py` "Loading weights took %.2f seconds";
+/// `vllm/v1/worker/gpu/model_runner.py` "Loading model from scratch..." and
+/// "Model loading took %s GiB memory …"; `vllm/v1/core/kv_cache_utils.py` "%s KV
+/// cache size: %s tokens"; `vllm/entrypoints/launchers/api_server/entry.py`
+/// "Starting vLLM server on %s" (older releases said "Starting vLLM API
+/// server", which 0.32 no longer logs).
 pub fn progress(line: &str) -> Option<&'static str> {
     const STEPS: [(&str, &str); 7] = [
         ("Initializing a V1 LLM engine", "engine starting"),
@@ -85,7 +107,7 @@ pub fn progress(line: &str) -> Option<&'static str> {
         ("Loading model", "loading weights"),
         ("Model loading took", "weights loaded"),
         ("KV cache", "sizing the KV cache"),
-        ("Starting vLLM API server", "API server starting"),
+        ("Starting vLLM server on", "API server starting"),
     ];
     STEPS
         .iter()
@@ -150,5 +172,32 @@ mod tests {
             Some("loading weights")
         );
         assert_eq!(progress("nothing"), None);
+    }
+
+    /// Start lines of vLLM 0.32.0 as it logs them (the API server's line
+    /// is "Starting vLLM server on …" since the launcher moved to
+    /// vllm/entrypoints/launchers/).
+    #[test]
+    fn progress_words_of_vllm_0_32() {
+        for (line, word) in [
+            (
+                "(EngineCore pid=9) INFO 11-28 10:00:00 [core.py:134] Initializing a V1 LLM engine (v0.32.0) with config: model='/m'",
+                "engine starting",
+            ),
+            (
+                "(EngineCore pid=9) INFO 11-28 10:00:01 [ray_utils.py:607] No current placement group found. Creating a new placement group.",
+                "placing workers on the nodes",
+            ),
+            (
+                "(EngineCore pid=9) INFO 11-28 10:00:09 [kv_cache_utils.py:2328] CPU KV cache size: 4096 tokens, max concurrency 2",
+                "sizing the KV cache",
+            ),
+            (
+                "(APIServer pid=1) INFO 11-28 10:00:12 [entry.py:140] Starting vLLM server on http://0.0.0.0:8000",
+                "API server starting",
+            ),
+        ] {
+            assert_eq!(progress(line), Some(word), "{line}");
+        }
     }
 }

@@ -222,6 +222,9 @@ pub fn in_use(engine: Engine, before: &str, after: &str) -> Result<Option<String
             let read = |t: &str, n: &str| {
                 metric(t, n).ok_or_else(|| format!("vLLM's /metrics has no {n}"))
             };
+            // Gauge and counter names of vllm/v1/metrics/loggers.py at vLLM v0.32.0
+            // (images/vllm-therock-gfx1151.toml's VLLM_VERSION); prometheus_client
+            // adds `_total` to the counter `vllm:generation_tokens`.
             let running = read(after, "vllm:num_requests_running")?;
             let waiting = read(after, "vllm:num_requests_waiting")?;
             if running + waiting > 0.0 {
