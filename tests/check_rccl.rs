@@ -3,6 +3,11 @@
 //! `libtorch_hip.so` that needs ncclCommInitRank and ncclCommResume, the
 //! librccl its RUNPATH leads to, the gate script and binutils' nm), once
 //! with a librccl that lacks ncclCommResume and once with one that has it.
+//! The same stand-ins, compiled here, carry the strings RCCL compiles in
+//! with fault injection (`RCCL_INJECT_FAULTS`) and the net-ib gate of
+//! ROCm/rocm-systems PR 8512 (`RCCL_IB_FAULT_INJECTION`): check's rccl.build
+//! names the multi-node fix as missing, as carried, and PASSes a build
+//! without fault injection.
 
 mod common;
 
@@ -30,8 +35,9 @@ fn cc(dir: &Path, out: &Path, source: &str, extra: &[&str]) {
 }
 
 /// Builds and pushes `REPO:tag` with a librccl that has (`full`) or lacks
-/// ncclCommResume.
-fn standin_image(tag: &str, full: bool) -> String {
+/// ncclCommResume and holds the RCCL knob names `knobs` as RCCL keeps them
+/// (string constants a function returns).
+fn standin_image(tag: &str, full: bool, knobs: &[&str]) -> String {
     let tmp = tempfile::tempdir().unwrap();
     let ctx = tmp.path();
     let site = ctx.join("opt/venv/lib/python3.12/site-packages");
@@ -39,15 +45,21 @@ fn standin_image(tag: &str, full: bool) -> String {
     let sdk = site.join("_rocm_sdk_libraries/lib");
     std::fs::create_dir_all(&torch).unwrap();
     std::fs::create_dir_all(&sdk).unwrap();
-    let rccl = if full {
+    let mut rccl = if full {
         "int ncclCommInitRank(void) { return 0; }\nint ncclCommResume(void) { return 0; }\n"
     } else {
         "int ncclCommInitRank(void) { return 0; }\n"
-    };
+    }
+    .to_string();
+    let list: Vec<String> = knobs.iter().map(|k| format!("\"{k}\"")).collect();
+    rccl.push_str(&format!(
+        "static const char *const knobs[] = {{ {} \"\" }};\nconst char *rcclKnob(int i) {{ return knobs[i]; }}\n",
+        list.iter().map(|k| format!("{k},")).collect::<String>()
+    ));
     cc(
         ctx,
         &sdk.join("librccl.so.1"),
-        rccl,
+        &rccl,
         &["-Wl,-soname,librccl.so.1"],
     );
     cc(
@@ -99,10 +111,14 @@ fn standin_image(tag: &str, full: bool) -> String {
     image
 }
 
-fn rccl_abi(name: &str) -> Value {
+/// check's rccl.abi and rccl.build on the container `name`.
+fn rccl_checks(name: &str) -> (Value, Value) {
     let (v, code) = common::run_json(&["check", name, "--engine", PODMAN, "--json"]);
     assert_eq!(code, 1, "no GPU here: check FAILs: {v:#}");
-    common::check(&v, "rccl.abi").clone()
+    (
+        common::check(&v, "rccl.abi").clone(),
+        common::check(&v, "rccl.build").clone(),
+    )
 }
 
 #[test]
@@ -135,8 +151,16 @@ fn check_runs_the_rccl_gate_on_what_torch_loads() {
         );
     };
 
-    refresh(&standin_image("old", false));
-    let c = rccl_abi(name);
+    // The 7.14 packages' kind: fault injection, no net-ib gate.
+    refresh(&standin_image("old", false, &["RCCL_INJECT_FAULTS"]));
+    let (c, build) = rccl_checks(name);
+    assert_eq!(build["status"], "WARN", "{build:#}");
+    let s = build["summary"].as_str().unwrap();
+    assert!(
+        s.contains("_rocm_sdk_libraries/lib/librccl.so.1 has fault injection compiled in")
+            && s.contains("lacks the multi-node fix"),
+        "{s}"
+    );
     assert_eq!(c["status"], "FAIL", "{c:#}");
     let summary = c["summary"].as_str().unwrap();
     assert!(
@@ -145,8 +169,19 @@ fn check_runs_the_rccl_gate_on_what_torch_loads() {
         "{summary}"
     );
 
-    refresh(&standin_image("full", true));
-    let c = rccl_abi(name);
+    // Built after rocm-systems PRs 8484/8512, still with fault injection.
+    refresh(&standin_image(
+        "full",
+        true,
+        &["RCCL_INJECT_FAULTS", "RCCL_IB_FAULT_INJECTION"],
+    ));
+    let (c, build) = rccl_checks(name);
+    assert_eq!(build["status"], "WARN", "{build:#}");
+    let s = build["summary"].as_str().unwrap();
+    assert!(
+        s.contains("carries the multi-node fix") && s.contains("fault injection compiled in"),
+        "{s}"
+    );
     assert_eq!(c["status"], "PASS", "{c:#}");
     assert!(
         c["summary"]
@@ -154,6 +189,19 @@ fn check_runs_the_rccl_gate_on_what_torch_loads() {
             .unwrap()
             .contains("defines every nccl*/rccl* symbol torch needs"),
         "{c:#}"
+    );
+
+    // A release build: no fault injection at all.
+    refresh(&standin_image("release", true, &["NCCL_IB_HCA"]));
+    let (c, build) = rccl_checks(name);
+    assert_eq!(c["status"], "PASS", "{c:#}");
+    assert_eq!(build["status"], "PASS", "{build:#}");
+    assert!(
+        build["summary"]
+            .as_str()
+            .unwrap()
+            .contains("built without fault injection"),
+        "{build:#}"
     );
     let out = run(&["rm", name, "--yes", "--engine", PODMAN]);
     assert!(

@@ -8,7 +8,70 @@ use super::probe::Probe;
 use crate::doctor::Check;
 
 pub(super) fn checks(p: &Probe, ctx: &Context) -> Vec<Check> {
-    vec![rccl_abi(p, ctx)]
+    vec![rccl_abi(p, ctx), rccl_build(p, ctx)]
+}
+
+/// Does the image's librccl carry the multi-node fix, and is fault injection
+/// compiled in? RCCL built with `-DFAULT_INJECTION=ON` (the 7.14 packages)
+/// shims the net-ib transport, which slows multi-node collectives of 64-512
+/// MB (ROCm/TheRock issue 7903); ROCm/rocm-systems PRs 8484 and 8512 keep
+/// those shims off unless `RCCL_IB_FAULT_INJECTION` is set. What each file
+/// holds is in [`super::probe::RcclBuild`]. WARN for any fault injection
+/// (a release build has none), PASS for a build without it.
+fn rccl_build(p: &Probe, ctx: &Context) -> Check {
+    let id = "rccl.build";
+    if p.rccl_builds.is_empty() {
+        return Check::skip(
+            id,
+            "no librccl.so* under /opt, /usr/lib, /usr/lib64 or /usr/local/lib",
+        );
+    }
+    let fix = || {
+        format!(
+            "build RCCL without fault injection (halobox's image with `--build-arg RCCL=patched`: rocm-systems at RCCL_TAG with -DFAULT_INJECTION=OFF), then {}",
+            ctx.recreate()
+        )
+    };
+    let slow: Vec<&str> = p
+        .rccl_builds
+        .iter()
+        .filter(|b| b.fault_injection && !b.ib_gate)
+        .map(|b| b.path.as_str())
+        .collect();
+    if !slow.is_empty() {
+        return Check::warn(
+            id,
+            format!(
+                "{} has fault injection compiled in without the net-ib gate (RCCL_IB_FAULT_INJECTION, rocm-systems PR 8512): it lacks the multi-node fix, and collectives of 64-512 MB across nodes run slow (TheRock issue 7903)",
+                slow.join(", ")
+            ),
+            fix(),
+        );
+    }
+    let gated: Vec<&str> = p
+        .rccl_builds
+        .iter()
+        .filter(|b| b.ib_gate || b.fault_injection)
+        .map(|b| b.path.as_str())
+        .collect();
+    if !gated.is_empty() {
+        return Check::warn(
+            id,
+            format!(
+                "{} carries the multi-node fix (net-ib fault injection off unless RCCL_IB_FAULT_INJECTION is set, rocm-systems PRs 8484/8512) but has fault injection compiled in: a test build, not a release one",
+                gated.join(", ")
+            ),
+            fix(),
+        );
+    }
+    let all: Vec<&str> = p.rccl_builds.iter().map(|b| b.path.as_str()).collect();
+    Check::pass(
+        id,
+        format!(
+            "{}: built without fault injection, so the multi-node slowdown of TheRock issue 7903 cannot occur",
+            all.join(", ")
+        ),
+    )
 }
 
 fn rccl_abi(p: &Probe, ctx: &Context) -> Check {
@@ -128,5 +191,39 @@ mod tests {
         assert!(c.summary.contains("/opt/halobox/bin/rccl-abi-check.sh"));
         let p = parse("@@hbx rccl.gate - - notorch\n");
         assert!(rccl_abi(&p, &x).summary.contains("no libtorch_hip.so"));
+    }
+
+    #[test]
+    fn fault_injection_warns_and_the_net_ib_gate_is_named() {
+        let labels = HashMap::new();
+        let x = ctx(&labels);
+        let c = rccl_build(&parse("@@hbx rccl.build /o/librccl.so.1 yes no\n"), &x);
+        assert_eq!(c.status, Status::Warn, "{c:?}");
+        assert!(c.summary.contains("lacks the multi-node fix"), "{c:?}");
+        assert!(c.summary.contains("TheRock issue 7903"), "{c:?}");
+        let c = rccl_build(&parse("@@hbx rccl.build /o/librccl.so.1 yes yes\n"), &x);
+        assert_eq!(c.status, Status::Warn, "{c:?}");
+        assert!(c.summary.contains("carries the multi-node fix"), "{c:?}");
+        let c = rccl_build(
+            &parse(
+                "@@hbx rccl.build /o/librccl.so.1 no no\n@@hbx rccl.build /p/librccl.so.1 no no\n",
+            ),
+            &x,
+        );
+        assert_eq!(c.status, Status::Pass, "{c:?}");
+        assert!(
+            c.summary.contains("/o/librccl.so.1, /p/librccl.so.1"),
+            "{c:?}"
+        );
+        // One slow copy among good ones is what counts.
+        let c = rccl_build(
+            &parse(
+                "@@hbx rccl.build /o/librccl.so.1 no no\n@@hbx rccl.build /q/librccl.so.1 yes no\n",
+            ),
+            &x,
+        );
+        assert_eq!(c.status, Status::Warn, "{c:?}");
+        assert!(c.summary.starts_with("/q/librccl.so.1 "), "{c:?}");
+        assert_eq!(rccl_build(&parse(""), &x).status, Status::Skip);
     }
 }

@@ -112,6 +112,25 @@ pub struct GateSeen {
     pub missing: Vec<String>,
 }
 
+/// What one librccl file in the container was built with, read from the
+/// strings RCCL compiles in only with `-DFAULT_INJECTION=ON`
+/// (ROCm/rocm-systems `projects/rccl/src/CMakeLists.txt`: `FAULT_INJECTION`
+/// defines `ENABLE_FAULT_INJECTION`): `RCCL_INJECT_FAULTS`, the knob of every
+/// build with fault injection (`RCCL_PARAM(InjectFaults, …)`, declared under
+/// `#ifdef ENABLE_FAULT_INJECTION` in `src/misc/ibvwrap.cc`), and
+/// `RCCL_IB_FAULT_INJECTION`, the net-ib knob of rocm-systems PR 8512, which
+/// with PR 8484 keeps the net-ib fault shims off unless it is set (the fix
+/// for TheRock issue 7903's multi-node slowdown).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RcclBuild {
+    /// The file (links resolved).
+    pub path: String,
+    /// `RCCL_INJECT_FAULTS` is in it: fault injection is compiled in.
+    pub fault_injection: bool,
+    /// `RCCL_IB_FAULT_INJECTION` is in it: the net-ib gate of PR 8512.
+    pub ib_gate: bool,
+}
+
 /// A librccl mapped into the python that imported torch.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct RcclSeen {
@@ -205,6 +224,8 @@ pub struct Probe {
     pub rdma_core: Option<String>,
     /// The RCCL ABI gate on each `libtorch_hip.so`.
     pub rccl_gates: Vec<GateSeen>,
+    /// What each librccl file was built with (fault injection, the net-ib gate).
+    pub rccl_builds: Vec<RcclBuild>,
     /// Why the gate did not run (`unavailable`: no gate script, bash, nm or
     /// ldd in the image; `notorch`: no `libtorch_hip.so`).
     pub rccl_gate_skipped: Option<String>,
@@ -364,6 +385,15 @@ pub fn parse(stdout: &str) -> Probe {
                         missing: missing.split_whitespace().map(str::to_string).collect(),
                     });
                 }
+            }
+            "rccl.build" => {
+                let (path, rest) = split(rest);
+                let (inject, ib) = split(rest);
+                p.rccl_builds.push(RcclBuild {
+                    path: path.to_string(),
+                    fault_injection: inject == "yes",
+                    ib_gate: ib.trim() == "yes",
+                });
             }
             "torch.nccl" => {
                 p.torch.get_or_insert_with(TorchSeen::default).nccl = Some(match rest.trim() {

@@ -83,6 +83,16 @@ if [ -r "$G" ] && command -v bash >/dev/null 2>&1 && command -v nm >/dev/null 2>
 else
   say rccl.gate - - unavailable
 fi
+# How each librccl was built (src/check/probe.rs, RcclBuild): fault
+# injection compiled in (RCCL_INJECT_FAULTS) and the net-ib gate of
+# ROCm/rocm-systems PR 8512 (RCCL_IB_FAULT_INJECTION).
+for lib in $(find /opt /usr/lib /usr/lib64 /usr/local/lib -xdev -name 'librccl.so*' -type f 2>/dev/null | head -n 8); do
+  inj=no
+  ib=no
+  if grep -q -F RCCL_INJECT_FAULTS "$lib" 2>/dev/null; then inj=yes; fi
+  if grep -q -F RCCL_IB_FAULT_INJECTION "$lib" 2>/dev/null; then ib=yes; fi
+  say rccl.build "$lib" "$inj" "$ib"
+done
 K=/sys/class/kfd/kfd/topology/nodes
 if [ -d "$K" ]; then
   say kfd yes
