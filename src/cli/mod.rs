@@ -141,7 +141,7 @@ pub enum Command {
     Model(ModelCommand),
     /// Build an image from images/<name>.toml through the engine's build API (classic builder).
     #[command(
-        after_help = "Examples:\n  halobox build                                   vllm-therock-gfx1151, tagged localhost/vllm-therock-gfx1151:latest\n  halobox build rccl-gfx1151 --tag localhost/rccl-gfx1151:ci\n  halobox build --build-arg VLLM_COMMIT=<40 hex> --dry-run\n\nThe definition pins every input; --build-arg overrides are checked the same way."
+        after_help = "Examples:\n  halobox build                                   vllm-therock-gfx1151, tagged localhost/vllm-therock-gfx1151:latest\n  halobox build rccl-gfx1151 --tag localhost/rccl-gfx1151:ci\n  halobox build --build-arg RCCL=patched --dry-run\n\nThe definition pins every input; --build-arg overrides are checked the same way."
     )]
     Build(BuildArgs),
     /// Change an image without rebuilding it.
