@@ -45,6 +45,19 @@ done < <(grep -a -o -b -F CCOB "$lib" || true)
 
 ib=$(count NET/IB <"$lib")
 echo "$me: $lib: $objects $gfx code object(s) ($bundles compressed bundle(s), $unread unreadable), $ib NET/IB marker(s)"
+# Fault injection (reported, not a failure; `halobox check` WARNs on it):
+# RCCL compiles the RCCL_INJECT_FAULTS knob in only with -DFAULT_INJECTION=ON,
+# and RCCL_IB_FAULT_INJECTION is the net-ib gate of ROCm/rocm-systems PR 8512
+# (with PR 8484: the multi-node fix for TheRock issue 7903).
+fi_knob=$(count RCCL_INJECT_FAULTS <"$lib")
+fi_gate=$(count RCCL_IB_FAULT_INJECTION <"$lib")
+if [ "$fi_knob" -eq 0 ] && [ "$fi_gate" -eq 0 ]; then
+  echo "$me: $lib: no fault injection compiled in (the multi-node slowdown of TheRock issue 7903 cannot occur)"
+elif [ "$fi_gate" -gt 0 ]; then
+  echo "$me: $lib: fault injection compiled in, with the net-ib gate RCCL_IB_FAULT_INJECTION (the multi-node fix)"
+else
+  echo "$me: $lib: fault injection compiled in without the net-ib gate: multi-node collectives of 64-512 MB run slow (TheRock issue 7903)"
+fi
 bad=0
 if [ "$objects" -eq 0 ]; then
   echo "$me: $lib has no $gfx code objects ($target)$([ "$unread" -eq 0 ] || echo "; $unread compressed bundle(s) could not be read: is zstd installed?")" >&2

@@ -259,6 +259,40 @@ fn markers_find_gfx1151_code_objects_and_the_ib_transport() {
         stderr(&o)
     );
 
+    assert!(
+        stdout(&o).contains("no fault injection compiled in"),
+        "{}",
+        stdout(&o)
+    );
+
+    // Fault injection is reported (not a failure): without and with the
+    // net-ib gate of rocm-systems PR 8512.
+    let gfx = b"__CLANG_OFFLOAD_BUNDLE__ hipv4-amdgcn-amd-amdhsa--gfx1151\0";
+    let slow = file("slow.so", &[&ib[..], gfx, b"RCCL_INJECT_FAULTS\0"].concat());
+    let o = script(MARKERS, &[&slow]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    assert!(
+        stdout(&o).contains("fault injection compiled in without the net-ib gate"),
+        "{}",
+        stdout(&o)
+    );
+    let gated = file(
+        "gated.so",
+        &[
+            &ib[..],
+            gfx,
+            b"RCCL_INJECT_FAULTS\0RCCL_IB_FAULT_INJECTION\0",
+        ]
+        .concat(),
+    );
+    let o = script(MARKERS, &[&gated]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    assert!(
+        stdout(&o).contains("with the net-ib gate RCCL_IB_FAULT_INJECTION"),
+        "{}",
+        stdout(&o)
+    );
+
     // A library without the IB transport (a TCP-only build).
     let no_ib = file(
         "no-ib.so",
