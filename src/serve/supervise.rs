@@ -312,6 +312,9 @@ fn wait_ready(s: &Start, head: &Head, log: &mut Log, t0: Instant) -> Result<(), 
 /// `/health` is 200 and `/v1/models` lists the served name.
 fn ready(s: &Start) -> bool {
     let t = Duration::from_secs(3);
+    // `/health` and `/v1/models` as vLLM v0.32.0 serves them
+    // (vllm/entrypoints/serve/instrumentator/health.py,
+    // vllm/entrypoints/openai/models/api_router.py).
     let Ok(h) = http::get(s.api, "/health", s.api_key.as_deref(), t) else {
         return false;
     };

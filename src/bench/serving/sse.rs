@@ -33,7 +33,10 @@ impl Lines {
     }
 }
 
-/// One event of a completion stream.
+/// One event of a completion stream. vLLM v0.32.0 (VLLM_VERSION of
+/// images/vllm-therock-gfx1151.toml) ends a stream with `data: [DONE]` in
+/// `vllm/entrypoints/openai/completion/serving.py` and
+/// `vllm/entrypoints/openai/chat_completion/serving.py`.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Event {
     /// A chunk of choices: a token (vLLM sends one per token, also when its
