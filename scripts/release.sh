@@ -84,8 +84,11 @@ install -m 0755 "$bin" "$stage/halobox"
 install -m 0644 LICENSE "$stage/LICENSE"
 install -m 0644 packaging/INSTALL "$stage/INSTALL"
 mtime=@${SOURCE_DATE_EPOCH:-$(git log -1 --format=%ct 2>/dev/null || date +%s)}
+# Modes set here, not left to the builder's umask (at umask 0 the completions,
+# man pages and folders would be 0666/0777): folders and the binary 0755,
+# every other file 0644.
 tar --sort=name --owner=0 --group=0 --numeric-owner --mtime="$mtime" \
-  -C "$work" -czf "$dist/$name.tar.gz" "$name"
+  --mode='u=rwX,go=rX' -C "$work" -czf "$dist/$name.tar.gz" "$name"
 
 # --- the RPM (the spec repackages the tarball, as a COPR build would) -----------
 top=$work/rpmbuild

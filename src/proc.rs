@@ -110,6 +110,7 @@ pub const SECRET_VARS: &[&str] = &[
     "HUGGINGFACE_HUB_TOKEN",
     "HF_API_TOKEN",
     "VLLM_API_KEY",
+    "LLAMA_API_KEY",
 ];
 
 /// Every variable starting with this is a registry credential.

@@ -524,9 +524,15 @@ pub fn parse_json<T: serde::de::DeserializeOwned>(line: &str) -> serde_json::Res
 /// [`parse_json`], but strings keep their line breaks (each line made
 /// [`printable`]): for multi-line text such as a doctor check's fix.
 pub fn parse_json_lines<T: serde::de::DeserializeOwned>(text: &str) -> serde_json::Result<T> {
-    parse_json_with(text, &|s: &str| {
-        s.split('\n').map(printable).collect::<Vec<_>>().join("\n")
-    })
+    parse_json_with(text, &printable_lines)
+}
+
+/// `text` with each of its lines made [`printable`], its line breaks kept.
+pub fn printable_lines(text: &str) -> String {
+    text.split('\n')
+        .map(printable)
+        .collect::<Vec<_>>()
+        .join("\n")
 }
 
 fn parse_json_with<T: serde::de::DeserializeOwned>(

@@ -982,6 +982,11 @@ fn env_table_refuses_per_node_variables_and_secrets() {
         "GITHUB_TOKEN",
         "WANDB_API_KEY",
         "db_password",
+        "AWS_SECRET_ACCESS_KEY",
+        "OPENAI_KEY",
+        "HF_HUB_SECRET",
+        "LLAMA_API_KEY",
+        "TOKENIZERS_PARALLELISM",
     ] {
         let e = bad(&format!("{name} = \"s3cret\""));
         assert!(
@@ -1004,12 +1009,40 @@ fn env_table_refuses_per_node_variables_and_secrets() {
         e.contains("RAY_AUTH_MODE is set by halobox") && e.contains("--insecure-ray"),
         "{e}"
     );
-    // Not secrets: names that only contain the words.
-    for name in [
-        "TOKENIZERS_PARALLELISM",
-        "HF_TOKEN_PATH_X",
-        "NCCL_IB_TIMEOUT",
-    ] {
+    // A name that only looks like a secret's is refused with the way to
+    // pass it: cluster.toml's `not_secret` list, which clears it ([env] and
+    // a node's env) but never a known secret.
+    let e = bad("TOKENIZERS_PARALLELISM = \"false\"");
+    assert!(
+        e.contains("not_secret = [\"TOKENIZERS_PARALLELISM\"]"),
+        "{e}"
+    );
+    let listed = |table: &str, list: &str| {
+        halobox::cluster::config::parse(&format!(
+            "not_secret = [{list}]\n{}",
+            WITH_ENV.replace("NCCL_IB_TC = \"106\"", table)
+        ))
+    };
+    let cfg = listed(
+        "TOKENIZERS_PARALLELISM = \"false\"",
+        "\"TOKENIZERS_PARALLELISM\"",
+    )
+    .unwrap();
+    assert_eq!(cfg.env["TOKENIZERS_PARALLELISM"], "false");
+    // `up` clears it for the node's `cluster join` too.
+    let join = halobox::cluster::plan::join_command(&cfg, &cfg.nodes[1], false);
+    let at = |w: &str| join.iter().position(|a| a == w).unwrap_or(usize::MAX);
+    assert!(
+        at("--not-secret=TOKENIZERS_PARALLELISM") < at("--env=TOKENIZERS_PARALLELISM=false"),
+        "{join:?}"
+    );
+    let e = listed("HF_TOKEN = \"hf_abc\"", "\"HF_TOKEN\"").unwrap_err();
+    assert!(
+        e.contains("not_secret: HF_TOKEN holds a secret") && !e.contains("hf_abc"),
+        "{e}"
+    );
+    // Names that contain none of the words.
+    for name in ["NCCL_IB_TIMEOUT", "KEYBOARD", "NCCL_KEY_X"] {
         assert!(
             halobox::cluster::config::parse(
                 &WITH_ENV.replace("NCCL_IB_TC = \"106\"", &format!("{name} = \"1\""))

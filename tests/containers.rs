@@ -123,6 +123,15 @@ fn podman_refresh_enter_update_and_rollback() {
             .starts_with("sha256:")
     );
     assert_eq!(memlock_of(&c), 8 << 20);
+    // The engine's default seccomp profile is on (2: filter mode).
+    assert_eq!(
+        enter_output(
+            name,
+            PODMAN,
+            &["sh", "-c", "grep '^Seccomp:' /proc/1/status"]
+        ),
+        ("Seccomp:\t2".into(), 0)
+    );
     // podman 4.3 reports IpcMode "shareable" even for --ipc host: compare
     // the namespaces themselves.
     for ns in ["ipc", "net"] {
@@ -267,6 +276,15 @@ fn docker_refresh_sets_groups_devices_and_memlock() {
     assert_eq!(
         enter_output(name, DOCKER, &["sh", "-c", "ulimit -l"]),
         ("8192".into(), 0)
+    );
+    assert_eq!(
+        enter_output(
+            name,
+            DOCKER,
+            &["sh", "-c", "grep '^Seccomp:' /proc/1/status"]
+        ),
+        ("Seccomp:\t2".into(), 0),
+        "the engine's default seccomp profile is off"
     );
     // A toolbox container needs podman.
     let out = refresh(

@@ -63,7 +63,10 @@ fn release() -> &'static Release {
     let built = RELEASE.get_or_init(|| {
         let dist = root().join("target/release-dist");
         let _ = std::fs::remove_dir_all(&dist);
+        // At umask 0: the modes in the tarball must not follow the builder's.
         let out = Command::new("bash")
+            .arg("-c")
+            .arg("umask 0 && exec bash \"$0\" \"$1\"")
             .arg(root().join("scripts/release.sh"))
             .arg(VERSION)
             .env("HALOBOX_DIST", &dist)
@@ -132,6 +135,30 @@ fn man_pages(r: &Release) -> BTreeSet<String> {
         dir.display()
     );
     pages
+}
+
+/// Built at umask 0, the tarball's folders and binary are 0755 and every
+/// other file 0644 (not 0777 and 0666), and so is what it unpacks to.
+#[test]
+fn tarball_modes_do_not_follow_the_builders_umask() {
+    let r = release();
+    let out = run(Command::new("tar")
+        .arg("-tvzf")
+        .arg(r.dist.join(r.tarball())));
+    let listing = String::from_utf8_lossy(&out.stdout);
+    for line in listing.lines() {
+        let (mode, path) = (
+            line.split_whitespace().next().unwrap(),
+            line.split_whitespace().last().unwrap(),
+        );
+        let want = if mode.starts_with('d') || path.ends_with("/halobox") {
+            "rwxr-xr-x"
+        } else {
+            "rw-r--r--"
+        };
+        assert_eq!(&mode[1..], want, "{line}");
+    }
+    assert!(listing.lines().count() > 5, "{listing}");
 }
 
 #[test]

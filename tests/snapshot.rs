@@ -343,6 +343,17 @@ fn redaction_leaves_no_mac_or_hostname_and_replaces_consistently() {
             assert!(!found, "{path} still has the address {ip}");
         }
     }
+    // Of /etc/passwd only the invoking user's entry is left.
+    if let Some(passwd) = all.get("etc/passwd") {
+        assert!(passwd.lines().count() <= 1, "{passwd}");
+        let uid = nix::unistd::getuid().as_raw().to_string();
+        assert!(
+            passwd
+                .lines()
+                .all(|l| l.split(':').nth(2) == Some(uid.as_str())),
+            "{passwd}"
+        );
+    }
     // One mapping: each interface's replaced MAC is the same in sysfs-free
     // ip-addr.json everywhere it appears, and two interfaces never share one.
     let mut seen = BTreeMap::new();

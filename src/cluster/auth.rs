@@ -147,10 +147,27 @@ pub fn load_or_create(path: &Path) -> anyhow::Result<Token> {
 
 /// A secret token kept in `path` (`what` it is, for errors), made there
 /// (0600) when missing; `remake` says how a new one comes about after the
-/// file is removed. A file others may read, or that holds no token, is refused.
+/// file is removed. A link, a file another user owns (they could have
+/// planted it: its token would be theirs), one others may read, or one
+/// that holds no token, is refused.
 pub fn load_or_create_secret(path: &Path, what: &str, remake: &str) -> anyhow::Result<Token> {
-    match std::fs::metadata(path) {
+    use std::os::unix::fs::MetadataExt as _;
+    match std::fs::symlink_metadata(path) {
         Ok(m) => {
+            if m.file_type().is_symlink() {
+                anyhow::bail!(
+                    "{} ({what}) is a symbolic link: not used\n  hint: remove it: {remake}",
+                    path.display()
+                );
+            }
+            let me = nix::unistd::geteuid().as_raw();
+            if m.uid() != me {
+                anyhow::bail!(
+                    "{} ({what}) belongs to uid {}, not to you (uid {me}): not used\n  hint: remove it: {remake}",
+                    path.display(),
+                    m.uid()
+                );
+            }
             if m.permissions().mode() & 0o077 != 0 {
                 anyhow::bail!(
                     "{} ({what}) can be read by others (mode {:o})\n  hint: `chmod 600 {}`, or remove it: {remake}",
@@ -159,9 +176,9 @@ pub fn load_or_create_secret(path: &Path, what: &str, remake: &str) -> anyhow::R
                     path.display()
                 );
             }
-            let text = std::fs::read_to_string(path)
+            let bytes = crate::confine::read_regular(path, true, 4096)
                 .map_err(|e| anyhow::anyhow!("cannot read {}: {e}", path.display()))?;
-            Token::parse(&text).map_err(|e| {
+            Token::parse(&String::from_utf8_lossy(&bytes)).map_err(|e| {
                 anyhow::anyhow!(
                     "{} ({what}): {e}\n  hint: remove it: {remake}",
                     path.display()
@@ -330,6 +347,35 @@ mod tests {
         let e = load_or_create(&p).unwrap_err().to_string();
         assert!(
             e.contains("can be read by others") && e.contains("chmod 600"),
+            "{e}"
+        );
+    }
+
+    /// A token or API key file that is a link (to a private file of this
+    /// user's, with a good token), or that another user owns, is refused:
+    /// it names what is wrong and the way out.
+    #[test]
+    fn planted_secret_files_are_refused() {
+        let d = tempfile::tempdir().unwrap();
+        let real = d.path().join("elsewhere");
+        let t = Token::generate().unwrap();
+        write_private(&real, &format!("{}\n", t.secret())).unwrap();
+        let link = d.path().join("cluster.ray-token");
+        std::os::unix::fs::symlink(&real, &link).unwrap();
+        let e = load_or_create(&link).unwrap_err().to_string();
+        assert!(
+            e.contains("is a symbolic link") && e.contains("hint: remove it"),
+            "{e}"
+        );
+        let key = d.path().join("cluster.api-key");
+        write_private(&key, &format!("{}\n", t.secret())).unwrap();
+        let other = nix::unistd::Uid::from_raw(nix::unistd::geteuid().as_raw() + 4242);
+        nix::unistd::chown(&key, Some(other), None).unwrap();
+        let e = load_or_create_secret(&key, "the serving API's key", "make a new one")
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("belongs to uid") && !e.contains(t.secret()),
             "{e}"
         );
     }

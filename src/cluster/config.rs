@@ -303,6 +303,11 @@ pub struct ClusterConfig {
     /// memory monitor, …); never the per-node data-plane ones.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub env: BTreeMap<String, String>,
+    /// Names in `[env]` or a node's `env` that look like secrets (`*_KEY`,
+    /// `*SECRET*`, `*TOKEN*`, `*PASSWORD*`) but hold none
+    /// (`TOKENIZERS_PARALLELISM`): listed here, they are accepted.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub not_secret: Vec<String>,
     /// The nodes; the first is the head.
     #[serde(default, rename = "node")]
     pub nodes: Vec<NodeConfig>,
@@ -326,6 +331,7 @@ impl ClusterConfig {
             ray_head_args: vec![],
             ssh_options: vec![],
             env: BTreeMap::new(),
+            not_secret: vec![],
             nodes,
         }
     }
@@ -384,12 +390,14 @@ impl ClusterConfig {
             return Err("ray and halobox must name commands (default: `ray`, `halobox`)".into());
         }
         crate::ssh::check_options(&self.ssh_options)?;
+        super::vars::check_not_secret(&self.not_secret)?;
         for (k, v) in &self.env {
-            super::vars::check_user_var(k, v).map_err(|e| format!("[env]: {e}"))?;
+            super::vars::check_user_var(k, v, &self.not_secret)
+                .map_err(|e| format!("[env]: {e}"))?;
         }
         for (i, n) in self.nodes.iter().enumerate() {
             for (k, v) in &n.env {
-                super::vars::check_user_var(k, v)
+                super::vars::check_user_var(k, v, &self.not_secret)
                     .map_err(|e| format!("node {}: env: {e}", n.label()))?;
             }
             crate::ssh::check_target(&n.ssh).map_err(|e| format!("node {}: {e}", i + 1))?;

@@ -81,12 +81,13 @@ pub fn vars(table: &std::collections::BTreeMap<String, String>) -> Vec<EnvVar> {
     table.iter().map(|(k, v)| var(k, v.clone())).collect()
 }
 
-/// `NAME=VALUE` as `--env`/`--node-env` take it, checked.
-pub fn parse_assignment(s: &str) -> Result<EnvVar, String> {
+/// `NAME=VALUE` as `--env`/`--node-env` take it, checked (`not_secret`:
+/// the names `--not-secret` clears).
+pub fn parse_assignment(s: &str, not_secret: &[String]) -> Result<EnvVar, String> {
     let (name, value) = s
         .split_once('=')
         .ok_or_else(|| format!("{s:?} is not NAME=VALUE"))?;
-    check_user_var(name, value)?;
+    check_user_var(name, value, not_secret)?;
     Ok(var(name, value.to_string()))
 }
 

@@ -73,6 +73,7 @@ pub fn join_command(cfg: &ClusterConfig, node: &NodeConfig, dry_run: bool) -> Ve
                 .map(|r| format!("--ray-head-arg={r}")),
         );
     }
+    a.extend(cfg.not_secret.iter().map(|k| format!("--not-secret={k}")));
     a.extend(cfg.env.iter().map(|(k, v)| format!("--env={k}={v}")));
     a.extend(node.env.iter().map(|(k, v)| format!("--node-env={k}={v}")));
     a.extend(
@@ -109,6 +110,17 @@ pub fn inside_join(inside: &str, req: &EnvRequest, dry_run: bool) -> Vec<String>
             .iter()
             .map(|r| format!("--ray-head-arg={r}")),
     );
+    // The outer join accepted these names (cluster.toml's `not_secret`).
+    let mut cleared: Vec<&str> = req
+        .env
+        .iter()
+        .chain(&req.node_env)
+        .map(|v| v.name.as_str())
+        .filter(|n| super::vars::is_secret_like(n))
+        .collect();
+    cleared.sort_unstable();
+    cleared.dedup();
+    a.extend(cleared.iter().map(|k| format!("--not-secret={k}")));
     a.extend(
         req.env
             .iter()

@@ -32,20 +32,43 @@ pub fn check_name(name: &str) -> Result<(), String> {
 
 /// Whether `name` looks like it holds a secret: the variables no child
 /// process gets ([`crate::proc::is_secret`]), Ray's `RAY_AUTH_TOKEN`, and
-/// any `*_TOKEN`, `*_PASSWORD`, `*_API_KEY` (in any case).
+/// any name matching `*_KEY`, `*SECRET*`, `*TOKEN*` or `*PASSWORD*` (in any
+/// case).
 pub fn is_secret_like(name: &str) -> bool {
     let upper = name.to_ascii_uppercase();
     crate::proc::is_secret(name)
         || upper == super::auth::TOKEN_VAR
-        || ["_TOKEN", "_PASSWORD", "_API_KEY"]
+        || upper.ends_with("_KEY")
+        || ["SECRET", "TOKEN", "PASSWORD"]
             .iter()
-            .any(|s| upper.ends_with(s))
+            .any(|s| upper.contains(s))
+}
+
+/// Whether `name` is one of the known secrets that no `not_secret` list
+/// can clear (the ones halobox itself hands over on stdin or makes).
+fn known_secret(name: &str) -> bool {
+    crate::proc::is_secret(name) || name.eq_ignore_ascii_case(super::auth::TOKEN_VAR)
+}
+
+/// Checks cluster.toml's `not_secret` list (`cluster join --not-secret`):
+/// plain names, none of them a known secret.
+pub fn check_not_secret(names: &[String]) -> Result<(), String> {
+    for name in names {
+        check_name(name).map_err(|e| format!("not_secret: {e}"))?;
+        if known_secret(name) {
+            return Err(format!(
+                "not_secret: {name} holds a secret, so it cannot be listed as not one: remove it from the list"
+            ));
+        }
+    }
+    Ok(())
 }
 
 /// Checks one variable of cluster.toml's `[env]` or a node's `env` (also
 /// `cluster join --env`/`--node-env`): a plain name, a one-line value, not a
-/// secret, and never one of the per-node data-plane variables.
-pub fn check_user_var(name: &str, value: &str) -> Result<(), String> {
+/// secret (by its name, unless `not_secret` lists it), and never one of the
+/// per-node data-plane variables.
+pub fn check_user_var(name: &str, value: &str, not_secret: &[String]) -> Result<(), String> {
     check_name(name)?;
     if PER_NODE.contains(&name) {
         let how = match name {
@@ -57,14 +80,18 @@ pub fn check_user_var(name: &str, value: &str) -> Result<(), String> {
             "{name} is computed on each node from its own facts, so cluster.toml cannot set it: remove it ({how})"
         ));
     }
-    if is_secret_like(name) {
+    let cleared = !known_secret(name) && not_secret.iter().any(|n| n == name);
+    if is_secret_like(name) && !cleared {
         return Err(format!(
             "{name} is a secret and cluster.toml is shown by --dry-run and passed in process arguments: remove it\n  hint: export {name} where you run `halobox serve` instead{}",
             match name {
-                "HF_TOKEN" | "VLLM_API_KEY" => " (it reaches vLLM on stdin)",
+                "HF_TOKEN" | "VLLM_API_KEY" | "LLAMA_API_KEY" => " (it reaches the engine on stdin)".to_string(),
                 super::auth::TOKEN_VAR =>
-                    " (halobox makes Ray's token itself: `halobox cluster up` keeps it 0600 next to cluster.toml)",
-                _ => "",
+                    " (halobox makes Ray's token itself: `halobox cluster up` keeps it 0600 next to cluster.toml)".to_string(),
+                _ if known_secret(name) => String::new(),
+                _ => format!(
+                    "; if it holds no secret (a name such as TOKENIZERS_PARALLELISM only looks like one), list it in cluster.toml: `not_secret = [\"{name}\"]`"
+                ),
             }
         ));
     }

@@ -254,6 +254,7 @@ mod tests {
             container: "vllm".into(),
             api_key: key,
             detached: true,
+            watcher: None,
             args: None,
         }
     }

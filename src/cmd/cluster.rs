@@ -191,9 +191,14 @@ fn join(a: &ClusterJoinArgs) -> anyhow::Result<ExitCode> {
         }
         (None, None, _) => cpus(),
     };
+    crate::cluster::vars::check_not_secret(&a.not_secret)
+        .map_err(|e| UsageError(format!("--not-secret: {e}")))?;
     let parse = |list: &[String]| -> Result<Vec<env::EnvVar>, UsageError> {
         list.iter()
-            .map(|s| env::parse_assignment(s).map_err(|e| UsageError(format!("--env {e}"))))
+            .map(|s| {
+                env::parse_assignment(s, &a.not_secret)
+                    .map_err(|e| UsageError(format!("--env {e}")))
+            })
             .collect()
     };
     let req = JoinRequest {

@@ -91,15 +91,12 @@ pub fn libpod_body(spec: &ContainerSpec) -> Value {
             json!({"destination": "/dev/pts", "type": "devpts", "source": "devpts", "options": []}),
         );
     }
-    let mut seccomp_unconfined = false;
-    let mut selinux = Vec::new();
-    for opt in &spec.security_opt {
-        match opt.as_str() {
-            "seccomp=unconfined" => seccomp_unconfined = true,
-            "label=disable" => selinux.push("disable".to_string()),
-            _ => {}
-        }
-    }
+    let selinux: Vec<String> = spec
+        .security_opt
+        .iter()
+        .filter(|o| *o == "label=disable")
+        .map(|_| "disable".to_string())
+        .collect();
     let mut body = json!({
         "name": spec.name,
         "image": spec.image,
@@ -122,10 +119,6 @@ pub fn libpod_body(spec: &ContainerSpec) -> Value {
     let obj = body.as_object_mut().expect("object");
     if spec.entrypoint.is_some() {
         obj.insert("entrypoint".into(), json!([]));
-    }
-    if seccomp_unconfined {
-        obj.insert("seccomp_policy".into(), json!("default"));
-        obj.insert("seccomp_profile_path".into(), json!("unconfined"));
     }
     if let Some(userns) = &spec.userns {
         obj.insert("userns".into(), json!({"nsmode": userns}));

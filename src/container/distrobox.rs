@@ -31,11 +31,6 @@ pub fn create_command(spec: &ContainerSpec, rootful: bool) -> Vec<String> {
     for (k, v) in &spec.labels {
         flags.push(shell::line(&["--label".to_string(), format!("{k}={v}")]));
     }
-    for s in &spec.security_opt {
-        if s.starts_with("seccomp") {
-            flags.push(format!("--security-opt {s}"));
-        }
-    }
     let mut argv = vec![
         "distrobox".to_string(),
         "create".into(),

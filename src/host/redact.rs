@@ -40,12 +40,29 @@ const SERIAL_FILES: [&str; 8] = [
     "sys_image_guid",
 ];
 
-/// Rewrites every file of `tree`.
+/// Rewrites every file of `tree`: `/etc/passwd` and `/etc/group` cut to
+/// what doctor reads ([`accounts`]), then MACs (also inside `enx<MAC>`
+/// interface names, in paths and link targets too), GUIDs, hostnames,
+/// serials and, on request, addresses replaced.
 pub fn apply(tree: &mut Tree, how: &Redaction) {
+    accounts(tree);
     let mut r = Redactor::new(how);
     for text in texts(tree) {
         r.learn_macs(&text);
     }
+    for path in tree.keys() {
+        r.learn_macs(path);
+    }
+    let renamed: Tree = std::mem::take(tree)
+        .into_iter()
+        .map(|(path, mut entry)| {
+            if let Body::Link(target) = &entry.body {
+                entry.body = Body::Link(r.enx(&target.to_string_lossy()).into());
+            }
+            (r.enx(&path), entry)
+        })
+        .collect();
+    *tree = renamed;
     for (path, entry) in tree.iter_mut() {
         let Body::File(bytes) = &mut entry.body else {
             continue;
@@ -65,6 +82,71 @@ pub fn apply(tree: &mut Tree, how: &Redaction) {
             out = r.route_table(&out);
         }
         *bytes = out.into_bytes();
+    }
+}
+
+/// Cuts `/etc/passwd` and `/etc/group` to the entries doctor reads: the
+/// invoking user's (the uid of the snapshot's `/proc/self/status`; its
+/// GECOS field emptied), and the groups that are a device group, one of
+/// the user's gids, or list the user (their member lists keep only the
+/// user). Everyone else on the host stays out of the snapshot.
+fn accounts(tree: &mut Tree) {
+    let text = |tree: &Tree, path: &str| match tree.get(path).map(|e| &e.body) {
+        Some(Body::File(b)) => Some(String::from_utf8_lossy(b).into_owned()),
+        _ => None,
+    };
+    let (uid, gid, gids) = text(tree, "/proc/self/status")
+        .map(|s| super::users::parse_status_ids(&s))
+        .unwrap_or((None, None, Vec::new()));
+    let mut name = None;
+    if let Some(passwd) = text(tree, "/etc/passwd") {
+        let mine: String = passwd
+            .lines()
+            .filter(|l| uid.is_some() && l.split(':').nth(2).and_then(|u| u.parse().ok()) == uid)
+            .take(1)
+            .map(|l| {
+                let mut f: Vec<&str> = l.split(':').collect();
+                if f.len() >= 5 {
+                    f[1] = "x";
+                    f[4] = "";
+                }
+                name = f.first().map(|n| n.to_string());
+                f.join(":") + "\n"
+            })
+            .collect();
+        set_file(tree, "/etc/passwd", mine);
+    }
+    if let Some(group) = text(tree, "/etc/group") {
+        let kept: String = group
+            .lines()
+            .filter_map(|l| {
+                let f: Vec<&str> = l.split(':').collect();
+                let (n, g) = (*f.first()?, f.get(2)?.parse::<u32>().ok()?);
+                let members = f.get(3).copied().unwrap_or("");
+                let listed = name
+                    .as_deref()
+                    .is_some_and(|u| members.split(',').any(|m| m == u));
+                let keep = super::users::DEVICE_GROUPS.contains(&n)
+                    || gid == Some(g)
+                    || gids.contains(&g)
+                    || listed;
+                keep.then(|| {
+                    let member = if listed {
+                        name.as_deref().unwrap_or("")
+                    } else {
+                        ""
+                    };
+                    format!("{n}:x:{g}:{member}\n")
+                })
+            })
+            .collect();
+        set_file(tree, "/etc/group", kept);
+    }
+}
+
+fn set_file(tree: &mut Tree, path: &str, text: String) {
+    if let Some(e) = tree.get_mut(path) {
+        e.body = Body::File(text.into_bytes());
     }
 }
 
@@ -93,18 +175,35 @@ impl<'a> Redactor<'a> {
     }
 
     /// Numbers every MAC in order of first appearance: `02:00:00:00:00:01`, …
+    /// (colon form, and the hex digits of an `enx<MAC>` interface name).
     fn learn_macs(&mut self, text: &str) {
-        for token in tokens(text) {
-            if let Some(mac) = parse_mac(token)
-                && !self.macs.contains_key(&mac)
-                && mac != [0; 6]
-                && mac != [0xff; 6]
-            {
+        let macs: Vec<[u8; 6]> = tokens(text)
+            .filter_map(parse_mac)
+            .chain(enx_names(text).into_iter().map(|(_, mac)| mac))
+            .collect();
+        for mac in macs {
+            if !self.macs.contains_key(&mac) && mac != [0; 6] && mac != [0xff; 6] {
                 let n = self.macs.len() as u32 + 1;
                 let b = n.to_be_bytes();
                 self.macs.insert(mac, [0x02, 0, b[0], b[1], b[2], b[3]]);
             }
         }
+    }
+
+    /// `text` with the MAC inside every `enx<MAC>` interface name replaced
+    /// (as udev names USB network adapters).
+    fn enx(&self, text: &str) -> String {
+        let mut out = String::with_capacity(text.len());
+        let mut last = 0;
+        for (at, mac) in enx_names(text) {
+            if let Some(new) = self.macs.get(&mac) {
+                out.push_str(&text[last..at]);
+                out.push_str(&new.iter().map(|b| format!("{b:02x}")).collect::<String>());
+                last = at + 12;
+            }
+        }
+        out.push_str(&text[last..]);
+        out
     }
 
     fn text(&mut self, text: &str) -> String {
@@ -118,7 +217,7 @@ impl<'a> Redactor<'a> {
             }
         }
         out.push_str(&text[last..]);
-        self.hostnames(&out)
+        self.hostnames(&self.enx(&out))
     }
 
     fn token(&mut self, token: &str) -> Option<String> {
@@ -352,6 +451,29 @@ fn tokens(text: &str) -> impl Iterator<Item = &str> {
     token_spans(text).map(|(_, t)| t)
 }
 
+/// Where each `enx<MAC>` interface name's 12 hex digits start, and the MAC
+/// they spell: `enx` not inside a longer name, then exactly 12 hex digits.
+fn enx_names(text: &str) -> Vec<(usize, [u8; 6])> {
+    let b = text.as_bytes();
+    let is_name = |c: u8| c.is_ascii_alphanumeric() || c == b'_' || c == b'-';
+    text.match_indices("enx")
+        .filter_map(|(at, _)| {
+            let start = at + 3;
+            let hex = b.get(start..start + 12)?;
+            let clean_before = at == 0 || !is_name(b[at - 1]);
+            let clean_after = b.get(start + 12).is_none_or(|c| !is_name(*c));
+            if !(clean_before && clean_after && hex.iter().all(u8::is_ascii_hexdigit)) {
+                return None;
+            }
+            let mut mac = [0u8; 6];
+            for (i, m) in mac.iter_mut().enumerate() {
+                *m = u8::from_str_radix(&text[start + 2 * i..start + 2 * i + 2], 16).ok()?;
+            }
+            Some((start, mac))
+        })
+        .collect()
+}
+
 /// `aa:bb:cc:dd:ee:ff` (either case).
 fn parse_mac(token: &str) -> Option<[u8; 6]> {
     let parts: Vec<&str> = token.split(':').collect();
@@ -494,6 +616,83 @@ mod tests {
         let dst = route.lines().nth(1).unwrap().split('\t').nth(1).unwrap();
         let dst = Ipv4Addr::from(u32::from_str_radix(dst, 16).unwrap().swap_bytes());
         assert_eq!(u32::from(dst), u32::from(a) & 0xffff_fffc);
+    }
+
+    fn file(text: &str) -> super::super::snapshot::Entry {
+        super::super::snapshot::Entry {
+            mode: 0o644,
+            mtime: 0,
+            body: Body::File(text.as_bytes().to_vec()),
+        }
+    }
+
+    fn body(tree: &Tree, path: &str) -> String {
+        match &tree[path].body {
+            Body::File(b) => String::from_utf8_lossy(b).into_owned(),
+            Body::Link(t) => t.display().to_string(),
+            Body::Dir => String::new(),
+        }
+    }
+
+    /// A USB adapter's `enx<MAC>` name loses its MAC everywhere (paths,
+    /// link targets, file text, the colon form in `address`), mapped as the
+    /// colon form is; `/etc/passwd` and `/etc/group` keep only what doctor
+    /// reads.
+    #[test]
+    fn enx_names_and_accounts_are_redacted() {
+        let mut tree = Tree::new();
+        let net = "/sys/class/net/enx00e04c680001";
+        tree.insert(format!("{net}/address"), file("00:e0:4c:68:00:01\n"));
+        tree.insert(
+            net.into(),
+            super::super::snapshot::Entry {
+                mode: 0o777,
+                mtime: 0,
+                body: Body::Link("../../devices/pci0000:00/usb2/2-1/net/enx00e04c680001".into()),
+            },
+        );
+        tree.insert(
+            "/proc/net/dev".into(),
+            file("enx00E04C680001: 1 2 3\nxenx00e04c680002: 0\n"),
+        );
+        tree.insert(
+            "/proc/self/status".into(),
+            file("Name:\thalobox\nUid:\t1000\t1000\t1000\t1000\nGid:\t1000\t1000\t1000\t1000\nGroups:\t27 1000 \n"),
+        );
+        tree.insert(
+            "/etc/passwd".into(),
+            file("root:x:0:0:root:/root:/bin/bash\nalice:x:1000:1000:Alice Liddell,,,:/home/alice:/bin/bash\nbob:x:1001:1001:Bob:/home/bob:/bin/zsh\n"),
+        );
+        tree.insert(
+            "/etc/group".into(),
+            file("root:x:0:\nsudo:x:27:alice,bob\nvideo:x:44:bob\nrender:x:105:alice,bob\nrdma:x:106:\nbob:x:1001:\nalice:x:1000:\nadm:x:4:bob\n"),
+        );
+        apply(&mut tree, &how(false));
+        let all: String = tree
+            .keys()
+            .map(|p| format!("{p}\n{}\n", body(&tree, p)))
+            .collect::<String>()
+            .to_lowercase();
+        assert!(!all.contains("00e04c680001"), "{all}");
+        assert!(!all.contains("00:e0:4c:68:00:01"), "{all}");
+        assert!(
+            all.contains("xenx00e04c680002"),
+            "not an interface name: {all}"
+        );
+        let net = "/sys/class/net/enx020000000001";
+        assert_eq!(
+            body(&tree, &format!("{net}/address")),
+            "02:00:00:00:00:01\n"
+        );
+        assert!(body(&tree, net).ends_with("/net/enx020000000001"));
+        assert_eq!(
+            body(&tree, "/etc/passwd"),
+            "alice:x:1000:1000::/home/alice:/bin/bash\n"
+        );
+        assert_eq!(
+            body(&tree, "/etc/group"),
+            "sudo:x:27:alice\nvideo:x:44:\nrender:x:105:alice\nrdma:x:106:\nalice:x:1000:\n"
+        );
     }
 
     #[test]

@@ -62,6 +62,7 @@ impl FileFacts {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ModelFacts {
     /// The commit the revision names here; `None`: no such ref or snapshot.
+    #[serde(default, deserialize_with = "some_commit")]
     pub commit: Option<String>,
     /// Refs and their commits.
     pub refs: Vec<(String, String)>,
@@ -167,7 +168,9 @@ pub fn read(hub: &Path, model: &ModelRef, mode: HashMode) -> Result<NodeFacts, S
 pub struct Held {
     /// `ORG/NAME`.
     pub id: String,
-    /// The snapshot's commit.
+    /// The snapshot's commit (40 hex digits: checked when a node's report
+    /// is read).
+    #[serde(deserialize_with = "commit")]
     pub commit: String,
     /// Refs naming it.
     pub refs: Vec<String>,
@@ -180,6 +183,27 @@ pub struct Held {
     /// Every file has a fresh hash in the record, and LFS files' hashes
     /// match their names.
     pub verified: bool,
+}
+
+/// A node's `commit`, refused unless it is 40 hex digits (what is shown of
+/// it is sliced from the start).
+fn commit<'de, D: serde::Deserializer<'de>>(d: D) -> Result<String, D::Error> {
+    let c = String::deserialize(d)?;
+    if cache::is_commit(&c) {
+        Ok(c)
+    } else {
+        Err(serde::de::Error::custom(format!(
+            "commit {:?} is not a 40-hex commit id",
+            c.chars().take(64).collect::<String>()
+        )))
+    }
+}
+
+/// [`commit`], or none.
+fn some_commit<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<String>, D::Error> {
+    #[derive(Deserialize)]
+    struct C(#[serde(deserialize_with = "commit")] String);
+    Ok(Option::<C>::deserialize(d)?.map(|c| c.0))
 }
 
 /// Every model snapshot in a node's hub, for `model ls`.
@@ -304,4 +328,40 @@ pub fn remove(hub: &Path, id: &str) -> Result<Removed, String> {
     }
     let _ = std::fs::remove_file(record::path(hub, &cache::folder_of(id)));
     Ok(Removed { freed })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A node's `node-list` report with a short `commit` (which `model ls`
+    /// sliced to 12 characters, and panicked) is refused when it is read,
+    /// with the value named; a well-formed one reads.
+    #[test]
+    fn a_nodes_short_commit_is_refused_when_read() {
+        let held = |commit: &str| {
+            format!(
+                r#"{{"hub": "/h", "free": 1, "models": [{{"id": "a/b", "commit": "{commit}", "refs": [], "size": 1, "files": 1, "complete": true, "verified": true}}]}}"#
+            )
+        };
+        let e = crate::remote::parse_json::<Holdings>(&held("abc")).unwrap_err();
+        assert!(
+            e.to_string().contains("\"abc\" is not a 40-hex commit id"),
+            "{e}"
+        );
+        assert!(crate::remote::parse_json::<Holdings>(&held("../x/y")).is_err());
+        let good = "0123456789abcdef0123456789abcdef01234567";
+        let h: Holdings = crate::remote::parse_json(&held(good)).unwrap();
+        assert_eq!(h.models[0].commit, good);
+        let facts = |commit: &str| {
+            format!(
+                r#"{{"hub": "/h", "free": 1, "model": {{"commit": {commit}, "refs": [], "commits": [], "files": []}}}}"#
+            )
+        };
+        assert!(crate::remote::parse_json::<NodeFacts>(&facts("\"abc\"")).is_err());
+        let none: NodeFacts = crate::remote::parse_json(&facts("null")).unwrap();
+        assert_eq!(none.model.unwrap().commit, None);
+        let some: NodeFacts = crate::remote::parse_json(&facts(&format!("\"{good}\""))).unwrap();
+        assert_eq!(some.model.unwrap().commit.as_deref(), Some(good));
+    }
 }

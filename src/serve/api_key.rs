@@ -118,6 +118,20 @@ mod tests {
         assert!(no_key_warning(&f, "10.0.0.1".parse().unwrap()).is_none());
     }
 
+    /// A planted link in place of the key file is not used: `serve` would
+    /// otherwise send the planter's key (or read any file of the user's).
+    #[test]
+    fn a_linked_key_file_is_refused() {
+        let dir = tempfile::tempdir().unwrap();
+        let real = dir.path().join("mine");
+        auth::write_private(&real, &format!("{}\n", "ab".repeat(32))).unwrap();
+        let p = path(&dir.path().join("c.toml"));
+        std::os::unix::fs::symlink(&real, &p).unwrap();
+        let e = load(&Source::File(p), None).unwrap_err().to_string();
+        assert!(e.contains("is a symbolic link: not used"), "{e}");
+        assert!(!e.contains(&"ab".repeat(32)), "{e}");
+    }
+
     #[test]
     fn the_cluster_key_is_made_once_and_kept_private() {
         use std::os::unix::fs::PermissionsExt;

@@ -25,6 +25,9 @@ pub struct Status {
     pub nodes: Vec<String>,
     /// `/health` answered 200.
     pub healthy: bool,
+    /// Whether the foreground halobox that watches it still runs (absent
+    /// when detached, or not recorded).
+    pub watched: Option<bool>,
 }
 
 /// The status of the serve of `cfg` (whose file is `path`).
@@ -43,6 +46,7 @@ pub fn status(cfg: &ClusterConfig, path: &Path) -> anyhow::Result<Status> {
             uptime_s: None,
             nodes: vec![],
             healthy: false,
+            watched: None,
         });
     };
     let api = rec
@@ -76,13 +80,25 @@ pub fn status(cfg: &ClusterConfig, path: &Path) -> anyhow::Result<Status> {
         EngineState::Exited(_) => "exited",
         EngineState::None => "stopped",
     };
+    let watched = watched(&rec);
     Ok(Status {
+        watched,
         state: word.into(),
         uptime_s: Some(now.saturating_sub(rec.started)),
         serve: Some(rec),
         nodes,
         healthy,
     })
+}
+
+/// Whether the foreground halobox that watches `rec` still runs (its pid
+/// and start time, as the engine's are checked); `None` when detached or
+/// not recorded.
+pub fn watched(rec: &ServeState) -> Option<bool> {
+    if rec.detached {
+        return None;
+    }
+    rec.watcher.map(|w| w.lives())
 }
 
 /// The status as text.
@@ -106,10 +122,17 @@ pub fn render(s: &Status) -> String {
         r.engine,
         r.pid,
         r.container,
-        if r.detached {
-            "detached"
-        } else {
-            "watched by a halobox serve in the foreground"
+        match (r.detached, s.watched, r.watcher) {
+            (true, ..) => "detached".to_string(),
+            (false, Some(false), Some(w)) => format!(
+                "its foreground halobox serve (pid {}) is gone: nothing watches it; `halobox serve stop` stops it",
+                w.pid
+            ),
+            (false, _, Some(w)) => format!(
+                "watched by a halobox serve in the foreground (pid {})",
+                w.pid
+            ),
+            (false, ..) => "watched by a halobox serve in the foreground".to_string(),
         },
         if s.nodes.is_empty() {
             "(none seen in its log)".into()
@@ -177,4 +200,76 @@ pub fn stop(cfg: &ClusterConfig, path: &Path) -> anyhow::Result<String> {
     let said = head.stop(Duration::from_secs(20))?;
     state::remove(path);
     Ok(said)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::serve::state::Process;
+
+    fn record(watcher: Option<Process>) -> ServeState {
+        ServeState {
+            cluster: "/c/cluster.toml".into(),
+            engine: "vllm".into(),
+            model: "m".into(),
+            endpoint: "http://10.0.0.1:8000".into(),
+            started: 0,
+            pid: 42,
+            container: "halobox".into(),
+            api_key: false,
+            detached: false,
+            watcher,
+            args: None,
+        }
+    }
+
+    /// A foreground serve killed with `kill -9` (a real process, killed and
+    /// reaped) no longer counts as watching: `serve status` says it is gone,
+    /// as it does for a pid now another process's (another start time).
+    #[test]
+    fn a_killed_foreground_serve_watches_nothing() {
+        let mut child = crate::proc::command("sleep").arg("300").spawn().unwrap();
+        let me = Process::this().unwrap();
+        // Field 22 of /proc/PID/stat, read here as the shell programs do.
+        let text = std::fs::read_to_string(format!("/proc/{}/stat", child.id())).unwrap();
+        let start = text
+            .rsplit_once(") ")
+            .unwrap()
+            .1
+            .split(' ')
+            .nth(19)
+            .unwrap();
+        let w = Process {
+            pid: child.id(),
+            start: start.parse().unwrap(),
+        };
+        assert_eq!(Process::of(child.id()), Some(w));
+        assert_eq!(watched(&record(Some(w))), Some(true));
+        let status = |w| Status {
+            state: "serving".into(),
+            serve: Some(record(Some(w))),
+            uptime_s: Some(1),
+            nodes: vec![],
+            healthy: true,
+            watched: watched(&record(Some(w))),
+        };
+        assert!(render(&status(w)).contains(&format!(
+            "watched by a halobox serve in the foreground (pid {})",
+            w.pid
+        )));
+        child.kill().unwrap();
+        child.wait().unwrap();
+        assert_eq!(watched(&record(Some(w))), Some(false));
+        let text = render(&status(w));
+        assert!(text.contains("is gone: nothing watches it"), "{text}");
+        let reused = Process {
+            start: me.start + 1,
+            ..me
+        };
+        assert_eq!(watched(&record(Some(reused))), Some(false));
+        assert_eq!(watched(&record(Some(me))), Some(true));
+        let mut detached = record(Some(me));
+        detached.detached = true;
+        assert_eq!(watched(&detached), None);
+    }
 }

@@ -180,7 +180,7 @@ impl Head {
             return Ok(line);
         }
         anyhow::bail!(
-            "could not stop the engine in container {} on the head ({}): {}\n  hint: `halobox enter {} -- sh -c 'kill $(cat {}/engine.pid)'`",
+            "could not stop the engine in container {} on the head ({}): {}\n  hint: `halobox enter {} -- sh -c 'read pid start <{}/engine.pid; kill -TERM \"$pid\"'`",
             self.container,
             self.label,
             crate::remote::tail(&done.output, 3),

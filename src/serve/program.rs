@@ -18,22 +18,57 @@ pub const LOG: &str = "/tmp/halobox-serve-UID/engine.log";
 /// reap it, so `kill -0` alone would call a dead engine alive).
 pub const ALIVE_FN: &str = r#"alive() { [ -r "/proc/$1/stat" ] || return 1; case "$(sed 's/^.*) //' "/proc/$1/stat" 2>/dev/null)" in Z*|X*|x*|'') return 1 ;; esac; return 0; }"#;
 
+/// The shell functions the programs trust a pid file with, after
+/// [`ALIVE_FN`]:
+/// - `started PID`: the process's start time (`/proc/PID/stat` field 22,
+///   fixed at fork; empty when there is no such process);
+/// - `owndir`: `$d` is a folder of this user's own, not a link (else a
+///   message and exit 95: toolbox and distrobox share the host's `/tmp`,
+///   where another user could plant one);
+/// - `readpid FILE`: sets `pid` and `start` from a file of this user's own
+///   (not a link) holding `PID START`; fails when there is none, and on a
+///   pid that is not a number above 1 (`kill -1` would reach every process);
+/// - `same`: process `$pid` is the one started at `$start` (a reused pid
+///   never is);
+/// - `mygroup`: the process group `-$pid` can only be the one halobox
+///   started: its leader is that process, or its number is still taken by
+///   the group (the kernel reuses no pid a group still holds).
+pub const PID_FNS: &str = r#"started() { _s=$(sed 's/^.*) //' "/proc/$1/stat" 2>/dev/null) || return 1; set -- $_s; [ "$#" -ge 20 ] || return 1; shift 19; echo "$1"; }; owndir() { if [ -L "$d" ] || [ ! -d "$d" ] || [ ! -O "$d" ]; then echo "halobox: $d is not this user's own folder: remove it" >&2; exit 95; fi; }; readpid() { pid=; start=; [ -f "$1" ] && [ ! -L "$1" ] && [ -O "$1" ] || return 1; read -r pid start <"$1"; case "$pid" in ''|*[!0-9]*) pid=; return 1 ;; esac; [ "$pid" -gt 1 ] || { pid=; return 1; }; }; same() { [ -n "$start" ] && [ "$(started "$pid")" = "$start" ]; }; mygroup() { same || [ ! -e "/proc/$pid" ]; }"#;
+
+/// The pid file `FILE` as `PID START` for the process `$!` (`$1` the file).
+pub(crate) const RECORD_FN: &str = r#"record() { echo "$! $(started "$!")" >"$1"; }"#;
+
+/// Shell that reads the pid file `$d/NAME` for `state` and `stop`: prints
+/// `none` and exits when there is no engine to look at (no folder, no
+/// file, or one that names no engine: removed, with a word on stderr).
+pub(crate) fn read_pid_file(name: &str) -> String {
+    format!(
+        "if [ ! -e \"$d\" ] && [ ! -L \"$d\" ]; then echo none; exit 0; fi; owndir; \
+         if ! readpid \"$d/{name}\"; then \
+         if [ -e \"$d/{name}\" ] || [ -L \"$d/{name}\" ]; then echo \"halobox: $d/{name} names no process halobox started: removed\" >&2; rm -f \"$d/{name}\"; fi; \
+         echo none; exit 0; fi; "
+    )
+}
+
 /// Starts `"$@"` detached (its own session, so a stop reaches its whole
 /// process group) with stdin from /dev/null and its output in [`LOG`];
-/// first refuses when an engine halobox started runs there already (exit
-/// 94), removes the compile cache when `clear_cache` (`cache` is the path as
+/// first takes the folder's start lock (`flock`, held until the pid is
+/// written: a second start at the same moment is refused, exit 94) and
+/// refuses when an engine halobox started runs there already (exit 94),
+/// removes the compile cache when `clear_cache` (`cache` is the path as
 /// the shell expands it), and reads each of `secrets` from one stdin line into
 /// the environment (exit 97 when a line is missing), and exports Ray's
-/// token variables when the container holds the cluster's token. Prints
-/// `halobox-serve-pid PID`. A `check` (a shell fragment) runs right after
-/// the running-engine test, before anything is changed: it refuses the
-/// start by printing `halobox-check WORD` and exiting [`CHECK_REFUSED`].
+/// token variables when the container holds the cluster's token. Records
+/// `PID START` (see [`PID_FNS`]) and prints `halobox-serve-pid PID`. A
+/// `check` (a shell fragment) runs right after the running-engine test,
+/// before anything is changed: it refuses the start by printing
+/// `halobox-check WORD` and exiting [`CHECK_REFUSED`].
 pub fn start(secrets: &[String], clear_cache: Option<&str>, check: Option<&str>) -> String {
     let mut s = format!(
-        "{ALIVE_FN}; d=\"{DIR}\"; mkdir -p -m 0700 \"$d\" || exit 95; \
-         if [ ! -O \"$d\" ] || [ -L \"$d\" ]; then echo \"halobox: $d is not this user's own folder: remove it\" >&2; exit 95; fi; \
-         if [ -f \"$d/engine.pid\" ] && alive \"$(cat \"$d/engine.pid\")\"; then \
-         echo \"halobox: an engine started by halobox serve already runs in this container (pid $(cat \"$d/engine.pid\"))\" >&2; exit 94; fi; "
+        "{ALIVE_FN}; {PID_FNS}; {RECORD_FN}; d=\"{DIR}\"; mkdir -p -m 0700 \"$d\" || exit 95; owndir; \
+         {LOCK}; \
+         if readpid \"$d/engine.pid\" && alive \"$pid\" && same; then \
+         echo \"halobox: an engine started by halobox serve already runs in this container (pid $pid)\" >&2; exit 94; fi; "
     );
     if let Some(check) = check {
         s.push_str(check);
@@ -53,25 +88,38 @@ pub fn start(secrets: &[String], clear_cache: Option<&str>, check: Option<&str>)
     s.push_str(
         "ls /dev/shm 2>/dev/null | grep '^psm_' >\"$d/shm.before\"; \
          : >\"$d/engine.log\"; \
-         setsid \"$@\" </dev/null >>\"$d/engine.log\" 2>&1 & \
-         echo $! >\"$d/engine.pid\"; echo \"halobox-serve-pid $!\"",
+         setsid \"$@\" </dev/null >>\"$d/engine.log\" 2>&1 9>&- & \
+         record \"$d/engine.pid\"; echo \"halobox-serve-pid $!\"",
     );
     s
 }
+
+/// Takes `$d/start.lock` on fd 9 for the rest of the program, without
+/// waiting: another start holding it is refused (exit 94). A container
+/// without `flock` starts unlocked, and says so.
+const LOCK: &str = "if command -v flock >/dev/null 2>&1; then exec 9>>\"$d/start.lock\" || exit 95; \
+     flock -n 9 || { echo \"halobox: another halobox serve is starting an engine in this container right now\" >&2; exit 94; }; \
+     else echo \"halobox: no flock in this container: a second serve started at this moment would not be refused\" >&2; fi";
 
 /// The start program's exit status when its check refused the start.
 pub const CHECK_REFUSED: i32 = 98;
 
 /// Prints `running PID`, `exited PID` or `none` (no engine started here).
+/// A pid whose process started at another time than recorded is a reused
+/// one: `exited`.
 pub fn state() -> String {
     format!(
-        "{ALIVE_FN}; d=\"{DIR}\"; [ -f \"$d/engine.pid\" ] || {{ echo none; exit 0; }}; \
-         pid=$(cat \"$d/engine.pid\"); if alive \"$pid\"; then echo \"running $pid\"; else echo \"exited $pid\"; fi"
+        "{ALIVE_FN}; {PID_FNS}; d=\"{DIR}\"; {read}\
+         if alive \"$pid\" && same; then echo \"running $pid\"; else echo \"exited $pid\"; fi",
+        read = read_pid_file("engine.pid")
     )
 }
 
 /// Stops the engine: SIGTERM to its process group, up to `$1` seconds for
 /// it to end, then SIGKILL, and SIGKILL to whatever of its group is left.
+/// Only a process that [`PID_FNS`]' `same` says is the one halobox started
+/// is signalled (its group only while `mygroup`): never a reused pid, never
+/// pid 1 or below, never from a file another user planted.
 /// The group is named `kill -SIG -PID`: dash (Debian's and Ubuntu's
 /// `/bin/sh`) refuses the `--` of `kill -SIG -- -PID`. Then it removes its pid file and the `/dev/shm`
 /// `psm_*` segments that were not there before it started (vLLM leaves two
@@ -79,15 +127,16 @@ pub fn state() -> String {
 /// ended already) or `none`.
 pub fn stop() -> String {
     format!(
-        "{ALIVE_FN}; d=\"{DIR}\"; grace=${{1:-30}}; [ -f \"$d/engine.pid\" ] || {{ echo none; exit 0; }}; \
-         pid=$(cat \"$d/engine.pid\"); word=gone; \
-         if alive \"$pid\"; then word=stopped; kill -TERM \"-$pid\" 2>/dev/null || kill -TERM \"$pid\" 2>/dev/null; \
-         i=0; while alive \"$pid\" && [ \"$i\" -lt \"$((grace * 5))\" ]; do sleep 0.2; i=$((i + 1)); done; \
-         if alive \"$pid\"; then kill -KILL \"-$pid\" 2>/dev/null || kill -KILL \"$pid\" 2>/dev/null; sleep 0.5; fi; fi; \
-         kill -KILL \"-$pid\" 2>/dev/null; \
+        "{ALIVE_FN}; {PID_FNS}; d=\"{DIR}\"; grace=${{1:-30}}; {read}\
+         word=gone; \
+         if alive \"$pid\" && same; then word=stopped; kill -TERM \"-$pid\" 2>/dev/null || kill -TERM \"$pid\" 2>/dev/null; \
+         i=0; while alive \"$pid\" && same && [ \"$i\" -lt \"$((grace * 5))\" ]; do sleep 0.2; i=$((i + 1)); done; \
+         if alive \"$pid\" && same; then kill -KILL \"-$pid\" 2>/dev/null || kill -KILL \"$pid\" 2>/dev/null; sleep 0.5; fi; fi; \
+         if mygroup; then kill -KILL \"-$pid\" 2>/dev/null; fi; \
          for f in $(ls /dev/shm 2>/dev/null | grep '^psm_'); do \
          grep -qx \"$f\" \"$d/shm.before\" 2>/dev/null || rm -f \"/dev/shm/$f\"; done; \
-         rm -f \"$d/engine.pid\"; echo \"$word $pid\""
+         rm -f \"$d/engine.pid\"; echo \"$word $pid\"",
+        read = read_pid_file("engine.pid")
     )
 }
 
@@ -98,9 +147,10 @@ pub fn stop() -> String {
 /// engine's life, `serve --detach`'s reader ends with the engine.
 pub fn logs() -> String {
     format!(
-        "d=\"{DIR}\"; f=\"$d/engine.log\"; [ -f \"$f\" ] || {{ echo \"halobox: no engine log in this container ($f)\" >&2; exit 3; }}; \
+        "{PID_FNS}; d=\"{DIR}\"; f=\"$d/engine.log\"; if [ -e \"$d\" ] || [ -L \"$d\" ]; then owndir; fi; \
+         [ -f \"$f\" ] || {{ echo \"halobox: no engine log in this container ($f)\" >&2; exit 3; }}; \
          [ \"$2\" = -f ] || exec tail -n \"${{1:-100}}\" \"$f\"; \
-         pid=$(cat \"$d/engine.pid\" 2>/dev/null); \
+         readpid \"$d/engine.pid\"; \
          if [ -n \"$pid\" ] && tail --pid=\"$pid\" -n 0 /dev/null 2>/dev/null; then exec tail -n \"${{1:-100}}\" -F --pid=\"$pid\" \"$f\"; fi; \
          exec tail -n \"${{1:-100}}\" -F \"$f\""
     )
@@ -264,6 +314,184 @@ mod tests {
         std::thread::sleep(std::time::Duration::from_millis(300));
         let log = std::fs::read_to_string(dir.path().join("engine.log")).unwrap();
         assert_eq!(log, "hf_secret|key secret|\n");
+    }
+
+    /// A real `sleep` in its own process group, for the stop programs to
+    /// find or spare; killed and reaped when dropped.
+    struct Sleeper(std::process::Child);
+
+    impl Sleeper {
+        fn new() -> Sleeper {
+            use std::os::unix::process::CommandExt as _;
+            Sleeper(
+                crate::proc::command("sleep")
+                    .arg("300")
+                    .process_group(0)
+                    .spawn()
+                    .unwrap(),
+            )
+        }
+        fn pid(&self) -> u32 {
+            self.0.id()
+        }
+        fn lives(&mut self) -> bool {
+            self.0.try_wait().unwrap().is_none()
+        }
+    }
+
+    impl Drop for Sleeper {
+        fn drop(&mut self) {
+            let _ = self.0.kill();
+            let _ = self.0.wait();
+        }
+    }
+
+    /// A pid file that names a live process halobox did not start (a pid
+    /// file without the start time, and one whose start time is not the
+    /// process's: its pid was reused) is never signalled, nor its group;
+    /// `state` calls it exited.
+    #[test]
+    fn a_reused_pid_is_never_signalled() {
+        let dir = tempfile::tempdir().unwrap();
+        let pidfile = dir.path().join("engine.pid");
+        let mut other = Sleeper::new();
+        for text in [
+            format!("{}\n", other.pid()),
+            format!("{} 12345\n", other.pid()),
+        ] {
+            std::fs::write(&pidfile, &text).unwrap();
+            assert_eq!(
+                sh(&state(), &[], dir.path()),
+                format!("exited {}", other.pid()),
+                "{text}"
+            );
+            assert_eq!(
+                sh(&stop(), &["1"], dir.path()),
+                format!("gone {}", other.pid()),
+                "{text}"
+            );
+            std::thread::sleep(std::time::Duration::from_millis(300));
+            assert!(
+                other.lives(),
+                "stop signalled a process it did not start ({text})"
+            );
+        }
+        let rpc = dir.path().join("rpc.pid");
+        std::fs::write(&rpc, format!("{}\n", other.pid())).unwrap();
+        let said = sh(&super::super::rpc::stop(), &[], dir.path());
+        assert_eq!(said, format!("gone {}", other.pid()));
+        std::thread::sleep(std::time::Duration::from_millis(300));
+        assert!(
+            other.lives(),
+            "the RPC stop signalled a process it did not start"
+        );
+    }
+
+    /// `echo 1 > engine.pid` does not make `stop` run `kill -TERM -1`: in a
+    /// pid namespace of its own (where `-1` reaches only its processes), a
+    /// sleeper beside the stop program lives on.
+    #[test]
+    fn pid_one_is_refused() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(dir.path().join("engine.pid"), "1\n").unwrap();
+        let program = stop().replace(DIR, &dir.path().display().to_string());
+        let out = crate::proc::command("unshare")
+            .args(["--pid", "--fork", "--mount-proc", "sh", "-c"])
+            .arg(
+                "sleep 300 & s=$!; sh -c \"$1\" halobox-serve 1; sleep 0.3; \
+                 if kill -0 \"$s\" 2>/dev/null; then echo lives; kill \"$s\"; else echo killed; fi",
+            )
+            .args(["ns", &program])
+            .output()
+            .unwrap();
+        let text = String::from_utf8_lossy(&out.stdout);
+        assert!(out.status.success(), "{out:?}");
+        assert_eq!(
+            text.lines().collect::<Vec<_>>(),
+            ["none", "lives"],
+            "{out:?}"
+        );
+    }
+
+    /// A pid file or folder another user made (toolbox and distrobox share
+    /// the host's `/tmp`) is not trusted: the file is ignored, the folder
+    /// refused, and the process they name lives on.
+    #[test]
+    fn planted_files_are_not_trusted() {
+        let dir = tempfile::tempdir().unwrap();
+        let started = sh(&start(&[], None, None), &["sleep", "300"], dir.path());
+        let pid: u32 = started
+            .strip_prefix("halobox-serve-pid ")
+            .unwrap()
+            .parse()
+            .unwrap();
+        let pidfile = dir.path().join("engine.pid");
+        let record = std::fs::read_to_string(&pidfile).unwrap();
+        let alive = || {
+            std::fs::read_to_string(format!("/proc/{pid}/stat"))
+                .is_ok_and(|s| !s.rsplit_once(") ").is_some_and(|(_, r)| r.starts_with('Z')))
+        };
+        // Another user's file (this test runs as root: uid 4242 is not it).
+        let other = nix::unistd::Uid::from_raw(4242);
+        std::fs::remove_file(&pidfile).unwrap();
+        std::fs::write(&pidfile, &record).unwrap();
+        nix::unistd::chown(&pidfile, Some(other), None).unwrap();
+        let out = sh(&state(), &[], dir.path());
+        assert!(
+            out.starts_with("nonehalobox: ") && out.contains("names no process halobox started"),
+            "{out}"
+        );
+        // A link to a file of this user's own is no better.
+        let elsewhere = tempfile::tempdir().unwrap();
+        let real = elsewhere.path().join("pid");
+        std::fs::write(&real, &record).unwrap();
+        std::fs::remove_file(&pidfile).ok();
+        std::os::unix::fs::symlink(&real, &pidfile).unwrap();
+        let out = sh(&stop(), &["1"], dir.path());
+        assert!(out.starts_with("nonehalobox: "), "{out}");
+        assert!(alive(), "stop signalled the pid of a linked file");
+        // The folder itself another user's.
+        std::fs::remove_file(&pidfile).ok();
+        std::fs::write(&pidfile, &record).unwrap();
+        nix::unistd::chown(dir.path(), Some(other), None).unwrap();
+        let out = sh(&stop(), &["1"], dir.path());
+        assert!(out.contains("is not this user's own folder"), "{out}");
+        assert!(alive(), "stop signalled from another user's folder");
+        nix::unistd::chown(dir.path(), Some(nix::unistd::getuid()), None).unwrap();
+        assert_eq!(sh(&stop(), &["5"], dir.path()), format!("stopped {pid}"));
+    }
+
+    /// Two starts at the same moment (each one's check takes a second, so
+    /// they overlap): one engine starts, the other is refused (94).
+    #[test]
+    fn two_starts_at_once_start_one_engine() {
+        let dir = tempfile::tempdir().unwrap();
+        let program =
+            start(&[], None, Some("sleep 1")).replace(DIR, &dir.path().display().to_string());
+        let spawn = || {
+            crate::proc::command("sh")
+                .arg("-c")
+                .arg(&program)
+                .args(["halobox-serve", "sleep", "300"])
+                .stdout(std::process::Stdio::piped())
+                .stderr(std::process::Stdio::piped())
+                .spawn()
+                .unwrap()
+        };
+        let (a, b) = (spawn(), spawn());
+        let outs = [a.wait_with_output().unwrap(), b.wait_with_output().unwrap()];
+        let started: Vec<_> = outs.iter().filter(|o| o.status.success()).collect();
+        let refused: Vec<_> = outs
+            .iter()
+            .filter(|o| o.status.code() == Some(94))
+            .collect();
+        let stopped = sh(&stop(), &["5"], dir.path());
+        assert_eq!((started.len(), refused.len()), (1, 1), "{outs:?}");
+        assert!(
+            String::from_utf8_lossy(&refused[0].stderr).contains("another halobox serve"),
+            "{outs:?}"
+        );
+        assert!(stopped.starts_with("stopped "), "{stopped}");
     }
 
     #[test]

@@ -10,7 +10,7 @@ use std::io::{self, Read, Write};
 use std::net::{SocketAddr, TcpStream};
 use std::time::Duration;
 
-use super::program::{ALIVE_FN, DIR};
+use super::program::{ALIVE_FN, DIR, PID_FNS, RECORD_FN};
 
 /// The RPC protocol major version halobox speaks its `HELLO` in (llama.cpp
 /// `RPC_PROTO_MAJOR_VERSION`, with 24 bytes of connection capabilities).
@@ -28,9 +28,8 @@ const CAPS: usize = 24;
 /// `halobox-rpc-pid PID BIN` (also when one halobox started runs already).
 pub fn start() -> String {
     format!(
-        "{ALIVE_FN}; d=\"{DIR}\"; mkdir -p -m 0700 \"$d\" || exit 95; \
-         if [ ! -O \"$d\" ] || [ -L \"$d\" ]; then echo \"halobox: $d is not this user's own folder: remove it\" >&2; exit 95; fi; \
-         if [ -f \"$d/rpc.pid\" ] && alive \"$(cat \"$d/rpc.pid\")\"; then echo \"halobox-rpc-pid $(cat \"$d/rpc.pid\") (already running)\"; exit 0; fi; \
+        "{ALIVE_FN}; {PID_FNS}; {RECORD_FN}; d=\"{DIR}\"; mkdir -p -m 0700 \"$d\" || exit 95; owndir; \
+         if readpid \"$d/rpc.pid\" && alive \"$pid\" && same; then echo \"halobox-rpc-pid $pid (already running)\"; exit 0; fi; \
          bin=$3; \
          if [ -z \"$bin\" ]; then \
          case \"$4\" in */*) for c in \"${{4%/*}}/ggml-rpc-server\" \"${{4%/*}}/rpc-server\"; do [ -x \"$c\" ] && {{ bin=$c; break; }}; done ;; esac; \
@@ -42,7 +41,7 @@ pub fn start() -> String {
          if listening; then echo \"halobox: port $2 is already taken in this node's network\" >&2; exit 99; fi; \
          : >\"$d/rpc.log\"; \
          setsid sh -c 'trap \"\" PIPE; exec \"$@\"' halobox-rpc \"$bin\" -H \"$1\" -p \"$2\" -c </dev/null >>\"$d/rpc.log\" 2>&1 & \
-         pid=$!; echo \"$pid\" >\"$d/rpc.pid\"; i=0; \
+         pid=$!; record \"$d/rpc.pid\"; i=0; \
          while [ \"$i\" -lt 50 ]; do \
          if ! alive \"$pid\"; then rm -f \"$d/rpc.pid\"; echo \"halobox: $bin ended at once:\" >&2; tail -n 5 \"$d/rpc.log\" >&2; exit 99; fi; \
          if listening; then echo \"halobox-rpc-pid $pid $bin\"; exit 0; fi; \
@@ -55,23 +54,24 @@ pub fn start() -> String {
 /// or `none`, then the last `$1` lines of its log.
 pub fn state() -> String {
     format!(
-        "{ALIVE_FN}; d=\"{DIR}\"; [ -f \"$d/rpc.pid\" ] || {{ echo none; exit 0; }}; \
-         pid=$(cat \"$d/rpc.pid\"); \
-         if alive \"$pid\"; then case \"$(sed 's/^.*) //' \"/proc/$pid/stat\" 2>/dev/null)\" in T*|t*) echo \"frozen $pid\" ;; *) echo \"running $pid\" ;; esac; \
-         else echo \"exited $pid\"; fi; tail -n \"${{1:-0}}\" \"$d/rpc.log\" 2>/dev/null; true"
+        "{ALIVE_FN}; {PID_FNS}; d=\"{DIR}\"; {read}\
+         if alive \"$pid\" && same; then case \"$(sed 's/^.*) //' \"/proc/$pid/stat\" 2>/dev/null)\" in T*|t*) echo \"frozen $pid\" ;; *) echo \"running $pid\" ;; esac; \
+         else echo \"exited $pid\"; fi; tail -n \"${{1:-0}}\" \"$d/rpc.log\" 2>/dev/null; true",
+        read = super::program::read_pid_file("rpc.pid")
     )
 }
 
 /// Stops the RPC server (SIGTERM and SIGCONT, 5 s, then SIGKILL) and
-/// removes its pid file. Prints `stopped PID`, `gone PID` or `none`.
+/// removes its pid file; signals only the process halobox started (see
+/// [`PID_FNS`]). Prints `stopped PID`, `gone PID` or `none`.
 pub fn stop() -> String {
     format!(
-        "{ALIVE_FN}; d=\"{DIR}\"; [ -f \"$d/rpc.pid\" ] || {{ echo none; exit 0; }}; \
-         pid=$(cat \"$d/rpc.pid\"); word=gone; \
-         if alive \"$pid\"; then word=stopped; kill -TERM \"$pid\" 2>/dev/null; kill -CONT \"$pid\" 2>/dev/null; \
-         i=0; while alive \"$pid\" && [ \"$i\" -lt 25 ]; do sleep 0.2; i=$((i + 1)); done; \
-         if alive \"$pid\"; then kill -KILL \"$pid\" 2>/dev/null; sleep 0.3; fi; fi; \
-         rm -f \"$d/rpc.pid\"; echo \"$word $pid\""
+        "{ALIVE_FN}; {PID_FNS}; d=\"{DIR}\"; {read}word=gone; \
+         if alive \"$pid\" && same; then word=stopped; kill -TERM \"$pid\" 2>/dev/null; kill -CONT \"$pid\" 2>/dev/null; \
+         i=0; while alive \"$pid\" && same && [ \"$i\" -lt 25 ]; do sleep 0.2; i=$((i + 1)); done; \
+         if alive \"$pid\" && same; then kill -KILL \"$pid\" 2>/dev/null; sleep 0.3; fi; fi; \
+         rm -f \"$d/rpc.pid\"; echo \"$word $pid\"",
+        read = super::program::read_pid_file("rpc.pid")
     )
 }
 
@@ -245,7 +245,8 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let mut child = crate::proc::command("sleep").arg("300").spawn().unwrap();
         let pid = child.id();
-        std::fs::write(dir.path().join("rpc.pid"), pid.to_string()).unwrap();
+        let start = crate::serve::state::Process::of(pid).unwrap().start;
+        std::fs::write(dir.path().join("rpc.pid"), format!("{pid} {start}\n")).unwrap();
         assert_eq!(sh(&state(), &[], dir.path()), format!("running {pid}"));
         nix::sys::signal::kill(
             nix::unistd::Pid::from_raw(i32::try_from(pid).unwrap()),

@@ -30,10 +30,56 @@ pub struct ServeState {
     pub api_key: bool,
     /// Left running by `--detach` (else a foreground halobox watches it).
     pub detached: bool,
+    /// The foreground halobox that watches it (absent when detached, and
+    /// in a record of an older halobox).
+    #[serde(default)]
+    pub watcher: Option<Process>,
     /// The arguments that start it again (absent in a record of an older
     /// halobox).
     #[serde(default)]
     pub args: Option<ServeArgsRecord>,
+}
+
+/// A process on this machine, told apart from a later one that reuses its
+/// pid by its start time (`/proc/PID/stat` field 22, in clock ticks since
+/// boot).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Process {
+    /// Its pid.
+    pub pid: u32,
+    /// Its start time.
+    pub start: u64,
+}
+
+impl Process {
+    /// This halobox.
+    pub fn this() -> Option<Process> {
+        Process::of(std::process::id())
+    }
+
+    /// Process `pid` as it runs now (`None`: there is none).
+    pub fn of(pid: u32) -> Option<Process> {
+        Some(Process {
+            pid,
+            start: stat(pid)?.1,
+        })
+    }
+
+    /// Whether it still runs: its pid names a process that started at the
+    /// recorded time and is not a zombie (after `kill -9` the pid is gone,
+    /// a zombie, or another process's).
+    pub fn lives(&self) -> bool {
+        stat(self.pid).is_some_and(|(state, start)| start == self.start && !"ZXx".contains(state))
+    }
+}
+
+/// Process `pid`'s state letter and start time, from `/proc/PID/stat`.
+fn stat(pid: u32) -> Option<(char, u64)> {
+    let text = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    let (_, rest) = text.rsplit_once(") ")?;
+    let mut fields = rest.split_whitespace();
+    let state = fields.next()?.chars().next()?;
+    Some((state, fields.nth(18)?.parse().ok()?))
 }
 
 /// `serve`'s arguments as far as they shape the serve (no secret: those

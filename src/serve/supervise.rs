@@ -208,6 +208,11 @@ pub fn serve(s: &Start) -> anyhow::Result<Ended> {
         container: head.container.clone(),
         api_key: s.api_key.is_some(),
         detached: s.detach,
+        watcher: if s.detach {
+            None
+        } else {
+            state::Process::this()
+        },
         args: s.args.clone(),
     };
     if let Err(e) = state::save(s.cluster_path, &record) {

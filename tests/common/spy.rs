@@ -68,6 +68,7 @@ pub const SECRETS: &[(&str, &str)] = &[
     ("VLLM_API_KEY", "vllm_w10e_key_7d8e9f"),
     ("HALOBOX_REGISTRY_USER", "w10e_user_0a1b2c"),
     ("HALOBOX_REGISTRY_PASSWORD", "w10e_password_3d4e5f"),
+    ("LLAMA_API_KEY", "llama_w36_key_8a9b0c"),
 ];
 
 /// Panics when `record` holds any secret value.

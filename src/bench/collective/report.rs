@@ -253,7 +253,7 @@ pub fn derive(rec: &Record) -> Results {
             r.note.as_deref().unwrap_or("wrong values")
         ));
     }
-    Results {
+    printable(Results {
         schema_version: SCHEMA_VERSION,
         kind: "collective".into(),
         started_utc: rec.started_utc.clone(),
@@ -265,7 +265,47 @@ pub fn derive(rec: &Record) -> Results {
         rows,
         status: if failures.is_empty() { "ok" } else { "failed" }.into(),
         failures,
+    })
+}
+
+/// `res` with every text in it safe for a terminal
+/// ([`crate::remote::printable`], line breaks kept): the ranks' JSON is
+/// decoded before this, so a `\u001b` a rank (its Python comes from the
+/// image) or a saved run wrote is a real ESC until here. Every report, fresh
+/// or saved, text or JSON, passes through this.
+fn printable(mut res: Results) -> Results {
+    use crate::remote::printable_lines as clean;
+    let opt = |s: &mut Option<String>| {
+        if let Some(t) = s {
+            *t = clean(t);
+        }
+    };
+    for s in [
+        &mut res.kind,
+        &mut res.started_utc,
+        &mut res.backend,
+        &mut res.backend_why,
+        &mut res.cluster_transport,
+        &mut res.status,
+    ] {
+        *s = clean(s);
     }
+    for r in &mut res.ranks {
+        r.node = clean(&r.node);
+        r.status = clean(&r.status);
+        opt(&mut r.torch);
+        opt(&mut r.used);
+        opt(&mut r.error);
+    }
+    for r in &mut res.rows {
+        r.op = clean(&r.op);
+        r.status = clean(&r.status);
+        opt(&mut r.note);
+    }
+    for f in &mut res.failures {
+        *f = clean(f);
+    }
+    res
 }
 
 /// FAIL when the node's transport is RoCE/IB but RCCL ran on sockets.
@@ -566,6 +606,44 @@ mod tests {
         );
         assert_eq!(res.ranks[1].torch.as_deref(), Some("2.13.0"));
         assert!(human(&res).contains("backend gloo"));
+    }
+
+    /// A rank whose JSON carries `\u001b`, BEL and RLO escapes (its Python
+    /// comes from the image), fresh and read back from a saved run: no
+    /// control character reaches the report, text or JSON.
+    #[test]
+    fn a_hostile_ranks_escapes_never_reach_the_terminal() {
+        let evil = r"\u001b]0;pwned\u0007\u001b[2J\u202egnp.exe\u009b31m";
+        let rank0 = format!(
+            "{{\"event\": \"start\", \"rank\": 0, \"torch\": \"2.13{evil}\", \"backend\": \"gloo\", \"why\": \"w{evil}\"}}\n\
+             {{\"event\": \"error\", \"rank\": 0, \"kind\": \"no-gpu{evil}\", \"message\": \"bad{evil}\", \"python\": \"py{evil}\"}}\n"
+        );
+        let rec = record(
+            Resolved::Ethernet,
+            false,
+            vec![
+                (rank0, String::new()),
+                (lines(1, 100.0, true, "gloo"), String::new()),
+            ],
+        );
+        let dir = tempfile::tempdir().unwrap();
+        let fresh = derive(&rec);
+        crate::bench::collective::run::save(dir.path(), &rec, &fresh).unwrap();
+        let saved = derive(&crate::bench::collective::run::load(dir.path()).unwrap());
+        for res in [&fresh, &saved] {
+            assert_eq!(res.status, "failed");
+            let text = human(res);
+            assert!(text.contains("bad"), "{text}");
+            assert!(
+                !text
+                    .chars()
+                    .any(|c| (c.is_control() && c != '\n') || matches!(c, '\u{202e}' | '\u{9b}')),
+                "{text:?}"
+            );
+            // Every decoded string (what `--json` prints) too.
+            let debug = format!("{res:?}");
+            assert!(!debug.contains("\\u{"), "{debug}");
+        }
     }
 
     #[test]

@@ -511,6 +511,7 @@ mod tests {
             container: "vllm".into(),
             api_key: true,
             detached,
+            watcher: None,
             args: args.then(|| ServeArgsRecord {
                 model: "Qwen/Qwen3-0.6B".into(),
                 tp: Some(2),
