@@ -839,13 +839,13 @@ fn a_full_disk_leaves_no_partial_file() {
     let o = child.wait_with_output().unwrap();
     n.throttle('b', None);
     assert!(!o.status.success(), "{}", text(&o));
+    assert!(n.partials('b').is_empty(), "node b: {:?}", n.partials('b'));
     let e = String::from_utf8_lossy(&o.stderr);
     assert!(
         e.contains("node b (") && e.contains("the disk is full there"),
         "{}",
         text(&o)
     );
-    assert!(n.partials('b').is_empty(), "node b: {:?}", n.partials('b'));
     let b_repo = n.root('b').join(".cache/huggingface/hub").join(FOLDER);
     assert!(!b_repo.join("refs/main").exists(), "node b has refs/main");
     assert_eq!(contents(&n.repo('c')), want, "node c\n{}", text(&o));

@@ -326,11 +326,9 @@ fn one_name(name: &str) -> std::io::Result<&str> {
 }
 
 impl BlobDir {
-    /// Makes `blobs/` of `repo` when missing and opens it; an error when
-    /// it is a link.
+    /// Opens `blobs/` of `repo`; an error when it is a link.
     pub fn open(repo: &Repo) -> std::io::Result<BlobDir> {
         let path = repo.blobs();
-        std::fs::create_dir_all(&path)?;
         let fd = nix::fcntl::open(
             &path,
             OFlag::O_RDONLY | OFlag::O_DIRECTORY | OFlag::O_NOFOLLOW | OFlag::O_CLOEXEC,
@@ -601,6 +599,8 @@ mod tests {
     fn blobs_are_reached_only_inside_their_folder() {
         let d = tempfile::tempdir().unwrap();
         let repo = Repo::new(d.path(), "a/b");
+        assert!(BlobDir::open(&repo).is_err(), "no blobs/ yet");
+        std::fs::create_dir_all(repo.blobs()).unwrap();
         let blobs = BlobDir::open(&repo).unwrap();
         for bad in ["../x", "/x", "", ".."] {
             assert!(blobs.create_new(bad).is_err(), "{bad}");

@@ -337,7 +337,9 @@ pub fn receive(job: &Job, hub: &Path, out: &mut (dyn Write + Send)) -> Result<Re
         .ok_or("a receiver needs an address to listen on")?;
     let repo = Repo::new(hub, &job.id);
     let _lock = ReceiveLock::take(hub, &job.id)?;
-    let blobs = BlobDir::open(&repo).map_err(|e| format!("{}: {e}", repo.blobs().display()))?;
+    let blobs = std::fs::create_dir_all(repo.blobs())
+        .and_then(|()| BlobDir::open(&repo))
+        .map_err(|e| format!("{}: {e}", repo.blobs().display()))?;
     blobs.sweep_partials().map_err(|e| {
         format!(
             "removing what an earlier sync left in {}: {e}",
@@ -354,10 +356,9 @@ pub fn receive(job: &Job, hub: &Path, out: &mut (dyn Write + Send)) -> Result<Re
     writeln!(out, "listening {port}")
         .and_then(|()| out.flush())
         .map_err(|e| e.to_string())?;
-    let received = with_heartbeat("bytes", out, |count| {
+    let mut received = with_heartbeat("bytes", out, |count| {
         stream_in(job, hub, &repo, &blobs, &run, &token, l, count)
     })?;
-    let mut received = received;
     // The ref last, and only when every file of the snapshot is there.
     for f in &job.files {
         if blobs.regular(&f.blob).map(|(_, _, size)| size) != Some(f.size)
