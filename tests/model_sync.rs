@@ -68,6 +68,68 @@ impl Nodes {
         self.spawn(args).output().expect("run halobox")
     }
 
+    /// `halobox ARGS --cluster FILE` on node a.
+    fn halobox_with(&self, file: &Path, args: &[&str]) -> Output {
+        let mut all = args.to_vec();
+        all.extend(["--cluster", file.to_str().unwrap()]);
+        let mut c = self.nodes.spawn_halobox('a', &all);
+        c.env_remove("HF_HOME").env_remove("HF_HUB_CACHE");
+        c.output().expect("run halobox")
+    }
+
+    /// Node `x`'s /root as this machine sees it (through its PID 1, so
+    /// what is mounted there on the node shows).
+    fn root(&self, x: char) -> PathBuf {
+        PathBuf::from(format!("/proc/{}/root/root", self.nodes.pid(x)))
+    }
+
+    /// Partial files in node `x`'s blobs.
+    fn partials(&self, x: char) -> Vec<String> {
+        std::fs::read_dir(
+            self.root(x)
+                .join(".cache/huggingface/hub")
+                .join(FOLDER)
+                .join("blobs"),
+        )
+        .map(|rd| {
+            rd.flatten()
+                .map(|e| e.file_name().to_string_lossy().into_owned())
+                .filter(|n| n.ends_with(".halobox-partial"))
+                .collect()
+        })
+        .unwrap_or_default()
+    }
+
+    /// Waits (up to 60 s) until node `x` writes a partial file.
+    fn wait_for_partial(&self, x: char) {
+        let deadline = Instant::now() + Duration::from_secs(60);
+        while self.partials(x).is_empty() {
+            assert!(
+                Instant::now() < deadline,
+                "node {x} wrote no partial file within 60 s"
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
+    /// The pid (as this machine sees it) of the `halobox model node-receive`
+    /// running on node `x`.
+    fn receiver_pid(&self, x: char) -> Option<u32> {
+        let out = Command::new("ip")
+            .args(["netns", "pids", &self.nodes.ns(x)])
+            .output()
+            .unwrap();
+        String::from_utf8_lossy(&out.stdout)
+            .split_whitespace()
+            .find(|p| {
+                let c = std::fs::read(format!("/proc/{p}/cmdline")).unwrap_or_default();
+                let args: Vec<&[u8]> = c.split(|b| *b == 0).collect();
+                args.first() == Some(&env!("CARGO_BIN_EXE_halobox").as_bytes())
+                    && args.contains(&&b"node-receive"[..])
+            })
+            .and_then(|p| p.parse().ok())
+    }
+
     /// Limits what flows toward node `x` to `rate` (tc on the bridge port),
     /// or lifts the limit.
     fn throttle(&self, x: char, rate: Option<&str>) {
@@ -107,20 +169,29 @@ fn sha(b: &[u8]) -> String {
 /// The model in `repo` as the hub cache lays it out: LFS shards named by
 /// their sha256, config.json by a git blob id; the shard paths.
 fn make_model(repo: &Path) -> Vec<String> {
+    make_model_of(repo, SHARD)
+}
+
+/// The bytes of the model's config.json, and its blob name.
+const CONFIG: &[u8] = br#"{"architectures":["LlamaForCausalLM"],"hidden_size":64}"#;
+const CONFIG_BLOB: &str = "0123456789abcdef0123456789abcdef01234567";
+
+/// [`make_model`] with shards of `shard` bytes.
+fn make_model_of(repo: &Path, shard: usize) -> Vec<String> {
     let blobs = repo.join("blobs");
     let snap = repo.join("snapshots").join(COMMIT);
     std::fs::create_dir_all(&blobs).unwrap();
     std::fs::create_dir_all(&snap).unwrap();
     std::fs::create_dir_all(repo.join("refs")).unwrap();
     std::fs::write(repo.join("refs/main"), COMMIT).unwrap();
-    let config = br#"{"architectures":["LlamaForCausalLM"],"hidden_size":64}"#;
-    let cfg_blob = "0123456789abcdef0123456789abcdef01234567";
+    let config = CONFIG;
+    let cfg_blob = CONFIG_BLOB;
     std::fs::write(blobs.join(cfg_blob), config).unwrap();
     std::os::unix::fs::symlink(format!("../../blobs/{cfg_blob}"), snap.join("config.json"))
         .unwrap();
     let mut shards = vec![];
     for i in 1..=SHARDS {
-        let data = filler(SHARD, i as u64 * 7919);
+        let data = filler(shard, i as u64 * 7919);
         let blob = sha(&data);
         std::fs::write(blobs.join(&blob), &data).unwrap();
         let name = format!("model-0000{i}-of-0000{SHARDS}.safetensors");
@@ -436,4 +507,346 @@ fn unknown_models_and_unreachable_nodes_are_named() {
             && e.contains("cannot reach it over ssh"),
         "{e}"
     );
+}
+
+/// `argv` on node `x` with `input` on its stdin; its stdout lines as they
+/// come, and the process.
+fn on_node_with_input(
+    n: &Nodes,
+    x: char,
+    argv: &[&str],
+    input: &str,
+) -> (std::process::Child, std::sync::mpsc::Receiver<String>) {
+    use std::io::{BufRead, Write};
+    let mut child = n
+        .nodes
+        .on_node(x, argv)
+        .env_remove("HF_HOME")
+        .env_remove("HF_HUB_CACHE")
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut stdin = child.stdin.take().unwrap();
+    stdin.write_all(format!("{input}\n").as_bytes()).unwrap();
+    drop(stdin);
+    let (tx, rx) = std::sync::mpsc::channel();
+    let stdout = child.stdout.take().unwrap();
+    std::thread::spawn(move || {
+        for l in std::io::BufReader::new(stdout)
+            .lines()
+            .map_while(Result::ok)
+        {
+            if tx.send(l).is_err() {
+                break;
+            }
+        }
+    });
+    (child, rx)
+}
+
+/// The job line `model sync` hands a node for config.json alone, its blob
+/// named `blob`.
+fn config_job(n: &Nodes, blob: &str, listen: Option<u32>, next: Option<String>) -> String {
+    serde_json::json!({
+        "token": "ab".repeat(32),
+        "id": MODEL,
+        "ref_name": "main",
+        "commit": COMMIT,
+        "files": [{"path": "config.json", "blob": blob, "size": CONFIG.len(), "sha256": sha(CONFIG)}],
+        "send": [0],
+        "keep": if listen.is_some() { vec![0] } else { vec![] },
+        "listen": listen.map(|i| n.nodes.ip(i)),
+        "next": next,
+        "hub": "/root/.cache/huggingface/hub",
+    })
+    .to_string()
+}
+
+/// A source node whose halobox lies about a blob's name (an absolute
+/// path, then a `../` one) gets nothing written outside the other nodes'
+/// caches: the plan refuses it, naming the node and the field; and
+/// `node-receive` / `node-send` driven directly refuse such names too.
+#[test]
+fn a_hostile_source_cannot_name_files_outside_the_cache() {
+    let n = Nodes::up();
+    make_model_of(&n.repo('a'), 1 << 20);
+    // Each node runs /root/hb (its own /root): node a's lies in its facts.
+    let real = env!("CARGO_BIN_EXE_halobox");
+    for x in ['b', 'c'] {
+        let root = n.nodes.path(&format!("node_{x}/root"));
+        std::fs::create_dir_all(root.join(".ssh")).unwrap();
+        netns::write_script(&root, "hb", &format!("exec {real} \"$@\""));
+    }
+    let a_root = n.nodes.path("node_a/root");
+    std::fs::create_dir_all(a_root.join(".ssh")).unwrap();
+    let file = n.nodes.path("hostile.toml");
+    std::fs::write(
+        &file,
+        std::fs::read_to_string(&n.file).unwrap().replacen(
+            &format!("halobox = \"{real}\""),
+            "halobox = \"/root/hb\"",
+            1,
+        ),
+    )
+    .unwrap();
+    for (bad, there) in [
+        ("/root/.ssh/authorized_keys", ".ssh/authorized_keys"),
+        ("../../../escaped", ".cache/huggingface/escaped"),
+    ] {
+        // What node a's sender would read under that name holds config.json's bytes.
+        std::fs::write(a_root.join(there), CONFIG).unwrap();
+        netns::write_script(
+            &a_root,
+            "hb",
+            &format!(
+                "if [ \"$2\" = node-facts ]; then {real} \"$@\" | sed 's|\"blob\":\"{CONFIG_BLOB}\"|\"blob\":\"{bad}\"|'; exit 0; fi\nexec {real} \"$@\""
+            ),
+        );
+        let o = n.halobox_with(&file, &["model", "sync", MODEL]);
+        let e = String::from_utf8_lossy(&o.stderr);
+        for x in ['b', 'c'] {
+            let p = n.nodes.path(&format!("node_{x}/root")).join(there);
+            assert!(
+                !p.exists(),
+                "node {x}: {} written\n{}",
+                p.display(),
+                text(&o)
+            );
+        }
+        assert!(!o.status.success(), "{}", text(&o));
+        assert!(
+            e.contains("node a reported blob for config.json")
+                && e.contains(&format!("{bad:?}"))
+                && e.contains("nothing was sent"),
+            "{}",
+            text(&o)
+        );
+    }
+
+    // node-receive on b, driven directly with a `../` blob: refused before
+    // it listens. (Were it to listen, node a's sender streams the bytes.)
+    let job = config_job(&n, "../../../escaped", Some(2), None);
+    let (recv, lines) = on_node_with_input(&n, 'b', &[real, "model", "node-receive"], &job);
+    let mut listened = None;
+    while let Ok(l) = lines.recv_timeout(Duration::from_secs(30)) {
+        if let Some(p) = l.strip_prefix("listening ") {
+            listened = Some(p.trim().to_string());
+            break;
+        }
+    }
+    if let Some(port) = &listened {
+        let job = config_job(
+            &n,
+            "../../../escaped",
+            None,
+            Some(format!("{}:{port}", n.nodes.ip(2))),
+        );
+        let (mut send, _) = on_node_with_input(&n, 'a', &[real, "model", "node-send"], &job);
+        send.wait().unwrap();
+    }
+    let o = recv.wait_with_output().unwrap();
+    let escaped = n.nodes.path("node_b/root/.cache/huggingface/escaped");
+    assert!(
+        !escaped.exists(),
+        "node-receive wrote {}",
+        escaped.display()
+    );
+    assert!(
+        listened.is_none(),
+        "node-receive listened for a job naming ../../../escaped"
+    );
+    let e = String::from_utf8_lossy(&o.stderr);
+    assert!(
+        !o.status.success()
+            && e.contains("the sync job's blob for config.json is \"../../../escaped\""),
+        "{e}"
+    );
+
+    // node-send on a refuses an absolute blob: it reads nothing to send.
+    let job = config_job(
+        &n,
+        "/root/.ssh/authorized_keys",
+        None,
+        Some(format!("{}:9", n.nodes.ip(2))),
+    );
+    let (send, _) = on_node_with_input(&n, 'a', &[real, "model", "node-send"], &job);
+    let o = send.wait_with_output().unwrap();
+    let e = String::from_utf8_lossy(&o.stderr);
+    assert!(
+        !o.status.success()
+            && e.contains("the sync job's blob for config.json is \"/root/.ssh/authorized_keys\""),
+        "{e}"
+    );
+}
+
+/// Two syncs into the same nodes at once: the second is refused by the
+/// nodes' receive lock, naming it; the first installs every file whole.
+#[test]
+fn a_second_sync_into_a_receiving_node_is_refused() {
+    let n = Nodes::up();
+    make_model(&n.repo('a'));
+    let want = contents(&n.repo('a'));
+    n.throttle('b', Some("80mbit"));
+    let first = n
+        .spawn(&["model", "sync", MODEL])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    n.wait_for_partial('b');
+    let o = n.halobox(&["model", "sync", MODEL]);
+    let first = first.wait_with_output().unwrap();
+    n.throttle('b', None);
+    assert!(!o.status.success(), "the second sync ran:\n{}", text(&o));
+    let e = String::from_utf8_lossy(&o.stderr);
+    assert!(
+        e.contains("another `halobox model sync` is receiving halobox-test/tiny")
+            && (e.contains("node b (") || e.contains("node c (")),
+        "{}",
+        text(&o)
+    );
+    assert!(first.status.success(), "{}", text(&first));
+    for x in ['b', 'c'] {
+        blobs_sound(&n.repo(x));
+        assert_eq!(contents(&n.repo(x)), want, "node {x}");
+        assert!(n.partials(x).is_empty(), "node {x}: {:?}", n.partials(x));
+    }
+}
+
+/// A receiver stopped with SIGSTOP mid-stream: the sync fails in bounded
+/// time, naming the node that stopped.
+#[test]
+fn a_stopped_receiver_fails_the_sync_naming_its_node() {
+    let n = Nodes::up();
+    make_model(&n.repo('a'));
+    n.throttle('b', Some("40mbit"));
+    let mut child = n
+        .spawn(&["model", "sync", MODEL])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    n.wait_for_partial('b');
+    let pid = n.receiver_pid('b').expect("node b's receiver");
+    let signal = |sig: &str| {
+        let _ = Command::new("kill")
+            .args([sig, &pid.to_string()])
+            .stderr(Stdio::null())
+            .status();
+    };
+    signal("-STOP");
+    // A guard against a hang only: no figure of time is asserted.
+    let guard = Instant::now() + Duration::from_secs(300);
+    while child.try_wait().unwrap().is_none() {
+        if Instant::now() > guard {
+            signal("-CONT");
+            sigkill(&mut child);
+            panic!("model sync still ran 300 s after node b's receiver was stopped");
+        }
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    let o = child.wait_with_output().unwrap();
+    signal("-CONT");
+    n.throttle('b', None);
+    assert!(!o.status.success(), "{}", text(&o));
+    let e = String::from_utf8_lossy(&o.stderr);
+    assert!(
+        e.contains("node b (its receiver) stopped answering"),
+        "{}",
+        text(&o)
+    );
+    for x in ['b', 'c'] {
+        assert!(
+            n.nodes.leftovers(x, Duration::from_secs(20)).is_empty(),
+            "node {x}: {:?}",
+            n.nodes.processes_now(x)
+        );
+    }
+}
+
+/// Every shard damaged on the source (same sizes: its facts trust LFS
+/// names): nothing is installed on the others, and no ref names the
+/// commit there.
+#[test]
+fn no_ref_is_written_when_files_fail_verification() {
+    let n = Nodes::up();
+    let shards = make_model_of(&n.repo('a'), 1 << 20);
+    for s in &shards {
+        let p = std::fs::canonicalize(n.repo('a').join("snapshots").join(COMMIT).join(s)).unwrap();
+        let mut b = std::fs::read(&p).unwrap();
+        b[100] ^= 0xff;
+        std::fs::write(&p, b).unwrap();
+    }
+    let o = n.halobox(&["model", "sync", MODEL]);
+    assert!(!o.status.success(), "{}", text(&o));
+    let s = String::from_utf8_lossy(&o.stdout);
+    assert!(s.contains("no: 3 file(s) bad"), "{}", text(&o));
+    for x in ['b', 'c'] {
+        assert!(
+            !n.repo(x).join("refs/main").exists(),
+            "node {x} has refs/main\n{}",
+            text(&o)
+        );
+        blobs_sound(&n.repo(x));
+    }
+}
+
+/// Node b's disk fills up while it writes: the sync fails naming it and
+/// the full disk, b keeps no partial file and no ref, and c (after b in
+/// the chain) still gets the whole model.
+#[test]
+fn a_full_disk_leaves_no_partial_file() {
+    let n = Nodes::up();
+    make_model_of(&n.repo('a'), 8 << 20);
+    let want = contents(&n.repo('a'));
+    // b's hub on a 300 MiB tmpfs of its own: room for the plan (24 MiB and
+    // the 256 MiB margin), filled once b writes.
+    std::fs::create_dir_all(n.nodes.path("node_b/root/.cache/huggingface/hub")).unwrap();
+    let pid = n.nodes.pid('b').to_string();
+    let nsenter = |argv: &[&str]| {
+        Command::new("nsenter")
+            .args(["-t", &pid, "-m", "--"])
+            .args(argv)
+            .output()
+            .unwrap()
+    };
+    let o = nsenter(&[
+        "mount",
+        "-t",
+        "tmpfs",
+        "-o",
+        "size=300m",
+        "tmpfs",
+        "/root/.cache/huggingface/hub",
+    ]);
+    assert!(o.status.success(), "mount: {}", text(&o));
+    n.throttle('b', Some("16mbit"));
+    let child = n
+        .spawn(&["model", "sync", MODEL])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    n.wait_for_partial('b');
+    nsenter(&[
+        "dd",
+        "if=/dev/zero",
+        "of=/root/.cache/huggingface/hub/filler",
+        "bs=1M",
+    ]);
+    let o = child.wait_with_output().unwrap();
+    n.throttle('b', None);
+    assert!(!o.status.success(), "{}", text(&o));
+    assert!(n.partials('b').is_empty(), "node b: {:?}", n.partials('b'));
+    let e = String::from_utf8_lossy(&o.stderr);
+    assert!(
+        e.contains("node b (") && e.contains("the disk is full there"),
+        "{}",
+        text(&o)
+    );
+    let b_repo = n.root('b').join(".cache/huggingface/hub").join(FOLDER);
+    assert!(!b_repo.join("refs/main").exists(), "node b has refs/main");
+    assert_eq!(contents(&n.repo('c')), want, "node c\n{}", text(&o));
 }

@@ -51,7 +51,8 @@ pub fn run(cmd: ModelCommand) -> anyhow::Result<ExitCode> {
         }
         ModelCommand::NodeSend => {
             let (job, hub) = read_job()?;
-            let n = transfer::send(&job, &hub).map_err(|e| anyhow::anyhow!(e))?;
+            let mut out = std::io::stdout();
+            let n = transfer::send(&job, &hub, &mut out).map_err(|e| anyhow::anyhow!(e))?;
             println!("{{\"sent\":{n}}}");
             Ok(ExitCode::SUCCESS)
         }

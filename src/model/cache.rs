@@ -3,8 +3,13 @@
 //! -> ../../blobs/BLOB, refs/REF}` (REV a 40-hex commit; BLOB the sha256 of
 //! the content for LFS files, the git blob id for the others).
 
+use std::fs::File;
+use std::os::fd::OwnedFd;
 use std::path::{Component, Path, PathBuf};
 
+use nix::errno::Errno;
+use nix::fcntl::{AtFlags, Flock, FlockArg, OFlag};
+use nix::sys::stat::Mode;
 use serde::{Deserialize, Serialize};
 
 /// `HF_HUB_CACHE` when set, else `HF_HOME/hub`, else
@@ -48,18 +53,7 @@ impl ModelRef {
             Some((i, r)) => (i, r),
             None => (s, "main"),
         };
-        let part_ok = |p: &str| {
-            !p.is_empty()
-                && !p.starts_with(['.', '-'])
-                && p.chars()
-                    .all(|c| c.is_ascii_alphanumeric() || "._-".contains(c))
-        };
-        let id_ok = match id.split_once('/') {
-            Some((org, name)) => part_ok(org) && part_ok(name) && !name.contains('/'),
-            None => false,
-        };
-        let rev_ok = part_ok(rev) || (rev.contains('/') && rev.split('/').all(part_ok));
-        if !id_ok || !rev_ok {
+        if !is_model_id(id) || !is_revision(rev) {
             return Err(format!(
                 "{s:?} is not a model of the form ORG/NAME[@REVISION] (letters, digits, '.', '-', '_')\n  hint: e.g. `Qwen/Qwen3-0.6B` or `Qwen/Qwen3-0.6B@main`; `halobox model ls` lists what the nodes hold"
             ));
@@ -86,6 +80,49 @@ pub fn id_of(folder: &str) -> Option<String> {
     let rest = folder.strip_prefix("models--")?;
     let (org, name) = rest.split_once("--")?;
     Some(format!("{org}/{name}"))
+}
+
+/// One part of a model id or revision: letters, digits, `.`, `-`, `_`,
+/// not starting with `.` or `-`.
+fn part_ok(p: &str) -> bool {
+    !p.is_empty()
+        && p.len() <= 96
+        && !p.starts_with(['.', '-'])
+        && p.chars()
+            .all(|c| c.is_ascii_alphanumeric() || "._-".contains(c))
+}
+
+/// `ORG/NAME` as [`ModelRef::parse`] takes it.
+pub fn is_model_id(id: &str) -> bool {
+    id.split_once('/')
+        .is_some_and(|(org, name)| part_ok(org) && part_ok(name) && !name.contains('/'))
+}
+
+/// A branch, tag or commit as [`ModelRef::parse`] takes it: parts joined
+/// by `/`, none of them `..` or hidden (so `refs/REV` stays under `refs/`).
+pub fn is_revision(rev: &str) -> bool {
+    rev.len() <= 256 && rev.split('/').all(part_ok)
+}
+
+/// A blob name as it may appear in `blobs/`: one file name (the hub's are
+/// hex digests: a sha256 or a git blob id) of letters, digits, `.`, `-`
+/// and `_`, not hidden and not one of halobox's own working names. Every
+/// name a node reports is checked against this before it names a file.
+pub fn is_blob(blob: &str) -> bool {
+    part_ok(blob) && !blob.contains(".halobox-")
+}
+
+/// A snapshot path: relative, normal parts only, no control characters.
+pub fn is_snapshot_path(path: &str) -> bool {
+    path.len() <= 4096 && !path.chars().any(char::is_control) && safe_rel(path).is_some()
+}
+
+/// `value` for an error message: quoted with control characters escaped,
+/// long values cut.
+pub fn shown(value: &str) -> String {
+    let cut: String = value.chars().take(96).collect();
+    let more = if cut.len() < value.len() { "…" } else { "" };
+    format!("{cut:?}{more}")
 }
 
 /// A 40-hex commit id.
@@ -208,6 +245,13 @@ impl Repo {
     /// Makes `snapshots/COMMIT/PATH` link to `../../blobs/BLOB` (one more
     /// `..` per folder in PATH), replacing what is there.
     pub fn link(&self, commit: &str, path: &str, blob: &str) -> std::io::Result<()> {
+        if !is_commit(commit) || !is_blob(blob) {
+            return Err(std::io::Error::other(format!(
+                "bad commit {} or blob {}",
+                shown(commit),
+                shown(blob)
+            )));
+        }
         let rel =
             safe_rel(path).ok_or_else(|| std::io::Error::other(format!("bad path {path:?}")))?;
         let dest = self.snapshot(commit).join(&rel);
@@ -247,6 +291,160 @@ impl Repo {
         let tmp = dest.with_extension("halobox-tmp");
         std::fs::write(&tmp, commit)?;
         std::fs::rename(&tmp, &dest)
+    }
+}
+
+/// The suffix of a file being received into `blobs/`.
+pub const PARTIAL: &str = ".halobox-partial";
+
+/// The `blobs/` folder of one repo, held open: every name is resolved
+/// relative to it, never through a link (the folder itself is opened with
+/// `O_NOFOLLOW`, each file with `O_NOFOLLOW` or `AT_SYMLINK_NOFOLLOW`, and
+/// renamed with `renameat` on the folder), and each name must be one file
+/// name of it (no `/`, no `..`): a name a node supplied cannot reach
+/// outside the folder whatever it holds.
+#[derive(Debug)]
+pub struct BlobDir {
+    fd: OwnedFd,
+    path: PathBuf,
+}
+
+/// One file name in a folder: not empty, no `/`, not `.` or `..`, no NUL.
+fn one_name(name: &str) -> std::io::Result<&str> {
+    if name.is_empty()
+        || name.len() > 255
+        || name == "."
+        || name == ".."
+        || name.contains(['/', '\0'])
+    {
+        return Err(std::io::Error::new(
+            std::io::ErrorKind::InvalidInput,
+            format!("{} is not one file name in blobs/", shown(name)),
+        ));
+    }
+    Ok(name)
+}
+
+impl BlobDir {
+    /// Opens `blobs/` of `repo`; an error when it is a link.
+    pub fn open(repo: &Repo) -> std::io::Result<BlobDir> {
+        let path = repo.blobs();
+        let fd = nix::fcntl::open(
+            &path,
+            OFlag::O_RDONLY | OFlag::O_DIRECTORY | OFlag::O_NOFOLLOW | OFlag::O_CLOEXEC,
+            Mode::empty(),
+        )
+        .map_err(|e| match e {
+            Errno::ELOOP | Errno::ENOTDIR => std::io::Error::other(format!(
+                "{} is a link or not a folder: halobox writes only into a real blobs folder",
+                path.display()
+            )),
+            e => std::io::Error::from(e),
+        })?;
+        Ok(BlobDir { fd, path })
+    }
+
+    /// Where `name` is, for messages.
+    pub fn path(&self, name: &str) -> PathBuf {
+        self.path.join(name)
+    }
+
+    /// Creates `name`, which must not exist (no link followed), for
+    /// reading and writing.
+    pub fn create_new(&self, name: &str) -> std::io::Result<File> {
+        let fd = nix::fcntl::openat(
+            &self.fd,
+            one_name(name)?,
+            OFlag::O_RDWR | OFlag::O_CREAT | OFlag::O_EXCL | OFlag::O_NOFOLLOW | OFlag::O_CLOEXEC,
+            Mode::from_bits_truncate(0o644),
+        )?;
+        Ok(File::from(fd))
+    }
+
+    /// Opens `name` for reading; an error when it is a link.
+    pub fn open_file(&self, name: &str) -> std::io::Result<File> {
+        let fd = nix::fcntl::openat(
+            &self.fd,
+            one_name(name)?,
+            OFlag::O_RDONLY | OFlag::O_NOFOLLOW | OFlag::O_CLOEXEC,
+            Mode::empty(),
+        )?;
+        Ok(File::from(fd))
+    }
+
+    /// Renames `from` to `to` inside the folder (replacing `to`, and never
+    /// following a link either name may be).
+    pub fn rename(&self, from: &str, to: &str) -> std::io::Result<()> {
+        nix::fcntl::renameat(&self.fd, one_name(from)?, &self.fd, one_name(to)?)?;
+        Ok(())
+    }
+
+    /// Removes `name` (a link is removed, not followed).
+    pub fn remove(&self, name: &str) -> std::io::Result<()> {
+        nix::unistd::unlinkat(
+            &self.fd,
+            one_name(name)?,
+            nix::unistd::UnlinkatFlags::NoRemoveDir,
+        )?;
+        Ok(())
+    }
+
+    /// Device, inode and size of `name` when it is a regular file (a
+    /// link is not followed: `None`, as for a missing file).
+    pub fn regular(&self, name: &str) -> Option<(u64, u64, u64)> {
+        let st =
+            nix::sys::stat::fstatat(&self.fd, one_name(name).ok()?, AtFlags::AT_SYMLINK_NOFOLLOW)
+                .ok()?;
+        let regular = (st.st_mode & nix::libc::S_IFMT) == nix::libc::S_IFREG;
+        regular.then(|| (st.st_dev, st.st_ino, u64::try_from(st.st_size).unwrap_or(0)))
+    }
+
+    /// Removes every `*.halobox-partial` file in the folder (what killed
+    /// receivers left); call it only under the receive lock.
+    pub fn sweep_partials(&self) -> std::io::Result<usize> {
+        let mut n = 0;
+        for e in std::fs::read_dir(&self.path)?.flatten() {
+            if let Some(name) = e.file_name().to_str()
+                && name.ends_with(PARTIAL)
+            {
+                self.remove(name)?;
+                n += 1;
+            }
+        }
+        Ok(n)
+    }
+}
+
+/// The receive lock of one repo in one cache: an `flock` on
+/// `HUB/.locks/models--ORG--NAME/halobox-receive.lock` (the folder
+/// `huggingface_hub` keeps its own download locks in), held while a sync
+/// writes into the repo, so two syncs never write one cache's copy at once.
+#[derive(Debug)]
+pub struct ReceiveLock {
+    _file: Flock<File>,
+}
+
+impl ReceiveLock {
+    /// Takes the lock of `id` in `hub`, or says who holds it.
+    pub fn take(hub: &Path, id: &str) -> Result<ReceiveLock, String> {
+        let dir = hub.join(".locks").join(folder_of(id));
+        std::fs::create_dir_all(&dir).map_err(|e| format!("{}: {e}", dir.display()))?;
+        let path = dir.join("halobox-receive.lock");
+        let fd = nix::fcntl::open(
+            &path,
+            OFlag::O_RDWR | OFlag::O_CREAT | OFlag::O_NOFOLLOW | OFlag::O_CLOEXEC,
+            Mode::from_bits_truncate(0o644),
+        )
+        .map_err(|e| format!("{}: {e}", path.display()))?;
+        match Flock::lock(File::from(fd), FlockArg::LockExclusiveNonblock) {
+            Ok(f) => Ok(ReceiveLock { _file: f }),
+            Err((_, Errno::EWOULDBLOCK)) => Err(format!(
+                "another `halobox model sync` is receiving {id} into {} on this node now (it holds {})\n  hint: let that sync finish, then run this one again: it sends only what is still missing",
+                hub.display(),
+                path.display()
+            )),
+            Err((_, e)) => Err(format!("{}: {e}", path.display())),
+        }
     }
 }
 
@@ -362,5 +560,88 @@ mod tests {
         );
         assert_eq!(models(d.path()), ["a/b"]);
         assert!(safe_rel("../x").is_none() && safe_rel("/x").is_none());
+        assert!(repo.link(commit, "x", "../../x").is_err());
+        assert!(repo.link("../../x", "x", "x1").is_err());
+    }
+
+    #[test]
+    fn node_supplied_names_are_one_file_name() {
+        for ok in [
+            "0123456789abcdef0123456789abcdef01234567",
+            "c0ffee",
+            "a.b_c-d",
+        ] {
+            assert!(is_blob(ok), "{ok}");
+        }
+        for bad in [
+            "",
+            ".",
+            "..",
+            "../x",
+            "/root/.ssh/authorized_keys",
+            "a/b",
+            ".hidden",
+            "-x",
+            "x.halobox-partial",
+            "a\u{1b}b",
+            &"f".repeat(200),
+        ] {
+            assert!(!is_blob(bad), "{bad}");
+        }
+        assert!(is_revision("main") && is_revision("refs/pr/1") && is_revision("v1.0"));
+        assert!(!is_revision("../x") && !is_revision("a//b") && !is_revision("/x"));
+        assert!(is_snapshot_path("sub/w.safetensors"));
+        assert!(!is_snapshot_path("../w") && !is_snapshot_path("/w") && !is_snapshot_path("a\nb"));
+        assert_eq!(shown("a\u{1b}"), "\"a\\u{1b}\"");
+    }
+
+    #[test]
+    fn blobs_are_reached_only_inside_their_folder() {
+        let d = tempfile::tempdir().unwrap();
+        let repo = Repo::new(d.path(), "a/b");
+        assert!(BlobDir::open(&repo).is_err(), "no blobs/ yet");
+        std::fs::create_dir_all(repo.blobs()).unwrap();
+        let blobs = BlobDir::open(&repo).unwrap();
+        for bad in ["../x", "/x", "", ".."] {
+            assert!(blobs.create_new(bad).is_err(), "{bad}");
+            assert!(blobs.rename("x", bad).is_err(), "{bad}");
+        }
+        let mut f = blobs.create_new("x.1.halobox-partial").unwrap();
+        std::io::Write::write_all(&mut f, b"abc").unwrap();
+        assert!(
+            blobs.create_new("x.1.halobox-partial").is_err(),
+            "created twice"
+        );
+        blobs.rename("x.1.halobox-partial", "x").unwrap();
+        assert_eq!(blobs.regular("x").map(|r| r.2), Some(3));
+        // A link in blobs/ is never followed: not opened, not written through.
+        let outside = d.path().join("outside");
+        std::fs::write(&outside, b"keep").unwrap();
+        std::os::unix::fs::symlink(&outside, repo.blobs().join("l")).unwrap();
+        assert!(blobs.open_file("l").is_err() && blobs.create_new("l").is_err());
+        assert_eq!(blobs.regular("l"), None);
+        std::fs::write(repo.blobs().join("y.9.halobox-partial"), b"").unwrap();
+        assert_eq!(blobs.sweep_partials().unwrap(), 1);
+        blobs.rename("x", "l").unwrap();
+        assert_eq!(std::fs::read(&outside).unwrap(), b"keep");
+        // A blobs folder that is a link is refused.
+        let other = Repo::new(d.path(), "c/d");
+        std::fs::create_dir_all(&other.dir).unwrap();
+        std::os::unix::fs::symlink(d.path(), other.blobs()).unwrap();
+        assert!(BlobDir::open(&other).is_err());
+    }
+
+    #[test]
+    fn one_receiver_at_a_time_per_repo() {
+        let d = tempfile::tempdir().unwrap();
+        let held = ReceiveLock::take(d.path(), "a/b").unwrap();
+        let e = ReceiveLock::take(d.path(), "a/b").unwrap_err();
+        assert!(
+            e.contains("another `halobox model sync` is receiving a/b"),
+            "{e}"
+        );
+        ReceiveLock::take(d.path(), "a/c").unwrap();
+        drop(held);
+        ReceiveLock::take(d.path(), "a/b").unwrap();
     }
 }

@@ -83,6 +83,63 @@ pub struct NodeFacts {
     pub model: Option<ModelFacts>,
 }
 
+impl NodeFacts {
+    /// Every name in these facts is one this halobox may use as a file
+    /// name or print (they come from another node): the hub an absolute
+    /// path, commits 40-hex, refs revisions, snapshot paths relative with
+    /// normal parts, blobs one file name, hashes 64-hex. The error names
+    /// the field and its value.
+    pub fn check(&self) -> Result<(), String> {
+        if !self.hub.starts_with('/') || self.hub.chars().any(char::is_control) {
+            return Err(format!(
+                "reported hub {}: not an absolute folder",
+                cache::shown(&self.hub)
+            ));
+        }
+        let Some(m) = &self.model else { return Ok(()) };
+        let bad = |field: &str, value: &str, rule: &str| {
+            Err(format!("reported {field} {}: {rule}", cache::shown(value)))
+        };
+        const COMMIT: &str = "a commit is 40 hex digits";
+        if let Some(c) = &m.commit
+            && !cache::is_commit(c)
+        {
+            return bad("commit", c, COMMIT);
+        }
+        for c in &m.commits {
+            if !cache::is_commit(c) {
+                return bad("commit", c, COMMIT);
+            }
+        }
+        for (r, c) in &m.refs {
+            if !cache::is_revision(r) {
+                return bad("ref", r, "not a branch or tag name");
+            }
+            if !cache::is_commit(c) {
+                return bad(&format!("commit of ref {r}"), c, COMMIT);
+            }
+        }
+        for f in &m.files {
+            if !cache::is_snapshot_path(&f.path) {
+                return bad("path", &f.path, "not a relative path inside the snapshot");
+            }
+            if !cache::is_blob(&f.blob) {
+                return bad(
+                    &format!("blob for {}", f.path),
+                    &f.blob,
+                    "not one file name in blobs/ (the hub names blobs by hex digests)",
+                );
+            }
+            if let Some(s) = &f.sha256
+                && !cache::is_sha256(s)
+            {
+                return bad(&format!("sha256 of {}", f.path), s, "not 64 hex digits");
+            }
+        }
+        Ok(())
+    }
+}
+
 /// Free bytes on the file system of `dir` (or of its nearest existing parent).
 pub fn free_bytes(dir: &Path) -> u64 {
     let mut p = dir.to_path_buf();

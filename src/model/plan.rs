@@ -86,6 +86,14 @@ fn lacks(f: &WireFile, there: Option<&FileFacts>) -> Option<String> {
     }
 }
 
+/// The refusal of facts that fail [`NodeFacts::check`]: `label` names
+/// the node, `why` the field and its value.
+pub fn untrusted(label: &str, why: &str) -> String {
+    format!(
+        "{label} {why}; nothing was sent\n  hint: its halobox or its Hugging Face cache is not as halobox makes them: run `halobox cluster install` to put this halobox there, and check that cache (`halobox model ls`)"
+    )
+}
+
 /// The plan from the source's facts and every node's (`nodes[i]` is node
 /// i of the cluster file, labels alike; `source` indexes both).
 pub fn plan(
@@ -94,6 +102,9 @@ pub fn plan(
     labels: &[String],
     nodes: &[NodeFacts],
 ) -> Result<Plan, UsageError> {
+    for (n, label) in nodes.iter().zip(labels) {
+        n.check().map_err(|e| UsageError(untrusted(label, &e)))?;
+    }
     let src = &nodes[source];
     let slabel = &labels[source];
     let Some(m) = &src.model else {
@@ -302,7 +313,7 @@ mod tests {
 
     fn full() -> Vec<FileFacts> {
         vec![
-            file("config.json", "c0ffee", Some(10), Some("cfgsha")),
+            file("config.json", "c0ffee", Some(10), Some(&"c".repeat(64))),
             file("w.safetensors", S, Some(1000), Some(S)),
         ]
     }
@@ -312,7 +323,7 @@ mod tests {
         let m = ModelRef::parse("a/b").unwrap();
         let big = 1 << 40;
         let mut corrupt = full();
-        corrupt[1].sha256 = Some("bad".into());
+        corrupt[1].sha256 = Some("b".repeat(64));
         let nodes = [
             node(Some(full()), big),
             node(Some(corrupt), big),
@@ -374,6 +385,27 @@ mod tests {
             e.contains("node b: /data/hub") && e.contains("HF_HOME"),
             "{e}"
         );
+        let mut hostile = full();
+        hostile[0].blob = "/root/.ssh/authorized_keys".into();
+        let e = plan(
+            &m,
+            0,
+            &labels(),
+            &[node(Some(hostile), big), node(None, big)],
+        )
+        .unwrap_err()
+        .0;
+        assert!(
+            e.contains("node a reported blob for config.json \"/root/.ssh/authorized_keys\"")
+                && e.contains("nothing was sent"),
+            "{e}"
+        );
+        let mut other = node(Some(full()), big);
+        other.model.as_mut().unwrap().commit = Some("../../x".into());
+        let e = plan(&m, 0, &labels(), &[node(Some(full()), big), other])
+            .unwrap_err()
+            .0;
+        assert!(e.contains("node b reported commit \"../../x\""), "{e}");
         let mut torn = full();
         torn[1].size = None;
         let e = plan(&m, 0, &labels(), &[node(Some(torn), big), node(None, big)])

@@ -114,6 +114,13 @@ pub fn facts(
         if verify { "all" } else { "small" },
     )
     .map_err(|e| anyhow::anyhow!(e))?;
+    // Its commit goes into the other nodes' command lines: checked first.
+    src.check().map_err(|e| {
+        crate::error::UsageError(super::plan::untrusted(
+            &format!("node {}", cfg.nodes[source].label()),
+            &e,
+        ))
+    })?;
     // A node a killed sync left without the ref still has the snapshot.
     let at = match src.model.as_ref().and_then(|m| m.commit.as_ref()) {
         Some(c) => format!("{}@{c}", model.id),
@@ -217,12 +224,141 @@ pub struct Outcome {
     pub error: Option<String>,
 }
 
+/// How long a running end may print nothing before its node is named as
+/// stopped (each prints a line every [`transfer::TICK`]).
+const SILENT: Duration = Duration::from_secs(30);
+/// How long a receiver may get no byte before its node is named as
+/// stalled (longer than the ends' own [`transfer::STALL`], so their own
+/// errors, which say more, come first).
+const STILL: Duration = Duration::from_secs(90);
+/// The slowest a whole sync may go: its deadline is the bytes on the
+/// stream at this rate, plus [`transfer::STALL`] twice.
+const MIN_RATE: u64 = 8 << 20;
+
+/// The longest a sync of `bytes` may take once its sender started.
+pub fn deadline_for(bytes: u64) -> Duration {
+    transfer::STALL * 2 + Duration::from_secs(bytes / MIN_RATE)
+}
+
+/// One end of the stream as the run sees it.
+#[derive(Debug, Clone)]
+pub struct End {
+    /// `node b`.
+    pub label: String,
+    /// `receiver` or `sender`.
+    pub role: &'static str,
+    /// Still running.
+    pub running: bool,
+    /// When it last printed a line.
+    pub word: Instant,
+    /// Its byte count.
+    pub count: u64,
+    /// When that count last grew.
+    pub moved: Instant,
+}
+
+/// Why the run gives up, judged from what each end showed by `now`: the
+/// ends it names (indices into `ends`) and the reason; `None` while the
+/// sync may go on. An end silent for [`SILENT`] is named first (a stopped
+/// process or a hung node: the others merely wait for it), then a
+/// receiver short of `total` bytes that got none for [`STILL`], then
+/// every running end once `deadline` has passed since `started`.
+pub fn judge(
+    ends: &[End],
+    total: u64,
+    started: Instant,
+    deadline: Duration,
+    now: Instant,
+) -> Option<(Vec<usize>, String)> {
+    let running = || ends.iter().enumerate().filter(|(_, e)| e.running);
+    let silent: Vec<usize> = running()
+        .filter(|(_, e)| now.duration_since(e.word) >= SILENT)
+        .map(|(i, _)| i)
+        .collect();
+    if !silent.is_empty() {
+        let names: Vec<String> = silent
+            .iter()
+            .map(|&i| format!("{} (its {})", ends[i].label, ends[i].role))
+            .collect();
+        return Some((
+            silent,
+            format!(
+                "{} stopped answering: nothing from halobox there for {} s (the process is stopped, or the node hung)",
+                names.join(", "),
+                SILENT.as_secs()
+            ),
+        ));
+    }
+    let still: Vec<usize> = running()
+        .filter(|(_, e)| {
+            e.role == "receiver" && e.count < total && now.duration_since(e.moved) >= STILL
+        })
+        .map(|(i, _)| i)
+        .collect();
+    if !still.is_empty() {
+        let names: Vec<String> = still
+            .iter()
+            .map(|&i| {
+                format!(
+                    "{} (at {} of {})",
+                    ends[i].label,
+                    crate::units::format_bytes(ends[i].count),
+                    crate::units::format_bytes(total)
+                )
+            })
+            .collect();
+        return Some((
+            still,
+            format!(
+                "{} stalled: no byte arrived for {} s",
+                names.join(", "),
+                STILL.as_secs()
+            ),
+        ));
+    }
+    if now.duration_since(started) >= deadline {
+        let late: Vec<usize> = running().map(|(i, _)| i).collect();
+        let names: Vec<String> = late.iter().map(|&i| ends[i].label.clone()).collect();
+        return Some((
+            late,
+            format!(
+                "{} did not finish within {} s (the deadline for {} at {}/s)",
+                names.join(", "),
+                deadline.as_secs(),
+                crate::units::format_bytes(total),
+                crate::units::format_bytes(MIN_RATE)
+            ),
+        ));
+    }
+    None
+}
+
 struct Running {
     target: usize,
     proc: Proc,
     bar: indicatif::ProgressBar,
     started: Instant,
     ended: Option<Instant>,
+}
+
+/// Updates `end` from the lines `proc` printed (`WORD N`); whether it
+/// still runs.
+fn watch(proc: &mut Proc, end: &mut End, word: &str, wait: Duration) -> bool {
+    let now = Instant::now();
+    for l in proc.lines(wait) {
+        end.word = now;
+        if let Some(n) = l
+            .strip_prefix(word)
+            .and_then(|n| n.strip_prefix(' '))
+            .and_then(|n| n.trim().parse::<u64>().ok())
+            && n > end.count
+        {
+            end.count = n;
+            end.moved = now;
+        }
+    }
+    end.running = proc.try_status().is_none();
+    end.running
 }
 
 /// Runs the plan's chain; one outcome per node of the plan's targets.
@@ -288,39 +424,76 @@ pub fn run(
     let srn = remote_node(cfg, src).through(masters);
     let mut sender = srn.spawn_with_line(&node_cmd(cfg, &["node-send"]), &line)?;
     let started = Instant::now();
+    let end = |label: String, role| End {
+        label,
+        role,
+        running: true,
+        word: started,
+        count: 0,
+        moved: started,
+    };
+    // The receivers in chain order, then the sender.
+    let mut ends: Vec<End> = running
+        .iter()
+        .map(|r| end(format!("node {}", cfg.nodes[r.target].label()), "receiver"))
+        .chain(std::iter::once(end(
+            format!("node {}", src.label()),
+            "sender",
+        )))
+        .collect();
     for r in &mut running {
         r.started = started;
     }
-    let mut sender_done = None;
+    let deadline = deadline_for(total);
+    let mut gave_up: Option<(Vec<usize>, String)> = None;
     loop {
-        let mut open = 0;
-        for r in &mut running {
+        for (r, e) in running.iter_mut().zip(ends.iter_mut()) {
             if r.ended.is_some() {
                 continue;
             }
-            for l in r.proc.lines(Duration::from_millis(20)) {
-                if let Some(n) = l.strip_prefix("bytes ").and_then(|n| n.parse().ok()) {
-                    r.bar.set_position(n);
-                }
-            }
-            if r.proc.try_status().is_some() {
+            let was = e.count;
+            if !watch(&mut r.proc, e, "bytes", Duration::from_millis(20)) {
                 r.ended = Some(Instant::now());
                 r.bar.finish();
-            } else {
-                open += 1;
+            } else if e.count != was {
+                r.bar.set_position(e.count);
             }
         }
-        if sender_done.is_none() && sender.try_status().is_some() {
-            sender_done = Some(());
+        let s = ends.len() - 1;
+        if ends[s].running {
+            watch(&mut sender, &mut ends[s], "sent", Duration::ZERO);
         }
-        if open == 0 && sender_done.is_some() {
+        if ends.iter().all(|e| !e.running) {
+            break;
+        }
+        if let Some(v) = judge(&ends, total, started, deadline, Instant::now()) {
+            gave_up = Some(v);
             break;
         }
         std::thread::sleep(Duration::from_millis(50));
     }
+    if gave_up.is_some() {
+        // Their stdin closed, the guards stop every end at once.
+        for r in running.iter_mut().filter(|r| r.ended.is_none()) {
+            let _ = r.proc.send(&[]);
+        }
+        let _ = sender.send(&[]);
+    }
+    // Which node each end is, to name it in the outcomes.
+    let named: Vec<usize> = gave_up.as_ref().map(|(v, _)| v.clone()).unwrap_or_default();
+    let reason = gave_up.as_ref().map(|(_, why)| why.clone());
+    let sender_named = named.contains(&(ends.len() - 1));
     let sent = sender.wait(Duration::from_secs(5));
-    let sender_error = (!sent.status.is_some_and(|s| s.success()))
-        .then(|| srn.error("the sender", &sent).to_string());
+    let sender_error = match &reason {
+        Some(why) if sender_named => Some(why.clone()),
+        _ => (!sent.status.is_some_and(|s| s.success()))
+            .then(|| srn.error("the sender", &sent).to_string()),
+    };
+    let named_targets: Vec<usize> = named
+        .iter()
+        .filter(|&&i| i < running.len())
+        .map(|&i| running[i].target)
+        .collect();
     let mut out = vec![];
     for t in &plan.targets {
         let Some(pos) = running.iter().position(|r| r.target == t.node) else {
@@ -341,11 +514,23 @@ pub fn run(
             .duration_since(r.started)
             .as_secs_f64();
         let done = r.proc.wait(Duration::from_secs(5));
-        let (moved, bad, error) = if done.status.is_some_and(|s| s.success()) {
+        let (moved, bad, error) = if let Some(why) = &reason
+            && named_targets.contains(&t.node)
+        {
+            (0, vec![], Some(why.clone()))
+        } else if done.status.is_some_and(|s| s.success()) {
             match last_json::<Received>(node, "the receiver", &done.stdout, &done.output) {
                 Ok(rec) => (rec.bytes, rec.bad, None),
                 Err(e) => (0, vec![], Some(e)),
             }
+        } else if let Some(why) = &reason
+            && r.ended.is_none()
+        {
+            (
+                0,
+                vec![],
+                Some(format!("{}: stopped, as the sync gave up: {why}", t.label)),
+            )
         } else {
             (
                 0,
@@ -418,4 +603,63 @@ pub fn render_outcomes(outcomes: &[Outcome]) -> String {
         ));
     }
     s
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn end(label: &str, role: &'static str, at: Instant, count: u64) -> End {
+        End {
+            label: label.into(),
+            role,
+            running: true,
+            word: at,
+            count,
+            moved: at,
+        }
+    }
+
+    #[test]
+    fn the_node_that_stalls_is_named() {
+        let t0 = Instant::now();
+        let total = 1 << 30;
+        let deadline = deadline_for(total);
+        assert!(deadline > Duration::from_secs(120));
+        assert!(deadline_for(100 << 30) > deadline_for(1 << 30));
+        let mut ends = vec![
+            end("node b", "receiver", t0, 10),
+            end("node c", "receiver", t0, 10),
+            end("node a", "sender", t0, 10),
+        ];
+        assert!(judge(&ends, total, t0, deadline, t0 + Duration::from_secs(5)).is_none());
+        // b printed nothing for SILENT while the others kept printing.
+        let later = t0 + SILENT + Duration::from_secs(1);
+        ends[1].word = later;
+        ends[2].word = later;
+        let (who, why) = judge(&ends, total, t0, deadline, later).unwrap();
+        assert_eq!(who, [0]);
+        assert!(
+            why.contains("node b (its receiver) stopped answering"),
+            "{why}"
+        );
+        // Everyone answers but b's bytes stopped short (its disk hangs).
+        let later = t0 + STILL + Duration::from_secs(1);
+        for e in &mut ends {
+            e.word = later;
+        }
+        ends[1].running = false;
+        ends[2].running = false;
+        let (who, why) = judge(&ends, total, t0, deadline, later).unwrap();
+        assert_eq!(who, [0]);
+        assert!(why.contains("node b (at 10 B of 1 GiB) stalled"), "{why}");
+        // All bytes in (installing): only the deadline ends it.
+        ends[0].count = total;
+        assert!(judge(&ends, total, t0, deadline, later).is_none());
+        let late = t0 + deadline;
+        ends[0].word = late;
+        let (who, why) = judge(&ends, total, t0, deadline, late).unwrap();
+        assert_eq!(who, [0]);
+        assert!(why.contains("node b did not finish within"), "{why}");
+    }
 }
