@@ -40,6 +40,7 @@ pub mod model;
 pub mod proc;
 pub mod refresh;
 pub mod remote;
+pub mod reporter;
 pub mod serve;
 pub mod setup;
 pub mod shell;

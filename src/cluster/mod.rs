@@ -7,6 +7,7 @@
 //! over every node's report, [`run`] executes them over ssh (and, on a
 //! node, halobox inside its container), [`carry`] writes vLLM's list of
 //! per-node variables, and [`auth`] keeps Ray's token authentication;
+//! [`up`] and [`down`] are `cluster up` and `cluster down`;
 //! [`crate::serve`] runs vLLM on the head.
 
 pub mod auth;
@@ -14,9 +15,12 @@ pub mod carry;
 pub mod config;
 pub mod env;
 pub mod join;
+pub mod lifecycle;
 pub mod plan;
 pub mod preflight;
 pub mod rpc;
 pub mod run;
 pub mod vars;
 pub mod view;
+
+pub use lifecycle::{down, up};

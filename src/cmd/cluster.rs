@@ -7,16 +7,17 @@ use std::process::ExitCode;
 use crate::cli::{
     Channel, ClusterBenchArgs, ClusterCommand, ClusterDoctorArgs, ClusterDownArgs, ClusterFileArgs,
     ClusterInitArgs, ClusterInstallArgs, ClusterJoinArgs, ClusterRefreshArgs, ClusterStatusArgs,
-    ClusterUpArgs, DryRunArgs, OutputArgs, PlanOutputArgs, SourceArgs, YesArgs,
+    ClusterUpArgs, DryRunArgs, OutputArgs, PlanOutputArgs, YesArgs,
 };
 use crate::cluster::auth;
 use crate::cluster::config::{self, ClusterConfig, Engine, NodeConfig};
 use crate::cluster::env::{self, EnvRequest};
 use crate::cluster::join::{self, JoinRequest, RayAuth};
 use crate::cluster::plan::{self, in_container, with_env};
-use crate::cluster::{rpc, run};
+use crate::cluster::{self, rpc, run};
 use crate::error::UsageError;
 use crate::host::{self, GatherOptions, HostRoot};
+use crate::reporter::Terminal;
 use crate::shell;
 
 /// Runs a `cluster` subcommand.
@@ -130,7 +131,7 @@ fn init(a: &ClusterInitArgs) -> anyhow::Result<ExitCode> {
 
 fn up(a: &ClusterUpArgs) -> anyhow::Result<ExitCode> {
     let (path, cfg) = config::open(a.file.cluster.as_deref())?;
-    up_with(
+    cluster::up(
         &cfg,
         &path,
         a.plan.dry_run,
@@ -140,23 +141,9 @@ fn up(a: &ClusterUpArgs) -> anyhow::Result<ExitCode> {
         } else {
             auth::Mode::Token
         },
+        &mut Terminal,
     )?;
     Ok(ExitCode::SUCCESS)
-}
-
-/// `cluster up` of `cfg` (read from `path`, perhaps changed in memory):
-/// Ray, or llama.cpp's RPC servers; each node's env as applied.
-pub fn up_with(
-    cfg: &ClusterConfig,
-    path: &std::path::Path,
-    dry_run: bool,
-    timeout_s: u64,
-    mode: auth::Mode,
-) -> anyhow::Result<Vec<env::NodeEnv>> {
-    if cfg.engine == Engine::LlamaCpp {
-        return rpc::up(cfg, dry_run, &mut std::io::stdout());
-    }
-    run::up(cfg, path, dry_run, timeout_s, mode, &mut std::io::stdout())
 }
 
 fn cpus() -> u32 {
@@ -366,64 +353,11 @@ fn down(a: &ClusterDownArgs) -> anyhow::Result<ExitCode> {
         }
         return Ok(ExitCode::SUCCESS);
     }
-    Ok(if down_with(&cfg) {
+    Ok(if cluster::down(&cfg, &mut Terminal) {
         ExitCode::SUCCESS
     } else {
         ExitCode::FAILURE
     })
-}
-
-/// `cluster down` of `cfg`: the serve on the head first, then Ray or the
-/// RPC servers; true when every node stopped.
-pub fn down_with(cfg: &ClusterConfig) -> bool {
-    match crate::serve::control::stop_over_ssh(cfg) {
-        Ok(said) if said.starts_with("stopped ") => {
-            println!(
-                "{}: {} stopped first ({said})",
-                cfg.head().label(),
-                cfg.engine.title()
-            );
-        }
-        Ok(_) => {}
-        Err(e) => eprintln!(
-            "warning: could not look for a running {} on the head first: {e}",
-            cfg.engine.title()
-        ),
-    }
-    if cfg.engine == Engine::LlamaCpp {
-        let mut ok = true;
-        for (name, r) in rpc::down(cfg) {
-            match r {
-                Ok(said) => println!("{name}: RPC server {said}"),
-                Err(e) => {
-                    ok = false;
-                    println!("{name}: FAILED: {e}");
-                }
-            }
-        }
-        if !ok {
-            eprintln!(
-                "error: an RPC server was not stopped (see above); `halobox cluster status` shows them, then run `halobox cluster down` again"
-            );
-        }
-        return ok;
-    }
-    let results = run::down(cfg);
-    let mut ok = true;
-    for r in &results {
-        if r.outcome == "stopped" {
-            println!("{}: stopped ({})", r.name, r.detail);
-        } else {
-            ok = false;
-            println!("{}: {}: {}", r.name, r.outcome.to_uppercase(), r.detail);
-        }
-    }
-    if !ok {
-        eprintln!(
-            "error: Ray was not stopped on every node (see above); stop it there by hand with `ray stop`, then run `halobox cluster down` again"
-        );
-    }
-    ok
 }
 
 fn tui(a: &ClusterFileArgs) -> anyhow::Result<ExitCode> {
@@ -524,8 +458,10 @@ fn tui(a: &ClusterFileArgs) -> anyhow::Result<ExitCode> {
 /// parallel size, context length, eager mode, erase the compile cache),
 /// then the plan (`serve --dry-run`) and, confirmed, `serve`.
 fn serve_menu(a: &ClusterFileArgs) -> anyhow::Result<ExitCode> {
+    use crate::serve::request::{Request, Spec};
+    use crate::serve::start::start;
     use dialoguer::{Confirm, Input};
-    let (_, cfg) = config::open(a.cluster.as_deref())?;
+    let (path, cfg) = config::open(a.cluster.as_deref())?;
     let n = u32::try_from(cfg.nodes.len()).unwrap_or(u32::MAX);
     let model: String = Input::new().with_prompt("model").interact_text()?;
     let tp: u32 = Input::new()
@@ -559,34 +495,30 @@ fn serve_menu(a: &ClusterFileArgs) -> anyhow::Result<ExitCode> {
         .with_prompt("erase vLLM's compile cache first (yes when restarting after a crash)")
         .default(false)
         .interact()?;
-    let args = |dry_run| crate::cli::ServeArgs {
-        action: None,
-        engine: None,
-        model: Some(model.clone()),
-        file: ClusterFileArgs {
-            cluster: a.cluster.clone(),
+    let req = |dry_run| Request {
+        spec: Spec {
+            model: model.clone(),
+            tp: Some(tp),
+            max_model_len: context.trim().parse().ok(),
+            gpu_memory_utilization: None,
+            no_eager: !eager,
+            host: None,
+            port: 8000,
+            no_api_key: false,
+            nccl_debug: false,
+            timeout: 1800,
+            extra: vec![],
         },
-        tp: Some(tp),
-        max_model_len: context.trim().parse().ok(),
-        gpu_memory_utilization: plan::SAFE_GPU_MEMORY,
-        eager,
-        no_eager: !eager,
-        host: None,
-        port: 8000,
-        no_api_key: false,
+        engine: None,
         clear_cache,
-        nccl_debug: false,
-        detach: false,
         preflight: false,
-        timeout: 1800,
-        source: SourceArgs { sysroot: None },
-        plan: DryRunArgs { dry_run },
-        extra: vec![],
+        detach: false,
+        dry_run,
+        sysroot: None,
     };
-    match super::serve::run(&args(true)) {
-        Ok(_) if Confirm::new().with_prompt("start it?").interact()? => {
-            super::serve::run(&args(false))
-        }
-        other => other,
+    start(&req(true), &path, &cfg, &mut Terminal)?;
+    if Confirm::new().with_prompt("start it?").interact()? {
+        start(&req(false), &path, &cfg, &mut Terminal)?;
     }
+    Ok(ExitCode::SUCCESS)
 }

@@ -51,12 +51,13 @@ pub fn run(a: &ClusterBenchArgs) -> anyhow::Result<ExitCode> {
         true => {
             eprintln!("bench collective across the {} nodes", cfg.nodes.len());
             let opts = crate::bench::collective::plan::Options::defaults();
-            super::bench_collective::collective(
+            crate::bench::collective::run(
                 &cfg,
                 &opts,
                 Some(&root.join("collective")),
                 false,
                 false,
+                &mut crate::reporter::Terminal,
             )?
             .map(|(r, _)| r)
         }

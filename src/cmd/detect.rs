@@ -8,7 +8,7 @@ use crate::host::{self, GatherOptions, HostFacts};
 
 /// Gathers facts and prints them as JSON or text.
 pub fn run(args: &DetectArgs) -> anyhow::Result<ExitCode> {
-    let root = super::root(&args.source)?;
+    let root = args.source.root()?;
     let facts = host::gather(
         root,
         GatherOptions {

@@ -84,7 +84,7 @@ pub struct Start<'a> {
     /// Which engine it is.
     pub engine: Engine,
     /// The arguments that start it again, for the record.
-    pub args: Option<state::ServeArgsRecord>,
+    pub args: Option<super::request::Spec>,
 }
 
 /// How a serve ended.

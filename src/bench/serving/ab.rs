@@ -495,7 +495,7 @@ pub fn save(dir: &Path, r: &AbResults) -> anyhow::Result<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::serve::state::ServeArgsRecord;
+    use crate::serve::request::Spec as ServeArgsRecord;
 
     fn serve(detached: bool, args: bool) -> ServeState {
         ServeState {
