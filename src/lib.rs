@@ -20,6 +20,7 @@
 //!
 //! README.md's Layout table names every room.
 
+pub mod backend;
 pub mod bench;
 pub mod check;
 pub mod cli;
@@ -32,7 +33,6 @@ pub mod dataplane;
 pub mod doctor;
 pub mod engine;
 pub mod error;
-pub mod fleet;
 pub mod host;
 pub mod image;
 pub mod image_ref;

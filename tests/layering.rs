@@ -1,7 +1,9 @@
 //! The layering the README promises, checked on the source tree: calls go one
 //! way (`src/cmd/` -> library -> engine/ssh/process), nothing below `src/cmd/`
-//! names it, and no two files of `src/` import each other, directly or round
-//! a circle.
+//! names it, no `cmd` file names another (a `mod.rs` dispatching to its
+//! children aside) or grows past [`CMD_LINES`], no module names one on a
+//! higher floor ([`FLOORS`]), and no two files of `src/` import each
+//! other, directly or round a circle.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
@@ -149,6 +151,217 @@ fn target(
         .map(|n| full[..n].to_vec())
         .find(|p| files.contains_key(p))
         .unwrap_or_default()
+}
+
+/// The most lines a `src/cmd/` file may have: a command parses, calls one
+/// library entry point and prints.
+const CMD_LINES: usize = 530;
+
+/// Every file's module, whether it is a `mod.rs`, and its code.
+fn sources() -> Vec<(Vec<String>, bool, String)> {
+    modules()
+        .into_iter()
+        .map(|(m, p)| {
+            let is_mod = p.ends_with("mod.rs") || p.ends_with("lib.rs");
+            (m, is_mod, code(&p))
+        })
+        .collect()
+}
+
+/// The `cmd` files that name another `cmd` module: `file -> target`. A
+/// `mod.rs` may name the modules below it (it dispatches to them).
+fn cmd_to_cmd(sources: &[(Vec<String>, bool, String)]) -> Vec<String> {
+    let files: BTreeMap<Vec<String>, PathBuf> = sources
+        .iter()
+        .map(|(m, _, _)| (m.clone(), PathBuf::new()))
+        .collect();
+    let mut out = Vec::new();
+    for (m, is_mod, code) in sources {
+        if m.first().map(String::as_str) != Some("cmd") {
+            continue;
+        }
+        for path in paths(code) {
+            let t = target(&files, m, *is_mod, &path);
+            let below = *is_mod && t.len() > m.len() && t.starts_with(m);
+            if t.first().map(String::as_str) == Some("cmd") && t != *m && !below {
+                out.push(format!("{} -> {}", m.join("::"), t.join("::")));
+            }
+        }
+    }
+    out.sort();
+    out.dedup();
+    out
+}
+
+#[test]
+fn no_cmd_file_names_another() {
+    let found = cmd_to_cmd(&sources());
+    assert!(
+        found.is_empty(),
+        "src/cmd/ files must call the library, not each other: {found:?}"
+    );
+}
+
+#[test]
+fn no_cmd_file_is_over_the_limit() {
+    let long: Vec<String> = modules()
+        .into_iter()
+        .filter(|(m, _)| m.first().map(String::as_str) == Some("cmd"))
+        .filter_map(|(_, p)| {
+            let n = std::fs::read_to_string(&p).unwrap().lines().count();
+            (n > CMD_LINES).then(|| format!("{} ({n} lines)", p.display()))
+        })
+        .collect();
+    assert!(
+        long.is_empty(),
+        "src/cmd/ files over {CMD_LINES} lines (move the work into the library): {long:?}"
+    );
+}
+
+#[test]
+fn the_checker_sees_a_cmd_file_naming_another() {
+    let m = |p: &str, is_mod: bool, code: &str| {
+        (
+            p.split("::").map(String::from).collect::<Vec<_>>(),
+            is_mod,
+            code.to_string(),
+        )
+    };
+    let tree = [
+        m("cmd", true, "pub mod a; pub mod b; pub mod fam;"),
+        m("cmd::a", false, "fn f() { super::b::run(); }"),
+        m("cmd::b", false, "use crate::cmd::a::helper;"),
+        m("cmd::fam", true, "fn run() { super::fam::x::run(); }"),
+        m("cmd::fam::x", false, "use crate::serve::start;"),
+        m("serve", true, ""),
+    ];
+    assert_eq!(cmd_to_cmd(&tree), ["cmd::a -> cmd::b", "cmd::b -> cmd::a"]);
+}
+
+/// The floors of `src/`, lowest first: a module may name modules on its
+/// own floor or below, never one above. A module is on the floor of the
+/// longest prefix of its path listed here (`""`: the crate root).
+const FLOORS: &[(&str, &[&str])] = &[
+    (
+        "words and processes",
+        &[
+            "error",
+            "units",
+            "confine",
+            "shell",
+            "reporter",
+            "image_ref",
+            "proc",
+        ],
+    ),
+    ("the host and ssh", &["ssh", "remote", "host", "dataplane"]),
+    (
+        "the engine and the settings",
+        &[
+            "engine",
+            "backend",
+            "config",
+            "cluster::config",
+            "cluster::vars",
+            "cluster::auth",
+            "image",
+        ],
+    ),
+    (
+        "containers and one host",
+        &["container", "check", "doctor", "setup", "refresh"],
+    ),
+    ("the cluster", &["cluster", "model"]),
+    ("serving and benchmarks", &["serve", "bench"]),
+    (
+        "workflows over the cluster",
+        &[
+            "serve::start",
+            "cluster::lifecycle",
+            "cluster::bench",
+            "cluster::bench_run",
+            "cluster::doctor",
+            "cluster::doctor_run",
+            "cluster::install",
+            "cluster::ray_state",
+            "cluster::refresh",
+            "bench::serving::ab_run",
+        ],
+    ),
+    ("the command line", &["cli", "cmd", ""]),
+];
+
+/// The floor of module `m` (an index into [`FLOORS`]).
+fn floor(m: &[String]) -> usize {
+    let path = m.join("::");
+    FLOORS
+        .iter()
+        .enumerate()
+        .flat_map(|(i, (_, prefixes))| prefixes.iter().map(move |p| (i, *p)))
+        .filter(|(_, p)| p.is_empty() || path == *p || path.starts_with(&format!("{p}::")))
+        .max_by_key(|(_, p)| p.len())
+        .map(|(i, _)| i)
+        .unwrap_or_else(|| panic!("{path} is on no floor: add it to FLOORS"))
+}
+
+/// Every `file -> target` where the target is on a higher floor.
+fn upward(sources: &[(Vec<String>, bool, String)]) -> Vec<String> {
+    let files: BTreeMap<Vec<String>, PathBuf> = sources
+        .iter()
+        .map(|(m, _, _)| (m.clone(), PathBuf::new()))
+        .collect();
+    let mut out = Vec::new();
+    for (m, is_mod, code) in sources {
+        for path in paths(code) {
+            let t = target(&files, m, *is_mod, &path);
+            if floor(&t) > floor(m) {
+                out.push(format!(
+                    "{} ({}) -> {} ({})",
+                    m.join("::"),
+                    FLOORS[floor(m)].0,
+                    t.join("::"),
+                    FLOORS[floor(&t)].0
+                ));
+            }
+        }
+    }
+    out.sort();
+    out.dedup();
+    out
+}
+
+#[test]
+fn no_module_names_one_on_a_higher_floor() {
+    let found = upward(&sources());
+    assert!(
+        found.is_empty(),
+        "modules that call up a floor (move the code, or the call): {found:#?}"
+    );
+}
+
+#[test]
+fn the_checker_sees_a_call_up_a_floor() {
+    let m = |p: &str, code: &str| {
+        (
+            p.split("::").map(String::from).collect::<Vec<_>>(),
+            false,
+            code.to_string(),
+        )
+    };
+    let tree = [
+        m("config", "use crate::container::spec::Spec;"),
+        m("container::spec", "use crate::config::load;"),
+        m("cluster::run", "crate::serve::start::start();"),
+        m("serve::start", "use crate::cluster::run::up;"),
+    ];
+    assert_eq!(
+        upward(&tree),
+        [
+            "cluster::run (the cluster) -> serve::start (workflows over the cluster)",
+            "config (the engine and the settings) -> container::spec (containers and one host)",
+        ]
+    );
+    assert_eq!(floor(&["cmd".into(), "bench".into()]), FLOORS.len() - 1);
 }
 
 #[test]

@@ -6,8 +6,9 @@ use std::path::Path;
 
 use super::config::{ClusterConfig, Engine};
 use super::env::NodeEnv;
-use super::{auth, rpc, run};
+use super::{auth, run};
 use crate::reporter::{Out, Reporter};
+use crate::serve::rpc_servers as rpc;
 
 /// `cluster up` of `cfg` (read from `path`, perhaps changed in memory):
 /// Ray, or llama.cpp's RPC servers; each node's env as applied.

@@ -11,14 +11,20 @@
 //! [`crate::serve`] runs vLLM on the head.
 
 pub mod auth;
+pub mod bench;
+pub mod bench_run;
 pub mod carry;
 pub mod config;
+pub mod doctor;
+pub mod doctor_run;
 pub mod env;
+pub mod install;
 pub mod join;
 pub mod lifecycle;
 pub mod plan;
 pub mod preflight;
-pub mod rpc;
+pub mod ray_state;
+pub mod refresh;
 pub mod run;
 pub mod vars;
 pub mod view;

@@ -13,10 +13,10 @@ use std::time::{Duration, Instant};
 
 use serde::{Deserialize, Serialize};
 
+use crate::backend::Backend;
 use crate::cluster::config::{ClusterConfig, NodeBackend, NodeConfig};
+use crate::cluster::ray_state::{self, RayState};
 use crate::cluster::run::remote_node;
-use crate::container::backend::Backend;
-use crate::fleet::ray_state::{self, RayState};
 use crate::image_ref::ImageRef;
 use crate::proc::{Proc, WaitError};
 use crate::refresh::pull::{self, PullPolicy};

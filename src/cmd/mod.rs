@@ -2,15 +2,9 @@
 //! exit status.
 
 pub mod bench;
-pub mod bench_ab;
-pub mod bench_collective;
-pub mod bench_serving;
 pub mod build;
 pub mod check;
 pub mod cluster;
-pub mod cluster_bench;
-pub mod cluster_doctor;
-pub mod cluster_fleet;
 pub mod completions;
 pub mod detect;
 pub mod doctor;

@@ -33,6 +33,7 @@ pub mod prepare;
 pub mod program;
 pub mod request;
 pub mod rpc;
+pub mod rpc_servers;
 pub mod start;
 pub mod state;
 pub mod supervise;

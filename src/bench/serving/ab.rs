@@ -302,7 +302,7 @@ pub fn transports(engine: Engine, envs: &[NodeEnv]) -> Vec<NodeTransport> {
                     .filter(|v| v.name.starts_with("NCCL_IB_") || v.name == "NCCL_NET")
                     .map(|v| format!("{}={}", v.name, v.value))
                     .collect(),
-                Engine::LlamaCpp => crate::cluster::rpc::rdma_env(e)
+                Engine::LlamaCpp => crate::serve::rpc_servers::rdma_env(e)
                     .iter()
                     .map(|v| format!("{}={}", v.name, v.value))
                     .collect(),

@@ -1,5 +1,9 @@
 //! `halobox cluster init|up|join|status|down|tui`.
 
+pub mod bench;
+pub mod doctor;
+pub mod fleet;
+
 use std::io::IsTerminal;
 use std::net::Ipv4Addr;
 use std::process::ExitCode;
@@ -14,10 +18,11 @@ use crate::cluster::config::{self, ClusterConfig, Engine, NodeConfig};
 use crate::cluster::env::{self, EnvRequest};
 use crate::cluster::join::{self, JoinRequest, RayAuth};
 use crate::cluster::plan::{self, in_container, with_env};
-use crate::cluster::{self, rpc, run};
+use crate::cluster::{self, run};
 use crate::error::UsageError;
 use crate::host::{self, GatherOptions, HostRoot};
 use crate::reporter::Terminal;
+use crate::serve::rpc_servers as rpc;
 use crate::shell;
 
 /// Runs a `cluster` subcommand.
@@ -28,10 +33,10 @@ pub fn run(cmd: ClusterCommand) -> anyhow::Result<ExitCode> {
         ClusterCommand::Join(a) => join(&a),
         ClusterCommand::Status(a) => status(&a),
         ClusterCommand::Down(a) => down(&a),
-        ClusterCommand::Refresh(a) => super::cluster_fleet::refresh(&a),
-        ClusterCommand::Install(a) => super::cluster_fleet::install(&a),
-        ClusterCommand::Doctor(a) => super::cluster_doctor::run(&a),
-        ClusterCommand::Bench(a) => super::cluster_bench::run(&a),
+        ClusterCommand::Refresh(a) => fleet::refresh(&a),
+        ClusterCommand::Install(a) => fleet::install(&a),
+        ClusterCommand::Doctor(a) => doctor::run(&a),
+        ClusterCommand::Bench(a) => bench::run(&a),
         ClusterCommand::Tui(a) => tui(&a),
     }
 }
@@ -413,13 +418,13 @@ fn tui(a: &ClusterFileArgs) -> anyhow::Result<ExitCode> {
                     ExitCode::SUCCESS
                 })
                 .map_err(anyhow::Error::from),
-            6 => super::cluster_doctor::run(&ClusterDoctorArgs {
+            6 => doctor::run(&ClusterDoctorArgs {
                 file: file(),
                 output: OutputArgs { json: false },
             }),
-            7 => super::cluster_bench::run(&ClusterBenchArgs {
+            7 => bench::run(&ClusterBenchArgs {
                 file: file(),
-                pairs: crate::fleet::bench::Pairs::All,
+                pairs: crate::cluster::bench::Pairs::All,
                 save: None,
                 duration: 10,
                 rdma: false,
@@ -427,7 +432,7 @@ fn tui(a: &ClusterFileArgs) -> anyhow::Result<ExitCode> {
                 collective: false,
                 output: OutputArgs { json: false },
             }),
-            8 | 9 => super::cluster_fleet::refresh(&ClusterRefreshArgs {
+            8 | 9 => fleet::refresh(&ClusterRefreshArgs {
                 channel: Channel::Latest,
                 image: None,
                 restart: false,
@@ -440,9 +445,9 @@ fn tui(a: &ClusterFileArgs) -> anyhow::Result<ExitCode> {
                 },
                 confirm: YesArgs { yes: false },
             }),
-            10 => super::cluster_fleet::install(&ClusterInstallArgs {
+            10 => fleet::install(&ClusterInstallArgs {
                 halobox: None,
-                timeout: crate::fleet::install::SEND_TIMEOUT_S,
+                timeout: crate::cluster::install::SEND_TIMEOUT_S,
                 file: file(),
                 plan: DryRunArgs { dry_run: false },
             }),
