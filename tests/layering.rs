@@ -155,10 +155,10 @@ fn target(
 
 /// The most lines a `src/cmd/` file may have: a command parses, calls one
 /// library entry point and prints.
-const CMD_LINES: usize = 530;
+const CMD_LINES: usize = 443;
 
 /// Every file's module, whether it is a `mod.rs`, and its code.
-fn sources() -> Vec<(Vec<String>, bool, String)> {
+fn sources() -> Vec<Source> {
     modules()
         .into_iter()
         .map(|(m, p)| {
@@ -168,29 +168,44 @@ fn sources() -> Vec<(Vec<String>, bool, String)> {
         .collect()
 }
 
-/// The `cmd` files that name another `cmd` module: `file -> target`. A
-/// `mod.rs` may name the modules below it (it dispatches to them).
-fn cmd_to_cmd(sources: &[(Vec<String>, bool, String)]) -> Vec<String> {
+/// A source: its module, whether it is a `mod.rs`, its code.
+type Source = (Vec<String>, bool, String);
+
+/// A made-up source for the checkers' own tests (`a::b`).
+fn source(module: &str, is_mod: bool, code: &str) -> Source {
+    let m = module.split("::").map(String::from).collect();
+    (m, is_mod, code.to_string())
+}
+
+/// Every `(module, is a mod.rs, module it names)`, once each.
+fn named(sources: &[Source]) -> BTreeSet<(Vec<String>, bool, Vec<String>)> {
     let files: BTreeMap<Vec<String>, PathBuf> = sources
         .iter()
         .map(|(m, _, _)| (m.clone(), PathBuf::new()))
         .collect();
-    let mut out = Vec::new();
-    for (m, is_mod, code) in sources {
-        if m.first().map(String::as_str) != Some("cmd") {
-            continue;
-        }
-        for path in paths(code) {
-            let t = target(&files, m, *is_mod, &path);
+    sources
+        .iter()
+        .flat_map(|(m, is_mod, code)| {
+            paths(code)
+                .into_iter()
+                .map(|path| (m.clone(), *is_mod, target(&files, m, *is_mod, &path)))
+                .collect::<Vec<_>>()
+        })
+        .collect()
+}
+
+/// The `cmd` files that name another `cmd` module: `file -> target`. A
+/// `mod.rs` may name the modules below it (it dispatches to them).
+fn cmd_to_cmd(sources: &[Source]) -> Vec<String> {
+    let cmd = |m: &[String]| m.first().map(String::as_str) == Some("cmd");
+    named(sources)
+        .into_iter()
+        .filter(|(m, is_mod, t)| {
             let below = *is_mod && t.len() > m.len() && t.starts_with(m);
-            if t.first().map(String::as_str) == Some("cmd") && t != *m && !below {
-                out.push(format!("{} -> {}", m.join("::"), t.join("::")));
-            }
-        }
-    }
-    out.sort();
-    out.dedup();
-    out
+            cmd(m) && cmd(t) && t != m && !below
+        })
+        .map(|(m, _, t)| format!("{} -> {}", m.join("::"), t.join("::")))
+        .collect()
 }
 
 #[test]
@@ -220,13 +235,7 @@ fn no_cmd_file_is_over_the_limit() {
 
 #[test]
 fn the_checker_sees_a_cmd_file_naming_another() {
-    let m = |p: &str, is_mod: bool, code: &str| {
-        (
-            p.split("::").map(String::from).collect::<Vec<_>>(),
-            is_mod,
-            code.to_string(),
-        )
-    };
+    let m = source;
     let tree = [
         m("cmd", true, "pub mod a; pub mod b; pub mod fam;"),
         m("cmd::a", false, "fn f() { super::b::run(); }"),
@@ -305,29 +314,13 @@ fn floor(m: &[String]) -> usize {
 }
 
 /// Every `file -> target` where the target is on a higher floor.
-fn upward(sources: &[(Vec<String>, bool, String)]) -> Vec<String> {
-    let files: BTreeMap<Vec<String>, PathBuf> = sources
-        .iter()
-        .map(|(m, _, _)| (m.clone(), PathBuf::new()))
-        .collect();
-    let mut out = Vec::new();
-    for (m, is_mod, code) in sources {
-        for path in paths(code) {
-            let t = target(&files, m, *is_mod, &path);
-            if floor(&t) > floor(m) {
-                out.push(format!(
-                    "{} ({}) -> {} ({})",
-                    m.join("::"),
-                    FLOORS[floor(m)].0,
-                    t.join("::"),
-                    FLOORS[floor(&t)].0
-                ));
-            }
-        }
-    }
-    out.sort();
-    out.dedup();
-    out
+fn upward(sources: &[Source]) -> Vec<String> {
+    let name = |m: &[String]| format!("{} ({})", m.join("::"), FLOORS[floor(m)].0);
+    named(sources)
+        .into_iter()
+        .filter(|(m, _, t)| floor(t) > floor(m))
+        .map(|(m, _, t)| format!("{} -> {}", name(&m), name(&t)))
+        .collect()
 }
 
 #[test]
@@ -341,13 +334,7 @@ fn no_module_names_one_on_a_higher_floor() {
 
 #[test]
 fn the_checker_sees_a_call_up_a_floor() {
-    let m = |p: &str, code: &str| {
-        (
-            p.split("::").map(String::from).collect::<Vec<_>>(),
-            false,
-            code.to_string(),
-        )
-    };
+    let m = |p: &str, code: &str| source(p, false, code);
     let tree = [
         m("config", "use crate::container::spec::Spec;"),
         m("container::spec", "use crate::config::load;"),
@@ -465,4 +452,79 @@ fn the_checker_sees_a_circle() {
     assert!(p.contains(&"crate::host::limits::LimitValue".to_string()));
     assert!(p.contains(&"crate::host::procs".to_string()));
     assert!(p.contains(&"super::plan::make".to_string()));
+}
+
+/// The floors as a Mermaid picture, highest first.
+fn floors_mermaid() -> String {
+    let mut out = String::from("flowchart TD\n");
+    for (i, (name, modules)) in FLOORS.iter().enumerate().rev() {
+        let list: Vec<&str> = modules.iter().copied().filter(|m| !m.is_empty()).collect();
+        out.push_str(&format!("    f{i}[\"{name}: {}\"]\n", list.join(", ")));
+    }
+    for i in (1..FLOORS.len()).rev() {
+        out.push_str(&format!("    f{i} --> f{}\n", i - 1));
+    }
+    out
+}
+
+#[test]
+fn contributing_draws_the_floors_and_names_every_room() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let doc = std::fs::read_to_string(root.join("CONTRIBUTING.md")).unwrap();
+    let start = "<!-- floors: generated by tests/layering.rs from FLOORS -->\n```mermaid\n";
+    let drawn = doc
+        .split_once(start)
+        .and_then(|(_, rest)| rest.split_once("```\n<!-- /floors -->"))
+        .map(|(picture, _)| picture)
+        .expect("CONTRIBUTING.md has the floors picture");
+    assert_eq!(
+        drawn,
+        floors_mermaid(),
+        "CONTRIBUTING.md's floors picture is stale: paste the right side in"
+    );
+    let lib = std::fs::read_to_string(root.join("src/lib.rs")).unwrap();
+    let mut missing = Vec::new();
+    for m in modules().keys().filter(|m| m.len() == 1) {
+        let path = if root.join("src").join(&m[0]).is_dir() {
+            format!("`src/{}/`", m[0])
+        } else {
+            format!("`src/{}.rs`", m[0])
+        };
+        if !doc.contains(&path) {
+            missing.push(path);
+        }
+        let linked = |form: &str| lib.contains(&format!("[`{form}{}`]", m[0]));
+        if !linked("") && !linked("mod@") {
+            missing.push(format!("src/lib.rs: [`{}`]", m[0]));
+        }
+    }
+    for m in modules().keys().filter(|m| m.len() == 2) {
+        if root.join("src").join(&m[0]).join(&m[1]).is_dir()
+            && !doc.contains(&format!("`src/{}/{}/`", m[0], m[1]))
+        {
+            missing.push(format!("`src/{}/{}/`", m[0], m[1]));
+        }
+    }
+    let mut scripts = Vec::new();
+    fn walk(dir: &Path, out: &mut Vec<PathBuf>) {
+        for e in std::fs::read_dir(dir).unwrap() {
+            let p = e.unwrap().path();
+            if p.is_dir() {
+                walk(&p, out);
+            } else {
+                out.push(p);
+            }
+        }
+    }
+    walk(&root.join("scripts"), &mut scripts);
+    for s in scripts {
+        let name = s.file_name().unwrap().to_string_lossy().into_owned();
+        if !doc.contains(&name) {
+            missing.push(s.strip_prefix(root).unwrap().display().to_string());
+        }
+    }
+    assert!(
+        missing.is_empty(),
+        "CONTRIBUTING.md's Layout table (and src/lib.rs's doc) must name every room and script: {missing:?}"
+    );
 }
