@@ -13,7 +13,7 @@
 //! - decisions (pure): [`dataplane`] and [`doctor`] from host facts,
 //!   [`check`] from what its probe saw inside a container, and the plans in
 //!   [`container::spec`], [`refresh::plan`], [`cluster::plan`],
-//!   [`serve::prepare`], [`model::plan`], [`bench::plan`] and [`image`];
+//!   [`serve::plan`], [`model::plan`], [`bench::plan`] and [`image`];
 //! - effects: [`engine`] (the container engine's API), [`container`] (the
 //!   containers themselves), [`setup`], [`check::run`], [`refresh`] (one
 //!   container replaced: [`refresh::run`]), [`cluster`] (Ray over every

@@ -330,7 +330,7 @@ impl ServeArgs {
                 tp: self.tp,
                 max_model_len: self.max_model_len,
                 gpu_memory_utilization: (self.gpu_memory_utilization
-                    != crate::cluster::plan::SAFE_GPU_MEMORY)
+                    != crate::serve::plan::SAFE_GPU_MEMORY)
                     .then_some(self.gpu_memory_utilization),
                 no_eager: self.no_eager,
                 host: self.host,

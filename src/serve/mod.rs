@@ -28,6 +28,7 @@ pub mod fit;
 pub mod http;
 pub mod interrupt;
 pub mod llama;
+pub mod plan;
 pub mod preflight;
 pub mod prepare;
 pub mod program;

@@ -96,7 +96,7 @@ impl Spec {
     /// given).
     pub fn gpu_memory(&self) -> f64 {
         self.gpu_memory_utilization
-            .unwrap_or(crate::cluster::plan::SAFE_GPU_MEMORY)
+            .unwrap_or(super::plan::SAFE_GPU_MEMORY)
     }
 }
 

@@ -7,11 +7,12 @@
 use std::path::Path;
 use std::time::Duration;
 
+use super::plan::{self, ServeRequest};
 use super::request::Request;
 use super::supervise::{self, Ended, Start};
 use super::{api_key, engine, fit, llama, preflight, prepare, program};
 use crate::cluster::config::{ClusterConfig, Engine};
-use crate::cluster::plan::{self, ServeRequest};
+use crate::cluster::plan::with_env;
 use crate::error::UsageError;
 use crate::host::{self, GatherOptions, HostRoot};
 use crate::model::fit as fit_model;
@@ -184,7 +185,7 @@ pub fn start(
         cluster_path: path,
         served_name: preflight::served_name(&model, &a.extra),
         model,
-        command: plan::with_env(&p.env, &p.command),
+        command: with_env(&p.env, &p.command),
         secret_names: p.secrets.clone(),
         secrets: secrets.iter().flatten().cloned().collect(),
         clear_cache: p.clear_cache.then(|| plan::COMPILE_CACHE.to_string()),

@@ -164,7 +164,7 @@ impl Log {
             }
             if self.nccl_debug
                 && !self.transport_said
-                && let Some(t) = crate::cluster::plan::nccl_transport(l)
+                && let Some(t) = super::plan::nccl_transport(l)
             {
                 self.transport_said = true;
                 eprintln!("halobox: NCCL uses {t}");
