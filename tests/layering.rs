@@ -307,7 +307,13 @@ fn floor(m: &[String]) -> usize {
         .iter()
         .enumerate()
         .flat_map(|(i, (_, prefixes))| prefixes.iter().map(move |p| (i, *p)))
-        .filter(|(_, p)| p.is_empty() || path == *p || path.starts_with(&format!("{p}::")))
+        .filter(|(_, p)| {
+            if p.is_empty() {
+                path.is_empty()
+            } else {
+                path == *p || path.starts_with(&format!("{p}::"))
+            }
+        })
         .max_by_key(|(_, p)| p.len())
         .map(|(i, _)| i)
         .unwrap_or_else(|| panic!("{path} is on no floor: add it to FLOORS"))
