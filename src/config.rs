@@ -5,7 +5,7 @@ use std::path::{Path, PathBuf};
 
 use serde::Deserialize;
 
-use crate::container::backend::Backend;
+use crate::backend::Backend;
 
 /// The image `refresh` pulls by default: the channel this project publishes
 /// (`images/vllm-therock-gfx1151.toml` `[publish] repository`, pushed by

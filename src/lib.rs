@@ -1,25 +1,36 @@
 //! halobox: inspect, containerise and cluster AMD Strix Halo (gfx1151) nodes
-//! for vLLM over RoCE v2.
+//! for vLLM and llama.cpp over RoCE v2.
 //!
-//! Calls go one way: [`cli`] defines the command line, [`cmd`] (one module
-//! per command) parses it, calls one library entry point and prints; no
-//! library module names [`cmd`]. Facts, then a pure plan, then an executor:
+//! Calls go one way: [`cli`] defines the command line (and turns flags into
+//! the library's requests), [`cmd`] (one module per command, a folder per
+//! family) calls one library entry point and prints; no library module
+//! names [`cmd`], and each workflow speaks through a [`reporter`]. Facts,
+//! then a pure plan, then an executor:
 //!
 //! - facts: [`host`] reads the machine (or a `--sysroot` snapshot) into
-//!   plain data; [`config`] the user's settings;
+//!   plain data; [`config`] the user's settings, [`backend`] the container
+//!   backends;
 //! - decisions (pure): [`dataplane`] and [`doctor`] from host facts,
-//!   [`check`] from what its probe saw inside a container, and the
-//!   plans in [`container::spec`], [`refresh::plan`], [`cluster::plan`],
-//!   [`bench::plan`] and [`image`];
-//! - effects: [`engine`] (the container engine's API), [`check::run`],
-//!   [`refresh::run`], [`cluster::join`], [`cluster::run`], [`fleet`] (every
-//!   node at once), [`bench::run`],
-//!   over [`ssh`], [`remote`], [`proc`] and [`shell`];
+//!   [`check`] from what its probe saw inside a container, and the plans in
+//!   [`container::spec`], [`refresh::plan`], [`cluster::plan`],
+//!   [`serve::plan`], [`model::plan`], [`bench::plan`] and [`image`];
+//! - effects: [`engine`] (the container engine's API), [`container`] (the
+//!   containers themselves), [`setup`], [`check::run`], [`refresh`] (one
+//!   container replaced: [`refresh::run`]), [`cluster`] (Ray over every
+//!   node: [`cluster::join`], [`cluster::run`]), [`serve`] (vLLM or
+//!   llama.cpp on the head), [`model`] (weights on every node), over
+//!   [`ssh`], [`remote`], [`proc`] and [`shell`];
+//! - the library's entry points for commands over the cluster:
+//!   [`cluster::up`], [`cluster::down`], [`cluster::refresh`],
+//!   [`serve::start`](mod@serve::start), [`bench::collective::run()`],
+//!   [`bench::serving::ab_run`] and [`mod@bench`];
 //! - shared: [`error`] (usage errors, exit status 2), [`image_ref`],
-//!   [`units`].
+//!   [`confine`] (paths confined to a root), [`units`].
 //!
-//! README.md's Layout table names every room.
+//! CONTRIBUTING.md's Layout table names every room and script, and draws
+//! the floors `tests/layering.rs` checks.
 
+pub mod backend;
 pub mod bench;
 pub mod check;
 pub mod cli;
@@ -32,7 +43,6 @@ pub mod dataplane;
 pub mod doctor;
 pub mod engine;
 pub mod error;
-pub mod fleet;
 pub mod host;
 pub mod image;
 pub mod image_ref;
@@ -40,6 +50,7 @@ pub mod model;
 pub mod proc;
 pub mod refresh;
 pub mod remote;
+pub mod reporter;
 pub mod serve;
 pub mod setup;
 pub mod shell;

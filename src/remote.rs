@@ -151,6 +151,20 @@ impl Node {
         ssh::command(&self.target, &self.options, &guarded(cmd))
     }
 
+    /// The ssh argv that runs `cmd` there without the guard (its stdin is
+    /// the command's own: [`Node::run_input`], [`Node::spawn_unguarded`]).
+    pub fn unguarded_argv(&self, cmd: &[String]) -> Vec<String> {
+        self.ssh(&shell::line(cmd))
+    }
+
+    /// Starts `cmd` there without the guard: it reads its stdin itself
+    /// (and must stop on its own when that closes).
+    pub fn spawn_unguarded(&self, cmd: &[String]) -> Result<Proc, RemoteError> {
+        ssh::check_target(&self.target).map_err(|e| self.failed(e))?;
+        Proc::spawn_with(&self.unguarded_argv(cmd), CAPTURE)
+            .map_err(|e| self.failed(format!("{e}\n  hint: install the OpenSSH client (`ssh`)")))
+    }
+
     /// Starts `cmd` there. Dropping (or finishing) the process closes its
     /// stdin, which stops the command on the node.
     pub fn spawn(&self, cmd: &[String]) -> Result<Proc, RemoteError> {
@@ -240,10 +254,7 @@ impl Node {
         input: &[u8],
         timeout: Duration,
     ) -> Result<Finished, RemoteError> {
-        ssh::check_target(&self.target).map_err(|e| self.failed(e))?;
-        let argv = self.ssh(&shell::line(cmd));
-        let mut proc = Proc::spawn_with(&argv, CAPTURE)
-            .map_err(|e| self.failed(format!("{e}\n  hint: install the OpenSSH client (`ssh`)")))?;
+        let mut proc = self.spawn_unguarded(cmd)?;
         // Written by a thread, so a node that stops reading cannot hold
         // this past `timeout` (ssh is then killed and the write fails); a
         // write that fails means ssh ended early: its status says why.
@@ -521,6 +532,32 @@ pub fn parse_json<T: serde::de::DeserializeOwned>(line: &str) -> serde_json::Res
     parse_json_with(line, &printable)
 }
 
+/// The report `command` printed on `node`: its last line that is a JSON
+/// object, read with [`parse_json`]. `output` is all it printed; its last
+/// lines go into the one error wording, which names the node and the
+/// command.
+pub fn last_json<T: serde::de::DeserializeOwned>(
+    node: &str,
+    command: &str,
+    stdout: &str,
+    output: &str,
+) -> Result<T, String> {
+    let line = stdout
+        .lines()
+        .rev()
+        .map(str::trim_start)
+        .find(|l| l.starts_with('{'));
+    let why = match line.map(parse_json) {
+        Some(Ok(v)) => return Ok(v),
+        Some(Err(e)) => e.to_string(),
+        None => "no JSON line".into(),
+    };
+    Err(format!(
+        "{node}: {command} printed no report this halobox reads ({why}): {}\n  hint: the same halobox on every node and in its container (`halobox cluster install`, then `halobox refresh`)",
+        tail(output, 3)
+    ))
+}
+
 /// [`parse_json`], but strings keep their line breaks (each line made
 /// [`printable`]): for multi-line text such as a doctor check's fix.
 pub fn parse_json_lines<T: serde::de::DeserializeOwned>(text: &str) -> serde_json::Result<T> {
@@ -614,6 +651,28 @@ fn skip_string(it: &mut std::iter::Peekable<impl Iterator<Item = char>>) {
 
 #[cfg(test)]
 mod tests {
+    /// Every reader of a node's report says the same: the node, the
+    /// command, why, and the output's last lines.
+    #[test]
+    fn the_last_json_line_is_the_report_and_its_absence_is_named() {
+        #[derive(serde::Deserialize, Debug, PartialEq)]
+        struct R {
+            a: u32,
+        }
+        let out = "log line\n{\"a\": 1}\n  {\"a\": 2}\ntrailer\n";
+        assert_eq!(last_json::<R>("node n1", "`x`", out, out), Ok(R { a: 2 }));
+        let none = last_json::<R>("node n1", "`halobox x`", "no json\n", "boom\n").unwrap_err();
+        assert!(
+            none.starts_with(
+                "node n1: `halobox x` printed no report this halobox reads (no JSON line): "
+            ),
+            "{none}"
+        );
+        assert!(none.contains("boom"), "{none}");
+        let bad = last_json::<R>("node n2", "`y`", "{\"b\": 1}\n", "").unwrap_err();
+        assert!(bad.starts_with("node n2: `y` printed no report"), "{bad}");
+    }
+
     use super::*;
 
     #[test]

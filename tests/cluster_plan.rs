@@ -7,11 +7,12 @@ use std::path::PathBuf;
 use halobox::cluster::auth;
 use halobox::cluster::config::{ClusterConfig, NodeBackend, NodeConfig, Transport};
 use halobox::cluster::env::{self, EnvError, EnvRequest, NodeEnv, Resolved};
-use halobox::cluster::plan::{self, ContainerReport, JoinReport, ServeRequest};
+use halobox::cluster::plan::{self, ContainerReport, JoinReport};
 use halobox::cluster::preflight::{self, Level};
 use halobox::cluster::view::{DeviceAccess, PortView, RuntimeView};
 use halobox::host::{self, GatherOptions, HostFacts, HostRoot};
 use halobox::serve::engine::Head;
+use halobox::serve::plan::{self as splan, ServeRequest};
 
 fn facts(name: &str) -> HostFacts {
     let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
@@ -378,7 +379,7 @@ fn serve_req() -> ServeRequest {
 #[test]
 fn serve_command_and_env() {
     let (cfg, reports) = two_e810s();
-    let p = plan::serve(&serve_req(), Some(&reports[0].env), 2).unwrap();
+    let p = splan::serve(&serve_req(), Some(&reports[0].env), 2).unwrap();
     assert_eq!(
         p.command,
         [
@@ -429,7 +430,7 @@ fn serve_command_and_env() {
         podman.start_argv(&cmd, &p.secrets, None, None)[..4],
         ["halobox", "enter", "vllm", "--"]
     );
-    let text = plan::render_serve(&p, &cmd);
+    let text = splan::render_serve(&p, &cmd);
     assert!(text.contains("HF_TOKEN=********"), "{text}");
     assert!(
         text.contains("\nvllm serve Qwen/Qwen3-30B-A3B --tensor-parallel-size 2"),
@@ -444,24 +445,24 @@ fn serve_refuses_what_cannot_work() {
     let mut r = serve_req();
     r.tp = Some(3);
     assert!(
-        plan::serve(&r, head, 2)
+        splan::serve(&r, head, 2)
             .unwrap_err()
             .contains("--tp 3 needs 3 GPU(s)")
     );
     let mut r = serve_req();
     r.extra = vec!["--distributed-executor-backend=mp".into()];
-    assert!(plan::serve(&r, head, 2).is_err());
+    assert!(splan::serve(&r, head, 2).is_err());
     let mut r = serve_req();
     r.gpu_memory_utilization = 0.95;
     r.eager = false;
-    let p = plan::serve(&r, head, 2).unwrap();
+    let p = splan::serve(&r, head, 2).unwrap();
     assert_eq!(p.notes.len(), 2, "{:?}", p.notes);
     assert!(!p.command.contains(&"--enforce-eager".to_string()));
     r.gpu_memory_utilization = 1.5;
-    assert!(plan::serve(&r, head, 2).is_err());
+    assert!(splan::serve(&r, head, 2).is_err());
 }
 
-fn tp_of(p: &plan::ServePlan) -> &str {
+fn tp_of(p: &splan::ServePlan) -> &str {
     let i = p
         .command
         .iter()
@@ -487,27 +488,27 @@ fn serve_fits_tensor_times_pipeline_parallel_to_the_nodes() {
         &["-pp", "2"],
         &["--pipeline_parallel_size", "2"],
     ] {
-        let p = plan::serve(&with(None, pp), head, 2).unwrap();
+        let p = splan::serve(&with(None, pp), head, 2).unwrap();
         assert_eq!((tp_of(&p), p.tp, p.pp), ("1", 1, 2), "{pp:?}");
         assert!(p.notes.is_empty(), "{:?}", p.notes);
     }
-    let e = plan::serve(&with(Some(2), &["-pp", "2"]), head, 2).unwrap_err();
+    let e = splan::serve(&with(Some(2), &["-pp", "2"]), head, 2).unwrap_err();
     assert!(
         e.contains("--tp 2 × --pipeline-parallel-size 2 = 4 GPU(s), the cluster has 2 node(s)")
             && e.contains("--tp 1"),
         "{e}"
     );
-    let e = plan::serve(&with(None, &["--pipeline-parallel-size", "2"]), head, 3).unwrap_err();
+    let e = splan::serve(&with(None, &["--pipeline-parallel-size", "2"]), head, 3).unwrap_err();
     assert!(
         e.contains("--pipeline-parallel-size 2 does not divide the 3 node(s)"),
         "{e}"
     );
-    let e = plan::serve(&with(None, &["--pipeline-parallel-size", "x"]), head, 2).unwrap_err();
+    let e = splan::serve(&with(None, &["--pipeline-parallel-size", "x"]), head, 2).unwrap_err();
     assert!(e.contains("not a pipeline-parallel size"), "{e}");
-    let e = plan::serve(&with(None, &["--tensor-parallel-size", "2"]), head, 2).unwrap_err();
+    let e = splan::serve(&with(None, &["--tensor-parallel-size", "2"]), head, 2).unwrap_err();
     assert!(e.contains("--tp N"), "{e}");
     // 4 nodes, tp 1 × pp 2: two stay idle, and the plan says so.
-    let p = plan::serve(&with(Some(1), &["-pp", "2"]), head, 4).unwrap();
+    let p = splan::serve(&with(Some(1), &["-pp", "2"]), head, 4).unwrap();
     assert!(
         p.notes
             .iter()
@@ -524,7 +525,7 @@ fn serve_api_key_host_and_clear_cache() {
     r.api_key = true;
     r.clear_cache = true;
     r.host = Some("127.0.0.1".parse().unwrap());
-    let p = plan::serve(&r, Some(&reports[0].env), 2).unwrap();
+    let p = splan::serve(&r, Some(&reports[0].env), 2).unwrap();
     assert_eq!(p.secrets, ["HF_TOKEN", "VLLM_API_KEY"]);
     let i = p.command.iter().position(|a| a == "--host").unwrap();
     assert_eq!(p.command[i + 1], "127.0.0.1");
@@ -537,12 +538,12 @@ fn serve_api_key_host_and_clear_cache() {
         p.notes
     );
     let cmd = plan::with_env(&p.env, &p.command);
-    let argv = Head::of(&cfg).start_argv(&cmd, &p.secrets, Some(plan::COMPILE_CACHE), None);
+    let argv = Head::of(&cfg).start_argv(&cmd, &p.secrets, Some(splan::COMPILE_CACHE), None);
     assert!(argv[6].contains(&format!(
         "rm -rf -- \"{c}\" || exit 96; echo \"halobox: removed {c}\" >&2; IFS= read -r HF_TOKEN || exit 97; export HF_TOKEN; IFS= read -r VLLM_API_KEY || exit 97; export VLLM_API_KEY;",
-        c = plan::COMPILE_CACHE
+        c = splan::COMPILE_CACHE
     )));
-    let text = plan::render_serve(&p, &cmd);
+    let text = splan::render_serve(&p, &cmd);
     assert!(
         text.contains("VLLM_API_KEY=******** (passed on stdin)"),
         "{text}"
@@ -554,13 +555,13 @@ fn serve_api_key_host_and_clear_cache() {
     // Only the cache to clear, no secret: podman goes through `enter`.
     r.hf_token = false;
     r.api_key = false;
-    let p = plan::serve(&r, Some(&reports[0].env), 2).unwrap();
+    let p = splan::serve(&r, Some(&reports[0].env), 2).unwrap();
     let mut podman = Head::of(&cfg);
     podman.backend = NodeBackend::Podman;
     let argv = podman.start_argv(
         &plan::with_env(&p.env, &p.command),
         &p.secrets,
-        Some(plan::COMPILE_CACHE),
+        Some(splan::COMPILE_CACHE),
         None,
     );
     assert_eq!(argv[..6], ["halobox", "enter", "vllm", "--", "sh", "-c"]);
@@ -568,13 +569,13 @@ fn serve_api_key_host_and_clear_cache() {
     for extra in [&["--api-key", "k"][..], &["--api-key=k"], &["--host", "::"]] {
         let mut r = serve_req();
         r.extra = extra.iter().map(|s| s.to_string()).collect();
-        assert!(plan::serve(&r, None, 2).is_err(), "{extra:?}");
+        assert!(splan::serve(&r, None, 2).is_err(), "{extra:?}");
     }
 }
 
 #[test]
 fn serve_plan_without_the_head_env() {
-    let p = plan::serve(&serve_req(), None, 2).unwrap();
+    let p = splan::serve(&serve_req(), None, 2).unwrap();
     assert!(p.env.iter().all(|v| v.name == "NCCL_DEBUG"), "{:?}", p.env);
     assert_eq!(tp_of(&p), "2");
 }
@@ -937,7 +938,7 @@ fn nccl_debug_on_serve_says_when_nodes_keep_their_own() {
     let head = env::plan(&facts("strix-e810"), &r).unwrap();
     let mut s = serve_req();
     s.nccl_debug = true;
-    let p = plan::serve(&s, Some(&head), 3).unwrap();
+    let p = splan::serve(&s, Some(&head), 3).unwrap();
     assert!(
         p.notes
             .iter()
@@ -947,7 +948,7 @@ fn nccl_debug_on_serve_says_when_nodes_keep_their_own() {
     );
     r.cluster_node_env.clear();
     let head = env::plan(&facts("strix-e810"), &r).unwrap();
-    let p = plan::serve(&s, Some(&head), 3).unwrap();
+    let p = splan::serve(&s, Some(&head), 3).unwrap();
     assert!(
         !p.notes.iter().any(|n| n.contains("--nccl-debug")),
         "{:?}",

@@ -1,7 +1,9 @@
 //! The layering the README promises, checked on the source tree: calls go one
 //! way (`src/cmd/` -> library -> engine/ssh/process), nothing below `src/cmd/`
-//! names it, and no two files of `src/` import each other, directly or round
-//! a circle.
+//! names it, no `cmd` file names another (a `mod.rs` dispatching to its
+//! children aside) or grows past [`CMD_LINES`], no module names one on a
+//! higher floor ([`FLOORS`]), and no two files of `src/` import each
+//! other, directly or round a circle.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
@@ -151,6 +153,210 @@ fn target(
         .unwrap_or_default()
 }
 
+/// The most lines a `src/cmd/` file may have: a command parses, calls one
+/// library entry point and prints.
+const CMD_LINES: usize = 443;
+
+/// Every file's module, whether it is a `mod.rs`, and its code.
+fn sources() -> Vec<Source> {
+    modules()
+        .into_iter()
+        .map(|(m, p)| {
+            let is_mod = p.ends_with("mod.rs") || p.ends_with("lib.rs");
+            (m, is_mod, code(&p))
+        })
+        .collect()
+}
+
+/// A source: its module, whether it is a `mod.rs`, its code.
+type Source = (Vec<String>, bool, String);
+
+/// A made-up source for the checkers' own tests (`a::b`).
+fn source(module: &str, is_mod: bool, code: &str) -> Source {
+    let m = module.split("::").map(String::from).collect();
+    (m, is_mod, code.to_string())
+}
+
+/// Every `(module, is a mod.rs, module it names)`, once each.
+fn named(sources: &[Source]) -> BTreeSet<(Vec<String>, bool, Vec<String>)> {
+    let files: BTreeMap<Vec<String>, PathBuf> = sources
+        .iter()
+        .map(|(m, _, _)| (m.clone(), PathBuf::new()))
+        .collect();
+    sources
+        .iter()
+        .flat_map(|(m, is_mod, code)| {
+            paths(code)
+                .into_iter()
+                .map(|path| (m.clone(), *is_mod, target(&files, m, *is_mod, &path)))
+                .collect::<Vec<_>>()
+        })
+        .collect()
+}
+
+/// The `cmd` files that name another `cmd` module: `file -> target`. A
+/// `mod.rs` may name the modules below it (it dispatches to them).
+fn cmd_to_cmd(sources: &[Source]) -> Vec<String> {
+    let cmd = |m: &[String]| m.first().map(String::as_str) == Some("cmd");
+    named(sources)
+        .into_iter()
+        .filter(|(m, is_mod, t)| {
+            let below = *is_mod && t.len() > m.len() && t.starts_with(m);
+            cmd(m) && cmd(t) && t != m && !below
+        })
+        .map(|(m, _, t)| format!("{} -> {}", m.join("::"), t.join("::")))
+        .collect()
+}
+
+#[test]
+fn no_cmd_file_names_another() {
+    let found = cmd_to_cmd(&sources());
+    assert!(
+        found.is_empty(),
+        "src/cmd/ files must call the library, not each other: {found:?}"
+    );
+}
+
+#[test]
+fn no_cmd_file_is_over_the_limit() {
+    let long: Vec<String> = modules()
+        .into_iter()
+        .filter(|(m, _)| m.first().map(String::as_str) == Some("cmd"))
+        .filter_map(|(_, p)| {
+            let n = std::fs::read_to_string(&p).unwrap().lines().count();
+            (n > CMD_LINES).then(|| format!("{} ({n} lines)", p.display()))
+        })
+        .collect();
+    assert!(
+        long.is_empty(),
+        "src/cmd/ files over {CMD_LINES} lines (move the work into the library): {long:?}"
+    );
+}
+
+#[test]
+fn the_checker_sees_a_cmd_file_naming_another() {
+    let m = source;
+    let tree = [
+        m("cmd", true, "pub mod a; pub mod b; pub mod fam;"),
+        m("cmd::a", false, "fn f() { super::b::run(); }"),
+        m("cmd::b", false, "use crate::cmd::a::helper;"),
+        m("cmd::fam", true, "fn run() { super::fam::x::run(); }"),
+        m("cmd::fam::x", false, "use crate::serve::start;"),
+        m("serve", true, ""),
+    ];
+    assert_eq!(cmd_to_cmd(&tree), ["cmd::a -> cmd::b", "cmd::b -> cmd::a"]);
+}
+
+/// The floors of `src/`, lowest first: a module may name modules on its
+/// own floor or below, never one above. A module is on the floor of the
+/// longest prefix of its path listed here (`""`: the crate root).
+const FLOORS: &[(&str, &[&str])] = &[
+    (
+        "words and processes",
+        &[
+            "error",
+            "units",
+            "confine",
+            "shell",
+            "reporter",
+            "image_ref",
+            "proc",
+        ],
+    ),
+    ("the host and ssh", &["ssh", "remote", "host", "dataplane"]),
+    (
+        "the engine and the settings",
+        &[
+            "engine",
+            "backend",
+            "config",
+            "cluster::config",
+            "cluster::vars",
+            "cluster::auth",
+            "image",
+        ],
+    ),
+    (
+        "containers and one host",
+        &["container", "check", "doctor", "setup", "refresh"],
+    ),
+    ("the cluster", &["cluster", "model"]),
+    ("serving and benchmarks", &["serve", "bench"]),
+    (
+        "workflows over the cluster",
+        &[
+            "serve::start",
+            "cluster::lifecycle",
+            "cluster::bench",
+            "cluster::bench_run",
+            "cluster::doctor",
+            "cluster::doctor_run",
+            "cluster::install",
+            "cluster::ray_state",
+            "cluster::refresh",
+            "bench::serving::ab_run",
+        ],
+    ),
+    ("the command line", &["cli", "cmd", ""]),
+];
+
+/// The floor of module `m` (an index into [`FLOORS`]).
+fn floor(m: &[String]) -> usize {
+    let path = m.join("::");
+    FLOORS
+        .iter()
+        .enumerate()
+        .flat_map(|(i, (_, prefixes))| prefixes.iter().map(move |p| (i, *p)))
+        .filter(|(_, p)| {
+            if p.is_empty() {
+                path.is_empty()
+            } else {
+                path == *p || path.starts_with(&format!("{p}::"))
+            }
+        })
+        .max_by_key(|(_, p)| p.len())
+        .map(|(i, _)| i)
+        .unwrap_or_else(|| panic!("{path} is on no floor: add it to FLOORS"))
+}
+
+/// Every `file -> target` where the target is on a higher floor.
+fn upward(sources: &[Source]) -> Vec<String> {
+    let name = |m: &[String]| format!("{} ({})", m.join("::"), FLOORS[floor(m)].0);
+    named(sources)
+        .into_iter()
+        .filter(|(m, _, t)| floor(t) > floor(m))
+        .map(|(m, _, t)| format!("{} -> {}", name(&m), name(&t)))
+        .collect()
+}
+
+#[test]
+fn no_module_names_one_on_a_higher_floor() {
+    let found = upward(&sources());
+    assert!(
+        found.is_empty(),
+        "modules that call up a floor (move the code, or the call): {found:#?}"
+    );
+}
+
+#[test]
+fn the_checker_sees_a_call_up_a_floor() {
+    let m = |p: &str, code: &str| source(p, false, code);
+    let tree = [
+        m("config", "use crate::container::spec::Spec;"),
+        m("container::spec", "use crate::config::load;"),
+        m("cluster::run", "crate::serve::start::start();"),
+        m("serve::start", "use crate::cluster::run::up;"),
+    ];
+    assert_eq!(
+        upward(&tree),
+        [
+            "cluster::run (the cluster) -> serve::start (workflows over the cluster)",
+            "config (the engine and the settings) -> container::spec (containers and one host)",
+        ]
+    );
+    assert_eq!(floor(&["cmd".into(), "bench".into()]), FLOORS.len() - 1);
+}
+
 #[test]
 fn nothing_below_cmd_names_it() {
     let offenders: Vec<String> = modules()
@@ -252,4 +458,79 @@ fn the_checker_sees_a_circle() {
     assert!(p.contains(&"crate::host::limits::LimitValue".to_string()));
     assert!(p.contains(&"crate::host::procs".to_string()));
     assert!(p.contains(&"super::plan::make".to_string()));
+}
+
+/// The floors as a Mermaid picture, highest first.
+fn floors_mermaid() -> String {
+    let mut out = String::from("flowchart TD\n");
+    for (i, (name, modules)) in FLOORS.iter().enumerate().rev() {
+        let list: Vec<&str> = modules.iter().copied().filter(|m| !m.is_empty()).collect();
+        out.push_str(&format!("    f{i}[\"{name}: {}\"]\n", list.join(", ")));
+    }
+    for i in (1..FLOORS.len()).rev() {
+        out.push_str(&format!("    f{i} --> f{}\n", i - 1));
+    }
+    out
+}
+
+#[test]
+fn contributing_draws_the_floors_and_names_every_room() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let doc = std::fs::read_to_string(root.join("CONTRIBUTING.md")).unwrap();
+    let start = "<!-- floors: generated by tests/layering.rs from FLOORS -->\n```mermaid\n";
+    let drawn = doc
+        .split_once(start)
+        .and_then(|(_, rest)| rest.split_once("```\n<!-- /floors -->"))
+        .map(|(picture, _)| picture)
+        .expect("CONTRIBUTING.md has the floors picture");
+    assert_eq!(
+        drawn,
+        floors_mermaid(),
+        "CONTRIBUTING.md's floors picture is stale: paste the right side in"
+    );
+    let lib = std::fs::read_to_string(root.join("src/lib.rs")).unwrap();
+    let mut missing = Vec::new();
+    for m in modules().keys().filter(|m| m.len() == 1) {
+        let path = if root.join("src").join(&m[0]).is_dir() {
+            format!("`src/{}/`", m[0])
+        } else {
+            format!("`src/{}.rs`", m[0])
+        };
+        if !doc.contains(&path) {
+            missing.push(path);
+        }
+        let linked = |form: &str| lib.contains(&format!("[`{form}{}`]", m[0]));
+        if !linked("") && !linked("mod@") {
+            missing.push(format!("src/lib.rs: [`{}`]", m[0]));
+        }
+    }
+    for m in modules().keys().filter(|m| m.len() == 2) {
+        if root.join("src").join(&m[0]).join(&m[1]).is_dir()
+            && !doc.contains(&format!("`src/{}/{}/`", m[0], m[1]))
+        {
+            missing.push(format!("`src/{}/{}/`", m[0], m[1]));
+        }
+    }
+    let mut scripts = Vec::new();
+    fn walk(dir: &Path, out: &mut Vec<PathBuf>) {
+        for e in std::fs::read_dir(dir).unwrap() {
+            let p = e.unwrap().path();
+            if p.is_dir() {
+                walk(&p, out);
+            } else {
+                out.push(p);
+            }
+        }
+    }
+    walk(&root.join("scripts"), &mut scripts);
+    for s in scripts {
+        let name = s.file_name().unwrap().to_string_lossy().into_owned();
+        if !doc.contains(&name) {
+            missing.push(s.strip_prefix(root).unwrap().display().to_string());
+        }
+    }
+    assert!(
+        missing.is_empty(),
+        "CONTRIBUTING.md's Layout table (and src/lib.rs's doc) must name every room and script: {missing:?}"
+    );
 }

@@ -9,8 +9,8 @@ mod common;
 use common::halobox;
 use halobox::cluster::config::{self, ClusterConfig, Engine};
 use halobox::cluster::env::{NodeEnv, Resolved};
-use halobox::cluster::rpc;
 use halobox::serve::llama::{self, LlamaRequest};
+use halobox::serve::rpc_servers as rpc;
 
 const THREE: &str = r#"
 engine = "llama.cpp"

@@ -4,7 +4,7 @@
 mod common;
 
 use common::fixture_path;
-use halobox::container::backend::Backend;
+use halobox::backend::Backend;
 use halobox::container::memlock::MemlockRequest;
 use halobox::container::spec::{self, ContainerSpec, EngineTraits, KEEP_GROUPS, SpecOptions};
 use halobox::container::{api, binds, cli, distrobox};
@@ -324,7 +324,7 @@ fn plan_on(
     f: &HostFacts,
     kind: EngineKind,
     creator: Option<&halobox::host::procs::Process>,
-    existing: Option<&halobox::engine::containers::ContainerInfo>,
+    existing: Option<&halobox::container::ops::ContainerInfo>,
     opts: &RefreshOptions,
 ) -> Result<plan::RefreshPlan, PlanError> {
     let found = plan::Found {
@@ -449,7 +449,7 @@ fn refresh_refuses_wrong_engine_foreign_names_and_root_distrobox() {
     .unwrap_err();
     assert!(matches!(err, PlanError::BackendEngine { .. }), "{err}");
 
-    let foreign = halobox::engine::containers::ContainerInfo {
+    let foreign = halobox::container::ops::ContainerInfo {
         id: "x".into(),
         name: "vllm".into(),
         image_id: "sha256:1".into(),
@@ -467,7 +467,7 @@ fn refresh_refuses_wrong_engine_foreign_names_and_root_distrobox() {
     .unwrap_err();
     assert!(matches!(err, PlanError::NameTaken { .. }), "{err}");
     // halobox's labels from its image (a commit of a halobox container) are not halobox's making.
-    let inherited = halobox::engine::containers::ContainerInfo {
+    let inherited = halobox::container::ops::ContainerInfo {
         labels: [("dev.halobox.managed".to_string(), "true".to_string())].into(),
         owner: halobox::container::owner::Owner::Inherited,
         ..foreign.clone()

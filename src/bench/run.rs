@@ -67,24 +67,13 @@ pub fn peer_context(opts: &BenchOptions, path: &PathSpec) -> anyhow::Result<Node
         &plan::probe_command(opts, path),
         Duration::from_secs(60),
     )?;
-    let line = done
-        .stdout
-        .lines()
-        .rev()
-        .find(|l| l.trim_start().starts_with('{'))
-        .with_context(|| {
-            format!(
-                "{}: printed no probe JSON: {}",
-                peer.label(),
-                remote::tail(&done.output, 3)
-            )
-        })?
-        .to_string();
-    remote::parse_json(&line).with_context(|| {
-        format!(
-            "the peer's halobox answered in a form this halobox does not read (different versions?): {line}"
-        )
-    })
+    remote::last_json(
+        peer.label(),
+        "`halobox bench probe`",
+        &done.stdout,
+        &done.output,
+    )
+    .map_err(anyhow::Error::msg)
 }
 
 /// The UTC time now as RFC 3339 and as a folder name (`20250101T120000Z`).
@@ -401,20 +390,19 @@ pub fn local_context(
         ],
     );
     let done = run_here(&argv, Duration::from_secs(60))?;
-    let line = done
-        .stdout
-        .lines()
-        .rev()
-        .find(|l| l.starts_with('{'))
-        .filter(|_| done.status.is_some_and(|s| s.success()))
-        .with_context(|| {
-            format!(
-                "`halobox bench probe` in this node's container failed: {}",
-                remote::tail(&done.output, 3)
-            )
-        })?
-        .to_string();
-    remote::parse_json(&line).with_context(|| format!("the probe printed {line}"))
+    if !done.status.is_some_and(|s| s.success()) {
+        anyhow::bail!(
+            "`halobox bench probe` in this node's container failed: {}",
+            remote::tail(&done.output, 3)
+        );
+    }
+    remote::last_json(
+        "this node's container",
+        "`halobox bench probe`",
+        &done.stdout,
+        &done.output,
+    )
+    .map_err(anyhow::Error::msg)
 }
 
 /// Runs `argv` here to completion within `timeout`, its stdin open until

@@ -47,3 +47,38 @@ pub struct BenchServingArgs {
     #[command(flatten)]
     pub mode: PlanOutputArgs,
 }
+
+impl BenchServingArgs {
+    /// `--save`, else a new folder under halobox's bench runs.
+    pub fn save_dir(&self) -> anyhow::Result<PathBuf> {
+        let (_, stamp) = crate::bench::run::utc_now();
+        match &self.save {
+            Some(d) => Ok(d.clone()),
+            None => crate::bench::run::default_save_dir(&stamp),
+        }
+    }
+
+    /// The run the flags ask for, against `endpoint`, checked.
+    pub fn options(
+        &self,
+        endpoint: crate::bench::serving::plan::Endpoint,
+        endpoint_from: String,
+        from: &crate::bench::serving::key::KeyFrom,
+    ) -> anyhow::Result<crate::bench::serving::plan::ServingOptions> {
+        let opts = crate::bench::serving::plan::ServingOptions {
+            endpoint,
+            endpoint_from,
+            model: self.model.clone(),
+            concurrency: crate::bench::serving::plan::parse_levels(&self.concurrency)
+                .map_err(crate::error::UsageError)?,
+            requests: self.requests,
+            input_tokens: self.input_tokens,
+            output_tokens: self.output_tokens,
+            seed: self.seed,
+            timeout_s: self.timeout,
+            key: from.describe(),
+        };
+        opts.check().map_err(crate::error::UsageError)?;
+        Ok(opts)
+    }
+}

@@ -206,7 +206,7 @@ pub struct ClusterInstallArgs {
     #[arg(long, value_name = "PATH")]
     pub halobox: Option<std::path::PathBuf>,
     /// Seconds the transfer to each node may take, 1..86400 (a node that stops reading is given up on then).
-    #[arg(long, value_name = "S", default_value_t = crate::fleet::install::SEND_TIMEOUT_S, value_parser = crate::units::parse_timeout)]
+    #[arg(long, value_name = "S", default_value_t = crate::cluster::install::SEND_TIMEOUT_S, value_parser = crate::units::parse_timeout)]
     pub timeout: u64,
     #[command(flatten)]
     pub file: ClusterFileArgs,
@@ -238,8 +238,8 @@ pub struct ClusterBenchArgs {
     #[command(flatten)]
     pub file: ClusterFileArgs,
     /// Which pairs: every pair, or the head with every other node.
-    #[arg(long, value_enum, default_value_t = crate::fleet::bench::Pairs::All)]
-    pub pairs: crate::fleet::bench::Pairs,
+    #[arg(long, value_enum, default_value_t = crate::cluster::bench::Pairs::All)]
+    pub pairs: crate::cluster::bench::Pairs,
     /// Save every pair's run under DIR (default: $XDG_STATE_HOME/halobox/bench/<UTC time>-cluster).
     #[arg(long, value_name = "DIR")]
     pub save: Option<std::path::PathBuf>,
@@ -322,6 +322,37 @@ pub struct ServeArgs {
     pub extra: Vec<String>,
 }
 
+impl ServeArgs {
+    /// The serve these flags ask for (the one conversion from flags to a
+    /// [`Request`](crate::serve::request::Request)).
+    pub fn request(&self) -> crate::serve::request::Request {
+        use crate::serve::request::{Request, Spec};
+        Request {
+            spec: Spec {
+                model: self.model.clone().unwrap_or_default(),
+                tp: self.tp,
+                max_model_len: self.max_model_len,
+                gpu_memory_utilization: (self.gpu_memory_utilization
+                    != crate::serve::plan::SAFE_GPU_MEMORY)
+                    .then_some(self.gpu_memory_utilization),
+                no_eager: self.no_eager,
+                host: self.host,
+                port: self.port,
+                no_api_key: self.no_api_key,
+                nccl_debug: self.nccl_debug,
+                timeout: self.timeout,
+                extra: self.extra.clone(),
+            },
+            engine: self.engine,
+            clear_cache: self.clear_cache,
+            preflight: self.preflight,
+            detach: self.detach,
+            dry_run: self.plan.dry_run,
+            sysroot: self.source.sysroot.clone(),
+        }
+    }
+}
+
 /// `halobox serve status|logs|stop`.
 #[derive(Debug, Subcommand)]
 pub enum ServeAction {
@@ -363,4 +394,91 @@ pub enum ServeAction {
 fn per_node_name(s: &str) -> Result<String, String> {
     crate::cluster::env::check_name(s)?;
     Ok(s.to_string())
+}
+
+#[cfg(test)]
+mod tests {
+    use std::path::Path;
+
+    use clap::Parser as _;
+
+    use crate::cli::{Cli, Command};
+    use crate::serve::request::Request;
+    use crate::serve::state::ServeState;
+
+    fn parse(argv: &[String]) -> crate::cli::ServeArgs {
+        let cli =
+            Cli::try_parse_from(std::iter::once("halobox".to_string()).chain(argv.iter().cloned()))
+                .unwrap();
+        let Some(Command::Serve(a)) = cli.command else {
+            panic!("not a serve")
+        };
+        a
+    }
+
+    /// What `serve` records starts the same serve again, detached.
+    #[test]
+    fn the_recorded_arguments_start_the_same_serve() {
+        let a = parse(
+            &[
+                "serve",
+                "/models/m.gguf",
+                "--tp",
+                "2",
+                "--max-model-len",
+                "4096",
+                "--gpu-memory-utilization",
+                "0.8",
+                "--no-eager",
+                "--host",
+                "10.0.0.1",
+                "--port",
+                "8011",
+                "--no-api-key",
+                "--nccl-debug",
+                "--timeout",
+                "60",
+                "--clear-cache",
+                "--preflight",
+                "--",
+                "--seed",
+                "1",
+                "--flag=a b",
+            ]
+            .map(String::from),
+        );
+        let rec = a.request().spec;
+        let again = parse(&rec.argv(Path::new("/c/cluster.toml")));
+        assert_eq!(again.request(), Request::again(rec.clone()));
+        assert!(again.detach);
+        assert!(
+            !again.clear_cache && !again.preflight,
+            "one-off flags are not repeated"
+        );
+        assert_eq!(
+            again.file.cluster.as_deref(),
+            Some(Path::new("/c/cluster.toml"))
+        );
+        assert_eq!(again.request().spec, rec);
+        let plain = parse(&["serve", "m"].map(String::from)).request().spec;
+        assert_eq!(
+            plain.argv(Path::new("/c.toml")),
+            [
+                "serve",
+                "m",
+                "--cluster=/c.toml",
+                "--port=8000",
+                "--timeout=1800",
+                "--detach"
+            ]
+        );
+    }
+
+    /// A record of an older halobox (no arguments) still loads.
+    #[test]
+    fn an_old_record_loads_without_arguments() {
+        let old = r#"{"cluster":"/c.toml","engine":"vllm","model":"m","endpoint":"http://10.0.0.1:8000","started":1,"pid":2,"container":"vllm","api_key":true,"detached":true}"#;
+        let s: ServeState = serde_json::from_str(old).unwrap();
+        assert_eq!(s.args, None);
+    }
 }

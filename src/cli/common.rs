@@ -13,6 +13,16 @@ pub struct SourceArgs {
     pub sysroot: Option<PathBuf>,
 }
 
+impl SourceArgs {
+    /// The host root `--sysroot` names, or the live host.
+    pub fn root(&self) -> Result<crate::host::HostRoot, crate::host::RootError> {
+        match &self.sysroot {
+            Some(dir) => crate::host::HostRoot::sysroot(dir),
+            None => Ok(crate::host::HostRoot::live()),
+        }
+    }
+}
+
 /// Text or JSON.
 #[derive(Debug, Args)]
 pub struct OutputArgs {

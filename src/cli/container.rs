@@ -18,7 +18,7 @@ pub struct RefreshArgs {
     pub name: Option<String>,
     /// How to make the container (default: config, or toolbox when installed with podman, else the engine).
     #[arg(long, value_enum)]
-    pub backend: Option<crate::container::backend::Backend>,
+    pub backend: Option<crate::backend::Backend>,
     #[command(flatten)]
     pub engine: EngineArgs,
     /// When to pull the image: always (the default for a registry image), missing (only when the engine lacks it; the default for a localhost/ image), never (refuse when it is absent).

@@ -251,9 +251,12 @@ fn inside_report(req: &JoinRequest, inside: &str) -> Result<JoinReport, String> 
     let tail = crate::remote::tail(&done.output, 3);
     let line = done.stdout.lines().rev().find(|l| l.starts_with('{'));
     match (done.status.and_then(|s| s.code()), line) {
-        (Some(0), Some(line)) => crate::remote::parse_json(line).map_err(|e| {
-            format!("halobox inside container {name} answered in a form this one does not read ({e}): `halobox refresh --name {name}`")
-        }),
+        (Some(0), Some(_)) => crate::remote::last_json(
+            &format!("container {name}"),
+            "halobox",
+            &done.stdout,
+            &done.output,
+        ),
         (_, _) if done.timed_out.is_some() => Err(format!(
             "halobox inside container {name} did not answer within {} s: {tail}",
             INSIDE_TIMEOUT.as_secs()

@@ -7,16 +7,26 @@
 //! over every node's report, [`run`] executes them over ssh (and, on a
 //! node, halobox inside its container), [`carry`] writes vLLM's list of
 //! per-node variables, and [`auth`] keeps Ray's token authentication;
+//! [`up`] and [`down`] are `cluster up` and `cluster down`;
 //! [`crate::serve`] runs vLLM on the head.
 
 pub mod auth;
+pub mod bench;
+pub mod bench_run;
 pub mod carry;
 pub mod config;
+pub mod doctor;
+pub mod doctor_run;
 pub mod env;
+pub mod install;
 pub mod join;
+pub mod lifecycle;
 pub mod plan;
 pub mod preflight;
-pub mod rpc;
+pub mod ray_state;
+pub mod refresh;
 pub mod run;
 pub mod vars;
 pub mod view;
+
+pub use lifecycle::{down, up};

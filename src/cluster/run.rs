@@ -7,7 +7,7 @@ use std::net::Ipv4Addr;
 use std::path::Path;
 use std::time::{Duration, Instant};
 
-use anyhow::{Context, bail};
+use anyhow::bail;
 use serde::{Deserialize, Serialize};
 
 use super::auth;
@@ -99,18 +99,12 @@ pub fn reports_of(
             QUERY_TIMEOUT,
         )
         .map_err(|e| e.to_string())?;
-        let line = done
-            .stdout
-            .lines()
-            .rev()
-            .find(|l| l.starts_with('{'))
-            .unwrap_or("");
-        remote::parse_json(line).map_err(|e| {
-            format!(
-                "node {}: its halobox answered in a form this one does not read ({e}): different versions? install the same halobox everywhere",
-                node.label()
-            )
-        })
+        remote::last_json(
+            &format!("node {}", node.label()),
+            "`halobox cluster join --dry-run`",
+            &done.stdout,
+            &done.output,
+        )
     })
 }
 
@@ -129,18 +123,13 @@ pub fn ray_nodes(cfg: &ClusterConfig, want: usize, timeout_s: u64) -> anyhow::Re
 }
 
 fn parse_nodes(head: &NodeConfig, stdout: &str, output: &str) -> anyhow::Result<RayNodes> {
-    let line = stdout
-        .lines()
-        .rev()
-        .find(|l| l.starts_with('{'))
-        .unwrap_or("");
-    remote::parse_json(line).with_context(|| {
-        format!(
-            "node {}: the Ray state query printed no node table: {}",
-            head.label(),
-            remote::tail(output, 4)
-        )
-    })
+    remote::last_json(
+        &format!("node {}", head.label()),
+        "the Ray state query",
+        stdout,
+        output,
+    )
+    .map_err(anyhow::Error::msg)
 }
 
 /// The Ray state query, started now and read later (it overlaps the

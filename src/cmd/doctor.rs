@@ -46,7 +46,7 @@ fn options(args: &DoctorArgs, facts: &HostFacts) -> DoctorOptions {
 
 /// Gathers facts, diagnoses them and prints the report.
 pub fn run(args: &DoctorArgs, color: bool) -> anyhow::Result<ExitCode> {
-    let root = super::root(&args.source)?;
+    let root = args.source.root()?;
     let facts = host::gather(root, GatherOptions::default());
     let report = doctor::diagnose(&facts, options(args, &facts));
     if args.output.json {

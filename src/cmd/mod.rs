@@ -2,15 +2,9 @@
 //! exit status.
 
 pub mod bench;
-pub mod bench_ab;
-pub mod bench_collective;
-pub mod bench_serving;
 pub mod build;
 pub mod check;
 pub mod cluster;
-pub mod cluster_bench;
-pub mod cluster_doctor;
-pub mod cluster_fleet;
 pub mod completions;
 pub mod detect;
 pub mod doctor;
@@ -30,9 +24,9 @@ pub mod start;
 use std::io::IsTerminal;
 use std::process::ExitCode;
 
-use crate::cli::{Cli, ColorChoice, Command, SourceArgs};
+use crate::cli::{Cli, ColorChoice, Command};
 use crate::error::UsageError;
-use crate::host::{HostRoot, RootError};
+use crate::host::RootError;
 
 /// Exit status for a usage error (bad flag, missing sysroot).
 pub const EXIT_USAGE: u8 = 2;
@@ -69,14 +63,6 @@ pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Image(cmd) => image::run(cmd),
         Command::Publish(args) => publish::run(&args),
         Command::Bench(cmd) => bench::run(cmd),
-    }
-}
-
-/// The host root named by `--sysroot`, or the live host.
-pub fn root(source: &SourceArgs) -> Result<HostRoot, RootError> {
-    match &source.sysroot {
-        Some(dir) => HostRoot::sysroot(dir),
-        None => Ok(HostRoot::live()),
     }
 }
 

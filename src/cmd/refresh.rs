@@ -6,9 +6,9 @@ use std::process::ExitCode;
 
 use anyhow::Context as _;
 
+use crate::backend::Backend;
 use crate::check;
 use crate::cli::RefreshArgs;
-use crate::container::backend::Backend;
 use crate::container::cli::create_command;
 use crate::doctor::Status;
 use crate::doctor::render::Style;

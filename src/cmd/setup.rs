@@ -17,7 +17,7 @@ use crate::setup::{self, Plan, Selection, Step, When, apply, render};
 
 /// Runs `halobox setup`.
 pub fn run(args: &SetupArgs) -> anyhow::Result<ExitCode> {
-    let root = super::root(&args.source)?;
+    let root = args.source.root()?;
     refuse_running_root(&root)?;
     // One setup or undo at a time on a tree; a dry run changes nothing.
     let _lock = match args.plan.dry_run() {

@@ -20,8 +20,8 @@
 use std::collections::HashMap;
 use std::path::Path;
 
-use super::backend::Backend;
 use super::model::{ContainerSpec, Mount};
+use crate::backend::Backend;
 
 /// Where a podman/docker container sees halobox's own folder
 /// ([`super::staged`]).

@@ -8,8 +8,8 @@ use std::path::Path;
 use std::time::Duration;
 
 use super::enter::{backend_of, exec_options, tool_error, toolbox_words};
+use crate::container::ops::ContainerInfo;
 use crate::engine::Engine;
-use crate::engine::containers::ContainerInfo;
 use crate::proc::{self, Capture};
 
 /// How a script's output is kept: the newest 1 MiB of each stream, lines

@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 use super::distrobox;
 use super::owner::Owner;
 use super::spec::LABEL_BACKEND;
-use crate::engine::containers::ContainerInfo;
+use crate::container::ops::ContainerInfo;
 use crate::engine::exec::ExecOptions;
 use crate::engine::{self, Engine, block_on};
 use crate::error::UsageError;

@@ -5,7 +5,6 @@
 //! output collected, or guarded with stdin attached).
 
 pub mod api;
-pub mod backend;
 pub mod binds;
 pub mod capture;
 pub mod cli;
@@ -15,6 +14,7 @@ pub mod inside;
 pub mod memlock;
 pub mod model;
 pub mod name;
+pub mod ops;
 pub mod owner;
 pub mod spec;
 pub mod staged;

@@ -6,11 +6,11 @@
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 
-use super::backend::Backend;
 use super::binds;
 use super::memlock::MemlockRequest;
 use super::model::{Mount, Rlimit};
 use super::toolbox;
+use crate::backend::Backend;
 use crate::engine::EngineKind;
 use crate::host::HostFacts;
 use crate::host::limits::{Limit, LimitValue};

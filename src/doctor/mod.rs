@@ -3,6 +3,7 @@
 //!
 //! Everything here is pure: the same facts always give the same report.
 
+pub mod facts_render;
 mod firewall;
 mod gpu;
 pub mod kernel;

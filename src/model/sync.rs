@@ -39,18 +39,7 @@ fn last_json<T: serde::de::DeserializeOwned>(
     stdout: &str,
     output: &str,
 ) -> Result<T, String> {
-    let line = stdout
-        .lines()
-        .rev()
-        .find(|l| l.starts_with('{'))
-        .unwrap_or("");
-    remote::parse_json(line).map_err(|e| {
-        format!(
-            "node {}: {what} printed no report this halobox reads ({e}): {}\n  hint: install the same halobox on every node (`halobox cluster install`)",
-            node.label(),
-            remote::tail(output, 3)
-        )
-    })
+    remote::last_json(&format!("node {}", node.label()), what, stdout, output)
 }
 
 /// Runs `halobox model ARGS` on every node; each one's JSON report.

@@ -7,7 +7,7 @@
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
-use crate::engine::containers::START_TIMEOUT;
+use crate::container::ops::START_TIMEOUT;
 use crate::engine::lifecycle::RunState;
 use crate::engine::{Engine, EngineError};
 

@@ -6,14 +6,14 @@ use std::time::Duration;
 
 use serde::Serialize;
 
-use crate::container::backend::Backend;
+use crate::backend::Backend;
 use crate::container::memlock::{Grant, MemlockRequest};
 use crate::container::model::{ContainerSpec, EngineTraits};
+use crate::container::ops::ContainerInfo;
 use crate::container::owner::Owner;
 use crate::container::spec::{self, SpecOptions};
 use crate::container::toolbox;
 use crate::engine::EngineInfo;
-use crate::engine::containers::ContainerInfo;
 use crate::host::HostFacts;
 use crate::host::limits::LimitValue;
 use crate::image_ref::ImageRef;

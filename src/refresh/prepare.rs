@@ -5,14 +5,14 @@
 
 use super::plan::{self, Found, Known, PREV_SUFFIX, RefreshOptions, RefreshPlan, Source};
 use super::pull::PullPolicy;
+use crate::backend::Backend;
 use crate::config::{self, DEFAULT_IMAGE};
-use crate::container::backend::Backend;
 use crate::container::binds;
 use crate::container::memlock::MemlockRequest;
 use crate::container::model::Mount;
+use crate::container::ops::ContainerInfo;
 use crate::container::spec::LABEL_IMAGE;
 use crate::container::{name, volume};
-use crate::engine::containers::ContainerInfo;
 use crate::engine::{Engine, local};
 use crate::error::UsageError;
 use crate::host::HostFacts;

@@ -8,7 +8,7 @@
 use super::journal::{Entry, Journal, JournalError, Step};
 use super::lock;
 use super::plan::{NEW_SUFFIX, OLD_SUFFIX, PREV_SUFFIX, is_managed};
-use crate::engine::containers::ContainerInfo;
+use crate::container::ops::ContainerInfo;
 use crate::engine::{Engine, EngineError};
 
 /// A container seen under one of the names a refresh uses.

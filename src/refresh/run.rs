@@ -14,7 +14,7 @@ use super::check::{self, Readiness};
 use super::journal::{Entry, Journal, JournalError, StagedImage, Step};
 use super::plan::{Known, RefreshPlan, Source};
 use super::signals::{self, Caught};
-use crate::container::backend::Backend;
+use crate::backend::Backend;
 use crate::container::spec::{LABEL_DIGEST, LABEL_IMAGE};
 use crate::container::{distrobox, owner};
 use crate::engine::images::LocalImage;

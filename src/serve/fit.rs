@@ -6,8 +6,8 @@
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
+use super::plan::{ServePlan, ServeRequest, extra_value};
 use crate::cluster::config::{ClusterConfig, NodeConfig};
-use crate::cluster::plan::{ServePlan, ServeRequest, extra_value};
 use crate::cluster::run as cluster_run;
 use crate::host::HostFacts;
 use crate::host::gpu::AMD_VENDOR;
@@ -58,7 +58,7 @@ fn model_dir(model: &str, extra: &[String], hub: Option<&Path>) -> Result<PathBu
         };
     }
     let hub = hub.ok_or("no Hugging Face cache here (no HOME, no HF_HOME)")?;
-    let rev = crate::cluster::plan::revision(extra).unwrap_or("main");
+    let rev = super::plan::revision(extra).unwrap_or("main");
     let repo = Repo::new(hub, model);
     let commit = repo.resolve(rev).ok_or_else(|| {
         format!(

@@ -19,8 +19,8 @@ use std::time::Duration;
 use super::engine::Head;
 use super::{http, program, rpc};
 use crate::cluster::config::ClusterConfig;
-use crate::cluster::rpc as cluster_rpc;
 use crate::error::UsageError;
+use crate::serve::rpc_servers as cluster_rpc;
 
 /// How long the tiny completion that proves every node answers may take.
 pub const PROBE_TIMEOUT: Duration = Duration::from_secs(20);

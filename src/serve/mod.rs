@@ -4,6 +4,9 @@
 //! it fails or Ctrl-C stops it; `serve status`, `logs` and `stop` for a
 //! serve left running with `--detach`.
 //!
+//! - [`start`](mod@start): a [`request::Request`] checked, planned and
+//!   started (the library's `serve`); [`request`]: what a serve is, as
+//!   asked and as recorded;
 //! - [`preflight`]: cluster up, GPUs, port, vLLM, the model on every node;
 //! - [`fit`]: the model's weights and KV cache against each node's GPU
 //!   memory;
@@ -25,10 +28,14 @@ pub mod fit;
 pub mod http;
 pub mod interrupt;
 pub mod llama;
+pub mod plan;
 pub mod preflight;
 pub mod prepare;
 pub mod program;
+pub mod request;
 pub mod rpc;
+pub mod rpc_servers;
+pub mod start;
 pub mod state;
 pub mod supervise;
 pub mod watch;

@@ -8,8 +8,9 @@ use std::net::{IpAddr, Ipv4Addr, SocketAddr, TcpListener};
 use std::time::Duration;
 
 use super::engine::Head;
+use super::plan;
 use crate::cluster::config::ClusterConfig;
-use crate::cluster::{plan, run as cluster_run};
+use crate::cluster::{plan as cluster_plan, run as cluster_run};
 use crate::error::UsageError;
 
 /// How long the check in each node's container may take.
@@ -132,7 +133,7 @@ fn ray_has(cfg: &ClusterConfig, needed: u32) -> anyhow::Result<()> {
         )
     };
     let nodes = cluster_run::ray_nodes(cfg, 0, 5).map_err(|e| down(first_line(&e.to_string())))?;
-    let alive: Vec<&plan::RayNode> = nodes.alive().collect();
+    let alive: Vec<&cluster_plan::RayNode> = nodes.alive().collect();
     if alive.is_empty() {
         return Err(down(format!(
             "Ray's GCS at {}:{} lists no node{}",
@@ -216,7 +217,7 @@ fn has_vllm(cfg: &ClusterConfig) -> anyhow::Result<()> {
 /// Every node's container holds the model folder at `model`.
 fn model_everywhere(cfg: &ClusterConfig, model: &str) -> anyhow::Result<()> {
     let results = cluster_run::each_node(&cfg.nodes, |node| {
-        let cmd = plan::in_container(
+        let cmd = cluster_plan::in_container(
             &cfg.halobox,
             node.backend,
             &node.container,

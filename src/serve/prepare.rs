@@ -3,9 +3,10 @@
 //! `VLLM_API_KEY` are handed to it on stdin ([`super::program::start`]),
 //! never in an argument.
 
+use super::plan::{self, ServePlan, ServeRequest};
 use crate::cluster::config::ClusterConfig;
 use crate::cluster::env::{self, EnvError, EnvRequest};
-use crate::cluster::plan::{self, ServePlan, ServeRequest};
+use crate::cluster::plan::with_env;
 use crate::error::UsageError;
 use crate::host::HostFacts;
 
@@ -61,7 +62,7 @@ pub fn prepare(
         );
     }
     let argv = super::engine::Head::of(cfg).start_argv(
-        &plan::with_env(&p.env, &p.command),
+        &with_env(&p.env, &p.command),
         &p.secrets,
         p.clear_cache.then_some(plan::COMPILE_CACHE),
         None,

@@ -4,7 +4,6 @@
 //! that start it again (never a secret). One serve per cluster file; the
 //! file lives in halobox's state folder (0600).
 
-use std::net::IpAddr;
 use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
@@ -37,7 +36,7 @@ pub struct ServeState {
     /// The arguments that start it again (absent in a record of an older
     /// halobox).
     #[serde(default)]
-    pub args: Option<ServeArgsRecord>,
+    pub args: Option<super::request::Spec>,
 }
 
 /// A process on this machine, told apart from a later one that reuses its
@@ -80,84 +79,6 @@ fn stat(pid: u32) -> Option<(char, u64)> {
     let mut fields = rest.split_whitespace();
     let state = fields.next()?.chars().next()?;
     Some((state, fields.nth(18)?.parse().ok()?))
-}
-
-/// `serve`'s arguments as far as they shape the serve (no secret: those
-/// come from the environment or the key file at every start; not the
-/// one-off `--clear-cache` and `--preflight`).
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct ServeArgsRecord {
-    /// The model as given.
-    pub model: String,
-    /// `--tp`.
-    #[serde(default)]
-    pub tp: Option<u32>,
-    /// `--max-model-len`.
-    #[serde(default)]
-    pub max_model_len: Option<u32>,
-    /// `--gpu-memory-utilization`, when not the default.
-    #[serde(default)]
-    pub gpu_memory_utilization: Option<f64>,
-    /// `--no-eager`.
-    #[serde(default)]
-    pub no_eager: bool,
-    /// `--host`.
-    #[serde(default)]
-    pub host: Option<IpAddr>,
-    /// `--port`.
-    pub port: u16,
-    /// `--no-api-key`.
-    #[serde(default)]
-    pub no_api_key: bool,
-    /// `--nccl-debug`.
-    #[serde(default)]
-    pub nccl_debug: bool,
-    /// `--timeout` (seconds).
-    pub timeout: u64,
-    /// The engine's own arguments (after `--`).
-    #[serde(default)]
-    pub extra: Vec<String>,
-}
-
-impl ServeArgsRecord {
-    /// `serve …` as it starts this serve again, detached, from the cluster
-    /// file `cluster` (the words after `halobox`).
-    pub fn argv(&self, cluster: &Path) -> Vec<String> {
-        let mut a = vec![
-            "serve".to_string(),
-            self.model.clone(),
-            format!("--cluster={}", cluster.display()),
-        ];
-        let mut flag = |name: &str, v: Option<String>| {
-            if let Some(v) = v {
-                a.push(format!("--{name}={v}"));
-            }
-        };
-        flag("tp", self.tp.map(|v| v.to_string()));
-        flag("max-model-len", self.max_model_len.map(|v| v.to_string()));
-        flag(
-            "gpu-memory-utilization",
-            self.gpu_memory_utilization.map(|v| v.to_string()),
-        );
-        flag("host", self.host.map(|v| v.to_string()));
-        flag("port", Some(self.port.to_string()));
-        flag("timeout", Some(self.timeout.to_string()));
-        for (on, name) in [
-            (self.no_eager, "--no-eager"),
-            (self.no_api_key, "--no-api-key"),
-            (self.nccl_debug, "--nccl-debug"),
-        ] {
-            if on {
-                a.push(name.into());
-            }
-        }
-        a.push("--detach".into());
-        if !self.extra.is_empty() {
-            a.push("--".into());
-            a.extend(self.extra.iter().cloned());
-        }
-        a
-    }
 }
 
 fn dir() -> Option<PathBuf> {

@@ -84,7 +84,7 @@ pub struct Start<'a> {
     /// Which engine it is.
     pub engine: Engine,
     /// The arguments that start it again, for the record.
-    pub args: Option<state::ServeArgsRecord>,
+    pub args: Option<super::request::Spec>,
 }
 
 /// How a serve ended.
@@ -164,7 +164,7 @@ impl Log {
             }
             if self.nccl_debug
                 && !self.transport_said
-                && let Some(t) = crate::cluster::plan::nccl_transport(l)
+                && let Some(t) = super::plan::nccl_transport(l)
             {
                 self.transport_said = true;
                 eprintln!("halobox: NCCL uses {t}");

@@ -305,7 +305,7 @@ pub fn transports(engine: Engine, envs: &[NodeEnv]) -> Vec<NodeTransport> {
                     .filter(|v| v.name.starts_with("NCCL_IB_") || v.name == "NCCL_NET")
                     .map(|v| format!("{}={}", v.name, v.value))
                     .collect(),
-                Engine::LlamaCpp => crate::cluster::rpc::rdma_env(e)
+                Engine::LlamaCpp => crate::serve::rpc_servers::rdma_env(e)
                     .iter()
                     .map(|v| format!("{}={}", v.name, v.value))
                     .collect(),
@@ -498,7 +498,7 @@ pub fn save(dir: &Path, r: &AbResults) -> anyhow::Result<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::serve::state::ServeArgsRecord;
+    use crate::serve::request::Spec as ServeArgsRecord;
 
     fn serve(detached: bool, args: bool) -> ServeState {
         ServeState {

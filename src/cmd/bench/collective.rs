@@ -5,14 +5,13 @@
 use std::path::Path;
 use std::process::ExitCode;
 
-use crate::bench::collective::plan::{self, Op, Options, Plan};
-use crate::bench::collective::report::{self, Record, Results};
+use crate::bench::collective::plan::{self, Op, Options};
+use crate::bench::collective::report::{self, Results};
 use crate::bench::collective::run;
-use crate::bench::run::{default_save_dir, utc_now};
 use crate::cli::BenchCollectiveArgs;
-use crate::cluster::config::{self, ClusterConfig};
-use crate::cluster::run::masters;
+use crate::cluster::config;
 use crate::error::UsageError;
+use crate::reporter::Terminal;
 
 /// The options the flags ask for.
 pub fn options(a: &BenchCollectiveArgs) -> anyhow::Result<Options> {
@@ -43,54 +42,6 @@ pub fn options(a: &BenchCollectiveArgs) -> anyhow::Result<Options> {
     })
 }
 
-/// Runs `bench collective` on `cfg`'s nodes: the results, and the folder
-/// they were saved in (`None` for a dry run, which prints the plan).
-pub fn collective(
-    cfg: &ClusterConfig,
-    opts: &Options,
-    save: Option<&Path>,
-    dry_run: bool,
-    json: bool,
-) -> anyhow::Result<Option<(Results, std::path::PathBuf)>> {
-    let masters = masters(cfg);
-    let reports = run::node_reports(cfg, &masters)?;
-    let plan = plan::build(cfg, &reports, opts).map_err(UsageError)?;
-    if dry_run {
-        print_plan(cfg, &plan, json)?;
-        return Ok(None);
-    }
-    let (started, stamp) = utc_now();
-    let dir = match save {
-        Some(d) => d.to_path_buf(),
-        None => default_save_dir(&format!("{stamp}-collective"))?,
-    };
-    let ranks = run::execute(cfg, &plan, &masters);
-    let rec = Record {
-        schema_version: report::SCHEMA_VERSION,
-        started_utc: started,
-        causes: run::likely_causes(cfg, &reports),
-        plan,
-        ranks,
-    };
-    let res = report::derive(&rec);
-    run::save(&dir, &rec, &res)?;
-    Ok(Some((res, dir)))
-}
-
-fn print_plan(cfg: &ClusterConfig, plan: &Plan, json: bool) -> anyhow::Result<()> {
-    let ssh: Vec<Vec<String>> = plan
-        .ranks
-        .iter()
-        .map(|r| crate::ssh::command(&r.ssh, &cfg.ssh_options, &crate::shell::line(&r.command)))
-        .collect();
-    if json {
-        println!("{}", serde_json::to_string_pretty(plan)?);
-    } else {
-        print!("{}", plan::render(plan, &ssh));
-    }
-    Ok(())
-}
-
 /// `halobox bench collective`.
 pub fn run_cmd(a: &BenchCollectiveArgs) -> anyhow::Result<ExitCode> {
     let opts = options(a)?;
@@ -101,12 +52,13 @@ pub fn run_cmd(a: &BenchCollectiveArgs) -> anyhow::Result<ExitCode> {
         )
         .into());
     }
-    match collective(
+    match crate::bench::collective::run(
         &cfg,
         &opts,
         a.save.as_deref(),
         a.mode.dry_run(),
         a.mode.json(),
+        &mut Terminal,
     )? {
         None => Ok(ExitCode::SUCCESS),
         Some((res, dir)) => {

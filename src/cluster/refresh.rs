@@ -13,15 +13,15 @@ use std::time::{Duration, Instant};
 
 use serde::{Deserialize, Serialize};
 
+use crate::backend::Backend;
 use crate::cluster::config::{ClusterConfig, NodeBackend, NodeConfig};
+use crate::cluster::ray_state::{self, RayState};
 use crate::cluster::run::remote_node;
-use crate::container::backend::Backend;
-use crate::fleet::ray_state::{self, RayState};
 use crate::image_ref::ImageRef;
-use crate::proc::{Capture, Proc, WaitError};
+use crate::proc::{Proc, WaitError};
 use crate::refresh::pull::{self, PullPolicy};
 use crate::refresh::word::Word;
-use crate::{remote, shell, ssh};
+use crate::{remote, shell};
 
 /// How long one node's stage (the pull of a large image included) may take.
 const STAGE_TIMEOUT: Duration = Duration::from_secs(2 * 3600);
@@ -275,18 +275,9 @@ fn spawn_stage(
     req: &Request,
     reference: &str,
 ) -> Result<Proc, String> {
-    let label = format!("node {} ({})", node.label(), node.ssh);
-    ssh::check_target(&node.ssh).map_err(|e| format!("{label}: {e}"))?;
-    let cmd = command(cfg, node, req, reference);
-    let argv = ssh::command(&node.ssh, &cfg.ssh_options, &shell::line(&cmd));
-    Proc::spawn_with(
-        &argv,
-        Capture {
-            limit: remote::OUTPUT_LIMIT,
-            clean: Some(remote::printable),
-        },
-    )
-    .map_err(|e| format!("{label}: {e}\n  hint: install the OpenSSH client (`ssh`)"))
+    crate::cluster::run::remote_node(cfg, node)
+        .spawn_unguarded(&command(cfg, node, req, reference))
+        .map_err(|e| e.message)
 }
 
 /// Stages `node` from `reference`, printing its progress, until it is

@@ -1,5 +1,9 @@
 //! `halobox bench`: run, serve, probe, report, compare.
 
+pub mod ab;
+pub mod collective;
+pub mod serving;
+
 use std::io::Write;
 use std::net::Ipv4Addr;
 use std::path::Path;
@@ -36,9 +40,9 @@ pub fn run(cmd: BenchCommand) -> anyhow::Result<ExitCode> {
         }
         BenchCommand::Client(args) => client(&args),
         BenchCommand::Exec(args) => exec_in(&args),
-        BenchCommand::Serving(args) if args.ab_transport => super::bench_ab::run(&args),
-        BenchCommand::Serving(args) => super::bench_serving::run(&args),
-        BenchCommand::Collective(args) => super::bench_collective::run_cmd(&args),
+        BenchCommand::Serving(args) if args.ab_transport => ab::run(&args),
+        BenchCommand::Serving(args) => serving::run(&args),
+        BenchCommand::Collective(args) => collective::run_cmd(&args),
         BenchCommand::Report(args) => report_cmd(&args),
         BenchCommand::Compare(args) => compare(&args),
     }
@@ -393,12 +397,12 @@ fn derive_dir(dir: &Path) -> anyhow::Result<Results> {
 
 fn report_cmd(args: &BenchReportArgs) -> anyhow::Result<ExitCode> {
     if args.dir.join(crate::bench::serving::ab::AB_FILE).is_file() {
-        return super::bench_ab::report(&args.dir, args.output.json);
+        return ab::report(&args.dir, args.output.json);
     }
     if crate::bench::serving::record::is_saved(&args.dir) {
-        return super::bench_serving::report(&args.dir, args.output.json);
+        return serving::report(&args.dir, args.output.json);
     }
-    if let Some(done) = super::bench_collective::report_saved(&args.dir, args.output.json) {
+    if let Some(done) = collective::report_saved(&args.dir, args.output.json) {
         return done;
     }
     let res = derive_dir(&args.dir)?;
@@ -411,9 +415,9 @@ fn compare(args: &BenchCompareArgs) -> anyhow::Result<ExitCode> {
         .iter()
         .any(|d| crate::bench::serving::record::is_saved(d))
     {
-        return super::bench_serving::compare(&args.a, &args.b);
+        return serving::compare(&args.a, &args.b);
     }
-    if let Some(done) = super::bench_collective::compare_saved(&args.a, &args.b) {
+    if let Some(done) = collective::compare_saved(&args.a, &args.b) {
         return done;
     }
     let a = derive_dir(&args.a)?;

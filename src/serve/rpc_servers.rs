@@ -10,12 +10,12 @@ use std::time::Duration;
 use anyhow::bail;
 use serde::Serialize;
 
-use super::config::{ClusterConfig, NodeConfig};
-use super::env::{EnvVar, NodeEnv, Resolved};
-use super::plan::{in_container, with_env};
-use super::run::{self, each_node, remote_node};
+use super::{program, rpc};
+use crate::cluster::config::{ClusterConfig, NodeConfig};
+use crate::cluster::env::{EnvVar, NodeEnv, Resolved};
+use crate::cluster::plan::{in_container, with_env};
+use crate::cluster::run::{self, each_node, remote_node};
 use crate::remote::Masters;
-use crate::serve::{program, rpc};
 use crate::shell;
 
 /// How long starting (or stopping, or looking at) one RPC server may take over ssh.

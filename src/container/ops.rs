@@ -14,12 +14,12 @@ use hyper::Method;
 use serde::Serialize;
 use serde_json::Value;
 
-use super::discover::unix_path;
-use super::{Engine, EngineError, EngineKind, bound, raw};
 use crate::container::api::{compat_body, libpod_body};
 use crate::container::model::ContainerSpec;
 use crate::container::owner::{self, Owner};
 use crate::container::spec::LABEL_MANAGED;
+use crate::engine::discover::unix_path;
+use crate::engine::{Engine, EngineError, EngineKind, bound, raw};
 
 /// What halobox needs to know about an existing container.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]

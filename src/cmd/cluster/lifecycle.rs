@@ -1,0 +1,64 @@
+//! `halobox cluster up` and `cluster down` (the library's [`crate::cluster::up`] and
+//! [`crate::cluster::down`]); `down --dry-run` prints what each node runs.
+
+use std::process::ExitCode;
+
+use crate::cli::{ClusterDownArgs, ClusterUpArgs};
+use crate::cluster::auth;
+use crate::cluster::config::{self, Engine};
+use crate::cluster::plan;
+use crate::cluster::{self, run};
+use crate::reporter::Terminal;
+use crate::serve::rpc_servers as rpc;
+use crate::shell;
+
+pub fn up(a: &ClusterUpArgs) -> anyhow::Result<ExitCode> {
+    let (path, cfg) = config::open(a.file.cluster.as_deref())?;
+    cluster::up(
+        &cfg,
+        &path,
+        a.plan.dry_run,
+        a.timeout.unwrap_or(cfg.timeout_s),
+        if a.insecure_ray {
+            auth::Mode::Insecure
+        } else {
+            auth::Mode::Token
+        },
+        &mut Terminal,
+    )?;
+    Ok(ExitCode::SUCCESS)
+}
+
+pub fn down(a: &ClusterDownArgs) -> anyhow::Result<ExitCode> {
+    let (_, cfg) = config::open(a.file.cluster.as_deref())?;
+    if a.plan.dry_run {
+        println!(
+            "{} (first: a vLLM that halobox serve started, and its shm segments): {}",
+            cfg.head().label(),
+            shell::line(&crate::serve::control::stop_argv(&cfg))
+        );
+        if cfg.engine == Engine::LlamaCpp {
+            for node in rpc::workers(&cfg) {
+                println!(
+                    "{}: {}",
+                    node.label(),
+                    shell::line(&run::node_argv(&cfg, node, &rpc::stop_command(&cfg, node)))
+                );
+            }
+            return Ok(ExitCode::SUCCESS);
+        }
+        for node in &cfg.nodes {
+            println!(
+                "{}: {}",
+                node.label(),
+                shell::line(&run::node_argv(&cfg, node, &plan::stop_command(&cfg, node)))
+            );
+        }
+        return Ok(ExitCode::SUCCESS);
+    }
+    Ok(if cluster::down(&cfg, &mut Terminal) {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::FAILURE
+    })
+}

@@ -1,0 +1,92 @@
+//! `halobox cluster status`: Ray's nodes (or llama.cpp's RPC servers) and each node's env.
+
+use std::process::ExitCode;
+
+use crate::cli::ClusterStatusArgs;
+use crate::cluster::config::{self, Engine};
+use crate::cluster::run;
+use crate::serve::rpc_servers as rpc;
+
+pub fn status(a: &ClusterStatusArgs) -> anyhow::Result<ExitCode> {
+    let (path, cfg) = config::open(a.file.cluster.as_deref())?;
+    if cfg.engine == Engine::LlamaCpp {
+        // The HELLO is said from the head only (the data plane may not be
+        // reachable from elsewhere): this machine holds the head's address.
+        let on_data_plane = std::net::UdpSocket::bind((cfg.head().ip, 0)).is_ok();
+        let rows = rpc::status(&cfg, on_data_plane);
+        if a.output.json {
+            println!("{}", serde_json::to_string_pretty(&rows)?);
+        } else {
+            println!(
+                "engine llama.cpp: RPC servers on port {} (head {} runs llama-server: `halobox serve status`)",
+                cfg.rpc_port,
+                cfg.head().label()
+            );
+            print!("{}", rpc::render_status(&rows));
+        }
+        return Ok(if rows.iter().all(|r| r.state == "running") {
+            ExitCode::SUCCESS
+        } else {
+            ExitCode::FAILURE
+        });
+    }
+    let s = run::status(&cfg, &path)?;
+    let healthy = s.error.is_none() && s.alive == cfg.nodes.len() && s.unknown.is_empty();
+    if a.output.json {
+        println!("{}", serde_json::to_string_pretty(&s)?);
+    } else {
+        print!("{}", render_status(&s, cfg.nodes.len()));
+    }
+    Ok(if healthy {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::FAILURE
+    })
+}
+
+/// The status table.
+pub fn render_status(s: &run::Status, n: usize) -> String {
+    let mut out = format!("Ray GCS {}: {}/{n} node(s) alive\n", s.gcs, s.alive);
+    if let Some(e) = &s.error {
+        out.push_str(&format!(
+            "  Ray is not answering: {e}\n  hint: `halobox cluster up`\n"
+        ));
+    }
+    out.push_str(&format!(
+        "{:<16} {:<15} {:<6} {:>3} {:>4}  {:<9} {}\n",
+        "NODE", "IP", "RAY", "GPU", "CPU", "TRANSPORT", "ENV"
+    ));
+    for node in &s.nodes {
+        let res = |k: &str| {
+            node.ray
+                .as_ref()
+                .and_then(|r| r.resources.get(k))
+                .map_or("-".into(), |v| format!("{v}"))
+        };
+        let (transport, env) = match &node.env {
+            Some(e) => (e.transport.to_string(), e.assignments().join(" ")),
+            None => ("-".into(), "(not started by `cluster up` from here)".into()),
+        };
+        out.push_str(&format!(
+            "{:<16} {:<15} {:<6} {:>3} {:>4}  {:<9} {}\n",
+            node.name,
+            node.ip,
+            if node.ray.is_some() {
+                "alive"
+            } else {
+                "absent"
+            },
+            res("GPU"),
+            res("CPU"),
+            transport,
+            env
+        ));
+    }
+    for u in &s.unknown {
+        out.push_str(&format!(
+            "note: Ray also lists {} (not in cluster.toml)\n",
+            u.ip
+        ));
+    }
+    out
+}

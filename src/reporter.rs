@@ -1,0 +1,64 @@
+//! How a library workflow says what it does without printing on its own:
+//! the command's output, and notes (progress, warnings) beside it. The
+//! CLI's [`Terminal`] sends the output to stdout and the notes to stderr.
+
+use std::io::Write;
+
+/// Where a workflow's words go.
+pub trait Reporter {
+    /// Part of the command's output, as written (stdout for the CLI).
+    fn out(&mut self, text: &str);
+    /// Progress or a warning, as written (stderr for the CLI).
+    fn note(&mut self, text: &str);
+}
+
+/// The terminal: output to stdout, notes to stderr.
+pub struct Terminal;
+
+impl Reporter for Terminal {
+    fn out(&mut self, text: &str) {
+        print!("{text}");
+    }
+    fn note(&mut self, text: &str) {
+        eprint!("{text}");
+    }
+}
+
+/// A reporter's output as a [`Write`] (for steps that write to one).
+pub struct Out<'a>(pub &'a mut dyn Reporter);
+
+impl Write for Out<'_> {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        self.0.out(&String::from_utf8_lossy(buf));
+        Ok(buf.len())
+    }
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Output and notes kept apart, as a test's reporter.
+    #[derive(Default)]
+    struct Kept(String, String);
+
+    impl Reporter for Kept {
+        fn out(&mut self, text: &str) {
+            self.0.push_str(text);
+        }
+        fn note(&mut self, text: &str) {
+            self.1.push_str(text);
+        }
+    }
+
+    #[test]
+    fn a_writer_on_a_reporter_writes_its_output() {
+        let mut k = Kept::default();
+        writeln!(Out(&mut k), "a {}", 1).unwrap();
+        k.note("n\n");
+        assert_eq!((k.0.as_str(), k.1.as_str()), ("a 1\n", "n\n"));
+    }
+}

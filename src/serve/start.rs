@@ -1,0 +1,347 @@
+//! `serve`'s start: a [`Request`] against the cluster, checked (secrets,
+//! preflight, the model's fit, the optional collective), planned and
+//! handed to [`supervise`]; a dry run reports the plan instead. vLLM runs
+//! over Ray as `cluster up` left it; llama.cpp's llama-server on the head
+//! over the RPC servers `cluster up` started.
+
+use std::path::Path;
+use std::time::Duration;
+
+use super::plan::{self, ServeRequest};
+use super::request::Request;
+use super::supervise::{self, Ended, Start};
+use super::{api_key, engine, fit, llama, preflight, prepare, program};
+use crate::cluster::config::{ClusterConfig, Engine};
+use crate::cluster::plan::with_env;
+use crate::error::UsageError;
+use crate::host::{self, GatherOptions, HostRoot};
+use crate::model::fit as fit_model;
+use crate::reporter::Reporter;
+
+/// Starts the serve `req` asks for with the cluster `cfg` (read from
+/// `path`, perhaps changed in memory: `bench serving --ab-transport`);
+/// returns once it was left running (`detach`) or stopped. A dry run
+/// reports the plan and starts nothing.
+pub fn start(
+    req: &Request,
+    path: &Path,
+    cfg: &ClusterConfig,
+    r: &mut dyn Reporter,
+) -> anyhow::Result<()> {
+    let a = &req.spec;
+    let model = a.model.clone();
+    if let Some(e) = req.engine
+        && e != cfg.engine
+    {
+        return Err(UsageError(format!(
+            "--engine {e}, but {} names engine {} (`cluster up` started what that engine needs)\n  hint: set `engine = \"{e}\"` in {}, then `halobox cluster down` and `halobox cluster up`; or drop --engine",
+            path.display(),
+            cfg.engine,
+            path.display()
+        ))
+        .into());
+    }
+    let root = match &req.sysroot {
+        Some(dir) => HostRoot::sysroot(dir)?,
+        None => HostRoot::live(),
+    };
+    if cfg.engine == Engine::LlamaCpp {
+        return run_llama(req, path, cfg, model, r);
+    }
+    let facts = host::gather(root, GatherOptions::default());
+    let mut secrets: Vec<Option<String>> =
+        plan::SECRETS.iter().map(|n| prepare::secret(n)).collect();
+    if let Some(name) = plan::SECRETS.iter().zip(&secrets).find_map(|(n, v)| {
+        v.as_ref()
+            .is_some_and(|v| v.contains(['\n', '\r']))
+            .then_some(n)
+    }) {
+        return Err(UsageError(format!(
+            "{name} holds a line break: it goes to vLLM as one line on stdin\n  hint: export it again without the newline: `read -rs {name}; export {name}`"
+        ))
+        .into());
+    }
+    let host = a.host.unwrap_or(std::net::IpAddr::V4(cfg.head().ip));
+    let key_source = api_key::Source::choose(
+        a.no_api_key,
+        secrets[1].is_some().then_some(plan::SECRETS[1]),
+        path,
+    );
+    let planned = ServeRequest {
+        model: model.clone(),
+        tp: a.tp,
+        max_model_len: a.max_model_len,
+        gpu_memory_utilization: a.gpu_memory(),
+        eager: !a.no_eager,
+        host: Some(host),
+        port: a.port,
+        nccl_debug: a.nccl_debug,
+        clear_cache: req.clear_cache,
+        extra: a.extra.clone(),
+        hf_token: secrets[0].is_some(),
+        api_key: key_source != api_key::Source::Off,
+    };
+    let (p, argv) = prepare::prepare(cfg, &facts, &planned, req.dry_run)?;
+    let is_head = matches!(
+        crate::dataplane::select(&facts, Some(cfg.head().ip)),
+        crate::dataplane::Selection::Chosen(_)
+    );
+    let fit_req = fit::request(&p, &planned);
+    let size = fit::model_size(
+        &model,
+        &a.extra,
+        crate::model::cache::hub_dir_from_env().as_deref(),
+    );
+    if req.dry_run {
+        // The nodes are asked only for a live plan (not from a snapshot).
+        let model_check = match req.sysroot {
+            None => preflight::model_complete(cfg, &model, &a.extra, true)?,
+            Some(_) => None,
+        };
+        r.out(&plan::render_serve(&p, &argv));
+        if let Some(summary) = model_check {
+            r.out(&format!("# model: {summary}\n"));
+        }
+        r.out(&format!(
+            "# as a Ray driver with {}=token {}=\"{}\" (the token `cluster up` left in the head's container; never printed)\n",
+            crate::cluster::auth::MODE_VAR,
+            crate::cluster::auth::TOKEN_PATH_VAR,
+            crate::cluster::auth::NODE_TOKEN_SH
+        ));
+        r.out(&format!(
+            "# started detached in the head's container by halobox (log: {}), watched until its API answers at {}{}\n",
+            program::LOG,
+            engine::api_addr(Some(host), a.port),
+            if req.detach {
+                ", then left running (--detach)"
+            } else {
+                ", then in the foreground until Ctrl-C"
+            }
+        ));
+        r.out(&format!("# {}\n", key_source.describe()));
+        if req.preflight {
+            r.out(&format!(
+                "# before vLLM starts: `halobox bench collective --sizes {} --op all_reduce` across the {} node(s) (--preflight); a FAIL refuses the serve\n",
+                crate::bench::collective::plan::PREFLIGHT_SIZES,
+                cfg.nodes.len()
+            ));
+        }
+        let Ok(size) = &size else {
+            r.out(&format!("# fit check: not made: {}\n", size.unwrap_err()));
+            return Ok(());
+        };
+        let f = fit::check(
+            cfg,
+            is_head.then_some(&facts),
+            size,
+            &fit_req,
+            req.sysroot.is_none(),
+        );
+        for l in fit_model::render(&f).lines() {
+            r.out(&format!("# {l}\n"));
+        }
+        if let Some(w) = fit_model::warning(&f) {
+            r.out(&format!("# warning: {w}\n"));
+        }
+        if let Some(e) = fit_model::refusal(&f, false) {
+            return Err(UsageError(format!("serve would refuse this plan: {e}")).into());
+        }
+        return Ok(());
+    }
+    for n in &p.notes {
+        r.note(&format!("warning: {n}\n"));
+    }
+    if let Some(w) = api_key::no_key_warning(&key_source, host) {
+        r.note(&format!("{w}\n"));
+    }
+    // The fit check asks every node's facts over ssh: it runs beside the
+    // preflight's own questions to the nodes.
+    let (checked, fitted) = std::thread::scope(|sc| {
+        let fitted = sc.spawn(|| {
+            size.as_ref()
+                .map(|size| fit::check(cfg, Some(&facts), size, &fit_req, true))
+        });
+        let checked = preflight::check(cfg, &model, &a.extra, p.tp * p.pp, Some(host), a.port);
+        (checked, preflight::joined(fitted))
+    });
+    checked?;
+    match fitted {
+        Ok(f) => {
+            if let Some(e) = fit_model::refusal(&f, true) {
+                return Err(UsageError(e).into());
+            }
+            if let Some(w) = fit_model::warning(&f) {
+                r.note(&format!("warning: {w}\n"));
+            }
+        }
+        Err(why) => r.note(&format!("warning: the fit check was not made: {why}\n")),
+    }
+    if req.preflight {
+        collective_preflight(cfg, r)?;
+    }
+    secrets[1] = api_key::load(&key_source, secrets[1].as_deref())?;
+    let start = Start {
+        cfg,
+        cluster_path: path,
+        served_name: preflight::served_name(&model, &a.extra),
+        model,
+        command: with_env(&p.env, &p.command),
+        secret_names: p.secrets.clone(),
+        secrets: secrets.iter().flatten().cloned().collect(),
+        clear_cache: p.clear_cache.then(|| plan::COMPILE_CACHE.to_string()),
+        check: None,
+        api: engine::api_addr(Some(host), a.port),
+        api_key: secrets[1].clone(),
+        api_key_source: key_source,
+        workers: usize::try_from(p.tp * p.pp)
+            .unwrap_or(usize::MAX)
+            .min(cfg.nodes.len()),
+        nccl_debug: a.nccl_debug,
+        detach: req.detach,
+        timeout: Duration::from_secs(a.timeout),
+        engine: Engine::Vllm,
+        args: Some(a.clone()),
+    };
+    match supervise::serve(&start)? {
+        Ended::Detached | Ended::Stopped(_) => Ok(()),
+    }
+}
+
+/// `--preflight`: the all-reduce vLLM's workers will run, across every
+/// node, before vLLM starts; its failures refuse the serve.
+fn collective_preflight(cfg: &ClusterConfig, r: &mut dyn Reporter) -> anyhow::Result<()> {
+    use crate::bench::collective::{self, plan::Options, report};
+    r.note(&format!(
+        "==> preflight: bench collective across the {} node(s)\n",
+        cfg.nodes.len()
+    ));
+    let Some((res, dir)) = collective::run(cfg, &Options::preflight(), None, false, false, r)?
+    else {
+        return Ok(());
+    };
+    r.note(&report::human(&res));
+    if res.status == "ok" {
+        return Ok(());
+    }
+    Err(UsageError(format!(
+        "the collective preflight failed (saved in {}): {}
+  hint: fix that, check with `halobox bench collective`, then serve again",
+        dir.display(),
+        res.failures.join("; ")
+    ))
+    .into())
+}
+
+/// The llama.cpp secret: the API key, from this environment to
+/// llama-server's on stdin.
+const LLAMA_KEY: &str = "LLAMA_API_KEY";
+
+/// `serve` with engine `llama.cpp`: llama-server on the head over the RPC
+/// servers `cluster up` started. It reads only the head's addresses and
+/// memory, and checks the model in the exec that starts llama-server: its
+/// start is what a user waits for.
+fn run_llama(
+    req: &Request,
+    path: &Path,
+    cfg: &ClusterConfig,
+    model: String,
+    r: &mut dyn Reporter,
+) -> anyhow::Result<()> {
+    let a = &req.spec;
+    let vllm_only = [
+        (a.tp.is_some(), "--tp"),
+        (req.clear_cache, "--clear-cache"),
+        (a.nccl_debug, "--nccl-debug"),
+        (a.no_eager, "--no-eager"),
+        (req.preflight, "--preflight"),
+        (
+            a.gpu_memory_utilization.is_some(),
+            "--gpu-memory-utilization",
+        ),
+    ];
+    if let Some((_, flag)) = vllm_only.iter().find(|(set, _)| *set) {
+        return Err(UsageError(format!(
+            "{flag} is vLLM's: engine llama.cpp puts every layer on the nodes' RPC servers, split by their memory\n  hint: drop {flag}"
+        ))
+        .into());
+    }
+    let key = prepare::secret(LLAMA_KEY);
+    if key.as_ref().is_some_and(|v| v.contains(['\n', '\r'])) {
+        return Err(UsageError(format!(
+            "{LLAMA_KEY} holds a line break: it goes to llama-server as one line on stdin\n  hint: export it again without the newline: `read -rs {LLAMA_KEY}; export {LLAMA_KEY}`"
+        ))
+        .into());
+    }
+    let host = a.host.unwrap_or(std::net::IpAddr::V4(cfg.head().ip));
+    let key_source =
+        api_key::Source::choose(a.no_api_key, key.is_some().then_some(LLAMA_KEY), path);
+    let lreq = llama::LlamaRequest {
+        model: model.clone(),
+        host: Some(host),
+        port: a.port,
+        ctx: a.max_model_len,
+        extra: a.extra.clone(),
+    };
+    let secret_names: Vec<String> = (key_source != api_key::Source::Off)
+        .then(|| LLAMA_KEY.to_string())
+        .into_iter()
+        .collect();
+    let head = engine::Head::of(cfg);
+    let check = llama::start_check(&cfg.llama_server, &model);
+    if req.dry_run {
+        let argv = llama::command(cfg, &lreq, &[]).map_err(UsageError)?;
+        let start = head.start_argv(&argv, &secret_names, None, Some(&check));
+        r.out(&llama::render(cfg, &argv, &start));
+        for n in &secret_names {
+            r.out(&format!("{n}=******** (passed on stdin)\n"));
+        }
+        r.out(&format!("# {}\n", key_source.describe()));
+        return Ok(());
+    }
+    llama::command(cfg, &lreq, &[]).map_err(UsageError)?;
+    let (network, kernel) = host::gather_addresses_and_memory(HostRoot::live());
+    if network.interface_with_ip(head.ip).is_none() {
+        return Err(UsageError(format!(
+            "this machine does not hold the head's address {} ({}): `halobox serve` runs on the head, where llama-server runs\n  hint: ssh {} halobox serve {model} …",
+            head.ip,
+            head.label,
+            cfg.head().ssh
+        ))
+        .into());
+    }
+    if let Some(w) = api_key::no_key_warning(&key_source, host) {
+        r.note(&format!("{w}\n"));
+    }
+    preflight::port_free(Some(host), a.port)?;
+    let mem = llama::check_workers(cfg)?;
+    let head_mem = kernel.mem_total_kib.map(|k| k * 1024);
+    let argv = llama::command(cfg, &lreq, &llama::split(&mem, head_mem)).map_err(UsageError)?;
+    let key = api_key::load(&key_source, key.as_deref())?;
+    let start = Start {
+        cfg,
+        cluster_path: path,
+        served_name: model.clone(),
+        model,
+        command: argv,
+        secret_names,
+        secrets: key.iter().cloned().collect(),
+        clear_cache: None,
+        check: Some(check),
+        api: engine::api_addr(Some(host), a.port),
+        api_key: key,
+        api_key_source: key_source,
+        workers: 0,
+        nccl_debug: false,
+        detach: req.detach,
+        timeout: Duration::from_secs(a.timeout),
+        engine: Engine::LlamaCpp,
+        args: Some(a.clone()),
+    };
+    match supervise::serve(&start) {
+        Ok(Ended::Detached | Ended::Stopped(_)) => Ok(()),
+        Err(e) => match e.downcast_ref::<engine::Refused>() {
+            Some(r) => Err(UsageError(llama::refusal(cfg, &start.model, &r.0)).into()),
+            None => Err(e),
+        },
+    }
+}
