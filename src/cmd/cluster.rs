@@ -578,6 +578,7 @@ fn serve_menu(a: &ClusterFileArgs) -> anyhow::Result<ExitCode> {
         nccl_debug: false,
         detach: false,
         preflight: false,
+        no_fit_check: false,
         timeout: 1800,
         source: SourceArgs { sysroot: None },
         plan: DryRunArgs { dry_run },

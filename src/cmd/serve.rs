@@ -117,7 +117,7 @@ pub fn start(a: &ServeArgs, path: &Path, cfg: &ClusterConfig) -> anyhow::Result<
         crate::dataplane::select(&facts, Some(cfg.head().ip)),
         crate::dataplane::Selection::Chosen(_)
     );
-    let fit_req = fit::request(&p, &req);
+    let fit_req = fit::request(&p, &req).map_err(UsageError)?;
     let size = fit::model_size(
         &model,
         &a.extra,
@@ -175,6 +175,10 @@ pub fn start(a: &ServeArgs, path: &Path, cfg: &ClusterConfig) -> anyhow::Result<
             println!("# warning: {w}");
         }
         if let Some(e) = fit_model::refusal(&f, false) {
+            if a.no_fit_check {
+                println!("# {}", fit_model::overridden(&e).replace('\n', "\n# "));
+                return Ok(ExitCode::SUCCESS);
+            }
             return Err(UsageError(format!("serve would refuse this plan: {e}")).into());
         }
         return Ok(ExitCode::SUCCESS);
@@ -199,7 +203,10 @@ pub fn start(a: &ServeArgs, path: &Path, cfg: &ClusterConfig) -> anyhow::Result<
     match fitted {
         Ok(f) => {
             if let Some(e) = fit_model::refusal(&f, true) {
-                return Err(UsageError(e).into());
+                if !a.no_fit_check {
+                    return Err(UsageError(e).into());
+                }
+                eprintln!("{}", fit_model::overridden(&e));
             }
             if let Some(w) = fit_model::warning(&f) {
                 eprintln!("warning: {w}");
