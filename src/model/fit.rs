@@ -281,7 +281,7 @@ pub fn render(fit: &Fit) -> String {
             for stage in 0..pp {
                 let r = k.stage(stage, pp);
                 s.push_str(&format!(
-                    "  KV cache per GPU{}, one request of {c} tokens ({} B/token for the whole model on one GPU of tp {tp}): {}\n",
+                    "  KV cache per GPU{}, one request of {c} tokens (the whole model's layers: {} B/token on each GPU of tp {tp}): {}\n",
                     if pp > 1 {
                         format!(" of pipeline stage {} (layers {}–{})", stage + 1, r.start, r.end.saturating_sub(1))
                     } else {

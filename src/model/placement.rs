@@ -338,13 +338,16 @@ pub fn render(p: &Placement, verbose: bool) -> String {
         if verbose || p.chosen == Some(i) {
             for l in fit::render(&c.fit).lines().skip(1) {
                 if l.starts_with("  KV") || l.starts_with("    ") {
-                    s.push_str(&format!("    {}\n", l.trim_start()));
+                    s.push_str(&format!("  {l}\n"));
                 }
             }
         }
     }
+    if !p.left_out.is_empty() {
+        s.push('\n');
+    }
     for l in &p.left_out {
-        s.push_str(&format!("\n  left out: {l}\n"));
+        s.push_str(&format!("  left out: {l}\n"));
     }
     s.push_str(&format!(
         "\n{}: {}\n",
