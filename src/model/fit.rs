@@ -167,7 +167,8 @@ impl FitRequest {
 }
 
 /// Node `i`'s share of the weights and its KV cache for `context` tokens
-/// (vLLM: rank `i` is stage `i / tp`; a node past tp × pp holds nothing).
+/// (vLLM: rank `i` is stage `i / tp`; a node past tp × pp is judged by the
+/// largest stage, since Ray may place a worker there).
 pub fn node_share(
     model: &ModelSize,
     req: &FitRequest,
@@ -178,11 +179,15 @@ pub fn node_share(
     match &req.split {
         Split::Tensor { tp, pp } => {
             let (tp, pp) = (u64::from(*tp).max(1), u64::from(*pp).max(1));
-            if i as u64 >= tp * pp {
-                return (0, 0);
-            }
             let kv = match (&model.kv, context) {
-                (Some(k), Some(c)) => k.bytes(k.stage(i as u64 / tp, pp), &o, c),
+                (Some(k), Some(c)) if (i as u64) < tp * pp => {
+                    k.bytes(k.stage(i as u64 / tp, pp), &o, c)
+                }
+                // A node past tp × pp: Ray may place any stage's worker there.
+                (Some(k), Some(c)) => (0..pp)
+                    .map(|s| k.bytes(k.stage(s, pp), &o, c))
+                    .max()
+                    .unwrap_or(0),
                 _ => 0,
             };
             (div_ceil(model.weights_bytes, tp * pp), kv)
@@ -469,7 +474,7 @@ mod tests {
             text.contains("weights 60 GiB (8 safetensors files) / 2 = 30 GiB per GPU"),
             "{text}"
         );
-        assert!(text.contains("KV cache per GPU, one request of 32768 tokens (98304 B/token for the whole model on one GPU of tp 2): 3 GiB"), "{text}");
+        assert!(text.contains("KV cache per GPU, one request of 32768 tokens (the whole model's layers: 98304 B/token on each GPU of tp 2): 3 GiB"), "{text}");
         assert!(
             text.contains("48 full-attention layers: 4 KV heads (8 / tp 2) × (128 K + 128 V) × 2 B = 2048 B/token × 32768 tokens = 3 GiB"),
             "{text}"
@@ -532,6 +537,27 @@ mod tests {
         }
         let f = judge(&m, &tensor(4, Some(1024)), &[node("a", 124, 0)]);
         assert_eq!(f.nodes[0].kv_bytes, 2 * 48 * 128 * 2 * 1024);
+    }
+
+    #[test]
+    fn pipeline_stages_hold_their_layers_and_an_idle_node_the_largest() {
+        let mut m = qwen_like();
+        m.kv.as_mut().unwrap().layers.truncate(47);
+        let req = FitRequest {
+            split: Split::Tensor { tp: 1, pp: 2 },
+            ..tensor(1, Some(1024))
+        };
+        let f = judge(
+            &m,
+            &req,
+            &[node("a", 124, 0), node("b", 124, 0), node("c", 124, 0)],
+        );
+        // 47 layers over 2 stages: 24 on the first (the one left over goes
+        // before the last), 23 on the second; c may get either.
+        let per_layer = 8 * 256 * 2 * 1024;
+        assert_eq!(f.nodes[0].kv_bytes, 24 * per_layer);
+        assert_eq!(f.nodes[1].kv_bytes, 23 * per_layer);
+        assert_eq!(f.nodes[2].kv_bytes, 24 * per_layer);
     }
 
     #[test]
