@@ -232,7 +232,7 @@ fn hybrid_and_sliding_models_count_their_layers_by_kind() {
     );
     assert_eq!(code, Some(0), "{stdout}\n{stderr}");
     for want in [
-        "#     18 sliding-window layers: window 128: 4 KV heads (8 / tp 2) × (64 K + 64 V) × 2 B = 1024 B/token × 8336 tokens held (min(window − 1 + 8192 batched tokens, context) + a block)",
+        "#     18 sliding-window layers: window 128: 4 KV heads (8 / tp 2) × (64 K + 64 V) × 2 B = 1024 B/token × 8336 tokens held (min(window − 1 + 8192 tokens in flight, context) + a block)",
         "#     18 full-attention layers: 4 KV heads (8 / tp 2) × (64 K + 64 V) × 2 B = 1024 B/token × 32768 tokens = 576 MiB",
     ] {
         assert!(stdout.contains(want), "missing {want:?} in\n{stdout}");

@@ -146,12 +146,15 @@ fn div_ceil(a: u64, b: u64) -> u64 {
 impl FitRequest {
     /// The cache options with the split's tensor-parallel size.
     pub fn kv_options(&self) -> KvOptions {
-        KvOptions {
-            tp: match self.split {
-                Split::Tensor { tp, .. } => u64::from(tp).max(1),
-                Split::Layers { .. } => 1,
+        match self.split {
+            // Ray's executor has no async scheduling: one batch in flight
+            // per pipeline stage (`VllmConfig.max_concurrent_batches`).
+            Split::Tensor { tp, pp } => KvOptions {
+                tp: u64::from(tp).max(1),
+                max_num_batched_tokens: self.kv.max_num_batched_tokens * u64::from(pp).max(1),
+                ..self.kv
             },
-            ..self.kv
+            Split::Layers { .. } => KvOptions { tp: 1, ..self.kv },
         }
     }
 
@@ -558,6 +561,29 @@ mod tests {
         assert_eq!(f.nodes[0].kv_bytes, 24 * per_layer);
         assert_eq!(f.nodes[1].kv_bytes, 23 * per_layer);
         assert_eq!(f.nodes[2].kv_bytes, 24 * per_layer);
+    }
+
+    #[test]
+    fn sliding_layers_hold_one_batch_in_flight_per_pipeline_stage() {
+        let layer = Layer::Sliding {
+            kv_heads: 8,
+            head_dim: 64,
+            head_dim_v: 64,
+            window: 128,
+        };
+        let mut m = qwen_like();
+        m.kv.as_mut().unwrap().layers = vec![layer; 2];
+        let req = |pp| FitRequest {
+            split: Split::Tensor { tp: 1, pp },
+            ..tensor(1, Some(131072))
+        };
+        // pp 1: min(127 + 8192, context) → 520 blocks + 1 = 8336 tokens.
+        let f = judge(&m, &req(1), &[node("a", 124, 0)]);
+        assert_eq!(f.nodes[0].kv_bytes, 2 * 8336 * 8 * 128 * 2);
+        // pp 2 (Ray: no async scheduling, one batch per stage): 127 + 16384
+        // → 1032 blocks + 1 = 16528 tokens, one layer per stage.
+        let f = judge(&m, &req(2), &[node("a", 124, 0), node("b", 124, 0)]);
+        assert_eq!(f.nodes[0].kv_bytes, 16528 * 8 * 128 * 2);
     }
 
     #[test]

@@ -124,7 +124,8 @@ pub struct KvOptions {
     pub tp: u64,
     /// `--kv-cache-dtype`.
     pub dtype: CacheDtype,
-    /// `--max-num-batched-tokens`: what a sliding-window layer holds beside its window.
+    /// Tokens in flight (`--max-num-batched-tokens` × the batches vLLM
+    /// runs at once): what a sliding-window layer holds beside its window.
     pub max_num_batched_tokens: u64,
     /// Sequences whose fixed state is counted (`--max-num-seqs` when given, else one).
     pub seqs: u64,
@@ -200,9 +201,9 @@ impl KvModel {
     fn tokens_held(&self, layer: &Layer, o: &KvOptions, context: u64) -> u64 {
         match (*layer, self.rules) {
             (Layer::Sliding { window, .. }, Rules::Vllm) => {
-                // SlidingWindowSpec.max_memory_usage_bytes: the window − 1
-                // plus the tokens scheduled at once, capped at the context,
-                // plus one block (the window need not start a block).
+                // SlidingWindowSpec.max_admission_blocks_per_request: the
+                // window − 1 plus the tokens in flight, capped at the
+                // context, plus one block (the window need not start a block).
                 (window.saturating_sub(1) + o.max_num_batched_tokens)
                     .min(context)
                     .div_ceil(VLLM_BLOCK)
@@ -327,7 +328,7 @@ impl KvModel {
                         self.tokens_held(l, o, context),
                         match self.rules {
                             Rules::Vllm => format!(
-                                "min(window − 1 + {} batched tokens, context) + a block",
+                                "min(window − 1 + {} tokens in flight, context) + a block",
                                 o.max_num_batched_tokens
                             ),
                             Rules::LlamaCpp => format!(
