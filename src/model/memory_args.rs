@@ -36,6 +36,8 @@ pub struct MemoryArgs {
     pub tp: Option<u32>,
     /// `--gpu-memory-utilization`.
     pub gpu_memory_utilization: Option<f64>,
+    /// `--dtype` (`None`: auto).
+    pub dtype: Option<String>,
 }
 
 impl MemoryArgs {
@@ -51,6 +53,16 @@ impl MemoryArgs {
                 .max_num_batched_tokens
                 .unwrap_or(VLLM_DEFAULT_BATCHED_TOKENS),
             seqs: self.max_num_seqs.unwrap_or(1).max(1),
+            model_dtype_bytes: match self.dtype.as_deref() {
+                None | Some("auto") => None,
+                Some("float32" | "float") => Some(4),
+                Some("bfloat16" | "float16" | "half") => Some(2),
+                Some(d) => {
+                    return Err(format!(
+                        "--dtype {d}: not a dtype vLLM knows (auto, half, float16, bfloat16, float, float32)"
+                    ));
+                }
+            },
         })
     }
 }
@@ -208,6 +220,14 @@ pub fn read(flags: &Flags, extra: &[String]) -> Result<MemoryArgs, String> {
             |v| v.parse::<f64>().ok().filter(|u| *u > 0.0 && *u <= 1.0),
             "a fraction in (0, 1]",
         )?,
+        dtype: one(
+            "--dtype",
+            &["--dtype"],
+            None,
+            extra,
+            |v| (!v.is_empty() && !v.starts_with('-')).then(|| v.to_string()),
+            "a dtype",
+        )?,
     })
 }
 
@@ -243,6 +263,9 @@ mod tests {
         let o = m.kv_options().unwrap();
         assert_eq!((o.seqs, o.max_num_batched_tokens), (8, 4096));
         assert_eq!(o.dtype, CacheDtype::Bytes(1));
+        assert_eq!(o.model_dtype_bytes, None);
+        let m = read(&Flags::default(), &v(&["--dtype", "float32"])).unwrap();
+        assert_eq!(m.kv_options().unwrap().model_dtype_bytes, Some(4));
     }
 
     #[test]

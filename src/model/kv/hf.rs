@@ -39,14 +39,10 @@ pub fn from_config(config: &Value) -> Result<KvModel, String> {
             num("hidden_size").ok_or("config.json gives no head_dim or hidden_size")? / heads.max(1)
         }
     };
-    let dtype = c
-        .get("torch_dtype")
-        .or_else(|| c.get("dtype"))
-        .or_else(|| config.get("torch_dtype"))
-        .or_else(|| config.get("dtype"))
-        .and_then(Value::as_str)
-        .unwrap_or("bfloat16");
-    let dtype_bytes = if dtype == "float32" { 4 } else { 2 };
+    // vLLM's `--dtype auto` runs a float32 checkpoint in the platform's
+    // 16-bit type (`_resolve_auto_dtype` in vllm/config/model.py), a 16-bit
+    // one as it is; `--dtype float32` is [`super::KvOptions::model_dtype_bytes`].
+    let dtype_bytes = 2;
     let full = Layer::Full {
         kv_heads,
         head_dim,
@@ -222,6 +218,20 @@ mod tests {
             .filter(|l| matches!(l, Layer::Sliding { window: 128, .. }))
             .count();
         assert_eq!(sliding, 18);
+    }
+
+    #[test]
+    fn a_float32_checkpoint_runs_in_16_bits_unless_dtype_says_float32() {
+        let c = serde_json::json!({"num_hidden_layers": 2, "num_attention_heads": 4,
+            "num_key_value_heads": 2, "hidden_size": 256, "torch_dtype": "float32"});
+        let m = from_config(&c).unwrap();
+        // vLLM 0.32.0 CPU, measured by tests/kv_vllm.rs: 1024 B/token.
+        assert_eq!(m.bytes_per_token(&KvOptions::default()), 2 * 2 * 128 * 2);
+        let f32 = KvOptions {
+            model_dtype_bytes: Some(4),
+            ..KvOptions::default()
+        };
+        assert_eq!(m.bytes_per_token(&f32), 2 * 2 * 128 * 4);
     }
 
     #[test]

@@ -129,6 +129,8 @@ pub struct KvOptions {
     pub max_num_batched_tokens: u64,
     /// Sequences whose fixed state is counted (`--max-num-seqs` when given, else one).
     pub seqs: u64,
+    /// `--dtype` when given (`None`: auto, the model's own, 16-bit for vLLM).
+    pub model_dtype_bytes: Option<u64>,
 }
 
 /// vLLM's `max_num_batched_tokens` for the API server on a GPU of 70 GiB
@@ -142,6 +144,7 @@ impl Default for KvOptions {
             dtype: CacheDtype::Auto,
             max_num_batched_tokens: VLLM_DEFAULT_BATCHED_TOKENS,
             seqs: 1,
+            model_dtype_bytes: None,
         }
     }
 }
@@ -151,7 +154,9 @@ impl Default for KvOptions {
 pub struct KvModel {
     /// Every layer with a cache, in order.
     pub layers: Vec<Layer>,
-    /// Bytes of the model's own dtype (the cache's with `auto`, and the state's).
+    /// Bytes of the dtype the engine runs the model in by default (the
+    /// cache's with `auto`, and the state's): 2, since vLLM's `--dtype auto`
+    /// runs a float32 checkpoint in 16 bits; llama.cpp's cache is f16.
     pub dtype_bytes: u64,
     /// The model's own context length (the engine's default).
     pub max_positions: Option<u64>,
@@ -168,9 +173,14 @@ pub fn heads_per_rank(kv_heads: u64, tp: u64) -> u64 {
 }
 
 impl KvModel {
+    /// Bytes of the dtype the engine runs the model in.
+    fn model_bytes(&self, o: &KvOptions) -> u64 {
+        o.model_dtype_bytes.unwrap_or(self.dtype_bytes)
+    }
+
     fn value_bytes(&self, o: &KvOptions) -> u64 {
         match o.dtype {
-            CacheDtype::Auto => self.dtype_bytes,
+            CacheDtype::Auto => self.model_bytes(o),
             CacheDtype::Bytes(b) => b,
             CacheDtype::Fp8DsMla => 1,
         }
@@ -233,7 +243,7 @@ impl KvModel {
                 // MambaStateShapeCalculator.gated_delta_net_state_shape:
                 // conv (conv_dim / tp, kernel − 1), temporal (heads / tp, rows, cols).
                 ((conv_dim / tp) * conv_len + (heads / tp).max(1) * rows * cols)
-                    * self.dtype_bytes
+                    * self.model_bytes(o)
                     * o.seqs.max(1)
             }
             _ => 0,
@@ -356,7 +366,7 @@ impl KvModel {
                         "fixed state (conv {}×{conv_len} + {} heads × {rows}×{cols}) × {} B × {} sequence(s), whatever the context",
                         conv_dim / tp,
                         (heads / tp).max(1),
-                        self.dtype_bytes,
+                        self.model_bytes(o),
                         o.seqs.max(1)
                     ),
                 };
