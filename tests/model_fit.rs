@@ -1,7 +1,9 @@
 //! The fit check end to end: `serve --dry-run` on a head whose snapshot
 //! (tests/fixtures/hosts/strix-e810, copied) carries made-up GTT figures,
 //! with a model of sparse safetensors shards whose headers claim tens of
-//! GiB, as a folder and in a Hugging Face cache.
+//! GiB, as a folder and in a Hugging Face cache; the configs of published
+//! models (tests/fixtures/model-configs) for the layer kinds; and `halobox
+//! plan` on planned nodes (`--nodes N --gtt SIZE`).
 
 use std::io::Write;
 use std::path::Path;
@@ -38,6 +40,17 @@ fn shard(path: &Path, bytes: u64) {
     f.write_all(&(header.len() as u64).to_le_bytes()).unwrap();
     f.write_all(header.as_bytes()).unwrap();
     f.set_len(8 + header.len() as u64 + bytes).unwrap();
+}
+
+/// A model folder of `gib` GiB (one sparse shard) with the config.json of
+/// a published model (tests/fixtures/model-configs/NAME.json).
+fn published(dir: &Path, name: &str, gib: u64) {
+    std::fs::create_dir_all(dir).unwrap();
+    shard(&dir.join("model.safetensors"), gib * GIB);
+    let src = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/fixtures/model-configs")
+        .join(format!("{name}.json"));
+    std::fs::copy(src, dir.join("config.json")).unwrap();
 }
 
 /// A 40 GiB model (two shards) with 48 layers, 8 KV heads of 128.
@@ -88,7 +101,8 @@ fn a_plan_that_fits_shows_its_arithmetic() {
     for want in [
         "# fit check (tensor-parallel 2 × pipeline-parallel 1, --gpu-memory-utilization 0.90):",
         "#   weights 40 GiB (2 safetensors files) / 2 = 20 GiB per GPU",
-        "#   KV cache 2 × 48 layers × 8 KV heads / 2 × 128 head dim × 2 B × 32768 tokens = 3 GiB per GPU",
+        "#   KV cache per GPU, one request of 32768 tokens (the whole model's layers: 98304 B/token on each GPU of tp 2): 3 GiB",
+        "#     48 full-attention layers: 4 KV heads (8 / tp 2) × (128 K + 128 V) × 2 B = 2048 B/token × 32768 tokens = 3 GiB",
         "#   node root@n1: needs 20 GiB + 3 GiB = 23 GiB; usable (GTT 120 GiB − 2 GiB in use) × 0.90 = 106.2 GiB: fits (22% of usable)",
         "#   node root@n2: needs 20 GiB + 3 GiB = 23 GiB; its GPU memory is unknown (--sysroot holds one machine; without it each node is read over ssh): not checked",
     ] {
@@ -135,10 +149,7 @@ fn close_to_the_limit_warns_and_the_models_context_is_the_default() {
     let snap = head_snapshot(d.path(), 30, 3);
     let (code, stdout, stderr) = serve(d.path(), m.to_str().unwrap(), &snap, &[]);
     assert_eq!(code, Some(0), "{stdout}\n{stderr}");
-    assert!(
-        stdout.contains("× 40960 tokens = 3.8 GiB per GPU"),
-        "{stdout}"
-    );
+    assert!(stdout.contains("× 40960 tokens = 3.8 GiB"), "{stdout}");
     assert!(
         stdout.contains("fits, but close (98% of usable)")
             && stdout.contains("# warning: the model fits node root@n1 with less than 10%"),
@@ -170,4 +181,185 @@ fn a_model_id_is_read_from_the_hugging_face_cache() {
         ) && stdout.contains("`halobox model pull acme/other` puts it there"),
         "{stdout}"
     );
+}
+
+#[test]
+fn an_mla_model_that_fits_is_not_refused() {
+    // DeepSeek-V3's config at its own 163840 tokens over 2 nodes: one
+    // latent of 576 per layer, 61 × 576 × 2 B × 163840 = 10.7 GiB on each
+    // GPU. The old check counted 2 × 61 × 64 heads × 56 × 2 B per token
+    // (133 GiB per GPU) and refused.
+    let d = tempfile::tempdir().unwrap();
+    let m = d.path().join("ds");
+    published(&m, "deepseek-ai--DeepSeek-V3", 90);
+    let snap = head_snapshot(d.path(), 124, 2);
+    let (code, stdout, stderr) = serve(d.path(), m.to_str().unwrap(), &snap, &[]);
+    assert_eq!(code, Some(0), "{stdout}\n{stderr}");
+    for want in [
+        "#     61 MLA layers: one latent of 576 × 2 B = 1152 B/token, whole on every rank × 163840 tokens = 10.7 GiB",
+        "node root@n1: needs 45 GiB + 10.7 GiB = 55.7 GiB",
+    ] {
+        assert!(stdout.contains(want), "missing {want:?} in\n{stdout}");
+    }
+}
+
+#[test]
+fn hybrid_and_sliding_models_count_their_layers_by_kind() {
+    let d = tempfile::tempdir().unwrap();
+    let snap = head_snapshot(d.path(), 124, 2);
+    let q = d.path().join("qnext");
+    published(&q, "Qwen--Qwen3-Next-80B-A3B-Instruct", 150);
+    let (code, stdout, stderr) = serve(
+        d.path(),
+        q.to_str().unwrap(),
+        &snap,
+        &["--", "--max-num-seqs", "4"],
+    );
+    assert_eq!(code, Some(0), "{stdout}\n{stderr}");
+    for want in [
+        "#     36 linear-attention/Mamba layers: fixed state (conv 4096×3 + 16 heads × 128×128) × 2 B × 4 sequence(s), whatever the context = 75.4 MiB",
+        "#     12 full-attention layers: 1 KV heads (2 / tp 2) × (256 K + 256 V) × 2 B = 1024 B/token × 262144 tokens = 3 GiB",
+    ] {
+        assert!(stdout.contains(want), "missing {want:?} in\n{stdout}");
+    }
+    let g = d.path().join("gptoss");
+    published(&g, "openai--gpt-oss-120b", 61);
+    let (code, stdout, stderr) = serve(
+        d.path(),
+        g.to_str().unwrap(),
+        &snap,
+        &["--", "--max-model-len", "32768"],
+    );
+    assert_eq!(code, Some(0), "{stdout}\n{stderr}");
+    for want in [
+        "#     18 sliding-window layers: window 128: 4 KV heads (8 / tp 2) × (64 K + 64 V) × 2 B = 1024 B/token × 8336 tokens held (min(window − 1 + 8192 tokens in flight, context) + a block)",
+        "#     18 full-attention layers: 4 KV heads (8 / tp 2) × (64 K + 64 V) × 2 B = 1024 B/token × 32768 tokens = 576 MiB",
+    ] {
+        assert!(stdout.contains(want), "missing {want:?} in\n{stdout}");
+    }
+}
+
+#[test]
+fn memory_arguments_after_the_dashes_are_the_ones_counted() {
+    let d = tempfile::tempdir().unwrap();
+    let m = d.path().join("m");
+    model(&m);
+    let snap = head_snapshot(d.path(), 120, 2);
+    // `-- --max-model-len 8192 --kv-cache-dtype fp8`: 48 × 4 × 256 × 1 B × 8192 = 384 MiB.
+    let (code, stdout, stderr) = serve(
+        d.path(),
+        m.to_str().unwrap(),
+        &snap,
+        &["--", "--max-model-len", "8192", "--kv-cache-dtype", "fp8"],
+    );
+    assert_eq!(code, Some(0), "{stdout}\n{stderr}");
+    assert!(
+        stdout.contains("× (128 K + 128 V) × 1 B = 1024 B/token × 8192 tokens = 384 MiB"),
+        "{stdout}"
+    );
+    // The same argument twice with two values is refused, naming both.
+    let (code, stdout, stderr) = serve(
+        d.path(),
+        m.to_str().unwrap(),
+        &snap,
+        &["--max-model-len", "32768", "--", "--max-model-len", "8192"],
+    );
+    assert_eq!(code, Some(2), "{stdout}\n{stderr}");
+    assert!(
+        stderr.contains("--max-model-len is given twice with two values: 32768 (halobox's --max-model-len) and 8192 (--max-model-len after `--`)"),
+        "{stderr}"
+    );
+}
+
+#[test]
+fn no_fit_check_starts_anyway_and_warns() {
+    let d = tempfile::tempdir().unwrap();
+    let m = d.path().join("m");
+    model(&m);
+    let snap = head_snapshot(d.path(), 120, 100);
+    let (code, stdout, stderr) = serve(
+        d.path(),
+        m.to_str().unwrap(),
+        &snap,
+        &["--max-model-len", "32768", "--no-fit-check"],
+    );
+    assert_eq!(code, Some(0), "{stdout}\n{stderr}");
+    assert!(
+        stdout.contains("# WARNING: --no-fit-check: starting anyway, though the model does not fit in the GPU memory of node root@n1"),
+        "{stdout}"
+    );
+}
+
+fn plan(args: &[&str]) -> (Option<i32>, String, String) {
+    let o = Command::new(env!("CARGO_BIN_EXE_halobox"))
+        .arg("plan")
+        .args(args)
+        .env_remove("HF_TOKEN")
+        .output()
+        .unwrap();
+    (
+        o.status.code(),
+        String::from_utf8_lossy(&o.stdout).into_owned(),
+        String::from_utf8_lossy(&o.stderr).into_owned(),
+    )
+}
+
+#[test]
+fn plan_previews_every_split_offline() {
+    let d = tempfile::tempdir().unwrap();
+    let m = d.path().join("m");
+    model(&m);
+    let (code, stdout, stderr) = plan(&[
+        m.to_str().unwrap(),
+        "--nodes",
+        "2",
+        "--gtt",
+        "30G",
+        "--max-model-len",
+        "32768",
+    ]);
+    assert_eq!(code, Some(0), "{stdout}\n{stderr}");
+    for want in [
+        "model: weights 40 GiB (2 safetensors files); KV cache 196608 B/token for the whole model, checked for 32768 tokens",
+        "  tp 1 × pp 1: does not fit; longest context that fits: none",
+        "* tp 2 × pp 1: fits; longest context that fits: 40960",
+        "    node node2: weights 20 GiB + KV 3 GiB = 23 GiB of 27 GiB usable; 4 GiB left",
+        "chosen: tp 2 × pp 1: it fits with room on the fewest nodes (2)",
+    ] {
+        assert!(stdout.contains(want), "missing {want:?} in\n{stdout}");
+    }
+    let (code, stdout, _) = plan(&[
+        m.to_str().unwrap(),
+        "--nodes",
+        "2",
+        "--gtt",
+        "30G",
+        "--json",
+        "--",
+        "--max-model-len",
+        "32768",
+    ]);
+    assert_eq!(code, Some(0));
+    let doc: serde_json::Value = serde_json::from_str(&stdout).unwrap();
+    let s = &doc["splits"][doc["chosen"].as_u64().unwrap() as usize];
+    assert_eq!(s["split"], "tp 2 × pp 1");
+    assert_eq!(
+        (s["tp"].as_u64(), s["pp"].as_u64(), s["nodes"].as_u64()),
+        (Some(2), Some(1), Some(2))
+    );
+    assert_eq!(s["weights_bytes_per_gpu"].as_u64(), Some(20 * GIB));
+    assert_eq!(s["kv_bytes_per_gpu"].as_u64(), Some(3 * GIB));
+    assert_eq!(s["kv_bytes_per_token"].as_u64(), Some(196608));
+    assert_eq!(s["max_context_that_fits"].as_u64(), Some(40960));
+    assert_eq!(s["fits"], true);
+    // Nothing fits: exit 1 and the nearest split named.
+    let (code, stdout, _) = plan(&[m.to_str().unwrap(), "--nodes", "1", "--gtt", "16G"]);
+    assert_eq!(code, Some(1), "{stdout}");
+    assert!(
+        stdout.contains("none chosen: no split fits: the nearest is tp 1 × pp 1"),
+        "{stdout}"
+    );
+    // --gtt without --nodes is a usage error.
+    let (code, _, stderr) = plan(&[m.to_str().unwrap(), "--gtt", "16G"]);
+    assert_eq!(code, Some(2), "{stderr}");
 }

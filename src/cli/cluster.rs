@@ -310,6 +310,9 @@ pub struct ServeArgs {
     /// Run `bench collective` (an all-reduce at 64K and 1M across every node, in the containers) before vLLM starts, and refuse to serve when it fails: wrong sums, or RCCL on sockets in a RoCE cluster.
     #[arg(long)]
     pub preflight: bool,
+    /// Start even when the fit check says the model does not fit (it warns loudly): for when you know better than its arithmetic (`halobox plan MODEL` shows it).
+    #[arg(long)]
+    pub no_fit_check: bool,
     /// Seconds vLLM may take until its API answers and lists the model.
     #[arg(long, value_name = "S", default_value_t = 1800, value_parser = clap::value_parser!(u64).range(1..=86400))]
     pub timeout: u64,
@@ -340,6 +343,7 @@ impl ServeArgs {
                 port: self.port,
                 no_api_key: self.no_api_key,
                 nccl_debug: self.nccl_debug,
+                no_fit_check: self.no_fit_check,
                 timeout: self.timeout,
                 extra: self.extra.clone(),
             },

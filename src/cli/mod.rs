@@ -15,6 +15,7 @@ mod container;
 mod host;
 mod image;
 mod model;
+mod plan;
 
 use std::path::PathBuf;
 
@@ -39,6 +40,7 @@ pub use container::{CheckArgs, EnterArgs, ListArgs, RefreshArgs, RmArgs};
 pub use host::{DetectArgs, DoctorArgs, SetupArgs, SnapshotArgs};
 pub use image::{AddLayerArgs, BuildArgs, ImageCommand, PublishArgs};
 pub use model::{ModelCommand, ModelLsArgs, ModelPullArgs, ModelRmArgs, ModelSyncArgs};
+pub use plan::PlanArgs;
 
 /// `--version`: the version, the git commit and the build date (build.rs).
 pub const VERSION: &str = concat!(
@@ -128,6 +130,11 @@ pub enum Command {
         after_help = "Examples:\n  halobox cluster init --node root@node1,192.168.100.1 --node root@node2,192.168.100.2\n  halobox cluster up --dry-run\n  halobox cluster up\n  halobox cluster status --json\n  halobox cluster down\n\nThe file is ~/.config/halobox/cluster.toml unless --cluster FILE is given.\nssh runs with BatchMode=yes: key authentication and a known host key are required."
     )]
     Cluster(ClusterCommand),
+    /// Where a model fits before anything starts: every tensor × pipeline split (or llama.cpp layer shares) on the cluster's nodes or on --nodes N --gtt SIZE, each node's weights, KV cache and what is left, the longest context, and the split to choose.
+    #[command(
+        after_help = "Examples:\n  halobox plan Qwen/Qwen3-32B                          on the nodes of cluster.toml (each node's GTT, as serve reads it)\n  halobox plan /models/DeepSeek-V3 --nodes 4 --gtt 128G  hardware being planned\n  halobox plan MODEL --max-model-len 32768 -- --kv-cache-dtype fp8 --max-num-seqs 8\n  halobox plan /models/model-Q4_K_M.gguf --nodes 2 --gtt 120G   llama.cpp's arithmetic\n  halobox plan MODEL --nodes 2 --gtt 128G --json | jq '.splits[] | {split, fits, max_context_that_fits}'\n\nThe KV cache is counted per layer kind as the engine counts it (full attention, MLA, sliding window, linear attention): docs/commands/plan.md gives each rule and its source.\nExit 0 when a split fits, 1 when none does, 2 on a usage error."
+    )]
+    Plan(PlanArgs),
     /// Serve a model on the cluster from its head: vLLM tensor-parallel over Ray, or llama.cpp's llama-server over the other nodes' RPC servers (cluster.toml `engine`; run it on the head).
     #[command(
         after_help = "Examples:\n  halobox serve Qwen/Qwen3-30B-A3B --dry-run\n  HF_TOKEN=hf_... halobox serve meta-llama/Llama-3.1-70B-Instruct --max-model-len 32768\n  halobox serve MODEL --tp 2 --nccl-debug -- --max-num-seqs 8\n  halobox serve MODEL --clear-cache -- --pipeline-parallel-size 2\n  VLLM_API_KEY=... halobox serve MODEL --host 0.0.0.0\n  halobox serve /models/Qwen3-0.6B --detach; halobox serve status; halobox serve stop\n\nIt returns (--detach) or says it serves only once the API answers and lists the model; in the foreground Ctrl-C stops vLLM on every node, and a failed engine (vLLM exits 0 even then) ends serve non-zero, naming the worker node it lost.\nHF_TOKEN and VLLM_API_KEY are read from this environment and handed to vLLM on stdin: they never appear in a command line, a log or --dry-run.\nThe API binds the head's data-plane address (--host ADDR to choose another) and requires a key: VLLM_API_KEY when set, else the cluster's own, made once and kept 0600 next to cluster.toml (the printed curl line reads it); --no-api-key turns it off.\n--dry-run prints the plan from any machine (the head's env only on the head); --sysroot goes with --dry-run.\n--clear-cache removes ${VLLM_CACHE_ROOT:-~/.cache/vllm}/torch_compile_cache in the head's container before vLLM starts (after a crash).\n\nWith engine = \"llama.cpp\" in cluster.toml, MODEL is a GGUF file in the head's container: `halobox cluster up` starts an RPC server on every other node, bound to its data-plane address only, and serve runs llama-server with --rpc listing them, -ngl 99 and --tensor-split from each node's memory; LLAMA_API_KEY goes on stdin like VLLM_API_KEY. A node that dies or freezes (a 1-token completion must finish within 20 s) is named and serve ends non-zero.\nllama.cpp's MPI backend was removed upstream (ggml-org/llama.cpp PR #7395, 2024): its RPC backend replaces it, and is what halobox runs.\n  halobox cluster up; halobox serve /models/Qwen3-8B-Q4_K_M.gguf --detach"

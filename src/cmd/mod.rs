@@ -13,6 +13,7 @@ pub mod image;
 pub mod list;
 pub mod man;
 pub mod model;
+pub mod plan;
 pub mod publish;
 pub mod refresh;
 pub mod rm;
@@ -58,6 +59,7 @@ pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Rm(args) => rm::run(&args),
         Command::Cluster(cmd) => cluster::run(cmd),
         Command::Serve(args) => serve::run(&args),
+        Command::Plan(args) => plan::run(&args),
         Command::Model(cmd) => model::run(cmd),
         Command::Build(args) => build::run(&args),
         Command::Image(cmd) => image::run(cmd),

@@ -6,6 +6,7 @@
 
 use serde::Serialize;
 
+use super::kv::{KvModel, KvOptions};
 use crate::units::format_bytes;
 
 /// A node is "close" when it needs more than this share of its usable memory.
@@ -18,23 +19,10 @@ pub struct ModelSize {
     pub weights_bytes: u64,
     /// Where that came from (`3 safetensors files`).
     pub source: String,
-    /// The attention shape, for the KV cache (`None`: unknown).
-    pub kv: Option<KvShape>,
-}
-
-/// The model's attention shape, as its config.json or GGUF header gives it.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
-pub struct KvShape {
-    /// Transformer layers.
-    pub layers: u64,
-    /// Key/value heads (fewer than the query heads with GQA).
-    pub kv_heads: u64,
-    /// Size of one head.
-    pub head_dim: u64,
-    /// Bytes per cached value.
-    pub dtype_bytes: u64,
-    /// The model's own context length (the engine's default `--max-model-len`).
-    pub max_positions: Option<u64>,
+    /// The cache, layer by layer (`None`: unknown, see `kv_unknown`).
+    pub kv: Option<KvModel>,
+    /// Why the cache is not known.
+    pub kv_unknown: Option<String>,
 }
 
 /// How the engine spreads the model over the GPUs (one per node).
@@ -75,6 +63,8 @@ pub struct FitRequest {
     pub max_model_len: Option<u64>,
     /// `--gpu-memory-utilization`.
     pub utilization: f64,
+    /// The cache's dtype, batched tokens and sequences (its `tp` is the split's).
+    pub kv: KvOptions,
 }
 
 /// A node's verdict.
@@ -153,48 +143,86 @@ fn div_ceil(a: u64, b: u64) -> u64 {
     a.div_ceil(b.max(1))
 }
 
-/// KV cache bytes of `layers` layers and `kv_heads` heads for `context` tokens.
-fn kv_bytes(kv: &KvShape, layers: u64, kv_heads: u64, context: u64) -> u64 {
-    2 * layers * kv_heads * kv.head_dim * kv.dtype_bytes * context
+impl FitRequest {
+    /// The cache options with the split's tensor-parallel size.
+    pub fn kv_options(&self) -> KvOptions {
+        match self.split {
+            // Ray's executor has no async scheduling: one batch in flight
+            // per pipeline stage (`VllmConfig.max_concurrent_batches`).
+            Split::Tensor { tp, pp } => KvOptions {
+                tp: u64::from(tp).max(1),
+                max_num_batched_tokens: self.kv.max_num_batched_tokens * u64::from(pp).max(1),
+                ..self.kv
+            },
+            Split::Layers { .. } => KvOptions { tp: 1, ..self.kv },
+        }
+    }
+
+    /// GPUs the split uses.
+    pub fn gpus(&self, nodes: usize) -> usize {
+        match &self.split {
+            Split::Tensor { tp, pp } => (u64::from(*tp).max(1) * u64::from(*pp).max(1))
+                .try_into()
+                .unwrap_or(usize::MAX),
+            Split::Layers { .. } => nodes,
+        }
+    }
+}
+
+/// Node `i`'s share of the weights and its KV cache for `context` tokens
+/// (vLLM: rank `i` is stage `i / tp`; a node past tp × pp is judged by the
+/// largest stage, since Ray may place a worker there).
+pub fn node_share(
+    model: &ModelSize,
+    req: &FitRequest,
+    i: usize,
+    context: Option<u64>,
+) -> (u64, u64) {
+    let o = req.kv_options();
+    match &req.split {
+        Split::Tensor { tp, pp } => {
+            let (tp, pp) = (u64::from(*tp).max(1), u64::from(*pp).max(1));
+            let kv = match (&model.kv, context) {
+                (Some(k), Some(c)) if (i as u64) < tp * pp => {
+                    k.bytes(k.stage(i as u64 / tp, pp), &o, c)
+                }
+                // A node past tp × pp: Ray may place any stage's worker there.
+                (Some(k), Some(c)) => (0..pp)
+                    .map(|s| k.bytes(k.stage(s, pp), &o, c))
+                    .max()
+                    .unwrap_or(0),
+                _ => 0,
+            };
+            (div_ceil(model.weights_bytes, tp * pp), kv)
+        }
+        Split::Layers { shares } => {
+            let s = shares.get(i).copied().unwrap_or(0.0).clamp(0.0, 1.0);
+            let kv = match (&model.kv, context) {
+                (Some(k), Some(c)) => k.bytes(0..k.layers.len(), &o, c),
+                _ => 0,
+            };
+            let part = |b: u64| (b as f64 * s).ceil() as u64;
+            (part(model.weights_bytes), part(kv))
+        }
+    }
+}
+
+/// A node's usable bytes: (GTT total − in use) × utilization.
+pub fn usable(gtt: Option<(u64, u64)>, utilization: f64) -> Option<u64> {
+    gtt.map(|(total, used)| (total.saturating_sub(used) as f64 * utilization) as u64)
 }
 
 /// Each node's share of weights and KV cache, and its verdict.
 pub fn judge(model: &ModelSize, req: &FitRequest, nodes: &[NodeMemory]) -> Fit {
-    let context = req.max_model_len.or(model.kv.and_then(|k| k.max_positions));
-    let share = |i: usize| -> (u64, u64) {
-        match &req.split {
-            Split::Tensor { tp, pp } => {
-                let (tp, pp) = (u64::from(*tp).max(1), u64::from(*pp).max(1));
-                let kv = match (model.kv, context) {
-                    (Some(k), Some(c)) => kv_bytes(
-                        &k,
-                        div_ceil(k.layers, pp),
-                        div_ceil(k.kv_heads, tp).max(1),
-                        c,
-                    ),
-                    _ => 0,
-                };
-                (div_ceil(model.weights_bytes, tp * pp), kv)
-            }
-            Split::Layers { shares } => {
-                let s = shares.get(i).copied().unwrap_or(0.0).clamp(0.0, 1.0);
-                let kv = match (model.kv, context) {
-                    (Some(k), Some(c)) => kv_bytes(&k, k.layers, k.kv_heads, c),
-                    _ => 0,
-                };
-                let part = |b: u64| (b as f64 * s).ceil() as u64;
-                (part(model.weights_bytes), part(kv))
-            }
-        }
-    };
+    let context = req
+        .max_model_len
+        .or(model.kv.as_ref().and_then(|k| k.max_positions));
     let nodes = nodes
         .iter()
         .enumerate()
         .map(|(i, n)| {
-            let (weights_bytes, kv_bytes) = share(i);
-            let usable_bytes = n
-                .gtt
-                .map(|(total, used)| (total.saturating_sub(used) as f64 * req.utilization) as u64);
+            let (weights_bytes, kv_bytes) = node_share(model, req, i, context);
+            let usable_bytes = usable(n.gtt, req.utilization);
             let need = weights_bytes + kv_bytes;
             let verdict = match usable_bytes {
                 None => Verdict::Unknown,
@@ -254,28 +282,43 @@ pub fn render(fit: &Fit) -> String {
                 .join(" / ")
         )),
     }
-    match (fit.model.kv, fit.context, &req.split) {
-        (Some(k), Some(c), Split::Tensor { tp, pp }) => s.push_str(&format!(
-            "  KV cache 2 × {} layers{} × {} KV heads{} × {} head dim × {} B × {c} tokens = {} per GPU\n",
-            k.layers,
-            if *pp > 1 { format!(" / {pp}") } else { String::new() },
-            k.kv_heads,
-            if *tp > 1 { format!(" / {tp}") } else { String::new() },
-            k.head_dim,
-            k.dtype_bytes,
-            format_bytes(fit.nodes.first().map_or(0, |n| n.kv_bytes)),
+    let o = req.kv_options();
+    match (&fit.model.kv, fit.context, &req.split) {
+        (Some(k), Some(c), Split::Tensor { tp, pp }) => {
+            let pp = u64::from(*pp).max(1);
+            for stage in 0..pp {
+                let r = k.stage(stage, pp);
+                s.push_str(&format!(
+                    "  KV cache per GPU{}, one request of {c} tokens (the whole model's layers: {} B/token on each GPU of tp {tp}): {}\n",
+                    if pp > 1 {
+                        format!(" of pipeline stage {} (layers {}–{})", stage + 1, r.start, r.end.saturating_sub(1))
+                    } else {
+                        String::new()
+                    },
+                    k.bytes_per_token(&o),
+                    format_bytes(k.bytes(r.clone(), &o, c)),
+                ));
+                for l in k.explain(r, &o, c) {
+                    s.push_str(&format!("    {l}\n"));
+                }
+            }
+        }
+        (Some(k), Some(c), Split::Layers { .. }) => {
+            s.push_str(&format!(
+                "  KV cache {} for {c} tokens, split as the layers:\n",
+                format_bytes(k.bytes(0..k.layers.len(), &o, c)),
+            ));
+            for l in k.explain(0..k.layers.len(), &o, c) {
+                s.push_str(&format!("    {l}\n"));
+            }
+        }
+        (None, _, _) => s.push_str(&format!(
+            "  KV cache not counted: {} (only the weights are checked)\n",
+            fit.model
+                .kv_unknown
+                .as_deref()
+                .unwrap_or("the model's config gives no layers/heads")
         )),
-        (Some(k), Some(c), Split::Layers { .. }) => s.push_str(&format!(
-            "  KV cache 2 × {} layers × {} KV heads × {} head dim × {} B × {c} tokens = {}, split as the layers\n",
-            k.layers,
-            k.kv_heads,
-            k.head_dim,
-            k.dtype_bytes,
-            format_bytes(kv_bytes(&k, k.layers, k.kv_heads, c)),
-        )),
-        (None, _, _) => s.push_str(
-            "  KV cache not counted: the model's config gives no layers/heads (only the weights are checked)\n",
-        ),
         (Some(_), None, _) => s.push_str(
             "  KV cache not counted: no --max-model-len and the model's config gives no context length\n",
         ),
@@ -328,7 +371,7 @@ pub fn refusal(fit: &Fit, arithmetic: bool) -> Option<String> {
         return None;
     }
     let names: Vec<&str> = bad.iter().map(|n| n.name.as_str()).collect();
-    let shorter = match (fit.context, fit.model.kv) {
+    let shorter = match (fit.context, &fit.model.kv) {
         (Some(c), Some(_)) if c > 1024 => format!(", a shorter --max-model-len (now {c})"),
         _ => String::new(),
     };
@@ -346,6 +389,13 @@ pub fn refusal(fit: &Fit, arithmetic: bool) -> Option<String> {
             String::new()
         },
     ))
+}
+
+/// The loud warning `serve --no-fit-check` prints over the refusal `e`.
+pub fn overridden(e: &str) -> String {
+    format!(
+        "WARNING: --no-fit-check: starting anyway, though {e}\nWARNING: unified memory that runs out swaps or freezes the whole host, and the OOM killer may take vLLM's workers on any node"
+    )
 }
 
 /// The warning for nodes that fit with less than 10% to spare.
@@ -367,6 +417,7 @@ pub fn warning(fit: &Fit) -> Option<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::model::kv::{Layer, Rules};
 
     const GIB: u64 = 1 << 30;
 
@@ -374,13 +425,21 @@ mod tests {
         ModelSize {
             weights_bytes: 60 * GIB,
             source: "8 safetensors files".into(),
-            kv: Some(KvShape {
-                layers: 48,
-                kv_heads: 8,
-                head_dim: 128,
+            kv: Some(KvModel {
+                layers: vec![
+                    Layer::Full {
+                        kv_heads: 8,
+                        head_dim: 128,
+                        head_dim_v: 128,
+                    };
+                    48
+                ],
                 dtype_bytes: 2,
                 max_positions: Some(40960),
+                attention_heads: Some(64),
+                rules: Rules::Vllm,
             }),
+            kv_unknown: None,
         }
     }
 
@@ -397,6 +456,7 @@ mod tests {
             split: Split::Tensor { tp, pp: 1 },
             max_model_len: len,
             utilization: 0.9,
+            kv: KvOptions::default(),
         }
     }
 
@@ -417,7 +477,11 @@ mod tests {
             text.contains("weights 60 GiB (8 safetensors files) / 2 = 30 GiB per GPU"),
             "{text}"
         );
-        assert!(text.contains("KV cache 2 × 48 layers × 8 KV heads / 2 × 128 head dim × 2 B × 32768 tokens = 3 GiB per GPU"), "{text}");
+        assert!(text.contains("KV cache per GPU, one request of 32768 tokens (the whole model's layers: 98304 B/token on each GPU of tp 2): 3 GiB"), "{text}");
+        assert!(
+            text.contains("48 full-attention layers: 4 KV heads (8 / tp 2) × (128 K + 128 V) × 2 B = 2048 B/token × 32768 tokens = 3 GiB"),
+            "{text}"
+        );
         assert!(text.contains("node a: needs 30 GiB + 3 GiB = 33 GiB; usable (GTT 124 GiB − 1 GiB in use) × 0.90 = 110.7 GiB: fits (30% of usable)"), "{text}");
     }
 
@@ -467,9 +531,59 @@ mod tests {
     #[test]
     fn kv_heads_fewer_than_tp_are_replicated() {
         let mut m = qwen_like();
-        m.kv.as_mut().unwrap().kv_heads = 2;
+        for l in &mut m.kv.as_mut().unwrap().layers {
+            *l = Layer::Full {
+                kv_heads: 2,
+                head_dim: 128,
+                head_dim_v: 128,
+            };
+        }
         let f = judge(&m, &tensor(4, Some(1024)), &[node("a", 124, 0)]);
         assert_eq!(f.nodes[0].kv_bytes, 2 * 48 * 128 * 2 * 1024);
+    }
+
+    #[test]
+    fn pipeline_stages_hold_their_layers_and_an_idle_node_the_largest() {
+        let mut m = qwen_like();
+        m.kv.as_mut().unwrap().layers.truncate(47);
+        let req = FitRequest {
+            split: Split::Tensor { tp: 1, pp: 2 },
+            ..tensor(1, Some(1024))
+        };
+        let f = judge(
+            &m,
+            &req,
+            &[node("a", 124, 0), node("b", 124, 0), node("c", 124, 0)],
+        );
+        // 47 layers over 2 stages: 24 on the first (the one left over goes
+        // before the last), 23 on the second; c may get either.
+        let per_layer = 8 * 256 * 2 * 1024;
+        assert_eq!(f.nodes[0].kv_bytes, 24 * per_layer);
+        assert_eq!(f.nodes[1].kv_bytes, 23 * per_layer);
+        assert_eq!(f.nodes[2].kv_bytes, 24 * per_layer);
+    }
+
+    #[test]
+    fn sliding_layers_hold_one_batch_in_flight_per_pipeline_stage() {
+        let layer = Layer::Sliding {
+            kv_heads: 8,
+            head_dim: 64,
+            head_dim_v: 64,
+            window: 128,
+        };
+        let mut m = qwen_like();
+        m.kv.as_mut().unwrap().layers = vec![layer; 2];
+        let req = |pp| FitRequest {
+            split: Split::Tensor { tp: 1, pp },
+            ..tensor(1, Some(131072))
+        };
+        // pp 1: min(127 + 8192, context) → 520 blocks + 1 = 8336 tokens.
+        let f = judge(&m, &req(1), &[node("a", 124, 0)]);
+        assert_eq!(f.nodes[0].kv_bytes, 2 * 8336 * 8 * 128 * 2);
+        // pp 2 (Ray: no async scheduling, one batch per stage): 127 + 16384
+        // → 1032 blocks + 1 = 16528 tokens, one layer per stage.
+        let f = judge(&m, &req(2), &[node("a", 124, 0), node("b", 124, 0)]);
+        assert_eq!(f.nodes[0].kv_bytes, 16528 * 8 * 128 * 2);
     }
 
     #[test]
@@ -496,6 +610,7 @@ mod tests {
             },
             max_model_len: Some(4096),
             utilization: 0.9,
+            kv: KvOptions::default(),
         };
         let f = judge(&qwen_like(), &req, &[node("a", 124, 0), node("b", 17, 0)]);
         assert_eq!(f.nodes[0].weights_bytes, 45 * GIB);

@@ -4,13 +4,18 @@
 //! ([`sync`] over ssh, the bytes by [`transfer`] over the data plane);
 //! whether every node holds a model complete, for `serve` ([`complete`]);
 //! the model downloaded into one node's cache ([`pull`]); the model's size
-//! from its files' headers ([`weights`]) and whether a serve plan fits
-//! each node's GPU memory ([`fit`], pure).
+//! from its files' headers ([`weights`]), its KV cache layer by layer as
+//! the engine counts it ([`kv`]), the engine arguments that change memory
+//! ([`memory_args`]), whether a serve plan fits each node's GPU memory
+//! ([`fit`], pure) and every split the nodes allow ([`placement`], pure).
 
 pub mod cache;
 pub mod complete;
 pub mod facts;
 pub mod fit;
+pub mod kv;
+pub mod memory_args;
+pub mod placement;
 pub mod plan;
 pub mod pull;
 pub mod record;

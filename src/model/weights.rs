@@ -8,7 +8,8 @@ use std::fs::File;
 use std::io::{self, BufReader, Read};
 use std::path::{Path, PathBuf};
 
-use super::fit::{KvShape, ModelSize};
+use super::fit::ModelSize;
+use super::kv::{self, KvModel};
 
 /// A safetensors header larger than this is refused (the format's own limit
 /// is 100 MB).
@@ -52,32 +53,9 @@ fn bad(path: &Path, why: String) -> io::Error {
     )
 }
 
-/// The KV shape `config.json` gives (a multimodal model's `text_config`
-/// when the top level has no layers).
-pub fn kv_from_config(config: &serde_json::Value) -> Option<KvShape> {
-    let c = if config.get("num_hidden_layers").is_some() {
-        config
-    } else {
-        config.get("text_config")?
-    };
-    let num = |k: &str| c.get(k).and_then(|v| v.as_u64());
-    let layers = num("num_hidden_layers")?;
-    let heads = num("num_attention_heads")?;
-    let kv_heads = num("num_key_value_heads").unwrap_or(heads);
-    let head_dim = num("head_dim").or_else(|| Some(num("hidden_size")? / heads.max(1)))?;
-    let dtype = c
-        .get("torch_dtype")
-        .or_else(|| c.get("dtype"))
-        .or_else(|| config.get("torch_dtype"))
-        .and_then(|v| v.as_str())
-        .unwrap_or("bfloat16");
-    Some(KvShape {
-        layers,
-        kv_heads,
-        head_dim,
-        dtype_bytes: if dtype == "float32" { 4 } else { 2 },
-        max_positions: num("max_position_embeddings"),
-    })
+/// The model's cache as vLLM counts it, from `config.json` ([`kv::hf`]).
+pub fn kv_from_config(config: &serde_json::Value) -> Result<KvModel, String> {
+    kv::hf::from_config(config)
 }
 
 /// The size of the model at `path`: a folder with safetensors (and
@@ -103,8 +81,10 @@ pub fn read(path: &Path) -> Result<ModelSize, String> {
             total += safetensors_bytes(f).map_err(|e| e.to_string())?;
         }
         let kv = std::fs::read(path.join("config.json"))
-            .ok()
-            .and_then(|b| serde_json::from_slice(&b).ok())
+            .map_err(|e| format!("no config.json beside the weights: {e}"))
+            .and_then(|b| {
+                serde_json::from_slice(&b).map_err(|e| format!("config.json is not JSON: {e}"))
+            })
             .and_then(|c| kv_from_config(&c));
         return Ok(ModelSize {
             weights_bytes: total,
@@ -113,7 +93,8 @@ pub fn read(path: &Path) -> Result<ModelSize, String> {
                 st.len(),
                 if st.len() == 1 { "" } else { "s" }
             ),
-            kv,
+            kv: kv.as_ref().ok().cloned(),
+            kv_unknown: kv.err(),
         });
     }
     let gg: Vec<PathBuf> = files.iter().filter(|p| is_gguf(p)).cloned().collect();
@@ -145,6 +126,9 @@ fn gguf_size(files: &[PathBuf]) -> Result<ModelSize, String> {
         total += h.data_bytes;
         kv = kv.or(h.kv);
     }
+    let kv_unknown = kv.is_none().then(|| {
+        "the GGUF header gives no block_count/attention.head_count for its architecture".to_string()
+    });
     Ok(ModelSize {
         weights_bytes: total,
         source: if files.len() == 1 {
@@ -153,6 +137,7 @@ fn gguf_size(files: &[PathBuf]) -> Result<ModelSize, String> {
             format!("{} GGUF parts", files.len())
         },
         kv,
+        kv_unknown,
     })
 }
 
@@ -161,17 +146,21 @@ fn gguf_size(files: &[PathBuf]) -> Result<ModelSize, String> {
 pub struct GgufHeader {
     /// Bytes of tensor data (the file after the aligned header).
     pub data_bytes: u64,
-    /// The attention shape from `ARCH.block_count`, `ARCH.attention.*` (a
-    /// KV cache of f16, llama.cpp's default).
-    pub kv: Option<KvShape>,
+    /// The cache from `ARCH.block_count`, `ARCH.attention.*`, as llama.cpp
+    /// counts it ([`kv::gguf`]).
+    pub kv: Option<KvModel>,
 }
 
 /// A GGUF metadata value, as far as the fit check needs it.
 enum Value {
     Uint(u64),
     Str(String),
+    Array(Vec<u64>),
     Other,
 }
+
+/// Number arrays longer than this are skipped (per-layer arrays are short).
+const MAX_ARRAY: u64 = 1 << 16;
 
 struct Gguf<R> {
     r: R,
@@ -231,6 +220,15 @@ impl<R: Read> Gguf<R> {
                     _ => None,
                 };
                 match width {
+                    Some(_) if n <= MAX_ARRAY && !matches!(inner, 6 | 12) => {
+                        let mut out = Vec::with_capacity(n as usize);
+                        for _ in 0..n {
+                            if let Value::Uint(v) = self.value(inner)? {
+                                out.push(v);
+                            }
+                        }
+                        return Ok(Value::Array(out));
+                    }
                     Some(w) => self.skip(n.saturating_mul(w))?,
                     None => {
                         for _ in 0..n {
@@ -255,6 +253,20 @@ impl<R: Read> Gguf<R> {
     }
 }
 
+struct Meta<'a>(&'a [(String, u64)], &'a [(String, Vec<u64>)]);
+
+impl kv::gguf::Metadata for Meta<'_> {
+    fn num(&self, key: &str) -> Option<u64> {
+        self.0.iter().find(|(k, _)| k == key).map(|(_, v)| *v)
+    }
+    fn array(&self, key: &str) -> Option<&[u64]> {
+        self.1
+            .iter()
+            .find(|(k, _)| k == key)
+            .map(|(_, v)| v.as_slice())
+    }
+}
+
 /// Reads a GGUF file's header.
 pub fn gguf_header(path: &Path) -> io::Result<GgufHeader> {
     let f = File::open(path)?;
@@ -275,12 +287,14 @@ pub fn gguf_header(path: &Path) -> io::Result<GgufHeader> {
     let kvs = g.u64().map_err(wrap)?;
     let mut arch = String::new();
     let mut nums: Vec<(String, u64)> = Vec::new();
+    let mut arrays: Vec<(String, Vec<u64>)> = Vec::new();
     for _ in 0..kvs {
         let key = g.string().map_err(wrap)?;
         let ty = g.u32().map_err(wrap)?;
         match g.value(ty).map_err(wrap)? {
             Value::Str(s) if key == "general.architecture" => arch = s,
             Value::Uint(v) => nums.push((key, v)),
+            Value::Array(a) if key.starts_with(&format!("{arch}.")) => arrays.push((key, a)),
             _ => {}
         }
     }
@@ -292,18 +306,7 @@ pub fn gguf_header(path: &Path) -> io::Result<GgufHeader> {
     let num = |k: &str| nums.iter().find(|(n, _)| n == k).map(|(_, v)| *v);
     let align = num("general.alignment").filter(|a| *a > 0).unwrap_or(32);
     let data_start = g.pos.div_ceil(align) * align;
-    let a = |k: &str| num(&format!("{arch}.{k}"));
-    let kv = (|| {
-        let heads = a("attention.head_count")?;
-        Some(KvShape {
-            layers: a("block_count")?,
-            kv_heads: a("attention.head_count_kv").unwrap_or(heads),
-            head_dim: a("attention.key_length")
-                .or_else(|| Some(a("embedding_length")? / heads.max(1)))?,
-            dtype_bytes: 2,
-            max_positions: a("context_length"),
-        })
-    })();
+    let kv = kv::gguf::from_metadata(&arch, &Meta(&nums, &arrays));
     Ok(GgufHeader {
         data_bytes: file_len.saturating_sub(data_start),
         kv,
@@ -350,15 +353,13 @@ mod tests {
         let m = read(d.path()).unwrap();
         assert_eq!(m.weights_bytes, 3072);
         assert_eq!(m.source, "2 safetensors files");
+        let kv = m.kv.unwrap();
+        assert_eq!(kv.layers.len(), 4);
+        assert_eq!(kv.max_positions, Some(2048));
+        // 4 layers × 2 KV heads × (32 K + 32 V) × 2 B.
         assert_eq!(
-            m.kv,
-            Some(KvShape {
-                layers: 4,
-                kv_heads: 2,
-                head_dim: 32,
-                dtype_bytes: 2,
-                max_positions: Some(2048)
-            })
+            kv.bytes_per_token(&kv::KvOptions::default()),
+            4 * 2 * 64 * 2
         );
     }
 
@@ -418,7 +419,13 @@ mod tests {
         assert_eq!(m.weights_bytes, 256);
         assert_eq!(m.source, "GGUF");
         let kv = m.kv.unwrap();
-        assert_eq!((kv.layers, kv.kv_heads, kv.head_dim), (30, 3, 64));
+        assert_eq!(kv.layers.len(), 30);
+        assert_eq!(kv.rules, kv::Rules::LlamaCpp);
+        // 30 layers × 3 KV heads × (64 + 64) × 2 B (f16).
+        assert_eq!(
+            kv.bytes_per_token(&kv::KvOptions::default()),
+            30 * 3 * 128 * 2
+        );
         std::fs::write(d.path().join("other.gguf"), &b).unwrap();
         assert!(read(d.path()).unwrap_err().contains("2 GGUF files"));
     }

@@ -6,47 +6,54 @@
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use super::plan::{ServePlan, ServeRequest, extra_value};
+use super::plan::{SAFE_GPU_MEMORY, ServePlan, ServeRequest};
 use crate::cluster::config::{ClusterConfig, NodeConfig};
 use crate::cluster::run as cluster_run;
 use crate::host::HostFacts;
 use crate::host::gpu::AMD_VENDOR;
 use crate::model::cache::Repo;
 use crate::model::fit::{self, Fit, FitRequest, ModelSize, NodeMemory, Split};
+use crate::model::memory_args::{self, Flags};
 use crate::model::weights;
 
 /// How long a node's `halobox detect --json` may take.
 const DETECT_TIMEOUT: Duration = Duration::from_secs(60);
 
-/// The check's split and context from the serve plan and request.
-pub fn request(plan: &ServePlan, req: &ServeRequest) -> FitRequest {
-    FitRequest {
+/// The check's split, context and cache options from the serve plan and
+/// request: every memory argument, as a halobox flag or after `--`; an
+/// error names one given twice with two values, or a bad one.
+pub fn request(plan: &ServePlan, req: &ServeRequest) -> Result<FitRequest, String> {
+    let args = memory_args::read(
+        &Flags {
+            max_model_len: req.max_model_len.map(u64::from),
+            tp: None,
+            gpu_memory_utilization: (req.gpu_memory_utilization != SAFE_GPU_MEMORY)
+                .then_some(req.gpu_memory_utilization),
+        },
+        &req.extra,
+    )?;
+    Ok(FitRequest {
         split: Split::Tensor {
             tp: plan.tp,
             pp: plan.pp,
         },
-        max_model_len: req.max_model_len.map(u64::from),
-        utilization: req.gpu_memory_utilization,
-    }
+        max_model_len: args.max_model_len,
+        utilization: args
+            .gpu_memory_utilization
+            .unwrap_or(req.gpu_memory_utilization),
+        kv: args.kv_options()?,
+    })
 }
 
 /// The model's size from its files on this machine; an error says why it
 /// could not be read (then the fit is not checked).
 pub fn model_size(model: &str, extra: &[String], hub: Option<&Path>) -> Result<ModelSize, String> {
-    let dir = model_dir(model, extra, hub)?;
-    let mut size = weights::read(&dir)?;
-    if let (Some(kv), Some((_, Some(dtype)))) =
-        (size.kv.as_mut(), extra_value(extra, &["--kv-cache-dtype"]))
-        && dtype.starts_with("fp8")
-    {
-        kv.dtype_bytes = 1;
-    }
-    Ok(size)
+    weights::read(&model_dir(model, extra, hub)?)
 }
 
 /// Where the model's files are on this machine: the folder given, or the
 /// revision's snapshot in the Hugging Face cache `hub`.
-fn model_dir(model: &str, extra: &[String], hub: Option<&Path>) -> Result<PathBuf, String> {
+pub fn model_dir(model: &str, extra: &[String], hub: Option<&Path>) -> Result<PathBuf, String> {
     if super::preflight::is_path(model) {
         let p = PathBuf::from(model);
         return if p.exists() {
@@ -171,6 +178,30 @@ pub fn check(
     });
     nodes.extend(cluster_run::each_node(&cfg.nodes[1..], read));
     fit::judge(size, req, &nodes)
+}
+
+/// Every node's GPU memory for `halobox plan`: the head's from this
+/// machine's facts when it is the head, the others' (and a head elsewhere)
+/// from their `halobox detect --json` over ssh, as `serve` reads them.
+pub fn cluster_memory(cfg: &ClusterConfig) -> Vec<NodeMemory> {
+    let facts = crate::host::gather(
+        crate::host::HostRoot::live(),
+        crate::host::GatherOptions::default(),
+    );
+    let is_head = matches!(
+        crate::dataplane::select(&facts, Some(cfg.head().ip)),
+        crate::dataplane::Selection::Chosen(_)
+    );
+    let mut nodes = Vec::with_capacity(cfg.nodes.len());
+    nodes.push(if is_head {
+        head_memory(cfg, Some(&facts))
+    } else {
+        node_memory(cfg, cfg.head())
+    });
+    nodes.extend(cluster_run::each_node(&cfg.nodes[1..], |n| {
+        node_memory(cfg, n)
+    }));
+    nodes
 }
 
 fn first_line(s: &str) -> String {

@@ -45,6 +45,9 @@ pub struct Spec {
     pub nccl_debug: bool,
     /// `--timeout` (seconds).
     pub timeout: u64,
+    /// `--no-fit-check`: start even when the fit check refuses.
+    #[serde(default)]
+    pub no_fit_check: bool,
     /// The engine's own arguments (after `--`).
     #[serde(default)]
     pub extra: Vec<String>,
@@ -77,6 +80,7 @@ impl Spec {
             (self.no_eager, "--no-eager"),
             (self.no_api_key, "--no-api-key"),
             (self.nccl_debug, "--nccl-debug"),
+            (self.no_fit_check, "--no-fit-check"),
         ] {
             if on {
                 a.push(name.into());

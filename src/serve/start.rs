@@ -86,7 +86,7 @@ pub fn start(
         crate::dataplane::select(&facts, Some(cfg.head().ip)),
         crate::dataplane::Selection::Chosen(_)
     );
-    let fit_req = fit::request(&p, &planned);
+    let fit_req = fit::request(&p, &planned).map_err(UsageError)?;
     let size = fit::model_size(
         &model,
         &a.extra,
@@ -144,6 +144,13 @@ pub fn start(
             r.out(&format!("# warning: {w}\n"));
         }
         if let Some(e) = fit_model::refusal(&f, false) {
+            if a.no_fit_check {
+                r.out(&format!(
+                    "# {}\n",
+                    fit_model::overridden(&e).replace('\n', "\n# ")
+                ));
+                return Ok(());
+            }
             return Err(UsageError(format!("serve would refuse this plan: {e}")).into());
         }
         return Ok(());
@@ -168,7 +175,10 @@ pub fn start(
     match fitted {
         Ok(f) => {
             if let Some(e) = fit_model::refusal(&f, true) {
-                return Err(UsageError(e).into());
+                if !a.no_fit_check {
+                    return Err(UsageError(e).into());
+                }
+                r.note(&format!("{}\n", fit_model::overridden(&e)));
             }
             if let Some(w) = fit_model::warning(&f) {
                 r.note(&format!("warning: {w}\n"));

@@ -522,6 +522,7 @@ mod tests {
                 port: 8000,
                 no_api_key: false,
                 nccl_debug: true,
+                no_fit_check: false,
                 timeout: 1800,
                 extra: vec!["--seed".into(), "1".into()],
             }),

@@ -58,6 +58,7 @@ pub fn serve_menu(a: &ClusterFileArgs) -> anyhow::Result<ExitCode> {
             port: 8000,
             no_api_key: false,
             nccl_debug: false,
+            no_fit_check: false,
             timeout: 1800,
             extra: vec![],
         },

@@ -1,0 +1,521 @@
+//! Where a model fits (pure): every split the nodes allow (vLLM's
+//! tensor × pipeline parallel sizes, or llama.cpp's layers over the first
+//! k nodes, shared by their memory), each judged by [`fit::judge`], the
+//! longest context each fits, and the split to choose with the reason.
+
+use serde::Serialize;
+
+use super::fit::{self, Fit, FitRequest, ModelSize, NodeMemory, Split, Verdict};
+use super::kv::Rules;
+use crate::units::format_bytes;
+
+/// One split and its numbers.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Candidate {
+    /// `tp 2 × pp 1`, or `layers over 2 nodes`.
+    pub split: String,
+    /// Tensor-parallel size (1 for llama.cpp).
+    pub tp: u32,
+    /// Pipeline-parallel size (llama.cpp: the nodes holding layers).
+    pub pp: u32,
+    /// Nodes it uses.
+    pub nodes: usize,
+    /// llama.cpp's layer shares, one per node used.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub shares: Option<Vec<f64>>,
+    /// The largest share of the weights on one GPU.
+    pub weights_bytes_per_gpu: u64,
+    /// The largest KV cache on one GPU, for the context checked.
+    pub kv_bytes_per_gpu: u64,
+    /// KV bytes per token of the whole model before any split (the layers
+    /// whose cache grows with the context).
+    pub kv_bytes_per_token: u64,
+    /// The longest context every node fits (`None`: no node's memory known).
+    pub max_context_that_fits: Option<u64>,
+    /// Every node used fits (perhaps closely).
+    pub fits: bool,
+    /// The worst node's verdict.
+    pub verdict: Verdict,
+    /// Each node's weights, KV cache, usable memory and verdict.
+    pub per_node: Vec<super::fit::NodeFit>,
+    /// The whole check (its text: [`fit::render`]).
+    #[serde(skip)]
+    pub fit: Fit,
+}
+
+/// Every split and the one chosen.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Placement {
+    /// The splits, fewest nodes first.
+    pub splits: Vec<Candidate>,
+    /// Index of the chosen split in `splits`.
+    pub chosen: Option<usize>,
+    /// Why that one (or why none).
+    pub why: String,
+    /// Splits left out and why (`tp 3: 64 attention heads do not divide by 3`).
+    pub left_out: Vec<String>,
+}
+
+/// What the user fixed: the sizes given, the request template.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Ask {
+    /// `--tp` / `--tensor-parallel-size`.
+    pub tp: Option<u32>,
+    /// `--pipeline-parallel-size`.
+    pub pp: Option<u32>,
+    /// The context, utilization and cache options (its split is replaced).
+    pub request: FitRequest,
+}
+
+/// The longest context every used node (of known memory) fits, up to the
+/// model's own length (or 16M tokens); `None` when no node's memory is known.
+pub fn max_context(model: &ModelSize, req: &FitRequest, nodes: &[NodeMemory]) -> Option<u64> {
+    let used = req.gpus(nodes.len()).min(nodes.len());
+    let known: Vec<(usize, u64)> = nodes[..used]
+        .iter()
+        .enumerate()
+        .filter_map(|(i, n)| Some((i, fit::usable(n.gtt, req.utilization)?)))
+        .collect();
+    if known.is_empty() {
+        return None;
+    }
+    let fits = |c: u64| {
+        known.iter().all(|&(i, u)| {
+            let (w, k) = fit::node_share(model, req, i, Some(c));
+            w + k <= u
+        })
+    };
+    let cap = model
+        .kv
+        .as_ref()
+        .and_then(|k| k.max_positions)
+        .unwrap_or(1 << 24);
+    if model.kv.is_none() {
+        return Some(if fits(0) { cap } else { 0 });
+    }
+    if fits(cap) {
+        return Some(cap);
+    }
+    if !fits(1) {
+        return Some(0);
+    }
+    let (mut lo, mut hi) = (1, cap);
+    while hi - lo > 1 {
+        let mid = lo + (hi - lo) / 2;
+        if fits(mid) {
+            lo = mid;
+        } else {
+            hi = mid;
+        }
+    }
+    Some(lo)
+}
+
+fn candidate(model: &ModelSize, req: FitRequest, nodes: &[NodeMemory], used: usize) -> Candidate {
+    let (split, tp, pp, shares) = match &req.split {
+        Split::Tensor { tp, pp } => (format!("tp {tp} × pp {pp}"), *tp, *pp, None),
+        Split::Layers { shares } => (
+            format!(
+                "layers over {used} node{}",
+                if used == 1 { "" } else { "s" }
+            ),
+            1,
+            used as u32,
+            Some(shares.clone()),
+        ),
+    };
+    let f = fit::judge(model, &req, &nodes[..used]);
+    let per_token = model.kv.as_ref().map_or(0, |k| k.bytes_per_token(&req.kv));
+    let verdict = f.verdict();
+    Candidate {
+        split,
+        tp,
+        pp,
+        nodes: used,
+        shares,
+        weights_bytes_per_gpu: f.nodes.iter().map(|n| n.weights_bytes).max().unwrap_or(0),
+        kv_bytes_per_gpu: f.nodes.iter().map(|n| n.kv_bytes).max().unwrap_or(0),
+        kv_bytes_per_token: per_token,
+        max_context_that_fits: max_context(model, &req, &nodes[..used]),
+        fits: matches!(verdict, Verdict::Fits | Verdict::Close),
+        verdict,
+        per_node: f.nodes.clone(),
+        fit: f,
+    }
+}
+
+/// llama.cpp's shares of the layers over `nodes`: by usable memory, equal
+/// when a node's is unknown.
+pub fn shares_by_memory(nodes: &[NodeMemory], utilization: f64) -> Vec<f64> {
+    let mem: Option<Vec<u64>> = nodes
+        .iter()
+        .map(|n| fit::usable(n.gtt, utilization))
+        .collect();
+    match mem {
+        Some(m) if m.iter().sum::<u64>() > 0 => {
+            let total = m.iter().sum::<u64>() as f64;
+            m.iter().map(|b| *b as f64 / total).collect()
+        }
+        _ => vec![1.0 / nodes.len().max(1) as f64; nodes.len()],
+    }
+}
+
+/// Every split of `model` over `nodes` (head first), and the choice.
+pub fn place(model: &ModelSize, ask: &Ask, nodes: &[NodeMemory]) -> Placement {
+    let n = nodes.len();
+    let rules = model.kv.as_ref().map_or(Rules::Vllm, |k| k.rules);
+    let mut splits = Vec::new();
+    let mut left_out = Vec::new();
+    if rules == Rules::LlamaCpp {
+        for used in 1..=n {
+            let req = FitRequest {
+                split: Split::Layers {
+                    shares: shares_by_memory(&nodes[..used], ask.request.utilization),
+                },
+                ..ask.request.clone()
+            };
+            splits.push(candidate(model, req, nodes, used));
+        }
+    } else {
+        let heads = model.kv.as_ref().and_then(|k| k.attention_heads);
+        let layers = model.kv.as_ref().map(|k| k.layers.len() as u64);
+        for tp in 1..=n as u32 {
+            for pp in 1..=(n as u32 / tp) {
+                if ask.tp.is_some_and(|t| t != tp) || ask.pp.is_some_and(|p| p != pp) {
+                    continue;
+                }
+                if let Some(h) = heads.filter(|h| h % u64::from(tp) != 0) {
+                    if pp == 1 {
+                        left_out.push(format!(
+                            "tp {tp}: the model's {h} attention heads do not divide by {tp} (vLLM refuses it)"
+                        ));
+                    }
+                    continue;
+                }
+                if layers.is_some_and(|l| u64::from(pp) > l) {
+                    continue;
+                }
+                let req = FitRequest {
+                    split: Split::Tensor { tp, pp },
+                    ..ask.request.clone()
+                };
+                splits.push(candidate(model, req, nodes, (tp * pp) as usize));
+            }
+        }
+        splits.sort_by_key(|c| (c.nodes, c.pp));
+    }
+    let (chosen, why) = choose(&splits);
+    Placement {
+        splits,
+        chosen,
+        why,
+        left_out,
+    }
+}
+
+/// The split to use: one that fits with room, on the fewest nodes (each
+/// node more puts the network in every step), tensor- before
+/// pipeline-parallel at the same count (vLLM's default; pipeline stages
+/// idle without many requests), then the longest context; else one that
+/// fits closely, by the same order.
+fn choose(splits: &[Candidate]) -> (Option<usize>, String) {
+    for want in [Verdict::Fits, Verdict::Close] {
+        let best = splits
+            .iter()
+            .enumerate()
+            .filter(|(_, c)| c.verdict == want)
+            .min_by_key(|(_, c)| (c.nodes, c.pp, std::cmp::Reverse(c.max_context_that_fits)));
+        if let Some((i, c)) = best {
+            let room = if want == Verdict::Fits {
+                "fits with room"
+            } else {
+                "fits, but with less than 10% to spare (no split fits with more)"
+            };
+            return (
+                Some(i),
+                format!(
+                    "{}: it {room} on the fewest nodes ({}); fewer nodes keep the network out of every step, and at the same count tensor parallel keeps every GPU busy where pipeline stages wait",
+                    c.split, c.nodes
+                ),
+            );
+        }
+    }
+    if splits.iter().all(|c| c.verdict == Verdict::Unknown) && !splits.is_empty() {
+        return (
+            None,
+            "no node's GPU memory is known: nothing to choose by (give --nodes N --gtt SIZE, or run it on the head)".into(),
+        );
+    }
+    let nearest = splits
+        .iter()
+        .filter_map(|c| {
+            let short = c
+                .fit
+                .nodes
+                .iter()
+                .filter_map(|n| Some(n.need_bytes().saturating_sub(n.usable_bytes?)))
+                .max()?;
+            Some((short, c))
+        })
+        .min_by_key(|(s, _)| *s);
+    (
+        None,
+        match nearest {
+            Some((short, c)) => format!(
+                "no split fits: the nearest is {}, {} short on its fullest node (a shorter --max-model-len, --kv-cache-dtype fp8, a quantized model or more nodes)",
+                c.split,
+                format_bytes(short)
+            ),
+            None => "no split is possible on these nodes".into(),
+        },
+    )
+}
+
+/// The placement as text: one block per split, node by node, then the choice.
+pub fn render(p: &Placement, verbose: bool) -> String {
+    let mut s = String::new();
+    if let Some(c) = p.splits.first() {
+        let f = &c.fit;
+        s.push_str(&format!(
+            "model: weights {} ({}); KV cache {} B/token for the whole model{}\n",
+            format_bytes(f.model.weights_bytes),
+            f.model.source,
+            c.kv_bytes_per_token,
+            match f.context {
+                Some(ctx) => format!(", checked for {ctx} tokens"),
+                None => String::new(),
+            }
+        ));
+    }
+    for (i, c) in p.splits.iter().enumerate() {
+        let word = match c.verdict {
+            Verdict::Fits => "fits",
+            Verdict::Close => "close",
+            Verdict::TooBig => "does not fit",
+            Verdict::Unknown => "unknown",
+        };
+        s.push_str(&format!(
+            "\n{}{}: {word}; longest context that fits: {}\n",
+            if p.chosen == Some(i) { "* " } else { "  " },
+            c.split,
+            match c.max_context_that_fits {
+                Some(0) => "none".to_string(),
+                Some(n) => n.to_string(),
+                None => "unknown".to_string(),
+            }
+        ));
+        if let Some(sh) = &c.shares {
+            s.push_str(&format!(
+                "    llama.cpp --tensor-split: {}\n",
+                sh.iter()
+                    .map(|x| format!("{:.0}%", x * 100.0))
+                    .collect::<Vec<_>>()
+                    .join(" / ")
+            ));
+        }
+        for n in &c.fit.nodes {
+            let left = match n.usable_bytes {
+                Some(u) if u >= n.need_bytes() => {
+                    format!("{} left", format_bytes(u - n.need_bytes()))
+                }
+                Some(u) => format!("{} short", format_bytes(n.need_bytes() - u)),
+                None => format!(
+                    "usable unknown ({})",
+                    n.unknown.as_deref().unwrap_or("no GTT figures")
+                ),
+            };
+            s.push_str(&format!(
+                "    node {}: weights {} + KV {} = {}{}; {left}\n",
+                n.name,
+                format_bytes(n.weights_bytes),
+                format_bytes(n.kv_bytes),
+                format_bytes(n.need_bytes()),
+                n.usable_bytes
+                    .map(|u| format!(" of {} usable", format_bytes(u)))
+                    .unwrap_or_default(),
+            ));
+        }
+        if verbose || p.chosen == Some(i) {
+            for l in fit::render(&c.fit).lines().skip(1) {
+                if l.starts_with("  KV") || l.starts_with("    ") {
+                    s.push_str(&format!("  {l}\n"));
+                }
+            }
+        }
+    }
+    if !p.left_out.is_empty() {
+        s.push('\n');
+    }
+    for l in &p.left_out {
+        s.push_str(&format!("  left out: {l}\n"));
+    }
+    s.push_str(&format!(
+        "\n{}: {}\n",
+        if p.chosen.is_some() {
+            "chosen"
+        } else {
+            "none chosen"
+        },
+        p.why
+    ));
+    s
+}
+
+/// `n` nodes of `gtt` bytes each with nothing in use: hardware being
+/// planned (`--nodes N --gtt SIZE`).
+pub fn hypothetical(n: u32, gtt: u64) -> Vec<NodeMemory> {
+    (1..=n)
+        .map(|i| NodeMemory {
+            name: format!("node{i}"),
+            gtt: Some((gtt, 0)),
+            unknown: None,
+        })
+        .collect()
+}
+
+/// A size such as `128G`, `96GiB`, `120000M` or a byte count: K/M/G/T are
+/// powers of 1024 (GTT is reported in bytes of those).
+pub fn parse_size(v: &str) -> Result<u64, String> {
+    let t = v.trim();
+    let digits = t
+        .find(|c: char| !(c.is_ascii_digit() || c == '.'))
+        .unwrap_or(t.len());
+    let (num, unit) = t.split_at(digits);
+    let n: f64 = num
+        .parse()
+        .map_err(|_| format!("{v}: not a size (e.g. 128G, 96GiB, 110000M)"))?;
+    let mul: u64 = match unit.trim().trim_end_matches("iB").trim_end_matches('B') {
+        "" => 1,
+        "K" | "k" => 1 << 10,
+        "M" | "m" => 1 << 20,
+        "G" | "g" => 1 << 30,
+        "T" | "t" => 1 << 40,
+        _ => return Err(format!("{v}: not a size (e.g. 128G, 96GiB, 110000M)")),
+    };
+    Ok((n * mul as f64) as u64)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::model::kv::{KvModel, KvOptions, Layer};
+
+    const GIB: u64 = 1 << 30;
+
+    fn model(weights: u64, kv: Option<KvModel>) -> ModelSize {
+        ModelSize {
+            weights_bytes: weights,
+            source: "test".into(),
+            kv,
+            kv_unknown: None,
+        }
+    }
+
+    fn gqa(layers: usize, heads: u64, max: u64) -> KvModel {
+        KvModel {
+            layers: vec![
+                Layer::Full {
+                    kv_heads: 8,
+                    head_dim: 128,
+                    head_dim_v: 128,
+                };
+                layers
+            ],
+            dtype_bytes: 2,
+            max_positions: Some(max),
+            attention_heads: Some(heads),
+            rules: Rules::Vllm,
+        }
+    }
+
+    fn nodes(n: usize, gib: u64) -> Vec<NodeMemory> {
+        (0..n)
+            .map(|i| NodeMemory {
+                name: format!("n{i}"),
+                gtt: Some((gib * GIB, 0)),
+                unknown: None,
+            })
+            .collect()
+    }
+
+    fn ask(len: Option<u64>) -> Ask {
+        Ask {
+            tp: None,
+            pp: None,
+            request: FitRequest {
+                split: Split::Tensor { tp: 1, pp: 1 },
+                max_model_len: len,
+                utilization: 1.0,
+                kv: KvOptions::default(),
+            },
+        }
+    }
+
+    #[test]
+    fn the_fewest_nodes_that_fit_with_room_are_chosen() {
+        // 48 layers × 8 × 256 × 2 B = 196608 B/token; 150 GiB of weights.
+        let m = model(150 * GIB, Some(gqa(48, 64, 131072)));
+        let p = place(&m, &ask(Some(32768)), &nodes(4, 100));
+        let names: Vec<&str> = p.splits.iter().map(|c| c.split.as_str()).collect();
+        assert_eq!(
+            names,
+            [
+                "tp 1 × pp 1",
+                "tp 2 × pp 1",
+                "tp 1 × pp 2",
+                "tp 1 × pp 3",
+                "tp 4 × pp 1",
+                "tp 2 × pp 2",
+                "tp 1 × pp 4"
+            ]
+        );
+        // Two nodes: 75 GiB + 3 GiB (tp 2) of 100: fits; tp before pp.
+        let c = &p.splits[p.chosen.unwrap()];
+        assert_eq!(c.split, "tp 2 × pp 1");
+        assert_eq!(c.kv_bytes_per_token, 196608);
+        assert_eq!(c.kv_bytes_per_gpu, 3 * GIB);
+        // (100 − 75) GiB / 98304 B per token per GPU, capped at 131072.
+        assert_eq!(c.max_context_that_fits, Some(131072));
+        assert!(!p.splits[0].fits);
+        assert_eq!(p.splits[0].max_context_that_fits, Some(0));
+        assert!(p.why.contains("fewest nodes"), "{}", p.why);
+        let text = render(&p, false);
+        assert!(text.contains("* tp 2 × pp 1: fits"), "{text}");
+        assert!(
+            text.contains(
+                "node n1: weights 75 GiB + KV 3 GiB = 78 GiB of 100 GiB usable; 22 GiB left"
+            ),
+            "{text}"
+        );
+    }
+
+    #[test]
+    fn the_longest_context_is_where_the_kv_cache_meets_the_memory() {
+        // 1 node of 64 GiB, 60 GiB of weights: 4 GiB / 196608 B = 21845 tokens.
+        let m = model(60 * GIB, Some(gqa(48, 64, 1 << 20)));
+        let p = place(&m, &ask(None), &nodes(1, 64));
+        assert_eq!(p.splits[0].max_context_that_fits, Some(4 * GIB / 196608));
+        assert!(p.chosen.is_none());
+        assert!(
+            p.why.contains("no split fits: the nearest is tp 1 × pp 1"),
+            "{}",
+            p.why
+        );
+    }
+
+    #[test]
+    fn tp_must_divide_the_heads() {
+        let m = model(GIB, Some(gqa(4, 64, 4096)));
+        let p = place(&m, &ask(None), &nodes(3, 100));
+        assert!(p.splits.iter().all(|c| c.tp != 3));
+        assert!(p.left_out[0].contains("64 attention heads do not divide by 3"));
+    }
+
+    #[test]
+    fn sizes() {
+        assert_eq!(parse_size("128G").unwrap(), 128 * GIB);
+        assert_eq!(parse_size("96GiB").unwrap(), 96 * GIB);
+        assert_eq!(parse_size("1024").unwrap(), 1024);
+        assert!(parse_size("lots").unwrap_err().contains("not a size"));
+    }
+}
