@@ -1,13 +1,14 @@
 #!/usr/bin/env bash
-# The whole serving path, live, by hand: runs tests/serve_e2e.rs, where the
-# steps and every assertion live (vLLM and llama.cpp, on test nodes of this
+# The whole serving path, live, by hand: runs tests/serve_e2e.rs (vLLM) and
+# tests/llama_e2e.rs (llama.cpp), where the steps and every assertion live
+# (harness: tests/common/serve.rs; on test nodes of this
 # machine that each run their own podman or dockerd: refresh, cluster up,
 # bad input, serve --detach, status, logs, a greedy completion, bench
 # serving, stop, the faults, cluster down, and the tokens compared with the
 # server alone on one node). Read the test's doc for each case.
 #
 # usage (as root): scripts/serve-e2e.sh [NAME...]
-#   NAME  a test of tests/serve_e2e.rs, or part of its name (default: all):
+#   NAME  one of their tests, or part of its name (default: all):
 #           podman_nodes_serve_identical_tokens_and_name_a_lost_worker
 #           docker_nodes_serve_identical_tokens_for_another_shape
 #           llama_cpp_podman_nodes_random_gguf_identical_and_faults_named
@@ -21,7 +22,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 for a in "$@"; do
   case "$a" in
-  -h | --help) sed -n '2,19p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+  -h | --help) sed -n '2,20p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
   -*) echo "error: $a: the cases are tests now; name one (scripts/serve-e2e.sh --help lists them)" >&2; exit 2 ;;
   esac
 done
@@ -29,4 +30,4 @@ done
 bash scripts/vllm-venv.sh /opt/halobox-vllm >&2
 llama=${HALOBOX_LLAMA_CPP:-/opt/halobox-llama-cpp}
 [ -x "$llama/bin/llama-server" ] || bash scripts/llama-cpp.sh "$llama" >&2
-exec cargo test --locked --test serve_e2e -- --nocapture "$@"
+exec cargo test --locked --test serve_e2e --test llama_e2e -- --nocapture "$@"

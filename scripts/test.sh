@@ -152,9 +152,10 @@ log "cargo test: building every test binary"
 INSTA_UPDATE=no cargo test --locked --no-run
 # The test binaries run in two lanes at once: cargo runs one binary after
 # another, and the live ones mostly wait (on engines, nodes, servers). The
-# serve e2e (vLLM over Ray on CPU: about 7.5 GB at its peak, one case at a
-# time) and the other vLLM-venv binary go in lane 1, every other binary in
-# lane 2, so the suite stays far below the machine's 24 GB. Binaries that
+# vLLM e2e (tests/serve_e2e.rs, vLLM over Ray on CPU: about 7.5 GB at its
+# peak, one case at a time) and the other vLLM-venv binary go in lane 1,
+# every other binary (the llama.cpp e2e too: a few hundred MB) in lane 2, so
+# the suite stays far below the machine's 24 GB. Binaries that
 # share a resource across tests already take their own locks (the node
 # images: scripts/netns/node-image.sh). Each lane's output is printed whole
 # when both have ended, then each binary's time.
