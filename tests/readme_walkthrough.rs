@@ -9,7 +9,7 @@
 //! scripts/netns/node-image.sh); `setup --dry-run` runs on the snapshot of a
 //! node that needs fixes (tests/fixtures/hosts/broken-e810), since the test
 //! nodes have no GPU to tune. The `serve` block needs vLLM and comes from
-//! scripts/serve-e2e.sh, which checks serving end to end. Needs root, the
+//! tests/serve_e2e.rs, which checks serving end to end. Needs root, the
 //! engines of scripts/engines/start.sh and the Ray venv; a missing piece
 //! fails.
 

@@ -1,115 +1,364 @@
-//! Real vLLM, served by `halobox serve`: scripts/serve-e2e.sh on namespace
-//! nodes that each run their own engine (podman, docker), with vLLM's CPU
-//! build bound into halobox's containers (`refresh --volume`) and a
-//! random-weight Llama made on the spot. It runs refresh, `cluster up`,
-//! `serve --tp N --detach` (its API key on stdin), status, logs, a greedy
-//! completion, `serve stop`, `cluster down`; the tokens must equal those of
-//! plain `vllm serve` on one node in the same container. With `--faults` it
-//! also stops a foreground serve by SIGINT and kills a worker node
-//! mid-request. Needs root, the engines of scripts/engines/start.sh and
+//! vLLM, live, served by `halobox serve` on test nodes of this machine
+//! that each run their own engine (tests/common/serve.rs on
+//! tests/common/netns.rs): `halobox refresh` on every node (vLLM's CPU build
+//! and a random-weight Llama bound in), `cluster up`, bad input refused,
+//! `serve --tp N --detach --preflight` (its API key on stdin), status, logs,
+//! a greedy completion, `bench serving`, `serve stop`; with faults a
+//! foreground serve stopped by SIGINT and one whose worker node is killed
+//! mid-request; `cluster down` with nothing left; the tokens must equal
+//! those of plain `vllm serve` on one node in the same container.
+//! (llama.cpp's twin: tests/llama_e2e.rs.)
+//!
+//! Needs root, the engines of scripts/engines/start.sh and
 //! scripts/vllm-venv.sh's venv (scripts/test.sh installs both); a missing
-//! piece fails. The runs take minutes each and several GB of memory: one at
-//! a time.
+//! piece fails. Each run takes minutes and about 7.5 GB of memory: one at a
+//! time. `bash scripts/serve-e2e.sh [NAME]` runs them by hand.
 
-use std::process::Command;
+mod common;
+
 use std::sync::Mutex;
+use std::time::{Duration, Instant};
+
+use nix::sys::signal::Signal;
+use serde_json::Value;
+
+use common::serve::{Serving, TOKENS, VENV, any_file_has, assert_same_tokens, mode, tokens_per_s};
 
 static ONE_AT_A_TIME: Mutex<()> = Mutex::new(());
 
-/// Runs scripts/serve-e2e.sh with `args`; its output, asserted to end in
-/// `identical: yes`.
-fn e2e(args: &[&str]) -> String {
+/// What a vLLM run is given.
+struct VllmCase {
+    backend: &'static str,
+    nodes: usize,
+    shape: [u32; 4],
+    faults: bool,
+}
+
+/// Processes of a serve by vLLM.
+const VLLM_PROCESSES: &[&str] = &[
+    "vllm serve",
+    "RayWorkerProc",
+    "RayWorkerWrapper",
+    "EngineCore",
+    "VllmWorker",
+];
+
+fn vllm_e2e(case: VllmCase) {
     let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
-    let out = Command::new("bash")
-        .arg(concat!(env!("CARGO_MANIFEST_DIR"), "/scripts/serve-e2e.sh"))
-        .args(args)
-        .env("HALOBOX_BIN", env!("CARGO_BIN_EXE_halobox"))
-        .output()
-        .expect("run scripts/serve-e2e.sh");
-    let text = format!(
-        "{}{}",
-        String::from_utf8_lossy(&out.stderr),
-        String::from_utf8_lossy(&out.stdout)
+    let s = Serving::vllm(case.backend, case.nodes, None, case.shape);
+    let n = case.nodes.to_string();
+    let cfg = s.cfg();
+    let model = s.model.clone();
+    let all = s.names.clone();
+    let minute = Duration::from_secs(60);
+
+    s.refresh();
+    s.hb(&["cluster", "up", "--cluster", &cfg])
+        .expect_ok("cluster up");
+
+    // Bad input: each refused before anything starts, naming the thing and the fix.
+    s.refused(
+        "a model folder missing on the nodes",
+        &format!("missing in the container on node a ({})", s.ip('a')),
+        &["serve", "/models/nope", "--cluster", &cfg],
+    );
+    let novllm = s.path("novllm.toml");
+    let text = std::fs::read_to_string(&s.cfg).unwrap();
+    std::fs::write(
+        &novllm,
+        text.replace(
+            &format!("vllm = \"{VENV}/bin/vllm\""),
+            "vllm = \"/opt/no-vllm/bin/vllm\"",
+        ),
+    )
+    .unwrap();
+    s.refused(
+        "an image without vLLM",
+        "has no `/opt/no-vllm/bin/vllm`",
+        &["serve", &model, "--cluster", novllm.to_str().unwrap()],
+    );
+    let more = s.path("more.toml");
+    let z = format!("10.77.{}.99", s.net());
+    std::fs::write(
+        &more,
+        format!(
+            "{text}\n[[node]]\nname = \"z\"\nssh = \"root@{z}\"\nip = \"{z}\"\nbackend = \"{}\"\ncpus = 1\n",
+            s.backend
+        ),
+    )
+    .unwrap();
+    s.refused(
+        "--tp larger than Ray's GPUs",
+        "not in Ray: node z",
+        &[
+            "serve",
+            &model,
+            "--tp",
+            &(case.nodes + 1).to_string(),
+            "--cluster",
+            more.to_str().unwrap(),
+        ],
+    );
+    {
+        let _holder = s.hold(
+            'a',
+            8000,
+            "import socket, time; s = socket.socket(); s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1); s.bind(('0.0.0.0', 8000)); s.listen(); time.sleep(300)",
+            &[],
+        );
+        s.refused(
+            "a port already taken",
+            "port 8000 is already taken",
+            &["serve", &model, "--cluster", &cfg],
+        );
+    }
+
+    // serve --detach --preflight, VLLM_API_KEY set: it goes on stdin.
+    let key = format!("e2e-{:x}-{}", std::process::id(), s.net());
+    let t0 = Instant::now();
+    let serve = s
+        .hb_env(
+            &[
+                "serve",
+                &model,
+                "--tp",
+                &n,
+                "--detach",
+                "--preflight",
+                "--cluster",
+                &cfg,
+                "--max-model-len",
+                "512",
+                "--",
+                "--dtype",
+                "float32",
+            ],
+            &[("VLLM_API_KEY", &key)],
+        )
+        .expect_ok("halobox serve --detach");
+    let ready = t0.elapsed();
+    assert!(
+        serve
+            .err
+            .lines()
+            .any(|l| l.starts_with(&format!("collective over {n} node(s), backend gloo"))),
+        "serve --preflight did not run the collective: {serve}"
+    );
+    eprintln!(
+        "preflight: {} all-reduce row(s) before vLLM started",
+        serve
+            .err
+            .lines()
+            .filter(|l| l.starts_with("all_reduce"))
+            .count()
     );
     assert!(
-        out.status.success(),
-        "serve-e2e.sh {args:?} failed:\n{text}"
+        serve
+            .out
+            .lines()
+            .any(|l| l.starts_with(&format!("serving {model} at http://"))),
+        "serve did not print the endpoint: {serve}"
     );
+    assert!(
+        serve.out.contains("Authorization: Bearer $VLLM_API_KEY"),
+        "serve's curl line lacks the key header: {serve}"
+    );
+    assert!(!serve.both().contains(&key), "serve printed the API key");
     assert_eq!(
-        String::from_utf8_lossy(&out.stdout).lines().last(),
-        Some("identical: yes"),
-        "{text}"
+        s.http_code('a', 8000, "/v1/models", None),
+        "401",
+        "the API answered without the key"
     );
-    text
+    for &x in &all {
+        assert!(
+            serve.out.contains(&format!("{x} ({})", s.ip(x))),
+            "serve did not name node {x} among its workers: {serve}"
+        );
+    }
+
+    // serve status, serve logs.
+    let status = s
+        .hb(&["serve", "status", "--cluster", &cfg])
+        .expect_ok("serve status");
+    assert!(
+        status.out.lines().any(|l| l.starts_with("serve: serving")),
+        "serve status does not say serving: {status}"
+    );
+    let logs = s
+        .hb(&["serve", "logs", "-n", "20", "--cluster", &cfg])
+        .expect_ok("serve logs");
+    assert!(!logs.out.is_empty(), "serve logs printed nothing: {logs}");
+
+    // One greedy completion over the nodes.
+    let key_file = s.path("api_key");
+    std::fs::write(&key_file, &key).unwrap();
+    let cluster = s.complete('a', 8000, TOKENS, Some(&key_file));
+    eprintln!("{cluster}");
+
+    // bench serving against the recorded serve, its key from VLLM_API_KEY.
+    let saved = s.path("serving");
+    let bench = s
+        .hb_env(
+            &[
+                "bench",
+                "serving",
+                "--cluster",
+                &cfg,
+                "--concurrency",
+                "1,2",
+                "--requests",
+                "2",
+                "--input-tokens",
+                "16",
+                "--output-tokens",
+                "8",
+                "--save",
+                saved.to_str().unwrap(),
+                "--json",
+            ],
+            &[("VLLM_API_KEY", &key)],
+        )
+        .expect_ok("bench serving");
+    let r: Value = serde_json::from_str(&bench.out).unwrap_or_else(|e| panic!("{e}: {bench}"));
+    assert_eq!(r["server"], "vllm", "{r:#}");
+    assert!(
+        r["prompt_lengths"]
+            .as_str()
+            .is_some_and(|p| p.starts_with("exact")),
+        "{r:#}"
+    );
+    for l in r["levels"].as_array().unwrap() {
+        assert_eq!(l["status"], "ok", "{l}");
+        assert_eq!(l["mean_output_tokens"].as_f64(), Some(8.0), "{l}");
+    }
+    assert!(
+        !bench.both().contains(&key) && !any_file_has(&saved, &key),
+        "bench serving printed or saved the API key"
+    );
+
+    // serve stop.
+    let stop = s
+        .hb(&["serve", "stop", "--cluster", &cfg])
+        .expect_ok("serve stop");
+    assert!(stop.out.contains("stopped vLLM"), "serve stop: {stop}");
+    let after = s.hb(&["serve", "status", "--cluster", &cfg]);
+    assert!(
+        after.code == Some(3) && after.out.lines().any(|l| l.starts_with("serve: stopped")),
+        "serve status after stop: {after}"
+    );
+    s.assert_none_left(&all, VLLM_PROCESSES, minute);
+
+    let fg_args = [
+        "serve",
+        &model,
+        "--tp",
+        &n,
+        "--cluster",
+        &cfg,
+        "--max-model-len",
+        "512",
+        "--",
+        "--dtype",
+        "float32",
+    ];
+    if case.faults {
+        // A foreground serve, then SIGINT: exit 0, nothing left.
+        let fg = s.foreground(&fg_args, Duration::from_secs(900));
+        fg.signal_halobox(Signal::SIGINT, true);
+        let fg = fg.wait();
+        assert_eq!(fg.code, Some(0), "serve stopped by SIGINT: {fg}");
+        assert!(
+            fg.err.contains("vLLM stopped"),
+            "serve did not say it stopped vLLM: {fg}"
+        );
+        s.assert_none_left(&all, VLLM_PROCESSES, minute);
+        if case.nodes >= 2 {
+            // A foreground serve, a long request, node b killed.
+            let fg = s.foreground(&fg_args, Duration::from_secs(900));
+            // Without VLLM_API_KEY serve made the cluster's key, 0600 beside cluster.toml.
+            let cluster_key = s.path("cluster.api-key");
+            assert_eq!(mode(&cluster_key), 0o600, "the cluster's API key file");
+            assert!(
+                fg.out()
+                    .contains(&format!("Bearer $(cat {})", cluster_key.display())),
+                "serve's curl line does not read the cluster's key file: {}",
+                fg.out()
+            );
+            let long = s.spawn_complete('a', 8000, 2000, Some(&cluster_key));
+            std::thread::sleep(Duration::from_secs(3));
+            s.engine_cli('b', &["kill", "vllm"])
+                .expect_ok("killing node b's container");
+            let fg = fg.wait();
+            long.kill();
+            assert_ne!(
+                fg.code,
+                Some(0),
+                "serve exited 0 after its worker died: {fg}"
+            );
+            assert!(
+                fg.err.contains(&format!("node b ({})", s.ip('b'))),
+                "serve did not name node b: {fg}"
+            );
+            s.assert_none_left(&['a'], VLLM_PROCESSES, minute);
+        }
+    }
+
+    // cluster down (after a killed worker it may report that node's loss).
+    let down = s.hb(&["cluster", "down", "--cluster", &cfg]);
+    assert!(down.ok() || case.faults, "cluster down: {down}");
+    s.assert_none_left(
+        &all,
+        &["raylet", "gcs_server", "vllm serve"],
+        Duration::ZERO,
+    );
+    s.refused(
+        "serve while the cluster is down",
+        "the cluster is down",
+        &["serve", &model, "--cluster", &cfg],
+    );
+
+    // The same model on one node by plain vllm serve: the reference.
+    s.start_reference(
+        'a',
+        &format!(
+            "env HF_HUB_OFFLINE=1 VLLM_CPU_KVCACHE_SPACE=1 {VENV}/bin/vllm serve {model} --port 8001 --max-model-len 512 --enforce-eager --dtype float32"
+        ),
+    );
+    assert!(
+        s.wait_api('a', 8001),
+        "plain vllm serve did not come up: {}",
+        s.reference_log('a')
+    );
+    let single = s.complete('a', 8001, TOKENS, None);
+    s.stop_reference('a');
+    eprintln!("{single}");
+    eprintln!(
+        "ready: halobox serve over {n} node(s) {:.1} s; decode {:.2} tokens/s (information)",
+        ready.as_secs_f64(),
+        tokens_per_s(&cluster)
+    );
+    assert_same_tokens(&cluster, &single);
 }
 
 /// Two podman nodes, TP 2, the default shape; and the faults: SIGINT stops
 /// it cleanly, a killed worker node is named and nothing is left behind.
 #[test]
 fn podman_nodes_serve_identical_tokens_and_name_a_lost_worker() {
-    let text = e2e(&["--backend", "podman", "--nodes", "2", "--faults"]);
-    assert!(
-        text.contains("faults: SIGINT stopped cleanly; killed worker named"),
-        "{text}"
-    );
+    vllm_e2e(VllmCase {
+        backend: "podman",
+        nodes: 2,
+        shape: [2, 256, 4, 2],
+        faults: true,
+    });
 }
 
 /// Two docker nodes, TP 2, another shape (3 layers, 6 heads, 2 KV heads).
 #[test]
 fn docker_nodes_serve_identical_tokens_for_another_shape() {
-    e2e(&[
-        "--backend",
-        "docker",
-        "--nodes",
-        "2",
-        "--shape",
-        "3,192,6,2",
-    ]);
-}
-
-/// llama.cpp over RPC: two podman nodes, a random-weight GGUF made now; the
-/// RPC server listens on the data plane only, a second head is refused, a
-/// killed worker and a frozen one are named, nothing is left after `cluster
-/// down`; tokens equal llama-server alone on one node.
-#[test]
-fn llama_cpp_podman_nodes_random_gguf_identical_and_faults_named() {
-    let text = e2e(&[
-        "--engine",
-        "llama.cpp",
-        "--backend",
-        "podman",
-        "--nodes",
-        "2",
-        "--faults",
-    ]);
-    for said in [
-        "rpc-server bound to the data plane only: yes",
-        "bad input: 6 cases refused",
-        "ab-transport: both legs on sockets",
-        "ab-transport: SIGINT named the state, its restore brought the serve back",
-        "faults: killed worker named",
-        "cluster down: nothing left",
-    ] {
-        assert!(text.contains(said), "{said}: {text}");
-    }
-}
-
-/// llama.cpp over RPC: three docker nodes, the real SmolLM2-135M (Q4_1)
-/// from scripts/llama-cpp.sh.
-#[test]
-fn llama_cpp_three_docker_nodes_smollm2_identical() {
-    let text = e2e(&[
-        "--engine",
-        "llama.cpp",
-        "--backend",
-        "docker",
-        "--nodes",
-        "3",
-        "--model",
-        "/opt/halobox-llama-cpp/models/SmolLM2-135M-Instruct.Q4_1.gguf",
-    ]);
-    assert!(
-        text.contains("rpc-server bound to the data plane only: yes"),
-        "{text}"
-    );
+    vllm_e2e(VllmCase {
+        backend: "docker",
+        nodes: 2,
+        shape: [3, 192, 6, 2],
+        faults: false,
+    });
 }

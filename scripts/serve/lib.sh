@@ -1,9 +1,11 @@
 # shellcheck shell=bash
-# What scripts/serve-e2e.sh and scripts/bench-serve.sh share: test nodes
-# with an engine each (scripts/netns/nodes.sh), the node image, vLLM's CPU
-# venv bound into the containers, a model, a cluster file, and the helpers
-# that run things on a node, in its container, and against the API.
-# Sourced, not run.
+# What the serving benchmarks (scripts/bench-serve.sh, scripts/serve/
+# bench-llama.sh, scripts/bench-collective.sh) share: test nodes with an
+# engine each (scripts/netns/nodes.sh), the node image, vLLM's or llama.cpp's
+# CPU build bound into the containers, a model, a cluster file, and the
+# helpers that run things on a node, in its container, and against the API.
+# The end-to-end checks are Rust tests (tests/serve_e2e.rs on
+# tests/common/serve.rs). Sourced, not run.
 
 VENV=/opt/halobox-vllm
 PROMPT="The capital of France is"
@@ -113,17 +115,6 @@ in_container() {
   on_node "$x" "$HALOBOX" enter vllm -- "$@"
 }
 
-# engine_cli X ARGS...: the engine's own CLI against node X's engine.
-engine_cli() {
-  local x=$1 pid
-  shift
-  pid=$(cat "$DIR/node_$x.pid")
-  case "$BACKEND" in
-  podman) podman --url "unix:///proc/$pid/root/run/podman/podman.sock" "$@" ;;
-  docker) docker -H "unix:///proc/$pid/root/run/docker.sock" "$@" ;;
-  esac
-}
-
 # complete X PORT [MAX_TOKENS [KEY_FILE]]: one greedy completion from node X's API (JSON).
 complete() {
   ip netns exec "hb-$TAG-$1" python3 scripts/serve/complete.py "http://$(node_ip "$1"):$2" "$MODEL" "$PROMPT" "${3:-$TOKENS}" ${4:+"$4"}
@@ -137,15 +128,6 @@ same_tokens() {
   python3 -c "import json,sys; a,b=(json.load(open(f)) for f in sys.argv[1:]); sys.exit(0 if (a['tokens'],a['text'])==(b['tokens'],b['text']) and a['tokens'] else 1)" "$1" "$2"
 }
 
-# wait_api X PORT: until /health of node X's API answers (10 min at most).
-wait_api() {
-  for _ in $(seq 600); do
-    ip netns exec "hb-$TAG-$1" curl -sf -o /dev/null --max-time 2 "http://$(node_ip "$1"):$2/health" && return 0
-    sleep 1
-  done
-  return 1
-}
-
 # wait_listen X PORT: until something listens on TCP PORT in node X (10 s at most).
 wait_listen() {
   for _ in $(seq 50); do
@@ -153,34 +135,6 @@ wait_listen() {
     sleep 0.2
   done
   return 1
-}
-
-# processes X: the command lines in node X's container.
-processes() { in_container "$1" ps -eo args 2>/dev/null || true; }
-
-# no_vllm_left [X...]: no vLLM process in the containers (every node by
-# default) within 60 s.
-no_vllm_left() {
-  local x left which
-  # shellcheck disable=SC2206
-  which=(${@:-$NODE_NAMES})
-  for x in "${which[@]}"; do
-    for _ in $(seq 60); do
-      left=$(processes "$x" | grep -E 'vllm serve|RayWorkerProc|RayWorkerWrapper|EngineCore|VllmWorker' | grep -v grep || true)
-      [ -z "$left" ] && break
-      sleep 1
-    done
-    [ -z "$left" ] || fail "vLLM processes left on node $x: $left"
-  done
-}
-
-# no_ray_left: no Ray daemon in any container.
-no_ray_left() {
-  local x left
-  for x in $NODE_NAMES; do
-    left=$(processes "$x" | grep -E 'raylet|gcs_server|vllm serve' | grep -v grep || true)
-    [ -z "$left" ] || fail "processes left on node $x after cluster down: $left"
-  done
 }
 
 # plain_vllm X PORT [TP]: `vllm serve` started by hand in node X's container
@@ -197,37 +151,6 @@ plain_vllm() {
 stop_plain() {
   # shellcheck disable=SC2016
   in_container "$1" sh -c 'p=$(cat /tmp/halobox-e2e/ref.pid); kill -TERM "-$p" 2>/dev/null; for i in $(seq 100); do kill -0 "$p" 2>/dev/null || break; sleep 0.2; done; kill -KILL "-$p" 2>/dev/null; rm -f /dev/shm/psm_*; true'
-}
-
-# descendant PID NAME: the first process below PID whose command is NAME.
-descendant() {
-  local p
-  for p in $(pgrep -P "$1"); do
-    if [ "$(cat "/proc/$p/comm" 2>/dev/null)" = "$2" ]; then echo "$p"; return 0; fi
-    descendant "$p" "$2" && return 0
-  done
-  return 1
-}
-
-# foreground_serve PREFIX: `halobox serve` in the foreground on the head,
-# waited for until it says it serves; FG_PID (nsenter's) and HB_PID
-# (halobox's own) set.
-foreground_serve() {
-  local prefix=$1
-  hb serve "$MODEL" --tp "$(echo "$NODE_NAMES" | wc -w)" --cluster "$CFG" --max-model-len 512 -- --dtype float32 \
-    >"$prefix.out" 2>"$prefix.err" &
-  FG_PID=$!
-  for _ in $(seq 900); do
-    grep -q "^serving " "$prefix.out" 2>/dev/null && break
-    kill -0 "$FG_PID" 2>/dev/null || { cat "$prefix.out" "$prefix.err" >&2; fail "foreground serve ended before it served"; }
-    sleep 1
-  done
-  grep -q "^serving " "$prefix.out" || fail "foreground serve did not serve within 15 min"
-  # halobox itself, below the subshell and nsenter (which does not pass
-  # signals on).
-  # shellcheck disable=SC2034
-  HB_PID=$(descendant "$FG_PID" halobox)
-  [ -n "$HB_PID" ] || fail "no halobox process below $FG_PID"
 }
 
 # llama_setup TAG_PREFIX BACKEND COUNT [MODEL.gguf] [SHAPE]: COUNT test nodes

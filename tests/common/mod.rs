@@ -4,6 +4,7 @@
 
 pub mod engines;
 pub mod netns;
+pub mod serve;
 pub mod spy;
 pub mod standin;
 pub mod tmux;
