@@ -657,8 +657,6 @@ mod tests {
             io_timeout: IO_TIMEOUT,
             token: StopToken::generate().unwrap(),
         };
-        let t = Instant::now();
         assert_eq!(serve(&opts, |_| {}).unwrap(), StopReason::Idle);
-        assert!(t.elapsed() < Duration::from_secs(5));
     }
 }
