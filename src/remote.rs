@@ -784,7 +784,10 @@ mod tests {
         let p = Proc::spawn_with(&argv, CAPTURE).unwrap();
         let t = std::time::Instant::now();
         while !mark.exists() {
-            assert!(t.elapsed() < Duration::from_secs(60), "no pid file: the guard never ran it");
+            assert!(
+                t.elapsed() < Duration::from_secs(60),
+                "no pid file: the guard never ran it"
+            );
             std::thread::sleep(Duration::from_millis(20));
         }
         let done = p.complete(Duration::from_millis(200), Duration::from_secs(10));

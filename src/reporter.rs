@@ -12,15 +12,17 @@ pub trait Reporter {
     fn note(&mut self, text: &str);
 }
 
-/// The terminal: output to stdout, notes to stderr.
+/// The terminal: output to stdout, notes to stderr. A stream that is
+/// gone (a staged refresh's ssh link dropped while it puts things back)
+/// never fails the workflow.
 pub struct Terminal;
 
 impl Reporter for Terminal {
     fn out(&mut self, text: &str) {
-        print!("{text}");
+        let _ = std::io::stdout().write_all(text.as_bytes());
     }
     fn note(&mut self, text: &str) {
-        eprint!("{text}");
+        let _ = std::io::stderr().write_all(text.as_bytes());
     }
 }
 

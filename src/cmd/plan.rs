@@ -6,12 +6,12 @@ use std::process::ExitCode;
 
 use crate::cli::PlanArgs;
 use crate::cluster::config;
-use crate::serve::plan::SAFE_GPU_MEMORY;
 use crate::error::UsageError;
 use crate::model::fit::{FitRequest, Split};
 use crate::model::memory_args::{self, Flags};
 use crate::model::placement::{self, Ask};
 use crate::serve::fit;
+use crate::serve::plan::SAFE_GPU_MEMORY;
 
 /// Runs `plan`.
 pub fn run(a: &PlanArgs) -> anyhow::Result<ExitCode> {

@@ -8,11 +8,13 @@
 //! [`repair`] puts back what an interrupted run left.
 
 pub mod check;
+pub mod flow;
 pub mod journal;
 pub mod lock;
 pub mod plan;
 pub mod prepare;
 pub mod pull;
+pub mod render;
 pub mod repair;
 pub mod run;
 pub mod signals;
