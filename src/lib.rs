@@ -36,6 +36,7 @@ pub mod fleet;
 pub mod host;
 pub mod image;
 pub mod image_ref;
+pub mod metrics;
 pub mod model;
 pub mod proc;
 pub mod refresh;
