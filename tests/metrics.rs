@@ -377,3 +377,163 @@ fn never_every_interface_and_snapshots_only_print() {
         text(&out)
     );
 }
+
+/// `promtool check config` on `yaml` written to a file in `dir`.
+fn promtool_config(dir: &std::path::Path, yaml: &str) -> (bool, String) {
+    let path = dir.join("prometheus.yml");
+    std::fs::write(&path, yaml).unwrap();
+    let out = Command::new("promtool")
+        .args(["check", "config"])
+        .arg(&path)
+        .output()
+        .expect("promtool (Debian package prometheus)");
+    (out.status.success(), text(&out))
+}
+
+#[test]
+fn cluster_metrics_prints_a_scrape_config_promtool_accepts() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("cluster.toml");
+    std::fs::write(
+        &file,
+        "[[node]]\nname = \"n1\"\nssh = \"root@n1\"\nip = \"192.168.100.1\"\n[[node]]\nssh = \"root@n2\"\nip = \"192.168.100.2\"\n",
+    )
+    .unwrap();
+    let f = file.to_str().unwrap();
+    let list = ok(&run(&["cluster", "metrics", "--cluster", f]));
+    assert_eq!(
+        list,
+        "halobox  n1               http://192.168.100.1:9837/metrics\nhalobox  root@n2          http://192.168.100.2:9837/metrics\nengine   n1               http://192.168.100.1:8000/metrics\n"
+    );
+    let yaml = ok(&run(&[
+        "cluster",
+        "metrics",
+        "--cluster",
+        f,
+        "--prometheus-config",
+    ]));
+    let (passed, said) = promtool_config(dir.path(), &yaml);
+    assert!(passed, "promtool check config: {said}\n{yaml}");
+    for want in [
+        "      - targets: [\"192.168.100.1:9837\"]\n        labels:\n          node: \"n1\"\n",
+        "      - targets: [\"192.168.100.2:9837\"]\n        labels:\n          node: \"root@n2\"\n",
+        "  - job_name: \"halobox-engine\"\n    metrics_path: /metrics\n    static_configs:\n      - targets: [\"192.168.100.1:8000\"]\n",
+    ] {
+        assert!(yaml.contains(want), "{want} in:\n{yaml}");
+    }
+
+    // llama-server's /metrics is behind the API key: the key file's path, never the key.
+    std::fs::write(
+        &file,
+        "engine = \"llama.cpp\"\n[[node]]\nssh = \"root@n1\"\nip = \"192.168.100.1\"\n[[node]]\nssh = \"root@n2\"\nip = \"192.168.100.2\"\n",
+    )
+    .unwrap();
+    let key = dir.path().join("cluster.api-key");
+    std::fs::write(&key, "sk-secret-never-printed\n").unwrap();
+    let yaml = ok(&run(&[
+        "cluster",
+        "metrics",
+        "--cluster",
+        f,
+        "--prometheus-config",
+        "--serve-port",
+        "8080",
+    ]));
+    let (passed, said) = promtool_config(dir.path(), &yaml);
+    assert!(passed, "promtool check config: {said}\n{yaml}");
+    assert!(
+        yaml.contains(&format!("credentials_file: \"{}\"", key.display()))
+            && yaml.contains("\"192.168.100.1:8080\"")
+            && yaml.contains("--metrics")
+            && !yaml.contains("sk-secret"),
+        "{yaml}"
+    );
+}
+
+/// Every metric name a PromQL expression names (`halobox_…`, `vllm:…`).
+fn names_in(expr: &str) -> Vec<String> {
+    let mut out = Vec::new();
+    let mut cur = String::new();
+    let mut in_braces = false;
+    for c in expr.chars().chain(std::iter::once(' ')) {
+        if c.is_ascii_alphanumeric() || c == '_' || c == ':' {
+            cur.push(c);
+            continue;
+        }
+        if !in_braces && (cur.starts_with("halobox_") || cur.starts_with("vllm:")) {
+            out.push(cur.clone());
+        }
+        cur.clear();
+        match c {
+            '{' => in_braces = true,
+            '}' => in_braces = false,
+            _ => {}
+        }
+    }
+    out
+}
+
+#[test]
+fn every_grafana_query_names_an_exported_series() {
+    let path = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/packaging/grafana/halobox.json"
+    );
+    let dash: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap();
+    let mut exprs: Vec<String> = Vec::new();
+    for p in dash["panels"].as_array().unwrap() {
+        for t in p["targets"].as_array().unwrap() {
+            exprs.push(t["expr"].as_str().unwrap().to_string());
+        }
+    }
+    for v in dash["templating"]["list"].as_array().unwrap() {
+        if let Some(q) = v["definition"].as_str() {
+            exprs.push(q.to_string());
+        }
+    }
+    // What halobox exports: the sample names of the two snapshots' scrapes.
+    let scraped = format!("{}{}", scrape("strix-cx5", &[]), scrape("strix-e810", &[]));
+    let exported: std::collections::BTreeSet<&str> = scraped
+        .lines()
+        .filter(|l| !l.starts_with('#'))
+        .filter_map(|l| l.split('{').next())
+        .collect();
+    // What vLLM exports: the metric names in the installed vLLM's own source
+    // (prometheus_client adds `_total` to counters, `_bucket`/`_sum`/`_count`
+    // to histograms).
+    let find = Command::new("/opt/halobox-vllm/bin/python")
+        .args([
+            "-c",
+            "import importlib.util as u; print(u.find_spec('vllm').submodule_search_locations[0])",
+        ])
+        .output()
+        .expect("the vLLM CPU build in /opt/halobox-vllm (scripts/engines installs it)");
+    let vllm_dir = ok(&find).trim().to_string();
+    let loggers =
+        std::fs::read_to_string(format!("{vllm_dir}/v1/metrics/loggers.py")).expect("loggers.py");
+    let mut checked = 0;
+    for e in &exprs {
+        let names = names_in(e);
+        assert!(!names.is_empty(), "no series in {e}");
+        for n in names {
+            if n.starts_with("halobox_") {
+                assert!(
+                    exported.contains(n.as_str()),
+                    "{n} (in {e}) is not exported"
+                );
+            } else {
+                let base = ["_total", "_bucket", "_sum", "_count"]
+                    .iter()
+                    .find_map(|s| n.strip_suffix(s))
+                    .unwrap_or(&n);
+                assert!(
+                    loggers.contains(&format!("\"{base}\"")),
+                    "{n} (in {e}) is not a vLLM metric"
+                );
+            }
+            checked += 1;
+        }
+    }
+    assert!(checked >= 20, "{checked} names checked");
+}

@@ -28,8 +28,8 @@ pub use bench_collective::BenchCollectiveArgs;
 pub use bench_serving::BenchServingArgs;
 pub use cluster::{
     ClusterBenchArgs, ClusterCommand, ClusterDoctorArgs, ClusterDownArgs, ClusterInitArgs,
-    ClusterInstallArgs, ClusterJoinArgs, ClusterRefreshArgs, ClusterStatusArgs, ClusterUpArgs,
-    RayNodeArgs, ServeAction, ServeArgs,
+    ClusterInstallArgs, ClusterJoinArgs, ClusterMetricsArgs, ClusterRefreshArgs, ClusterStatusArgs,
+    ClusterUpArgs, RayNodeArgs, ServeAction, ServeArgs,
 };
 pub use common::{
     Channel, ClusterFileArgs, DryRunArgs, EngineArgs, OutputArgs, PlanOutputArgs, SourceArgs,

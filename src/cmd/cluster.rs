@@ -32,6 +32,7 @@ pub fn run(cmd: ClusterCommand) -> anyhow::Result<ExitCode> {
         ClusterCommand::Doctor(a) => super::cluster_doctor::run(&a),
         ClusterCommand::Bench(a) => super::cluster_bench::run(&a),
         ClusterCommand::Tui(a) => tui(&a),
+        ClusterCommand::Metrics(a) => metrics(&a),
     }
 }
 
@@ -589,4 +590,25 @@ fn serve_menu(a: &ClusterFileArgs) -> anyhow::Result<ExitCode> {
         }
         other => other,
     }
+}
+
+fn metrics(a: &crate::cli::ClusterMetricsArgs) -> anyhow::Result<ExitCode> {
+    use crate::metrics::scrape_config;
+    let (path, cfg) = config::open(a.file.cluster.as_deref())?;
+    if a.prometheus_config {
+        print!(
+            "{}",
+            scrape_config::prometheus_config(
+                &cfg,
+                a.metrics_port,
+                a.serve_port,
+                &crate::serve::api_key::path(&path)
+            )
+        );
+    } else {
+        for e in scrape_config::endpoints(&cfg, a.metrics_port, a.serve_port) {
+            println!("{:<8} {:<16} http://{}/metrics", e.job, e.node, e.target);
+        }
+    }
+    Ok(ExitCode::SUCCESS)
 }

@@ -5,6 +5,7 @@
 
 pub mod collect;
 pub mod exposition;
+pub mod scrape_config;
 pub mod serve;
 
 pub use collect::{Target, collect};
