@@ -13,7 +13,8 @@
 //!   [`bench::plan`] and [`image`];
 //! - effects: [`engine`] (the container engine's API), [`check::run`],
 //!   [`refresh::run`], [`cluster::join`], [`cluster::run`], [`fleet`] (every
-//!   node at once), [`bench::run`],
+//!   node at once), [`bench::run`], [`metrics`] (a node's figures for
+//!   Prometheus, read like [`host`]'s facts),
 //!   over [`ssh`], [`remote`], [`proc`] and [`shell`];
 //! - shared: [`error`] (usage errors, exit status 2), [`image_ref`],
 //!   [`units`].
