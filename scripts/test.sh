@@ -39,6 +39,8 @@ command -v g++ >/dev/null || need_pkgs+=(g++)
 command -v make >/dev/null || need_pkgs+=(make)
 # The release test (tests/release.rs) builds the RPM with rpmbuild and lists it.
 command -v rpmbuild >/dev/null || need_pkgs+=(rpm)
+# tests/metrics.rs checks `halobox metrics` output with promtool and scrapes it with a real Prometheus.
+command -v promtool >/dev/null && command -v prometheus >/dev/null || need_pkgs+=(prometheus)
 if [ "${#need_pkgs[@]}" -gt 0 ]; then
   if [ "$(id -u)" -ne 0 ]; then
     echo "error: missing ${need_pkgs[*]}; run as root or install them: sudo apt-get install ${need_pkgs[*]}" >&2

@@ -18,7 +18,8 @@
 //!   containers themselves), [`setup`], [`check::run`], [`refresh`] (one
 //!   container replaced: [`refresh::run`]), [`cluster`] (Ray over every
 //!   node: [`cluster::join`], [`cluster::run`]), [`serve`] (vLLM or
-//!   llama.cpp on the head), [`model`] (weights on every node), over
+//!   llama.cpp on the head), [`model`] (weights on every node), [`metrics`]
+//!   (a node's figures for Prometheus, read like [`host`]'s facts), over
 //!   [`ssh`], [`remote`], [`proc`] and [`shell`];
 //! - the library's entry points for commands over the cluster:
 //!   [`cluster::up`], [`cluster::down`], [`cluster::refresh`],
@@ -46,6 +47,7 @@ pub mod error;
 pub mod host;
 pub mod image;
 pub mod image_ref;
+pub mod metrics;
 pub mod model;
 pub mod proc;
 pub mod refresh;

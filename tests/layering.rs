@@ -278,7 +278,14 @@ const FLOORS: &[(&str, &[&str])] = &[
     ),
     (
         "containers and one host",
-        &["container", "check", "doctor", "setup", "refresh"],
+        &[
+            "container",
+            "check",
+            "doctor",
+            "setup",
+            "refresh",
+            "metrics",
+        ],
     ),
     ("the cluster", &["cluster", "model"]),
     ("serving and benchmarks", &["serve", "bench"]),

@@ -57,6 +57,11 @@ pub enum ClusterCommand {
         after_help = "Examples:\n  halobox cluster bench\n  halobox cluster bench --pairs head --duration 5\n  halobox cluster bench --save ./bench-today --json\n  halobox cluster bench --collective   (then `halobox bench collective` with its defaults)\n\nEach pair's first node runs `halobox bench run` against the second over ssh (so nodes must reach each other by ssh, with the same ssh_options); each pair's run is saved in DIR/FROM--TO for `halobox bench report` and `halobox bench compare`."
     )]
     Bench(ClusterBenchArgs),
+    /// Where Prometheus finds every node's `halobox metrics` and the serve's engine metrics (`--prometheus-config`: as a scrape configuration).
+    #[command(
+        after_help = "Examples:\n  halobox cluster metrics\n  halobox cluster metrics --prometheus-config > /etc/prometheus/halobox.yml\n\n`cluster up` does not start `halobox metrics`: run it on each node (docs/commands/metrics.md)."
+    )]
+    Metrics(ClusterMetricsArgs),
     /// An interactive menu over init, up, status, down and serve.
     #[command(after_help = "Examples:\n  halobox cluster tui")]
     Tui(ClusterFileArgs),
@@ -398,6 +403,22 @@ pub enum ServeAction {
 fn per_node_name(s: &str) -> Result<String, String> {
     crate::cluster::env::check_name(s)?;
     Ok(s.to_string())
+}
+
+/// `halobox cluster metrics`.
+#[derive(Debug, Args)]
+pub struct ClusterMetricsArgs {
+    #[command(flatten)]
+    pub file: ClusterFileArgs,
+    /// Print a Prometheus `scrape_configs:` document instead of the list.
+    #[arg(long)]
+    pub prometheus_config: bool,
+    /// The port `halobox metrics` listens on on every node.
+    #[arg(long, value_name = "P", default_value_t = crate::metrics::serve::DEFAULT_PORT)]
+    pub metrics_port: u16,
+    /// The port of the serve's API on the head (`halobox serve --port`).
+    #[arg(long, value_name = "P", default_value_t = 8000)]
+    pub serve_port: u16,
 }
 
 #[cfg(test)]

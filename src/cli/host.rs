@@ -34,6 +34,22 @@ pub struct DoctorArgs {
     pub peer: Vec<Ipv4Addr>,
 }
 
+/// `halobox metrics`.
+#[derive(Debug, Args)]
+pub struct MetricsArgs {
+    #[command(flatten)]
+    pub source: SourceArgs,
+    /// Print one scrape on stdout and exit instead of serving.
+    #[arg(long)]
+    pub print: bool,
+    /// Address and port to serve on (default: the data-plane address, port 9837; never every interface).
+    #[arg(long, value_name = "ADDR:PORT")]
+    pub listen: Option<std::net::SocketAddr>,
+    /// The `node` label (default: the host name).
+    #[arg(long, value_name = "NAME")]
+    pub node: Option<String>,
+}
+
 /// `halobox snapshot`.
 #[derive(Debug, Args)]
 pub struct SnapshotArgs {

@@ -29,15 +29,15 @@ pub use bench_collective::BenchCollectiveArgs;
 pub use bench_serving::BenchServingArgs;
 pub use cluster::{
     ClusterBenchArgs, ClusterCommand, ClusterDoctorArgs, ClusterDownArgs, ClusterInitArgs,
-    ClusterInstallArgs, ClusterJoinArgs, ClusterRefreshArgs, ClusterStatusArgs, ClusterUpArgs,
-    RayNodeArgs, ServeAction, ServeArgs,
+    ClusterInstallArgs, ClusterJoinArgs, ClusterMetricsArgs, ClusterRefreshArgs, ClusterStatusArgs,
+    ClusterUpArgs, RayNodeArgs, ServeAction, ServeArgs,
 };
 pub use common::{
     Channel, ClusterFileArgs, DryRunArgs, EngineArgs, OutputArgs, PlanOutputArgs, SourceArgs,
     YesArgs,
 };
 pub use container::{CheckArgs, EnterArgs, ListArgs, RefreshArgs, RmArgs};
-pub use host::{DetectArgs, DoctorArgs, SetupArgs, SnapshotArgs};
+pub use host::{DetectArgs, DoctorArgs, MetricsArgs, SetupArgs, SnapshotArgs};
 pub use image::{AddLayerArgs, BuildArgs, ImageCommand, PublishArgs};
 pub use model::{ModelCommand, ModelLsArgs, ModelPullArgs, ModelRmArgs, ModelSyncArgs};
 pub use plan::PlanArgs;
@@ -98,6 +98,11 @@ pub enum Command {
         after_help = "Examples:\n  halobox snapshot node1.tar.gz\n  halobox snapshot --redact node1.tar.gz              MACs, hostnames and serial numbers replaced\n  halobox snapshot --redact --redact-addresses node1.tar.gz\n  halobox snapshot --dry-run node1.tar.gz             the files it would capture\n  tar xzf node1.tar.gz && halobox doctor --sysroot node1\n\nThe archive is written beside OUT under a temporary name and renamed when complete."
     )]
     Snapshot(SnapshotArgs),
+    /// Serve this node's GPU, RDMA and data-plane figures to Prometheus (GET /metrics), or print one scrape.
+    #[command(
+        after_help = "Examples:\n  halobox metrics                                  serve on the data-plane address, port 9837\n  halobox metrics --listen 192.168.100.1:9837 --node node1\n  halobox metrics --print\n  halobox metrics --sysroot tests/fixtures/metrics/strix-cx5 --print --node node1\n\nRead-only: it serves GET /metrics and nothing else, holds no secret, and never listens on every interface.\nThe engine's own /metrics (vLLM, llama-server) stays the engine's."
+    )]
+    Metrics(MetricsArgs),
     /// Apply the host fixes doctor prints (limits, podman units, groups, kernel parameters, MTU, firewall, RoCE mode).
     #[command(
         after_help = "Examples:\n  halobox setup --dry-run                 the plan: files as diffs, commands, grouped by when they take effect\n  sudo halobox setup                      apply it, asking once per group\n  sudo halobox setup --yes --only memlock,groups\n  halobox setup --sysroot /tmp/snapshot --yes   write into a snapshot copy (commands are not run)\n  sudo halobox setup --undo               put back what setup changed\n\nEvery file changed is backed up next to itself (FILE.halobox-bak.<date>) and recorded in /var/lib/halobox/setup-journal.json."

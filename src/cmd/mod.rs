@@ -12,6 +12,7 @@ pub mod enter;
 pub mod image;
 pub mod list;
 pub mod man;
+pub mod metrics;
 pub mod model;
 pub mod plan;
 pub mod publish;
@@ -49,6 +50,7 @@ pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Detect(args) => detect::run(&args),
         Command::Doctor(args) => doctor::run(&args, color),
         Command::Snapshot(args) => snapshot::run(&args),
+        Command::Metrics(args) => metrics::run(&args),
         Command::Setup(args) => setup::run(&args),
         Command::Completions { shell } => completions::run(shell),
         Command::Man { out_dir } => man::run(out_dir.as_deref()),

@@ -166,6 +166,104 @@ fn read_cards(r: &Reader) -> Vec<DrmCard> {
         .collect()
 }
 
+/// One hwmon reading of a DRM card, as the kernel prints it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct HwmonReading {
+    /// `temp` or `power`.
+    pub kind: &'static str,
+    /// The channel's `*_label` (`edge`, `PPT`), else its file stem (`temp1`).
+    pub label: String,
+    /// `temp*_input` in millidegrees Celsius, `power*_average` (or
+    /// `power*_input`) in microwatts; `None` when not an integer.
+    pub raw: Option<i64>,
+}
+
+/// What an AMD DRM card reports about its load right now: memory use, busy
+/// percent and its hwmon channels (amdgpu's sysfs, `Documentation/gpu/amdgpu`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CardLoad {
+    /// `card1`.
+    pub card: String,
+    /// `mem_info_vram_total` in bytes.
+    pub vram_total_bytes: Option<u64>,
+    /// `mem_info_vram_used` in bytes.
+    pub vram_used_bytes: Option<u64>,
+    /// `mem_info_gtt_total` in bytes.
+    pub gtt_total_bytes: Option<u64>,
+    /// `mem_info_gtt_used` in bytes.
+    pub gtt_used_bytes: Option<u64>,
+    /// `gpu_busy_percent` (0-100).
+    pub busy_percent: Option<u64>,
+    /// `hwmon/hwmon*/temp*_input` and `power*_{average,input}`.
+    pub hwmon: Vec<HwmonReading>,
+}
+
+/// Reads the load of every AMD DRM card (vendor `0x1002`). Files that are
+/// missing or not a number are left out; nothing here is an error.
+pub fn read_load(r: &Reader) -> Vec<CardLoad> {
+    read_cards(r)
+        .into_iter()
+        .filter(|c| c.vendor_id.as_deref() == Some(AMD_VENDOR))
+        .map(|c| {
+            let dev = format!("{DRM}/{}/device", c.name);
+            let num = |file: &str| {
+                r.text_quiet(&format!("{dev}/{file}"))
+                    .and_then(|t| t.trim().parse::<u64>().ok())
+            };
+            CardLoad {
+                vram_total_bytes: c.vram_total_bytes,
+                vram_used_bytes: num("mem_info_vram_used"),
+                gtt_total_bytes: c.gtt_total_bytes,
+                gtt_used_bytes: c.gtt_used_bytes,
+                busy_percent: num("gpu_busy_percent"),
+                hwmon: read_hwmon(r, &format!("{dev}/hwmon")),
+                card: c.name,
+            }
+        })
+        .collect()
+}
+
+fn read_hwmon(r: &Reader, dir: &str) -> Vec<HwmonReading> {
+    if !r.exists(dir) {
+        return Vec::new();
+    }
+    let mut out = Vec::new();
+    for hw in r.dir(dir).unwrap_or_default() {
+        let base = format!("{dir}/{hw}");
+        let files = r.dir(&base).unwrap_or_default();
+        for f in &files {
+            let (kind, stem) = if let Some(stem) = f.strip_suffix("_input") {
+                if stem.starts_with("temp") {
+                    ("temp", stem)
+                } else if stem.starts_with("power")
+                    && !files.iter().any(|g| *g == format!("{stem}_average"))
+                {
+                    ("power", stem)
+                } else {
+                    continue;
+                }
+            } else if let Some(stem) = f.strip_suffix("_average") {
+                if !stem.starts_with("power") {
+                    continue;
+                }
+                ("power", stem)
+            } else {
+                continue;
+            };
+            let raw = r
+                .text_quiet(&format!("{base}/{f}"))
+                .and_then(|t| t.trim().parse::<i64>().ok());
+            let label = r
+                .text_quiet(&format!("{base}/{stem}_label"))
+                .map(|t| t.trim().to_string())
+                .filter(|t| !t.is_empty())
+                .unwrap_or_else(|| stem.to_string());
+            out.push(HwmonReading { kind, label, raw });
+        }
+    }
+    out
+}
+
 fn read_node(r: &Reader, id: u32) -> Option<KfdNode> {
     let path = format!("{TOPOLOGY}/{id}/properties");
     let text = r.text(&path)?;

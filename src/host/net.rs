@@ -141,6 +141,26 @@ pub fn read(r: &Reader, rdma: &RdmaFacts) -> NetworkFacts {
 }
 
 /// The IPv4 address of every RoCE v2 GID, by the netdev it belongs to.
+/// An interface's `statistics/*` counters (`rx_bytes`, `tx_dropped`, …)
+/// by file name; files that are not an unsigned integer are left out.
+/// `None` when the interface has no `statistics` folder.
+pub fn read_statistics(r: &Reader, interface: &str) -> Option<BTreeMap<String, u64>> {
+    let dir = format!("/sys/class/net/{interface}/statistics");
+    if !r.exists(&dir) {
+        return None;
+    }
+    let mut out = BTreeMap::new();
+    for name in r.dir(&dir).unwrap_or_default() {
+        if let Some(v) = r
+            .text_quiet(&format!("{dir}/{name}"))
+            .and_then(|t| t.trim().parse::<u64>().ok())
+        {
+            out.insert(name, v);
+        }
+    }
+    Some(out)
+}
+
 fn gid_ipv4(rdma: &RdmaFacts) -> BTreeMap<String, Vec<Ipv4Addr>> {
     let mut map: BTreeMap<String, Vec<Ipv4Addr>> = BTreeMap::new();
     let gids = rdma

@@ -297,6 +297,54 @@ pub fn read_counters(r: &Reader, device: &str, port: u32) -> Option<PortCounters
     })
 }
 
+/// A port's state and rate, read without its GID table (cheap enough for
+/// every scrape of `halobox metrics`).
+#[derive(Debug, Clone, PartialEq)]
+pub struct PortState {
+    /// Device name.
+    pub device: String,
+    /// Port number.
+    pub port: u32,
+    /// Logical state name (`ACTIVE`, `DOWN`).
+    pub state: Option<String>,
+    /// Physical state name (`LinkUp`).
+    pub phys_state: Option<String>,
+    /// The rate in Gb/s, from `rate`.
+    pub rate_gbps: Option<f64>,
+}
+
+/// Every port of every RDMA device, with its state and rate.
+pub fn read_port_states(r: &Reader) -> Vec<PortState> {
+    if !r.exists(CLASS) {
+        return Vec::new();
+    }
+    let mut out = Vec::new();
+    for device in r.dir(CLASS).unwrap_or_default() {
+        let ports = format!("{CLASS}/{device}/ports");
+        for n in r
+            .dir(&ports)
+            .unwrap_or_default()
+            .into_iter()
+            .filter_map(|p| p.parse::<u32>().ok())
+        {
+            let base = format!("{ports}/{n}");
+            out.push(PortState {
+                device: device.clone(),
+                port: n,
+                state: r.line(&format!("{base}/state")).map(|s| state_name(&s)),
+                phys_state: r
+                    .line(&format!("{base}/phys_state"))
+                    .map(|s| state_name(&s)),
+                rate_gbps: r
+                    .line(&format!("{base}/rate"))
+                    .as_deref()
+                    .and_then(parse_rate_gbps),
+            });
+        }
+    }
+    out
+}
+
 fn transport(node_type: Option<&str>, link_layer: Option<&str>) -> Option<RdmaTransport> {
     let code = node_type?.split(':').next()?.trim();
     match (code, link_layer) {

@@ -439,7 +439,7 @@ impl ReceiveLock {
         match Flock::lock(File::from(fd), FlockArg::LockExclusiveNonblock) {
             Ok(f) => Ok(ReceiveLock { _file: f }),
             Err((_, Errno::EWOULDBLOCK)) => Err(format!(
-                "another `halobox model sync` is receiving {id} into {} on this node now (it holds {})\n  hint: let that sync finish, then run this one again: it sends only what is still missing",
+                "another `halobox model sync` is receiving {id} into {} on this node now (it holds {})\n  hint: let that sync finish, then run `halobox model sync` again: it sends only what is still missing",
                 hub.display(),
                 path.display()
             )),

@@ -145,7 +145,7 @@ fn one<T: PartialEq + Clone + std::fmt::Display>(
         .find(|(a, b)| a.1 != b.1)
     {
         return Err(format!(
-            "{name} is given twice with two values: {} ({}) and {} ({})\n  hint: give it once",
+            "{name} is given twice with two values: {} ({}) and {} ({})\n  hint: give `{name}` once, as a halobox flag or after `--`",
             a.1, a.0, b.1, b.0
         ));
     }

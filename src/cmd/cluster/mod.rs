@@ -1,4 +1,4 @@
-//! `halobox cluster init|up|join|status|down|tui`.
+//! `halobox cluster init|up|join|status|down|refresh|install|doctor|bench|metrics|tui`.
 
 pub mod bench;
 pub mod doctor;
@@ -7,6 +7,7 @@ pub mod init;
 pub mod join;
 pub mod lifecycle;
 pub mod menu;
+pub mod metrics;
 pub mod status;
 
 use std::io::IsTerminal;
@@ -33,6 +34,7 @@ pub fn run(cmd: ClusterCommand) -> anyhow::Result<ExitCode> {
         ClusterCommand::Doctor(a) => doctor::run(&a),
         ClusterCommand::Bench(a) => bench::run(&a),
         ClusterCommand::Tui(a) => tui(&a),
+        ClusterCommand::Metrics(a) => metrics::run(&a),
     }
 }
 
