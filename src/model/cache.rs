@@ -130,6 +130,33 @@ pub fn is_commit(rev: &str) -> bool {
     rev.len() == 40 && rev.chars().all(|c| c.is_ascii_hexdigit())
 }
 
+/// The first thing wrong with a snapshot file a node named (its path,
+/// blob and sha256), as the field, its value and the rule it breaks.
+pub fn file_fault<'a>(
+    path: &'a str,
+    blob: &'a str,
+    sha256: Option<&'a str>,
+) -> Option<(String, &'a str, &'static str)> {
+    if !is_snapshot_path(path) {
+        return Some((
+            "path".into(),
+            path,
+            "not a relative path inside the snapshot",
+        ));
+    }
+    if !is_blob(blob) {
+        return Some((
+            format!("blob for {path}"),
+            blob,
+            "not one file name in blobs/ (the hub names blobs by hex digests)",
+        ));
+    }
+    match sha256 {
+        Some(s) if !is_sha256(s) => Some((format!("sha256 of {path}"), s, "not 64 hex digits")),
+        _ => None,
+    }
+}
+
 /// A blob named by its sha256 (an LFS file: safetensors, GGUF, …).
 pub fn is_sha256(blob: &str) -> bool {
     blob.len() == 64 && blob.chars().all(|c| c.is_ascii_hexdigit())

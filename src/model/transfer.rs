@@ -116,20 +116,10 @@ impl Job {
             return bad("commit", &self.commit, "a commit is 40 hex digits");
         }
         for f in &self.files {
-            if !cache::is_snapshot_path(&f.path) {
-                return bad("path", &f.path, "not a relative path inside the snapshot");
-            }
-            if !cache::is_blob(&f.blob) {
-                return bad(
-                    &format!("blob for {}", f.path),
-                    &f.blob,
-                    "not one file name in blobs/ (the hub names blobs by hex digests)",
-                );
-            }
-            if let Some(s) = &f.sha256
-                && !cache::is_sha256(s)
+            if let Some((field, value, rule)) =
+                cache::file_fault(&f.path, &f.blob, f.sha256.as_deref())
             {
-                return bad(&format!("sha256 of {}", f.path), s, "not 64 hex digits");
+                return bad(&field, value, rule);
             }
         }
         if let Some(i) = self
