@@ -41,7 +41,7 @@ const SERIAL_FILES: [&str; 8] = [
 ];
 
 /// Rewrites every file of `tree`: `/etc/passwd` and `/etc/group` cut to
-/// what doctor reads ([`accounts`]), then MACs (also inside `enx<MAC>`
+/// what doctor reads (`accounts`), then MACs (also inside `enx<MAC>`
 /// interface names, in paths and link targets too), GUIDs, hostnames,
 /// serials and, on request, addresses replaced.
 pub fn apply(tree: &mut Tree, how: &Redaction) {

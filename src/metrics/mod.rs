@@ -1,5 +1,5 @@
 //! `halobox metrics`: one node's GPU, RDMA and data-plane netdev figures in
-//! the Prometheus text format. [`collect`] reads them through the host
+//! the Prometheus text format. [`mod@collect`] reads them through the host
 //! readers (so a `--sysroot` snapshot scrapes like the host), [`exposition`]
 //! writes the text, [`serve`] answers `GET /metrics` on one address.
 

@@ -248,9 +248,9 @@ pub struct End {
 
 /// Why the run gives up, judged from what each end showed by `now`: the
 /// ends it names (indices into `ends`) and the reason; `None` while the
-/// sync may go on. An end silent for [`SILENT`] is named first (a stopped
+/// sync may go on. An end silent for `SILENT` is named first (a stopped
 /// process or a hung node: the others merely wait for it), then a
-/// receiver short of `total` bytes that got none for [`STILL`], then
+/// receiver short of `total` bytes that got none for `STILL`, then
 /// every running end once `deadline` has passed since `started`.
 pub fn judge(
     ends: &[End],

@@ -1,5 +1,5 @@
 //! `halobox refresh` from start to end, as one library entry point
-//! ([`run`]): resolve the target, read the host and the engine, plan, then
+//! ([`run()`]): resolve the target, read the host and the engine, plan, then
 //! report the plan (a dry run) or carry it out, staged or at once, and
 //! check the new container from inside. Its words go to a [`Reporter`];
 //! the question before a container is replaced goes to an [`Ask`].

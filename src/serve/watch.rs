@@ -61,7 +61,7 @@ pub fn addresses(line: &str) -> Vec<Ipv4Addr> {
 /// for a worker on the driver's own node, `driver`. Ray names the actor's
 /// class: `RayWorkerProc` in `vllm/v1/executor/ray_executor_v2.py`,
 /// `RayWorkerWrapper` in `vllm/v1/executor/ray_utils.py` (vLLM v0.32.0).
-/// `Failed to import from` in [`exception`] is vllm/platforms/rocm.py's
+/// `Failed to import from` in `exception` is vllm/platforms/rocm.py's
 /// warning at the same version.
 pub fn worker_ip(line: &str, driver: Ipv4Addr) -> Option<Ipv4Addr> {
     let i = line
