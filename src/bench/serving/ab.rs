@@ -498,7 +498,7 @@ pub fn save(dir: &Path, r: &AbResults) -> anyhow::Result<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::serve::request::Spec as ServeArgsRecord;
+    use crate::serve::request::Spec;
 
     fn serve(detached: bool, args: bool) -> ServeState {
         ServeState {
@@ -512,7 +512,7 @@ mod tests {
             api_key: true,
             detached,
             watcher: None,
-            args: args.then(|| ServeArgsRecord {
+            args: args.then(|| Spec {
                 model: "Qwen/Qwen3-0.6B".into(),
                 tp: Some(2),
                 max_model_len: Some(2048),
