@@ -243,10 +243,10 @@ fn llama_e2e(case: LlamaCase) {
     let cluster = s.complete('a', 8000, TOKENS, Some(&key));
     eprintln!("{cluster}");
 
-    // bench serving --ab-transport is refused while a long request runs,
+    // bench serving --ab-transport is refused while requests run back to back,
     // and leaves the serve untouched.
     let pid_before = serve_pid(&s);
-    let long = s.spawn_complete('a', 8000, 100_000, Some(&key));
+    let long = s.spawn_busy('a', 8000, 100_000, Some(&key));
     std::thread::sleep(Duration::from_secs(2));
     s.refused(
         "a serve in use",
@@ -258,8 +258,8 @@ fn llama_e2e(case: LlamaCase) {
         pid_before,
         "the refused --ab-transport touched the serve"
     );
-    long.kill();
-    std::thread::sleep(Duration::from_secs(2));
+    long.kill_group();
+    s.wait_slots_idle('a', 8000, &key);
 
     // --ab-transport: ethernet, then the configured transport; the serve
     // back at the same endpoint.
@@ -424,13 +424,13 @@ fn llama_e2e(case: LlamaCase) {
             &["serve", &model, "--cluster", &cfg],
             Duration::from_secs(300),
         );
-        let long = s.spawn_complete('a', 8000, 100_000, Some(&key));
+        let long = s.spawn_busy('a', 8000, 100_000, Some(&key));
         std::thread::sleep(Duration::from_secs(2));
         let pid = rpc_pid(&s, 'b');
         s.in_container('b', &["kill", "-KILL", &pid])
             .expect_ok("killing node b's RPC server");
         let fg = fg.wait();
-        long.kill();
+        long.kill_group();
         assert_ne!(
             fg.code,
             Some(0),

@@ -163,6 +163,14 @@ impl Running {
         let _ = self.child.kill();
         let _ = self.child.wait();
     }
+
+    /// Kills its whole process group (it was started as a group leader)
+    /// and reaps it.
+    pub fn kill_group(mut self) {
+        let pgid = nix::unistd::Pid::from_raw(-(self.child.id() as i32));
+        let _ = nix::sys::signal::kill(pgid, nix::sys::signal::Signal::SIGKILL);
+        let _ = self.child.wait();
+    }
 }
 
 /// The parent of `pid`.
@@ -612,6 +620,54 @@ impl Serving {
     /// complete.py for vLLM, complete-llama.py for llama-server), not
     /// waited for.
     pub fn spawn_complete(&self, x: char, port: u16, tokens: u32, key: Option<&Path>) -> Running {
+        let argv = self.complete_argv(x, port, tokens, key);
+        let argv: Vec<&str> = argv.iter().map(String::as_str).collect();
+        self.spawn("complete", &mut self.in_netns(x, &argv))
+    }
+
+    /// Completions of `tokens` from node `x`'s API on `port`, one after the
+    /// other until killed: the engine is never idle for a second, however
+    /// fast it generates (a single request ends when the context is full).
+    pub fn spawn_busy(&self, x: char, port: u16, tokens: u32, key: Option<&Path>) -> Running {
+        let mut argv: Vec<String> = vec![
+            "sh".into(),
+            "-c".into(),
+            r#"while :; do "$@" >/dev/null 2>&1; done"#.into(),
+            "busy".into(),
+        ];
+        argv.extend(self.complete_argv(x, port, tokens, key));
+        let argv: Vec<&str> = argv.iter().map(String::as_str).collect();
+        let mut cmd = self.in_netns(x, &argv);
+        std::os::unix::process::CommandExt::process_group(&mut cmd, 0);
+        self.spawn("busy", &mut cmd)
+    }
+
+    /// Waits (up to 2 min) until llama-server on node `x`'s `port` lists no
+    /// slot processing a request, so a killed client's request is over.
+    pub fn wait_slots_idle(&self, x: char, port: u16, key: &Path) {
+        let url = format!("http://{}:{port}/slots", self.ip(x));
+        let auth = format!(
+            "Authorization: Bearer {}",
+            std::fs::read_to_string(key).unwrap().trim()
+        );
+        let mut last = String::new();
+        for _ in 0..240 {
+            last = self
+                .run(
+                    "slots",
+                    self.in_netns(x, &["curl", "-s", "--max-time", "2", "-H", &auth, &url]),
+                )
+                .out;
+            if last.starts_with('[') && !last.contains(r#""is_processing":true"#) {
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(500));
+        }
+        panic!("llama-server's slots still busy after 2 min: {last}");
+    }
+
+    /// The completion client's argv for node `x`'s API on `port`.
+    fn complete_argv(&self, x: char, port: u16, tokens: u32, key: Option<&Path>) -> Vec<String> {
         let url = format!("http://{}:{port}", self.ip(x));
         let n = tokens.to_string();
         let mut argv: Vec<String> = match self.engine {
@@ -636,8 +692,7 @@ impl Serving {
         if let Some(k) = key {
             argv.push(k.display().to_string());
         }
-        let argv: Vec<&str> = argv.iter().map(String::as_str).collect();
-        self.spawn("complete", &mut self.in_netns(x, &argv))
+        argv
     }
 
     /// A greedy completion of `tokens` from node `x`'s API on `port`: its
