@@ -157,11 +157,13 @@ INSTA_UPDATE=no cargo test --locked --no-run
 # vLLM e2e (tests/serve_e2e.rs, vLLM over Ray on CPU: about 7.5 GB at its
 # peak, one case at a time) and the other vLLM-venv binary go in lane 1,
 # every other binary (the llama.cpp e2e too: a few hundred MB) in lane 2, so
-# the suite stays far below the machine's 24 GB. Binaries that
+# the suite stays far below the machine's 24 GB. The two cluster container
+# binaries (mostly waiting on podman and docker) go in lane 1 too, so the
+# lanes take about as long. Binaries that
 # share a resource across tests already take their own locks (the node
 # images: scripts/netns/node-image.sh). Each lane's output is printed whole
 # when both have ended, then each binary's time.
-lane1=(serve_e2e bench_collective)
+lane1=(serve_e2e bench_collective cluster_fleet cluster_containers)
 lane1_args=()
 for t in "${lane1[@]}"; do lane1_args+=(--test "$t"); done
 lane2_args=(--lib --bins)

@@ -46,6 +46,25 @@ struct Llama {
 }
 
 impl Llama {
+    /// Waits (up to 2 min) until no slot is processing a request.
+    fn wait_idle(&self) {
+        let mut last = String::new();
+        for _ in 0..240 {
+            let o = Command::new("curl")
+                .args(["-s", "--max-time", "2", "-H"])
+                .arg(format!("Authorization: Bearer {}", self.key))
+                .arg(format!("{}/slots", self.url()))
+                .output()
+                .unwrap();
+            last = String::from_utf8_lossy(&o.stdout).into_owned();
+            if last.starts_with('[') && !last.contains(r#""is_processing":true"#) {
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(500));
+        }
+        panic!("llama-server's slots still busy after 2 min: {last}");
+    }
+
     fn start() -> Llama {
         let bin = Path::new(BUILT).join("bin/llama-server");
         let model = Path::new(BUILT).join(MODEL);
@@ -767,14 +786,19 @@ fn ab_transport_refuses_a_serve_in_use_and_reports_a_failed_leg() {
     .unwrap();
     let header = tmp.path().join("auth");
     std::fs::write(&header, format!("Authorization: Bearer {}\n", llama.key)).unwrap();
-    let mut long = Command::new("curl")
-        .args(["-s", "-o", "/dev/null", "-H"])
-        .arg(format!("@{}", header.display()))
-        .arg("-d")
-        .arg(format!("@{}", body_file.display()))
-        .arg(format!("{}/completion", llama.url()))
-        .spawn()
-        .unwrap();
+    // Requests back to back, so the server is never idle for a second
+    // however fast it generates (one request ends when its slot is full).
+    let mut long = Command::new("sh");
+    long.args([
+        "-c",
+        r#"while :; do curl -s -o /dev/null -H "$1" -d "$2" "$3"; done"#,
+        "busy",
+    ])
+    .arg(format!("@{}", header.display()))
+    .arg(format!("@{}", body_file.display()))
+    .arg(format!("{}/completion", llama.url()));
+    std::os::unix::process::CommandExt::process_group(&mut long, 0);
+    let mut long = long.spawn().unwrap();
     std::thread::sleep(Duration::from_secs(2));
     let save = tmp.path().join("run");
     let mut args = vec![
@@ -799,9 +823,12 @@ fn ab_transport_refuses_a_serve_in_use_and_reports_a_failed_leg() {
         "the serve was touched"
     );
     assert!(!save.exists(), "a refused run saved something");
-    let _ = long.kill();
+    let _ = nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(-(long.id() as i32)),
+        nix::sys::signal::Signal::SIGKILL,
+    );
     let _ = long.wait();
-    std::thread::sleep(Duration::from_secs(1));
+    llama.wait_idle();
 
     let mut args = vec![
         "--ab-transport",
