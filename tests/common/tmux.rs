@@ -1,12 +1,15 @@
 //! A command in a real terminal: a private tmux server, its screen read
 //! back and keys sent to it (dialoguer prompts and menus).
 
+use std::cell::RefCell;
 use std::process::Command;
 use std::time::{Duration, Instant};
 
 /// A tmux server of its own with one session, `tui`; killed on drop.
 pub struct Tmux {
     socket: String,
+    /// The whole scrollback when keys were last sent.
+    before_keys: RefCell<String>,
 }
 
 impl Tmux {
@@ -15,6 +18,7 @@ impl Tmux {
     pub fn start(name: &str, command: &str) -> Self {
         let tmux = Tmux {
             socket: format!("{name}-{}", std::process::id()),
+            before_keys: RefCell::new(String::new()),
         };
         let started = Command::new("tmux")
             .args(["-L", &tmux.socket])
@@ -53,8 +57,38 @@ impl Tmux {
         }
     }
 
+    /// The screen once a line containing every one of `parts` has appeared
+    /// since keys were last sent (more such lines than there were then),
+    /// 30 s at most: text already on the screen does not count.
+    pub fn wait_for_new(&self, parts: &[&str]) -> String {
+        let lines = |s: &str| {
+            s.lines()
+                .filter(|l| parts.iter().all(|p| l.contains(p)))
+                .count()
+        };
+        let had = lines(&self.before_keys.borrow());
+        let deadline = Instant::now() + Duration::from_secs(30);
+        loop {
+            let s = self.history();
+            if lines(&s) > had {
+                return s;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "no new line with {parts:?} appeared:\n{s}"
+            );
+            std::thread::sleep(Duration::from_millis(100));
+        }
+    }
+
+    /// The whole scrollback.
+    fn history(&self) -> String {
+        self.run(&["capture-pane", "-t", "tui", "-p", "-J", "-S", "-"])
+    }
+
     /// Sends keys (tmux key names), one at a time.
     pub fn keys(&self, keys: &[&str]) {
+        *self.before_keys.borrow_mut() = self.history();
         for k in keys {
             self.run(&["send-keys", "-t", "tui", k]);
             std::thread::sleep(Duration::from_millis(50));
