@@ -178,7 +178,7 @@ lane() { # N LOG ARGS...: cargo test ARGS into LOG (lane 2 then the doc tests), 
   local n=$1 out=$2 rc=0
   shift 2
   {
-    INSTA_UPDATE=no cargo test --locked "$@" || rc=$?
+    INSTA_UPDATE=no cargo test --locked --no-fail-fast "$@" || rc=$?
     if [ "$n" = 2 ] && [ "$rc" = 0 ]; then INSTA_UPDATE=no cargo test --locked --doc || rc=$?; fi
     echo "lane $n took $((SECONDS - started)) s"
   } >"$out" 2>&1
