@@ -59,7 +59,7 @@ pub enum ClusterCommand {
     Bench(ClusterBenchArgs),
     /// Where Prometheus finds every node's `halobox metrics` and the serve's engine metrics (`--prometheus-config`: as a scrape configuration).
     #[command(
-        after_help = "Examples:\n  halobox cluster metrics\n  halobox cluster metrics --prometheus-config > /etc/prometheus/halobox.yml\n\n`cluster up` does not start `halobox metrics`: run it on each node (docs/commands/metrics.md)."
+        after_help = "Examples:\n  halobox cluster metrics\n  halobox cluster metrics --prometheus-config > /etc/prometheus/halobox.yml\n\n`cluster up` starts `halobox metrics` on every node's host (`--no-metrics`: it does not); `cluster down` stops it."
     )]
     Metrics(ClusterMetricsArgs),
     /// An interactive menu over init, up, status, down and serve.
@@ -118,6 +118,9 @@ pub struct ClusterUpArgs {
     /// Start Ray WITHOUT token authentication: anyone who reaches its ports can run code on every node (warned each time).
     #[arg(long)]
     pub insecure_ray: bool,
+    /// Do not start `halobox metrics` on every node (by default it serves each node's figures on its data-plane address, port 9837).
+    #[arg(long)]
+    pub no_metrics: bool,
 }
 
 /// `halobox cluster join`.

@@ -79,6 +79,7 @@ fn tui(a: &ClusterFileArgs) -> anyhow::Result<ExitCode> {
                 plan: DryRunArgs { dry_run: pick == 1 },
                 timeout: None,
                 insecure_ray: false,
+                no_metrics: false,
             }),
             3 => menu::serve_menu(a),
             4 => lifecycle::down(&ClusterDownArgs {
