@@ -19,9 +19,9 @@ pub enum ClusterCommand {
         after_help = "Examples:\n  halobox cluster init --node root@node1,192.168.100.1 --node root@node2,192.168.100.2\n  halobox cluster init --node n1,10.0.0.1 --node n2,10.0.0.2 --backend podman --container vllm --transport roce --print"
     )]
     Init(ClusterInitArgs),
-    /// Preflight every node, start the Ray head, then every worker, and wait until Ray lists them all.
+    /// Preflight every node, start the Ray head, then every worker, and wait until Ray lists them all; then `halobox metrics` on every node.
     #[command(
-        after_help = "Examples:\n  halobox cluster up\n  halobox cluster up --dry-run\n  halobox cluster up --cluster ./cluster.toml --timeout 120"
+        after_help = "Examples:\n  halobox cluster up\n  halobox cluster up --dry-run\n  halobox cluster up --cluster ./cluster.toml --timeout 120\n  halobox cluster up --no-metrics\n\nThen `halobox metrics` on every node's host (port 9837 on its data-plane address); `--no-metrics`: none."
     )]
     Up(ClusterUpArgs),
     /// Start Ray on this node with the env computed from its own facts (what `up` runs on each node).
