@@ -188,7 +188,15 @@ fn ray() -> String {
 /// `GET http://ADDR/metrics` from node a: the body, or curl's exit code.
 fn scrape(nodes: &Nodes, addr: &str) -> Result<String, Option<i32>> {
     let out = Command::new("ip")
-        .args(["netns", "exec", &nodes.ns('a'), "curl", "-sf", "--max-time", "5"])
+        .args([
+            "netns",
+            "exec",
+            &nodes.ns('a'),
+            "curl",
+            "-sf",
+            "--max-time",
+            "5",
+        ])
         .arg(format!("http://{addr}/metrics"))
         .output()
         .expect("curl");
@@ -235,7 +243,14 @@ fn cluster_up_starts_metrics_on_every_node_and_down_stops_them() {
     std::fs::write(www.join("health"), "ok").unwrap();
     let mut procs = Procs(vec![
         Command::new("ip")
-            .args(["netns", "exec", &nodes.ns('a'), "python3", "-m", "http.server"])
+            .args([
+                "netns",
+                "exec",
+                &nodes.ns('a'),
+                "python3",
+                "-m",
+                "http.server",
+            ])
             .args(["8000", "--bind", &nodes.ip(1), "--directory"])
             .arg(&www)
             .stdout(Stdio::null())
@@ -252,13 +267,17 @@ fn cluster_up_starts_metrics_on_every_node_and_down_stops_them() {
             said.contains(&format!("halobox metrics on http://{}/metrics", addr(i))),
             "{said}"
         );
-        let body = scrape(&nodes, &addr(i))
-            .unwrap_or_else(|e| panic!("node {x}'s endpoint does not answer (curl {e:?}):\n{said}"));
+        let body = scrape(&nodes, &addr(i)).unwrap_or_else(|e| {
+            panic!("node {x}'s endpoint does not answer (curl {e:?}):\n{said}")
+        });
         assert!(
             body.contains(&format!("halobox_ray_running{{node=\"{x}\"}} 1\n")),
             "{body}"
         );
-        assert!(body.contains("halobox_netdev_transmit_bytes_total{"), "{body}");
+        assert!(
+            body.contains("halobox_netdev_transmit_bytes_total{"),
+            "{body}"
+        );
     }
     let head = scrape(&nodes, &addr(1)).unwrap();
     let ready = wait_for(Duration::from_secs(20), || {
@@ -266,7 +285,11 @@ fn cluster_up_starts_metrics_on_every_node_and_down_stops_them() {
             .is_ok_and(|b| b.contains("halobox_serve_state{node=\"a\",state=\"serving\"} 1\n"))
     });
     assert!(ready, "{head}");
-    assert!(!scrape(&nodes, &addr(2)).unwrap().contains("halobox_serve_state"));
+    assert!(
+        !scrape(&nodes, &addr(2))
+            .unwrap()
+            .contains("halobox_serve_state")
+    );
     // promtool finds nothing to say about the head's scrape.
     let mut check = Command::new("promtool")
         .args(["check", "metrics"])
@@ -292,10 +315,24 @@ fn cluster_up_starts_metrics_on_every_node_and_down_stops_them() {
     });
     assert!(gone, "{:?}", scrape(&nodes, &addr(1)));
 
+    let before: Vec<Vec<String>> = ['a', 'b'].map(|x| nodes.processes_now(x)).into();
     let down = cluster(&nodes, &["down"], &file);
     let said = common::text(&down);
+    let log = |x: char, i: u32| {
+        let cat = "cat ${TMPDIR:-/tmp}/halobox-metrics-$(id -u)/metrics-$0.log";
+        let out = nodes
+            .on_node(x, &["sh", "-c", cat, &nodes.ip(i)])
+            .output()
+            .unwrap();
+        common::text(&out)
+    };
     assert!(down.status.success(), "{said}");
-    assert!(said.contains("a: halobox metrics stopped "), "{said}");
+    assert!(
+        said.contains("a: halobox metrics stopped "),
+        "{said}\nbefore: {before:?}\nlog a: {}\nnow: {:?}",
+        log('a', 1),
+        nodes.processes_now('a')
+    );
     assert!(said.contains("b: halobox metrics stopped "), "{said}");
     for (x, i) in [('a', 1), ('b', 2)] {
         // curl exit 7: nothing listens.
@@ -307,7 +344,10 @@ fn cluster_up_starts_metrics_on_every_node_and_down_stops_them() {
     let up = cluster(&nodes, &["up", "--no-metrics"], &file);
     let said = common::text(&up);
     assert!(up.status.success(), "{said}");
-    assert!(said.contains("halobox metrics: not started (--no-metrics)"), "{said}");
+    assert!(
+        said.contains("halobox metrics: not started (--no-metrics)"),
+        "{said}"
+    );
     for i in [1, 2] {
         assert_eq!(scrape(&nodes, &addr(i)), Err(Some(7)), "{said}");
     }

@@ -1,7 +1,8 @@
 //! `halobox metrics` on every node, as `cluster up` starts it and `cluster
 //! down` stops it: on each node's host (not in its container), detached,
 //! bound to the node's data-plane address, its pid and log in
-//! [`DIR`] on the node. On the host it reads the host's sysfs and the
+//! [`DIR`] on the node, named by that address (`metrics-IP.pid`, `.log`:
+//! nodes that share a `/tmp`, as test nodes on one machine do, keep apart). On the host it reads the host's sysfs and the
 //! data-plane netdev, can say that the container stopped (it does not stop
 //! with it), and keeps running across `cluster refresh`.
 
@@ -24,39 +25,39 @@ pub const SERVE_PORT: u16 = 8000;
 /// How long one node's start or stop may take over ssh.
 const NODE_TIMEOUT: Duration = Duration::from_secs(60);
 
-/// Stops the exporter halobox started here, if one runs (SIGTERM, 5 s,
-/// then SIGKILL); sets `word` to `stopped` or leaves it.
-const STOP_FN: &str = "stopit() { if readpid \"$d/metrics.pid\" && alive \"$pid\" && same; then word=stopped; kill -TERM \"$pid\" 2>/dev/null; \
+/// Stops the exporter halobox started here for address `$ip`, if one runs
+/// (SIGTERM, 5 s, then SIGKILL); sets `word` to `stopped` or leaves it.
+const STOP_FN: &str = "stopit() { if readpid \"$d/metrics-$ip.pid\" && alive \"$pid\" && same; then word=stopped; kill -TERM \"$pid\" 2>/dev/null; \
      i=0; while alive \"$pid\" && same && [ \"$i\" -lt 25 ]; do sleep 0.2; i=$((i + 1)); done; \
-     if alive \"$pid\" && same; then kill -KILL \"$pid\" 2>/dev/null; sleep 0.3; fi; fi; rm -f \"$d/metrics.pid\"; }";
+     if alive \"$pid\" && same; then kill -KILL \"$pid\" 2>/dev/null; sleep 0.3; fi; fi; rm -f \"$d/metrics-$ip.pid\"; }";
 
-/// Starts `halobox metrics` detached: `$1` the port it listens on, then
-/// its argv. One that halobox started before is stopped first (its flags
+/// Starts `halobox metrics` detached: `$1` the address and `$2` the port
+/// it listens on, then its argv. One that halobox started before is stopped first (its flags
 /// may be old). Exits 99 when the port is taken or it does not listen
 /// within 10 s (its log on stderr); prints `halobox-metrics-pid PID`.
 pub fn start_program() -> String {
     format!(
         "{ALIVE_FN}; {PID_FNS}; {RECORD_FN}; {STOP_FN}; d=\"{DIR}\"; mkdir -p -m 0700 \"$d\" || exit 95; owndir; \
-         port=$1; shift; word=; stopit; \
+         ip=$1; port=$2; shift 2; case \"$ip\" in ''|*[!0-9.]*) echo \"halobox: $ip is not an IPv4 address\" >&2; exit 2 ;; esac; word=; stopit; \
          hex=$(printf '%04X' \"$port\"); \
          listening() {{ awk -v p=\":$hex\" '$4 == \"0A\" && substr($2, length($2) - 4) == p {{ f = 1 }} END {{ exit !f }}' /proc/net/tcp; }}; \
          if listening; then echo \"halobox: port $port is already taken in this node's network\" >&2; exit 99; fi; \
-         : >\"$d/metrics.log\"; \
-         setsid sh -c 'trap \"\" PIPE; exec \"$@\"' halobox-metrics \"$@\" </dev/null >>\"$d/metrics.log\" 2>&1 & \
-         pid=$!; record \"$d/metrics.pid\"; i=0; \
+         log=\"$d/metrics-$ip.log\"; : >\"$log\"; \
+         setsid sh -c 'trap \"\" PIPE; exec \"$@\"' halobox-metrics \"$@\" </dev/null >>\"$log\" 2>&1 & \
+         pid=$!; record \"$d/metrics-$ip.pid\"; i=0; \
          while [ \"$i\" -lt 50 ]; do \
-         if ! alive \"$pid\"; then rm -f \"$d/metrics.pid\"; echo \"halobox: halobox metrics ended at once:\" >&2; tail -n 5 \"$d/metrics.log\" >&2; exit 99; fi; \
+         if ! alive \"$pid\"; then rm -f \"$d/metrics-$ip.pid\"; echo \"halobox: halobox metrics ended at once:\" >&2; tail -n 5 \"$log\" >&2; exit 99; fi; \
          if listening; then echo \"halobox-metrics-pid $pid\"; exit 0; fi; \
          sleep 0.2; i=$((i + 1)); done; \
-         echo \"halobox: halobox metrics does not listen on port $port after 10 s:\" >&2; tail -n 5 \"$d/metrics.log\" >&2; exit 99"
+         echo \"halobox: halobox metrics does not listen on port $port after 10 s:\" >&2; tail -n 5 \"$log\" >&2; exit 99"
     )
 }
 
-/// Stops the exporter halobox started, if any; prints `stopped PID` or
-/// `none`.
+/// Stops the exporter halobox started for address `$1`, if any; prints
+/// `stopped PID` or `none`.
 pub fn stop_program() -> String {
     format!(
-        "{ALIVE_FN}; {PID_FNS}; {STOP_FN}; d=\"{DIR}\"; \
+        "{ALIVE_FN}; {PID_FNS}; {STOP_FN}; d=\"{DIR}\"; ip=$1; \
          if [ ! -e \"$d\" ] && [ ! -L \"$d\" ]; then echo none; exit 0; fi; owndir; \
          word=none; stopit; if [ \"$word\" = stopped ]; then echo \"stopped $pid\"; else echo none; fi"
     )
@@ -111,14 +112,14 @@ pub fn metrics_argv(cfg: &ClusterConfig, node: &NodeConfig, config: &Path) -> Ve
 
 /// The start program on `node`'s host (argv there).
 pub fn start_command(cfg: &ClusterConfig, node: &NodeConfig, config: &Path) -> Vec<String> {
-    let mut args = vec![DEFAULT_PORT.to_string()];
+    let mut args = vec![node.ip.to_string(), DEFAULT_PORT.to_string()];
     args.extend(metrics_argv(cfg, node, config));
     argv(start_program(), &args)
 }
 
 /// The stop program on `node`'s host (argv there).
-pub fn stop_command() -> Vec<String> {
-    argv(stop_program(), &[])
+pub fn stop_command(node: &NodeConfig) -> Vec<String> {
+    argv(stop_program(), &[node.ip.to_string()])
 }
 
 /// Starts the exporter on every node at once: per node, the line to print
@@ -153,7 +154,11 @@ pub fn up(cfg: &ClusterConfig, config: &Path) -> Vec<(String, Result<String, Str
 pub fn down(cfg: &ClusterConfig) -> Vec<(String, Result<String, String>)> {
     each_node(&cfg.nodes, |node| {
         let said = remote_node(cfg, node)
-            .run_ok("`halobox metrics`'s stop", &stop_command(), NODE_TIMEOUT)
+            .run_ok(
+                "`halobox metrics`'s stop",
+                &stop_command(node),
+                NODE_TIMEOUT,
+            )
             .map(|done| done.stdout.trim().to_string())
             .map_err(|e| e.to_string());
         (node.label().to_string(), said)
@@ -208,7 +213,10 @@ mod tests {
         );
         let start = start_command(&c, &c.nodes[1], Path::new("/c/cluster.toml"));
         assert_eq!(start[..2], ["sh", "-c"]);
-        assert_eq!(start[3..6], ["halobox-metrics", "9837", "halobox"]);
+        assert_eq!(
+            start[3..7],
+            ["halobox-metrics", "10.0.0.2", "9837", "halobox"]
+        );
     }
 
     /// The programs run for real: a stand-in that listens is started,
@@ -239,7 +247,7 @@ mod tests {
             "import socket,time\ns=socket.socket()\ns.setsockopt(socket.SOL_SOCKET,socket.SO_REUSEADDR,1)\ns.bind(('127.0.0.1',{port}))\ns.listen()\ntime.sleep(60)"
         );
         let p = port.to_string();
-        let args = [p.as_str(), "python3", "-c", listener.as_str()];
+        let args = ["127.0.0.1", p.as_str(), "python3", "-c", listener.as_str()];
         let (code, out, err) = run(start_program(), &args);
         assert_eq!(code, Some(0), "{out}\n{err}");
         let first: u32 = out
@@ -249,13 +257,19 @@ mod tests {
             .unwrap();
         let (code, out, err) = run(start_program(), &args);
         assert_eq!(code, Some(0), "{out}\n{err}");
-        assert!(!std::path::Path::new(&format!("/proc/{first}")).exists() || {
-            let stat = std::fs::read_to_string(format!("/proc/{first}/stat")).unwrap_or_default();
-            stat.contains(") Z")
-        });
-        let (_, out, _) = run(stop_program(), &[]);
+        assert!(
+            !std::path::Path::new(&format!("/proc/{first}")).exists() || {
+                let stat =
+                    std::fs::read_to_string(format!("/proc/{first}/stat")).unwrap_or_default();
+                stat.contains(") Z")
+            }
+        );
+        // Another address's exporter is not this one.
+        let (_, out, _) = run(stop_program(), &["127.0.0.2"]);
+        assert_eq!(out, "none");
+        let (_, out, _) = run(stop_program(), &["127.0.0.1"]);
         assert!(out.starts_with("stopped "), "{out}");
-        let (_, out, _) = run(stop_program(), &[]);
+        let (_, out, _) = run(stop_program(), &["127.0.0.1"]);
         assert_eq!(out, "none");
     }
 }

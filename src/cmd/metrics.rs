@@ -8,9 +8,9 @@ use std::process::ExitCode;
 use anyhow::Context;
 
 use crate::cli::MetricsArgs;
+use crate::cluster::config::NodeBackend;
 use crate::error::UsageError;
 use crate::host::{self, GatherOptions, HostRoot, Reader};
-use crate::cluster::config::NodeBackend;
 use crate::metrics::{self, Target, node, serve};
 
 /// Prints one scrape or serves until killed.
@@ -81,9 +81,7 @@ impl Asks {
                 .map(|c| (c, args.backend.unwrap_or_default()))
                 .filter(|(_, b)| b.is_container()),
             ray: args.ray,
-            serve: args
-                .serve_endpoint
-                .map(|a| (a, args.serve_record.clone())),
+            serve: args.serve_endpoint.map(|a| (a, args.serve_record.clone())),
         }
     }
 

@@ -84,7 +84,10 @@ pub fn families(seen: &Seen) -> Vec<Family> {
         };
         if let Some(running) = running {
             f.samples.push(Sample {
-                labels: vec![("container", name.clone()), ("backend", backend.to_string())],
+                labels: vec![
+                    ("container", name.clone()),
+                    ("backend", backend.to_string()),
+                ],
                 value: f64::from(u8::from(*running)),
             });
         }
@@ -160,6 +163,7 @@ pub fn healthy(addr: SocketAddr) -> bool {
 /// Whether a response starts with an HTTP status line of 200.
 pub fn status_ok(head: &[u8]) -> bool {
     let line = head.split(|b| *b == b'\n').next().unwrap_or_default();
+    let line = line.strip_suffix(b"\r").unwrap_or(line);
     let mut parts = line.split(|b| *b == b' ');
     matches!(
         (parts.next(), parts.next()),
@@ -199,7 +203,10 @@ mod tests {
             ),
             "{text}"
         );
-        assert!(text.contains("halobox_ray_running{node=\"n1\"} 0\n"), "{text}");
+        assert!(
+            text.contains("halobox_ray_running{node=\"n1\"} 0\n"),
+            "{text}"
+        );
         assert!(text.contains("halobox_serve_state{node=\"n1\",state=\"not_answering\"} 1\n"));
         assert!(text.contains("halobox_serve_state{node=\"n1\",state=\"serving\"} 0\n"));
         assert!(text.contains("halobox_serve_state{node=\"n1\",state=\"none\"} 0\n"));

@@ -6,8 +6,8 @@ use std::process::ExitCode;
 use crate::cli::{ClusterDownArgs, ClusterUpArgs};
 use crate::cluster::auth;
 use crate::cluster::config::{self, Engine};
-use crate::cluster::{metrics_nodes, plan};
 use crate::cluster::{self, run};
+use crate::cluster::{metrics_nodes, plan};
 use crate::reporter::Terminal;
 use crate::serve::rpc_servers as rpc;
 use crate::shell;
@@ -59,7 +59,11 @@ pub fn down(a: &ClusterDownArgs) -> anyhow::Result<ExitCode> {
             println!(
                 "{} (last: halobox metrics on its host): {}",
                 node.label(),
-                shell::line(&run::node_argv(&cfg, node, &metrics_nodes::stop_command()))
+                shell::line(&run::node_argv(
+                    &cfg,
+                    node,
+                    &metrics_nodes::stop_command(node)
+                ))
             );
         }
         return Ok(ExitCode::SUCCESS);
