@@ -355,3 +355,119 @@ fn cluster_up_starts_metrics_on_every_node_and_down_stops_them() {
     assert!(down.status.success(), "{}", common::text(&down));
     assert!(!common::text(&down).contains("halobox metrics stopped"));
 }
+
+/// Ends the tmux server of a test.
+struct Tmux(String);
+
+impl Tmux {
+    fn cmd(&self) -> Command {
+        let mut c = Command::new("tmux");
+        c.args(["-L", &self.0]);
+        c
+    }
+
+    fn pane(&self) -> String {
+        let out = self
+            .cmd()
+            .args(["capture-pane", "-p", "-t", "top"])
+            .output()
+            .expect("tmux");
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    }
+}
+
+impl Drop for Tmux {
+    fn drop(&mut self) {
+        let _ = self.cmd().arg("kill-server").status();
+    }
+}
+
+#[test]
+fn cluster_top_shows_every_node_and_a_dead_ones_reason_and_ends_on_q() {
+    let nodes = Nodes::up(&["1500", "1500", "1500"]);
+    let mut procs = Procs(Vec::new());
+    for (x, i) in [('a', 1), ('b', 2)] {
+        let listen = format!("{}:9837", nodes.ip(i));
+        let child = nodes
+            .spawn_halobox(
+                x,
+                &["metrics", "--listen", &listen, "--node", &x.to_string()],
+            )
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("start halobox metrics");
+        procs.0.push(child);
+    }
+    // Node c runs no exporter.
+    let mut t = String::new();
+    for (x, i) in [('a', 1), ('b', 2), ('c', 3)] {
+        t.push_str(&format!(
+            "[[node]]\nname = \"{x}\"\nssh = \"root@{ip}\"\nip = \"{ip}\"\nbackend = \"host\"\n",
+            ip = nodes.ip(i)
+        ));
+    }
+    let file = nodes.path("cluster.toml");
+    std::fs::write(&file, t).unwrap();
+    let exit = nodes.path("top.exit");
+    let tmux = Tmux(format!("hb-top-{}", nodes.tag));
+    let line = format!(
+        "ip netns exec {} {} cluster top --cluster {}; echo exit=$? > {}; sleep 60",
+        nodes.ns('a'),
+        env!("CARGO_BIN_EXE_halobox"),
+        file.display(),
+        exit.display()
+    );
+    let started = tmux
+        .cmd()
+        .args([
+            "new-session",
+            "-d",
+            "-s",
+            "top",
+            "-x",
+            "200",
+            "-y",
+            "20",
+            &line,
+        ])
+        .status()
+        .expect("tmux (Debian package tmux)");
+    assert!(started.success());
+    let all_rows = wait_for(Duration::from_secs(30), || {
+        let p = tmux.pane();
+        p.lines().any(|l| l.starts_with("a ") && l.contains('-'))
+            && p.lines().any(|l| l.starts_with("b ") && l.contains('-'))
+            && p.lines()
+                .any(|l| l.starts_with("c ") && l.contains("not answering:") && l.contains(":9837"))
+    });
+    let pane = tmux.pane();
+    assert!(all_rows, "{pane}");
+    assert!(pane.contains("RDMA in Gb/s"), "{pane}");
+    // Rows go on refreshing: still every node after another second.
+    std::thread::sleep(Duration::from_millis(1500));
+    let pane = tmux.pane();
+    for x in ['a', 'b', 'c'] {
+        assert!(
+            pane.lines().any(|l| l.starts_with(&format!("{x} "))),
+            "{pane}"
+        );
+    }
+    let sent = tmux
+        .cmd()
+        .args(["send-keys", "-t", "top", "q"])
+        .status()
+        .unwrap();
+    assert!(sent.success());
+    let ended = wait_for(Duration::from_secs(10), || {
+        std::fs::read_to_string(&exit).is_ok_and(|s| s.trim() == "exit=0")
+    });
+    assert!(
+        ended,
+        "{:?}\n{}",
+        std::fs::read_to_string(&exit),
+        tmux.pane()
+    );
+    // The terminal is back: the alternate screen left, the shell's line shown.
+    assert!(!tmux.pane().contains("RDMA in Gb/s"), "{}", tmux.pane());
+}

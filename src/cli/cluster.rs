@@ -62,6 +62,11 @@ pub enum ClusterCommand {
         after_help = "Examples:\n  halobox cluster metrics\n  halobox cluster metrics --prometheus-config > /etc/prometheus/halobox.yml\n\n`cluster up` starts `halobox metrics` on every node's host (`--no-metrics`: it does not); `cluster down` stops it."
     )]
     Metrics(ClusterMetricsArgs),
+    /// A live view of every node, refreshed every second, from the nodes' `halobox metrics` and the serve's engine metrics.
+    #[command(
+        after_help = "Examples:\n  halobox cluster top\n  halobox cluster top --cluster ./cluster.toml --serve-port 8080\n\nOne row per node: GTT used/total, GPU busy, temperature, RDMA in/out (Gb/s) and congestion events per second from counter deltas; the head's row adds the serve's tokens per second and running requests.\nA node that does not answer says why; the others go on. q or Ctrl-C ends it."
+    )]
+    Top(ClusterTopArgs),
     /// An interactive menu over init, up, status, down and serve.
     #[command(after_help = "Examples:\n  halobox cluster tui")]
     Tui(ClusterFileArgs),
@@ -406,6 +411,19 @@ pub enum ServeAction {
 fn per_node_name(s: &str) -> Result<String, String> {
     crate::cluster::env::check_name(s)?;
     Ok(s.to_string())
+}
+
+/// `halobox cluster top`.
+#[derive(Debug, Args)]
+pub struct ClusterTopArgs {
+    #[command(flatten)]
+    pub file: ClusterFileArgs,
+    /// The port `halobox metrics` listens on on every node.
+    #[arg(long, value_name = "P", default_value_t = crate::metrics::serve::DEFAULT_PORT)]
+    pub metrics_port: u16,
+    /// The port of the serve's API on the head (`halobox serve --port`).
+    #[arg(long, value_name = "P", default_value_t = 8000)]
+    pub serve_port: u16,
 }
 
 /// `halobox cluster metrics`.

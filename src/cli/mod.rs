@@ -30,7 +30,7 @@ pub use bench_serving::BenchServingArgs;
 pub use cluster::{
     ClusterBenchArgs, ClusterCommand, ClusterDoctorArgs, ClusterDownArgs, ClusterInitArgs,
     ClusterInstallArgs, ClusterJoinArgs, ClusterMetricsArgs, ClusterRefreshArgs, ClusterStatusArgs,
-    ClusterUpArgs, RayNodeArgs, ServeAction, ServeArgs,
+    ClusterTopArgs, ClusterUpArgs, RayNodeArgs, ServeAction, ServeArgs,
 };
 pub use common::{
     Channel, ClusterFileArgs, DryRunArgs, EngineArgs, OutputArgs, PlanOutputArgs, SourceArgs,
