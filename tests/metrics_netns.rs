@@ -468,6 +468,44 @@ fn cluster_top_shows_every_node_and_a_dead_ones_reason_and_ends_on_q() {
         std::fs::read_to_string(&exit),
         tmux.pane()
     );
-    // The terminal is back: the alternate screen left, the shell's line shown.
+    // The terminal is back: the alternate screen left.
     assert!(!tmux.pane().contains("RDMA in Gb/s"), "{}", tmux.pane());
+
+    // Ctrl-C ends it the same way.
+    std::fs::remove_file(&exit).unwrap();
+    let started = tmux
+        .cmd()
+        .args([
+            "new-session",
+            "-d",
+            "-s",
+            "top2",
+            "-x",
+            "200",
+            "-y",
+            "20",
+            &line,
+        ])
+        .status()
+        .unwrap();
+    assert!(started.success());
+    let shown = wait_for(Duration::from_secs(30), || {
+        let out = tmux
+            .cmd()
+            .args(["capture-pane", "-p", "-t", "top2"])
+            .output()
+            .unwrap();
+        String::from_utf8_lossy(&out.stdout).contains("RDMA in Gb/s")
+    });
+    assert!(shown);
+    let sent = tmux
+        .cmd()
+        .args(["send-keys", "-t", "top2", "C-c"])
+        .status()
+        .unwrap();
+    assert!(sent.success());
+    let ended = wait_for(Duration::from_secs(10), || {
+        std::fs::read_to_string(&exit).is_ok_and(|s| s.trim() == "exit=0")
+    });
+    assert!(ended, "{:?}", std::fs::read_to_string(&exit));
 }
