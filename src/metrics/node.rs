@@ -10,7 +10,9 @@ use std::net::{SocketAddr, TcpStream};
 use std::time::Duration;
 
 use crate::cluster::config::NodeBackend;
-use crate::host::{Reader, procs};
+use crate::host::Reader;
+#[cfg(doc)]
+use crate::host::procs;
 
 use super::exposition::{Family, Kind, Sample};
 
@@ -121,9 +123,15 @@ pub fn families(seen: &Seen) -> Vec<Family> {
     out
 }
 
-/// Whether Ray's daemons run here (in this PID namespace).
+/// Whether Ray's daemons run here (in this PID namespace): the first
+/// process whose `comm` is one of [`RAY_PROCESSES`] ends the look (only
+/// `comm` is read, unlike [`procs::find`]).
 pub fn ray_running(r: &Reader) -> bool {
-    !procs::find(r, RAY_PROCESSES).is_empty()
+    r.dir("/proc").unwrap_or_default().iter().any(|entry| {
+        entry.bytes().all(|b| b.is_ascii_digit())
+            && r.text_quiet(&format!("/proc/{entry}/comm"))
+                .is_some_and(|c| RAY_PROCESSES.contains(&c.trim()))
+    })
 }
 
 /// Whether container `name` runs, as the container engine says (`None`:
@@ -232,6 +240,24 @@ mod tests {
         );
         assert_eq!(endpoint_addr("https://10.0.0.1:8000"), None);
         assert_eq!(endpoint_addr("http://x"), None);
+    }
+
+    #[test]
+    fn ray_runs_when_a_raylet_is_in_proc() {
+        let dir = tempfile::tempdir().unwrap();
+        let proc_dir = |pid: &str, comm: &str| {
+            let d = dir.path().join("proc").join(pid);
+            std::fs::create_dir_all(&d).unwrap();
+            std::fs::write(d.join("comm"), comm).unwrap();
+        };
+        proc_dir("1", "systemd\n");
+        proc_dir("self", "raylet\n");
+        let r = || Reader::new(crate::host::HostRoot::sysroot(dir.path()).unwrap());
+        assert!(!ray_running(&r()));
+        proc_dir("4242", "raylet-x\n");
+        assert!(!ray_running(&r()));
+        proc_dir("4243", "gcs_server\n");
+        assert!(ray_running(&r()));
     }
 
     #[test]
