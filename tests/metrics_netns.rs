@@ -3,7 +3,9 @@
 //! query API returns every series with the node label of the node that
 //! exported it, and the data-plane netdev's byte counter rises while the
 //! nodes ping each other. Everything stays inside the nodes' namespaces;
-//! Prometheus runs in node a's, on its loopback.
+//! Prometheus runs in node a's, on its loopback. And `cluster up` (real Ray
+//! from PyPI, the `host` backend) starts `halobox metrics` on every node,
+//! `cluster down` stops it, `cluster up --no-metrics` starts none.
 
 mod common;
 
@@ -170,4 +172,340 @@ fn prometheus_scrapes_every_node_and_a_counter_rises() {
         "{series} did not rise by 200 pings of 1200 bytes from {before}:\n{:?}",
         query(&nodes, series)
     );
+}
+
+/// The `ray` of the test venv (HALOBOX_TEST_RAY overrides it).
+fn ray() -> String {
+    let ray =
+        std::env::var("HALOBOX_TEST_RAY").unwrap_or_else(|_| "/opt/halobox-ray/bin/ray".into());
+    assert!(
+        std::path::Path::new(&ray).exists(),
+        "{ray} is missing: run `bash scripts/ray-venv.sh` (as root) or set HALOBOX_TEST_RAY"
+    );
+    ray
+}
+
+/// `GET http://ADDR/metrics` from node a: the body, or curl's exit code.
+fn scrape(nodes: &Nodes, addr: &str) -> Result<String, Option<i32>> {
+    let out = Command::new("ip")
+        .args([
+            "netns",
+            "exec",
+            &nodes.ns('a'),
+            "curl",
+            "-sf",
+            "--max-time",
+            "5",
+        ])
+        .arg(format!("http://{addr}/metrics"))
+        .output()
+        .expect("curl");
+    if out.status.success() {
+        Ok(String::from_utf8_lossy(&out.stdout).into_owned())
+    } else {
+        Err(out.status.code())
+    }
+}
+
+/// `halobox cluster ARGS --cluster FILE` on node a (the head).
+fn cluster(nodes: &Nodes, args: &[&str], file: &std::path::Path) -> std::process::Output {
+    let mut all = vec!["cluster"];
+    all.extend(args);
+    all.extend(["--cluster", file.to_str().unwrap()]);
+    nodes.halobox('a', &all)
+}
+
+#[test]
+fn cluster_up_starts_metrics_on_every_node_and_down_stops_them() {
+    let nodes = Nodes::up(&["1500", "1500"]);
+    let mut t = format!(
+        "ray = \"{}\"\nhalobox = \"{}\"\ntimeout_s = 120\n\
+         ray_args = [\"--object-store-memory=80000000\"]\n\
+         ray_head_args = [\"--include-dashboard=false\"]\n\
+         ssh_options = {}\n",
+        ray(),
+        env!("CARGO_BIN_EXE_halobox"),
+        serde_json::to_string(&nodes.ssh_options()).unwrap(),
+    );
+    for (x, i) in [('a', 1), ('b', 2)] {
+        t.push_str(&format!(
+            "\n[[node]]\nname = \"{x}\"\nssh = \"root@{ip}\"\nip = \"{ip}\"\nbackend = \"host\"\ncpus = 1\n",
+            ip = nodes.ip(i)
+        ));
+    }
+    let file = nodes.path("cluster.toml");
+    std::fs::write(&file, t).unwrap();
+    let addr = |i: u32| format!("{}:9837", nodes.ip(i));
+
+    // A stand-in serve on the head: its API answers GET /health with 200.
+    let www = nodes.path("www");
+    std::fs::create_dir_all(&www).unwrap();
+    std::fs::write(www.join("health"), "ok").unwrap();
+    let mut procs = Procs(vec![
+        Command::new("ip")
+            .args([
+                "netns",
+                "exec",
+                &nodes.ns('a'),
+                "python3",
+                "-m",
+                "http.server",
+            ])
+            .args(["8000", "--bind", &nodes.ip(1), "--directory"])
+            .arg(&www)
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("python3"),
+    ]);
+
+    let up = cluster(&nodes, &["up"], &file);
+    let said = common::text(&up);
+    assert!(up.status.success(), "{said}");
+    for (x, i) in [('a', 1), ('b', 2)] {
+        assert!(
+            said.contains(&format!("halobox metrics on http://{}/metrics", addr(i))),
+            "{said}"
+        );
+        let body = scrape(&nodes, &addr(i)).unwrap_or_else(|e| {
+            panic!("node {x}'s endpoint does not answer (curl {e:?}):\n{said}")
+        });
+        assert!(
+            body.contains(&format!("halobox_ray_running{{node=\"{x}\"}} 1\n")),
+            "{body}"
+        );
+        assert!(
+            body.contains("halobox_netdev_transmit_bytes_total{"),
+            "{body}"
+        );
+    }
+    let head = scrape(&nodes, &addr(1)).unwrap();
+    let ready = wait_for(Duration::from_secs(20), || {
+        scrape(&nodes, &addr(1))
+            .is_ok_and(|b| b.contains("halobox_serve_state{node=\"a\",state=\"serving\"} 1\n"))
+    });
+    assert!(ready, "{head}");
+    assert!(
+        !scrape(&nodes, &addr(2))
+            .unwrap()
+            .contains("halobox_serve_state")
+    );
+    // promtool finds nothing to say about the head's scrape.
+    let mut check = Command::new("promtool")
+        .args(["check", "metrics"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("promtool (Debian package prometheus)");
+    std::io::Write::write_all(check.stdin.as_mut().unwrap(), head.as_bytes()).unwrap();
+    let checked = check.wait_with_output().unwrap();
+    assert!(
+        checked.status.success() && checked.stdout.is_empty() && checked.stderr.is_empty(),
+        "{}\n{head}",
+        common::text(&checked)
+    );
+    // The stand-in serve stops: the head says so.
+    for c in &mut procs.0 {
+        sigkill(c);
+    }
+    let gone = wait_for(Duration::from_secs(20), || {
+        scrape(&nodes, &addr(1))
+            .is_ok_and(|b| b.contains("halobox_serve_state{node=\"a\",state=\"none\"} 1\n"))
+    });
+    assert!(gone, "{:?}", scrape(&nodes, &addr(1)));
+
+    let before: Vec<Vec<String>> = ['a', 'b'].map(|x| nodes.processes_now(x)).into();
+    let down = cluster(&nodes, &["down"], &file);
+    let said = common::text(&down);
+    let log = |x: char, i: u32| {
+        let cat = "cat ${TMPDIR:-/tmp}/halobox-metrics-$(id -u)/metrics-$0.log";
+        let out = nodes
+            .on_node(x, &["sh", "-c", cat, &nodes.ip(i)])
+            .output()
+            .unwrap();
+        common::text(&out)
+    };
+    assert!(down.status.success(), "{said}");
+    assert!(
+        said.contains("a: halobox metrics stopped "),
+        "{said}\nbefore: {before:?}\nlog a: {}\nnow: {:?}",
+        log('a', 1),
+        nodes.processes_now('a')
+    );
+    assert!(said.contains("b: halobox metrics stopped "), "{said}");
+    for (x, i) in [('a', 1), ('b', 2)] {
+        // curl exit 7: nothing listens.
+        assert_eq!(scrape(&nodes, &addr(i)), Err(Some(7)), "node {x}");
+        let left = nodes.leftovers(x, Duration::from_secs(15));
+        assert!(left.is_empty(), "node {x}: {left:?}");
+    }
+
+    let up = cluster(&nodes, &["up", "--no-metrics"], &file);
+    let said = common::text(&up);
+    assert!(up.status.success(), "{said}");
+    assert!(
+        said.contains("halobox metrics: not started (--no-metrics)"),
+        "{said}"
+    );
+    for i in [1, 2] {
+        assert_eq!(scrape(&nodes, &addr(i)), Err(Some(7)), "{said}");
+    }
+    let down = cluster(&nodes, &["down"], &file);
+    assert!(down.status.success(), "{}", common::text(&down));
+    assert!(!common::text(&down).contains("halobox metrics stopped"));
+}
+
+/// Ends the tmux server of a test.
+struct Tmux(String);
+
+impl Tmux {
+    fn cmd(&self) -> Command {
+        let mut c = Command::new("tmux");
+        c.args(["-L", &self.0]);
+        c
+    }
+
+    fn pane(&self) -> String {
+        let out = self
+            .cmd()
+            .args(["capture-pane", "-p", "-t", "top"])
+            .output()
+            .expect("tmux");
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    }
+}
+
+impl Drop for Tmux {
+    fn drop(&mut self) {
+        let _ = self.cmd().arg("kill-server").status();
+    }
+}
+
+#[test]
+fn cluster_top_shows_every_node_and_a_dead_ones_reason_and_ends_on_q() {
+    let nodes = Nodes::up(&["1500", "1500", "1500"]);
+    let mut procs = Procs(Vec::new());
+    for (x, i) in [('a', 1), ('b', 2)] {
+        let listen = format!("{}:9837", nodes.ip(i));
+        let child = nodes
+            .spawn_halobox(
+                x,
+                &["metrics", "--listen", &listen, "--node", &x.to_string()],
+            )
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("start halobox metrics");
+        procs.0.push(child);
+    }
+    // Node c runs no exporter.
+    let mut t = String::new();
+    for (x, i) in [('a', 1), ('b', 2), ('c', 3)] {
+        t.push_str(&format!(
+            "[[node]]\nname = \"{x}\"\nssh = \"root@{ip}\"\nip = \"{ip}\"\nbackend = \"host\"\n",
+            ip = nodes.ip(i)
+        ));
+    }
+    let file = nodes.path("cluster.toml");
+    std::fs::write(&file, t).unwrap();
+    let exit = nodes.path("top.exit");
+    let tmux = Tmux(format!("hb-top-{}", nodes.tag));
+    let line = format!(
+        "ip netns exec {} {} cluster top --cluster {}; echo exit=$? > {}; sleep 60",
+        nodes.ns('a'),
+        env!("CARGO_BIN_EXE_halobox"),
+        file.display(),
+        exit.display()
+    );
+    let started = tmux
+        .cmd()
+        .args([
+            "new-session",
+            "-d",
+            "-s",
+            "top",
+            "-x",
+            "200",
+            "-y",
+            "20",
+            &line,
+        ])
+        .status()
+        .expect("tmux (Debian package tmux)");
+    assert!(started.success());
+    let all_rows = wait_for(Duration::from_secs(30), || {
+        let p = tmux.pane();
+        p.lines().any(|l| l.starts_with("a ") && l.contains('-'))
+            && p.lines().any(|l| l.starts_with("b ") && l.contains('-'))
+            && p.lines()
+                .any(|l| l.starts_with("c ") && l.contains("not answering:") && l.contains(":9837"))
+    });
+    let pane = tmux.pane();
+    assert!(all_rows, "{pane}");
+    assert!(pane.contains("RDMA in Gb/s"), "{pane}");
+    // Rows go on refreshing: still every node after another second.
+    std::thread::sleep(Duration::from_millis(1500));
+    let pane = tmux.pane();
+    for x in ['a', 'b', 'c'] {
+        assert!(
+            pane.lines().any(|l| l.starts_with(&format!("{x} "))),
+            "{pane}"
+        );
+    }
+    let sent = tmux
+        .cmd()
+        .args(["send-keys", "-t", "top", "q"])
+        .status()
+        .unwrap();
+    assert!(sent.success());
+    let ended = wait_for(Duration::from_secs(10), || {
+        std::fs::read_to_string(&exit).is_ok_and(|s| s.trim() == "exit=0")
+    });
+    assert!(
+        ended,
+        "{:?}\n{}",
+        std::fs::read_to_string(&exit),
+        tmux.pane()
+    );
+    // The terminal is back: the alternate screen left.
+    assert!(!tmux.pane().contains("RDMA in Gb/s"), "{}", tmux.pane());
+
+    // Ctrl-C ends it the same way.
+    std::fs::remove_file(&exit).unwrap();
+    let started = tmux
+        .cmd()
+        .args([
+            "new-session",
+            "-d",
+            "-s",
+            "top2",
+            "-x",
+            "200",
+            "-y",
+            "20",
+            &line,
+        ])
+        .status()
+        .unwrap();
+    assert!(started.success());
+    let shown = wait_for(Duration::from_secs(30), || {
+        let out = tmux
+            .cmd()
+            .args(["capture-pane", "-p", "-t", "top2"])
+            .output()
+            .unwrap();
+        String::from_utf8_lossy(&out.stdout).contains("RDMA in Gb/s")
+    });
+    assert!(shown);
+    let sent = tmux
+        .cmd()
+        .args(["send-keys", "-t", "top2", "C-c"])
+        .status()
+        .unwrap();
+    assert!(sent.success());
+    let ended = wait_for(Duration::from_secs(10), || {
+        std::fs::read_to_string(&exit).is_ok_and(|s| s.trim() == "exit=0")
+    });
+    assert!(ended, "{:?}", std::fs::read_to_string(&exit));
 }

@@ -19,9 +19,9 @@ pub enum ClusterCommand {
         after_help = "Examples:\n  halobox cluster init --node root@node1,192.168.100.1 --node root@node2,192.168.100.2\n  halobox cluster init --node n1,10.0.0.1 --node n2,10.0.0.2 --backend podman --container vllm --transport roce --print"
     )]
     Init(ClusterInitArgs),
-    /// Preflight every node, start the Ray head, then every worker, and wait until Ray lists them all.
+    /// Preflight every node, start the Ray head, then every worker, and wait until Ray lists them all; then `halobox metrics` on every node.
     #[command(
-        after_help = "Examples:\n  halobox cluster up\n  halobox cluster up --dry-run\n  halobox cluster up --cluster ./cluster.toml --timeout 120"
+        after_help = "Examples:\n  halobox cluster up\n  halobox cluster up --dry-run\n  halobox cluster up --cluster ./cluster.toml --timeout 120\n  halobox cluster up --no-metrics\n\nThen `halobox metrics` on every node's host (port 9837 on its data-plane address); `--no-metrics`: none."
     )]
     Up(ClusterUpArgs),
     /// Start Ray on this node with the env computed from its own facts (what `up` runs on each node).
@@ -59,9 +59,14 @@ pub enum ClusterCommand {
     Bench(ClusterBenchArgs),
     /// Where Prometheus finds every node's `halobox metrics` and the serve's engine metrics (`--prometheus-config`: as a scrape configuration).
     #[command(
-        after_help = "Examples:\n  halobox cluster metrics\n  halobox cluster metrics --prometheus-config > /etc/prometheus/halobox.yml\n\n`cluster up` does not start `halobox metrics`: run it on each node (docs/commands/metrics.md)."
+        after_help = "Examples:\n  halobox cluster metrics\n  halobox cluster metrics --prometheus-config > /etc/prometheus/halobox.yml\n\n`cluster up` starts `halobox metrics` on every node's host (`--no-metrics`: it does not); `cluster down` stops it."
     )]
     Metrics(ClusterMetricsArgs),
+    /// A live view of every node, refreshed every second, from the nodes' `halobox metrics` and the serve's engine metrics.
+    #[command(
+        after_help = "Examples:\n  halobox cluster top\n  halobox cluster top --cluster ./cluster.toml --serve-port 8080\n\nOne row per node: GTT used/total, GPU busy, temperature, RDMA in/out (Gb/s) and congestion events per second from counter deltas; the head's row adds the serve's tokens per second and running requests.\nA node that does not answer says why; the others go on. q or Ctrl-C ends it."
+    )]
+    Top(ClusterTopArgs),
     /// An interactive menu over init, up, status, down and serve.
     #[command(after_help = "Examples:\n  halobox cluster tui")]
     Tui(ClusterFileArgs),
@@ -118,6 +123,9 @@ pub struct ClusterUpArgs {
     /// Start Ray WITHOUT token authentication: anyone who reaches its ports can run code on every node (warned each time).
     #[arg(long)]
     pub insecure_ray: bool,
+    /// Do not start `halobox metrics` on every node (by default it serves each node's figures on its data-plane address, port 9837).
+    #[arg(long)]
+    pub no_metrics: bool,
 }
 
 /// `halobox cluster join`.
@@ -403,6 +411,19 @@ pub enum ServeAction {
 fn per_node_name(s: &str) -> Result<String, String> {
     crate::cluster::env::check_name(s)?;
     Ok(s.to_string())
+}
+
+/// `halobox cluster top`.
+#[derive(Debug, Args)]
+pub struct ClusterTopArgs {
+    #[command(flatten)]
+    pub file: ClusterFileArgs,
+    /// The port `halobox metrics` listens on on every node.
+    #[arg(long, value_name = "P", default_value_t = crate::metrics::serve::DEFAULT_PORT)]
+    pub metrics_port: u16,
+    /// The port of the serve's API on the head (`halobox serve --port`).
+    #[arg(long, value_name = "P", default_value_t = 8000)]
+    pub serve_port: u16,
 }
 
 /// `halobox cluster metrics`.

@@ -48,6 +48,21 @@ pub struct MetricsArgs {
     /// The `node` label (default: the host name).
     #[arg(long, value_name = "NAME")]
     pub node: Option<String>,
+    /// The node's halobox container: export whether it runs (`halobox_container_running`, asked of the container engine).
+    #[arg(long, value_name = "NAME")]
+    pub container: Option<String>,
+    /// Where the node's Ray runs (cluster.toml `backend`); with `host` no container is asked about.
+    #[arg(long, value_name = "BACKEND", requires = "container")]
+    pub backend: Option<crate::cluster::config::NodeBackend>,
+    /// Export whether Ray's daemons run here (`halobox_ray_running`).
+    #[arg(long)]
+    pub ray: bool,
+    /// This node is the head: export the serve's state (`halobox_serve_state`) from its API's `GET /health` at ADDR:PORT.
+    #[arg(long, value_name = "ADDR:PORT")]
+    pub serve_endpoint: Option<std::net::SocketAddr>,
+    /// With --serve-endpoint: the cluster file whose serve record on this host says a serve was started (its endpoint is then probed instead).
+    #[arg(long, value_name = "FILE", requires = "serve_endpoint")]
+    pub serve_record: Option<std::path::PathBuf>,
 }
 
 /// `halobox snapshot`.

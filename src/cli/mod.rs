@@ -30,7 +30,7 @@ pub use bench_serving::BenchServingArgs;
 pub use cluster::{
     ClusterBenchArgs, ClusterCommand, ClusterDoctorArgs, ClusterDownArgs, ClusterInitArgs,
     ClusterInstallArgs, ClusterJoinArgs, ClusterMetricsArgs, ClusterRefreshArgs, ClusterStatusArgs,
-    ClusterUpArgs, RayNodeArgs, ServeAction, ServeArgs,
+    ClusterTopArgs, ClusterUpArgs, RayNodeArgs, ServeAction, ServeArgs,
 };
 pub use common::{
     Channel, ClusterFileArgs, DryRunArgs, EngineArgs, OutputArgs, PlanOutputArgs, SourceArgs,
@@ -100,7 +100,7 @@ pub enum Command {
     Snapshot(SnapshotArgs),
     /// Serve this node's GPU, RDMA and data-plane figures to Prometheus (GET /metrics), or print one scrape.
     #[command(
-        after_help = "Examples:\n  halobox metrics                                  serve on the data-plane address, port 9837\n  halobox metrics --listen 192.168.100.1:9837 --node node1\n  halobox metrics --print\n  halobox metrics --sysroot tests/fixtures/metrics/strix-cx5 --print --node node1\n\nRead-only: it serves GET /metrics and nothing else, holds no secret, and never listens on every interface.\nThe engine's own /metrics (vLLM, llama-server) stays the engine's."
+        after_help = "Examples:\n  halobox metrics                                  serve on the data-plane address, port 9837\n  halobox metrics --listen 192.168.100.1:9837 --node node1\n  halobox metrics --print\n  halobox metrics --listen 192.168.100.1:9837 --node node1 --ray --container halobox --backend podman --serve-endpoint 192.168.100.1:8000\n  halobox metrics --sysroot tests/fixtures/metrics/strix-cx5 --print --node node1\n\nRead-only: it serves GET /metrics and nothing else, holds no secret, and never listens on every interface.\nThe engine's own /metrics (vLLM, llama-server) stays the engine's."
     )]
     Metrics(MetricsArgs),
     /// Apply the host fixes doctor prints (limits, podman units, groups, kernel parameters, MTU, firewall, RoCE mode).

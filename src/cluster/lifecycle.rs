@@ -1,33 +1,90 @@
 //! `cluster up` and `cluster down` as library entry points: Ray (or
-//! llama.cpp's RPC servers) on every node, and their end, the serve on
-//! the head first. Their words go to a [`Reporter`].
+//! llama.cpp's RPC servers) on every node, then `halobox metrics` on every
+//! node's host ([`metrics_nodes`]); and their end, the serve on the head
+//! first, the exporters last. Their words go to a [`Reporter`].
 
 use std::path::Path;
 
 use super::config::{ClusterConfig, Engine};
 use super::env::NodeEnv;
-use super::{auth, run};
+use super::{auth, metrics_nodes, run};
 use crate::reporter::{Out, Reporter};
 use crate::serve::rpc_servers as rpc;
 
 /// `cluster up` of `cfg` (read from `path`, perhaps changed in memory):
-/// Ray, or llama.cpp's RPC servers; each node's env as applied.
+/// Ray, or llama.cpp's RPC servers, then (with `metrics`) `halobox
+/// metrics` on every node; each node's env as applied. An exporter that
+/// does not start is a warning: the cluster itself is up.
 pub fn up(
     cfg: &ClusterConfig,
     path: &Path,
     dry_run: bool,
     timeout_s: u64,
     mode: auth::Mode,
+    metrics: bool,
     r: &mut dyn Reporter,
 ) -> anyhow::Result<Vec<NodeEnv>> {
-    if cfg.engine == Engine::LlamaCpp {
-        return rpc::up(cfg, dry_run, &mut Out(r));
+    if mode == auth::Mode::Insecure && cfg.engine != Engine::LlamaCpp {
+        r.note(&format!("{}\n", auth::INSECURE_WARNING));
     }
-    run::up(cfg, path, dry_run, timeout_s, mode, &mut Out(r))
+    let envs = if cfg.engine == Engine::LlamaCpp {
+        rpc::up(cfg, dry_run, &mut Out(r))?
+    } else {
+        run::up(cfg, path, dry_run, timeout_s, mode, &mut Out(r))?
+    };
+    if !metrics {
+        r.out("halobox metrics: not started (--no-metrics)\n");
+        return Ok(envs);
+    }
+    if dry_run {
+        r.out("\nthen halobox metrics on every node's host:\n");
+        for node in &cfg.nodes {
+            r.out(&format!(
+                "  {}: {}\n",
+                node.label(),
+                crate::shell::line(&run::node_argv(
+                    cfg,
+                    node,
+                    &metrics_nodes::metrics_argv(cfg, node, path)
+                ))
+            ));
+        }
+        return Ok(envs);
+    }
+    let mut failed = false;
+    for (_, said) in metrics_nodes::up(cfg, path) {
+        match said {
+            Ok(line) => r.out(&format!("{line}\n")),
+            Err(e) => {
+                failed = true;
+                r.note(&format!("warning: {e}\n"));
+            }
+        }
+    }
+    if failed {
+        r.note("warning: halobox metrics did not start on every node (see above); the cluster is up without it there: free the port, then run `halobox cluster up` again\n");
+    }
+    Ok(envs)
+}
+
+/// Stops `halobox metrics` on every node: true when each was asked.
+fn stop_metrics(cfg: &ClusterConfig, r: &mut dyn Reporter) -> bool {
+    let mut ok = true;
+    for (name, said) in metrics_nodes::down(cfg) {
+        match said {
+            Ok(said) if said == "none" => {}
+            Ok(said) => r.out(&format!("{name}: halobox metrics {said}\n")),
+            Err(e) => {
+                ok = false;
+                r.out(&format!("{name}: halobox metrics: FAILED: {e}\n"));
+            }
+        }
+    }
+    ok
 }
 
 /// `cluster down` of `cfg`: the serve on the head first, then Ray or the
-/// RPC servers; true when every node stopped.
+/// RPC servers, then `halobox metrics`; true when every node stopped.
 pub fn down(cfg: &ClusterConfig, r: &mut dyn Reporter) -> bool {
     match crate::serve::control::stop_over_ssh(cfg) {
         Ok(said) if said.starts_with("stopped ") => {
@@ -59,7 +116,7 @@ pub fn down(cfg: &ClusterConfig, r: &mut dyn Reporter) -> bool {
                 "error: an RPC server was not stopped (see above); `halobox cluster status` shows them, then run `halobox cluster down` again\n",
             );
         }
-        return ok;
+        return stop_metrics(cfg, r) && ok;
     }
     let results = run::down(cfg);
     let mut ok = true;
@@ -81,5 +138,5 @@ pub fn down(cfg: &ClusterConfig, r: &mut dyn Reporter) -> bool {
             "error: Ray was not stopped on every node (see above); stop it there by hand with `ray stop`, then run `halobox cluster down` again\n",
         );
     }
-    ok
+    stop_metrics(cfg, r) && ok
 }

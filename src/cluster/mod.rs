@@ -21,6 +21,7 @@ pub mod env;
 pub mod install;
 pub mod join;
 pub mod lifecycle;
+pub mod metrics_nodes;
 pub mod plan;
 pub mod preflight;
 pub mod ray_state;

@@ -255,7 +255,8 @@ fn print_findings(out: &mut dyn Write, findings: &[Finding]) -> std::io::Result<
 }
 
 /// `cluster up`: preflight, head, workers, wait for every node in Ray;
-/// its progress goes to `out`. Returns each node's env (as it would be
+/// its progress goes to `out` (the caller warns about
+/// [`auth::Mode::Insecure`]: [`auth::INSECURE_WARNING`]). Returns each node's env (as it would be
 /// applied with `dry_run`).
 pub fn up(
     cfg: &ClusterConfig,
@@ -266,9 +267,6 @@ pub fn up(
     out: &mut dyn Write,
 ) -> anyhow::Result<Vec<NodeEnv>> {
     let t0 = Instant::now();
-    if mode == auth::Mode::Insecure {
-        eprintln!("{}", auth::INSECURE_WARNING);
-    }
     let token_file = auth::cluster_token_path(config_path);
     writeln!(out, "preflight of {} node(s):", cfg.nodes.len())?;
     // One ssh connection per node for the whole run (closed when `up`

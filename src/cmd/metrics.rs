@@ -1,15 +1,17 @@
 //! `halobox metrics`: serve this node's figures on `GET /metrics`, or print
 //! one scrape (`--print`, also of a `--sysroot` snapshot).
 
-use std::net::TcpListener;
+use std::net::{SocketAddr, TcpListener};
+use std::path::PathBuf;
 use std::process::ExitCode;
 
 use anyhow::Context;
 
 use crate::cli::MetricsArgs;
+use crate::cluster::config::NodeBackend;
 use crate::error::UsageError;
 use crate::host::{self, GatherOptions, HostRoot, Reader};
-use crate::metrics::{self, Target, serve};
+use crate::metrics::{self, Target, node, serve};
 
 /// Prints one scrape or serves until killed.
 pub fn run(args: &MetricsArgs) -> anyhow::Result<ExitCode> {
@@ -38,7 +40,10 @@ pub fn run(args: &MetricsArgs) -> anyhow::Result<ExitCode> {
                 .ok()
                 .and_then(|a| serve::interface_for(&facts, a.ip())),
         };
-        print!("{}", scrape(&root, &Target { node, interface }));
+        print!(
+            "{}",
+            scrape(&root, &Target { node, interface }, &Asks::of(args))
+        );
         return Ok(ExitCode::SUCCESS);
     }
     let addr = serve::listen_address(&facts, args.listen).map_err(|e| UsageError(e.to_string()))?;
@@ -54,11 +59,58 @@ pub fn run(args: &MetricsArgs) -> anyhow::Result<ExitCode> {
         target.node,
         target.interface.as_deref().unwrap_or("-")
     );
-    serve::serve(&listener, || scrape(&root, &target)).context("halobox metrics stopped")?;
+    let asks = Asks::of(args);
+    serve::serve(&listener, || scrape(&root, &target, &asks)).context("halobox metrics stopped")?;
     Ok(ExitCode::SUCCESS)
 }
 
-fn scrape(root: &HostRoot, target: &Target) -> String {
+/// What a scrape asks about beyond the host's figures (`cluster up` names
+/// them: the container, Ray, and on the head the serve).
+struct Asks {
+    container: Option<(String, NodeBackend)>,
+    ray: bool,
+    serve: Option<(SocketAddr, Option<PathBuf>)>,
+}
+
+impl Asks {
+    fn of(args: &MetricsArgs) -> Asks {
+        Asks {
+            container: args
+                .container
+                .clone()
+                .map(|c| (c, args.backend.unwrap_or_default()))
+                .filter(|(_, b)| b.is_container()),
+            ray: args.ray,
+            serve: args.serve_endpoint.map(|a| (a, args.serve_record.clone())),
+        }
+    }
+
+    fn seen(&self, r: &Reader) -> node::Seen {
+        node::Seen {
+            container: self
+                .container
+                .as_ref()
+                .map(|(c, b)| (c.clone(), *b, node::container_running(c))),
+            ray: self.ray.then(|| node::ray_running(r)),
+            serve: self.serve.as_ref().map(|(given, record)| {
+                // The record (when this host has one) names the endpoint.
+                let recorded = record
+                    .as_deref()
+                    .and_then(crate::serve::state::load)
+                    .map(|s| s.endpoint);
+                let addr = recorded
+                    .as_deref()
+                    .and_then(node::endpoint_addr)
+                    .unwrap_or(*given);
+                node::ServeState::of(recorded.is_some(), node::healthy(addr))
+            }),
+        }
+    }
+}
+
+fn scrape(root: &HostRoot, target: &Target, asks: &Asks) -> String {
     let r = Reader::new(root.clone());
-    metrics::render(&target.node, &metrics::collect(&r, target))
+    let mut families = metrics::collect(&r, target);
+    families.extend(node::families(&asks.seen(&r)));
+    metrics::render(&target.node, &families)
 }

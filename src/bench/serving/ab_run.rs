@@ -235,6 +235,7 @@ impl Run<'_> {
             false,
             cfg.timeout_s,
             auth::Mode::Token,
+            true,
             self.r,
         ) {
             Ok(envs) => res.nodes = ab::transports(cfg.engine, &envs),

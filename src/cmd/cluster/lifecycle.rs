@@ -6,8 +6,8 @@ use std::process::ExitCode;
 use crate::cli::{ClusterDownArgs, ClusterUpArgs};
 use crate::cluster::auth;
 use crate::cluster::config::{self, Engine};
-use crate::cluster::plan;
 use crate::cluster::{self, run};
+use crate::cluster::{metrics_nodes, plan};
 use crate::reporter::Terminal;
 use crate::serve::rpc_servers as rpc;
 use crate::shell;
@@ -24,6 +24,7 @@ pub fn up(a: &ClusterUpArgs) -> anyhow::Result<ExitCode> {
         } else {
             auth::Mode::Token
         },
+        !a.no_metrics,
         &mut Terminal,
     )?;
     Ok(ExitCode::SUCCESS)
@@ -45,13 +46,24 @@ pub fn down(a: &ClusterDownArgs) -> anyhow::Result<ExitCode> {
                     shell::line(&run::node_argv(&cfg, node, &rpc::stop_command(&cfg, node)))
                 );
             }
-            return Ok(ExitCode::SUCCESS);
+        } else {
+            for node in &cfg.nodes {
+                println!(
+                    "{}: {}",
+                    node.label(),
+                    shell::line(&run::node_argv(&cfg, node, &plan::stop_command(&cfg, node)))
+                );
+            }
         }
         for node in &cfg.nodes {
             println!(
-                "{}: {}",
+                "{} (last: halobox metrics on its host): {}",
                 node.label(),
-                shell::line(&run::node_argv(&cfg, node, &plan::stop_command(&cfg, node)))
+                shell::line(&run::node_argv(
+                    &cfg,
+                    node,
+                    &metrics_nodes::stop_command(node)
+                ))
             );
         }
         return Ok(ExitCode::SUCCESS);

@@ -1,4 +1,4 @@
-//! `halobox cluster init|up|join|status|down|refresh|install|doctor|bench|metrics|tui`.
+//! `halobox cluster init|up|join|status|down|refresh|install|doctor|bench|metrics|top|tui`.
 
 pub mod bench;
 pub mod doctor;
@@ -9,6 +9,7 @@ pub mod lifecycle;
 pub mod menu;
 pub mod metrics;
 pub mod status;
+pub mod top;
 
 use std::io::IsTerminal;
 use std::process::ExitCode;
@@ -35,6 +36,7 @@ pub fn run(cmd: ClusterCommand) -> anyhow::Result<ExitCode> {
         ClusterCommand::Bench(a) => bench::run(&a),
         ClusterCommand::Tui(a) => tui(&a),
         ClusterCommand::Metrics(a) => metrics::run(&a),
+        ClusterCommand::Top(a) => top::run(&a),
     }
 }
 
@@ -79,6 +81,7 @@ fn tui(a: &ClusterFileArgs) -> anyhow::Result<ExitCode> {
                 plan: DryRunArgs { dry_run: pick == 1 },
                 timeout: None,
                 insecure_ray: false,
+                no_metrics: false,
             }),
             3 => menu::serve_menu(a),
             4 => lifecycle::down(&ClusterDownArgs {
