@@ -1,14 +1,14 @@
 //! `halobox model sync|ls|rm`, and the hidden commands each node runs for
 //! them.
 
-use std::io::{BufRead, IsTerminal};
+use std::io::BufRead;
 use std::process::ExitCode;
 
 use crate::cli::{ModelCommand, ModelLsArgs, ModelPullArgs, ModelRmArgs, ModelSyncArgs};
 use crate::error::UsageError;
 use crate::model::cache::ModelRef;
 use crate::model::{facts, flow, transfer};
-use crate::reporter::Terminal;
+use crate::reporter::{Prompt, Terminal};
 
 /// Runs a `model` subcommand.
 pub fn run(cmd: ModelCommand) -> anyhow::Result<ExitCode> {
@@ -115,22 +115,8 @@ fn rm(a: &ModelRmArgs) -> anyhow::Result<ExitCode> {
         model: a.model.clone(),
         cluster: a.file.cluster.clone(),
         dry_run: a.mode.dry_run,
+        yes: a.confirm.yes,
     };
-    let yes = a.confirm.yes;
-    flow::rm(&o, &mut Terminal, &mut |question| {
-        if yes {
-            return Ok(true);
-        }
-        if !std::io::stdin().is_terminal() {
-            return Err(UsageError(format!(
-                "not removing without confirmation: pass --yes\n  hint: {question}"
-            ))
-            .into());
-        }
-        Ok(dialoguer::Confirm::new()
-            .with_prompt(question)
-            .default(false)
-            .interact()?)
-    })?;
+    flow::rm(&o, &mut Terminal, &mut Prompt)?;
     Ok(ExitCode::SUCCESS)
 }

@@ -8,7 +8,7 @@ use super::cache::{self, ModelRef};
 use super::{plan, pull as hf, sync as sync_run};
 use crate::cluster::config::{self, ClusterConfig, NodeConfig};
 use crate::error::UsageError;
-use crate::reporter::Reporter;
+use crate::reporter::{Ask, Reporter};
 use crate::units::format_bytes;
 
 /// The node `flag` (`--from`, `--on`) names by its name or ssh target.
@@ -244,15 +244,13 @@ pub struct RmOptions {
     pub cluster: Option<PathBuf>,
     /// Show what would go, remove nothing.
     pub dry_run: bool,
+    /// `--yes`: remove without asking.
+    pub yes: bool,
 }
 
-/// Runs `halobox model rm`; `confirm` is asked the question before
-/// anything is removed and answers whether to go on.
-pub fn rm(
-    o: &RmOptions,
-    r: &mut dyn Reporter,
-    confirm: &mut dyn FnMut(&str) -> anyhow::Result<bool>,
-) -> anyhow::Result<()> {
+/// Runs `halobox model rm`; without `--yes`, `ask` is asked before
+/// anything is removed.
+pub fn rm(o: &RmOptions, r: &mut dyn Reporter, ask: &mut dyn Ask) -> anyhow::Result<()> {
     let model = ModelRef::parse(&o.model).map_err(UsageError)?;
     // MODEL@REV removes that revision; MODEL alone every revision.
     let one = o.model.contains('@').then_some(model.revision.as_str());
@@ -309,9 +307,18 @@ pub fn rm(
     if o.dry_run {
         return Ok(());
     }
-    if !confirm(&format!("Remove {what} from every node?"))? {
-        r.out("nothing removed\n");
-        return Ok(());
+    if !o.yes {
+        let question = format!("Remove {what} from every node?");
+        if !ask.can_ask() {
+            return Err(UsageError(format!(
+                "not removing without confirmation: pass --yes\n  hint: {question}"
+            ))
+            .into());
+        }
+        if !ask.ask(&[], &question)? {
+            r.out("nothing removed\n");
+            return Ok(());
+        }
     }
     let freed = sync_run::remove(&cfg, &what)?;
     for (n, f) in cfg.nodes.iter().zip(freed) {
