@@ -1,7 +1,7 @@
 //! Images halobox makes: definitions (`images/<name>.toml`), the build plan,
 //! reproducible layers added without a rebuild, image archives both podman
-//! and docker load, the publish plan, and the git revision they are labelled
-//! with.
+//! and docker load, the publish plan and `halobox publish` from start to
+//! end ([`publish_flow`]), and the git revision they are labelled with.
 
 pub mod archive;
 pub mod build;
@@ -11,4 +11,5 @@ pub mod definition;
 pub mod git;
 pub mod layer;
 pub mod publish;
+pub mod publish_flow;
 pub mod rewrite;
