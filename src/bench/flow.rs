@@ -11,12 +11,13 @@ use std::path::{Path, PathBuf};
 use super::plan::{self, BenchOptions, RdmaMode};
 use super::probe::NodeContext;
 use super::results::{self, Results};
-use super::{peer as bench_peer, report as render, run as exec};
+use super::{peer as bench_peer, report as render, run as exec, tcp};
 use crate::cluster::config;
 use crate::container::inside::{self, Inside};
 use crate::error::UsageError;
 use crate::host::{self, GatherOptions, HostRoot};
 use crate::reporter::{Out, Reporter};
+use anyhow::Context as _;
 
 /// Where the ends run (`--on`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -121,6 +122,36 @@ pub fn run(o: &Options, r: &mut dyn Reporter) -> anyhow::Result<bool> {
         writeln!(Out(r), "saved in {}", dir.display())?;
     }
     Ok(passed(&res))
+}
+
+/// Runs `halobox bench serve`: halobox's TCP server on `bind` (`None`:
+/// this node's data-plane address) and `port`, with `(idle, io)` timeouts;
+/// its ready line goes to `r`'s output as soon as it listens.
+pub fn tcp_server(
+    bind: Option<std::net::IpAddr>,
+    port: u16,
+    (idle, io): (std::time::Duration, std::time::Duration),
+    r: &mut dyn Reporter,
+) -> anyhow::Result<()> {
+    let bind = match bind {
+        Some(b) => b,
+        None => {
+            let facts = host::gather(HostRoot::live(), GatherOptions::default());
+            tcp::default_bind(&facts).map_err(UsageError)?
+        }
+    };
+    let opts = tcp::ServeOptions {
+        bind,
+        port,
+        idle_timeout: idle,
+        io_timeout: io,
+        token: tcp::StopToken::generate().context("cannot read /dev/urandom")?,
+    };
+    tcp::serve(&opts, |addr| {
+        r.out(&format!("{}\n", tcp::ready_line(addr, &opts.token)))
+    })
+    .with_context(|| format!("cannot serve on {bind}:{port}"))?;
+    Ok(())
 }
 
 /// Reports a saved run in `dir` (text or JSON); `Ok(true)` when nothing

@@ -4,7 +4,6 @@ pub mod ab;
 pub mod collective;
 pub mod serving;
 
-use std::io::Write;
 use std::process::ExitCode;
 use std::time::Duration;
 
@@ -17,7 +16,7 @@ use crate::cli::{
 };
 use crate::container::inside;
 use crate::error::UsageError;
-use crate::host::{self, GatherOptions, HostRoot};
+use crate::host::HostRoot;
 use crate::reporter::Terminal;
 
 /// Runs a `bench` subcommand.
@@ -44,26 +43,11 @@ pub fn run(cmd: BenchCommand) -> anyhow::Result<ExitCode> {
 }
 
 fn serve(args: &BenchServeArgs) -> anyhow::Result<ExitCode> {
-    let bind = match args.bind {
-        Some(b) => b,
-        None => {
-            let facts = host::gather(HostRoot::live(), GatherOptions::default());
-            tcp::default_bind(&facts).map_err(UsageError)?
-        }
-    };
-    let opts = tcp::ServeOptions {
-        bind,
-        port: args.server.port,
-        idle_timeout: Duration::from_secs(args.idle_timeout),
-        io_timeout: Duration::from_secs(args.io_timeout),
-        token: tcp::StopToken::generate().context("cannot read /dev/urandom")?,
-    };
-    tcp::serve(&opts, |addr| {
-        let mut out = std::io::stdout().lock();
-        let _ = writeln!(out, "{}", tcp::ready_line(addr, &opts.token));
-        let _ = out.flush();
-    })
-    .with_context(|| format!("cannot serve on {bind}:{}", args.server.port))?;
+    let timeouts = (
+        Duration::from_secs(args.idle_timeout),
+        Duration::from_secs(args.io_timeout),
+    );
+    flow::tcp_server(args.bind, args.server.port, timeouts, &mut Terminal)?;
     Ok(ExitCode::SUCCESS)
 }
 
@@ -131,11 +115,7 @@ fn bench_run(args: &BenchRunArgs) -> anyhow::Result<ExitCode> {
 
 /// 0 when nothing failed (skips are fine), else 1.
 fn status(passed: bool) -> ExitCode {
-    if passed {
-        ExitCode::SUCCESS
-    } else {
-        ExitCode::FAILURE
-    }
+    ExitCode::from(u8::from(!passed))
 }
 
 fn report_cmd(args: &BenchReportArgs) -> anyhow::Result<ExitCode> {
