@@ -24,7 +24,10 @@
 //! - the library's entry points for commands over the cluster:
 //!   [`cluster::up`], [`cluster::down`], [`cluster::refresh`],
 //!   [`serve::start`](mod@serve::start), [`bench::collective::run()`],
-//!   [`bench::serving::ab_run`] and [`mod@bench`];
+//!   [`bench::serving::ab_run`] and [`mod@bench`]; for the others:
+//!   [`refresh::flow`], [`setup::flow`], [`bench::flow`], [`model::flow`],
+//!   [`image::publish_flow`] and [`image::add_layer`], each asking through
+//!   a [`reporter::Ask`] where it asks;
 //! - shared: [`error`] (usage errors, exit status 2), [`image_ref`],
 //!   [`confine`] (paths confined to a root), [`units`].
 //!

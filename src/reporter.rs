@@ -1,8 +1,12 @@
 //! How a library workflow says what it does without printing on its own:
 //! the command's output, and notes (progress, warnings) beside it. The
 //! CLI's [`Terminal`] sends the output to stdout and the notes to stderr.
+//! A question before a change goes to an [`Ask`] (the CLI's [`Prompt`]:
+//! the terminal).
 
-use std::io::Write;
+use std::io::{IsTerminal as _, Write};
+
+use anyhow::Context as _;
 
 /// Where a workflow's words go.
 pub trait Reporter {
@@ -23,6 +27,35 @@ impl Reporter for Terminal {
     }
     fn note(&mut self, text: &str) {
         let _ = std::io::stderr().write_all(text.as_bytes());
+    }
+}
+
+/// How a workflow asks before it changes something.
+pub trait Ask {
+    /// Whether someone can answer (a terminal).
+    fn can_ask(&self) -> bool;
+    /// Shows `lines`, then asks `question`; `Ok(true)` goes on (the
+    /// default is no).
+    fn ask(&mut self, lines: &[String], question: &str) -> anyhow::Result<bool>;
+}
+
+/// The question on the terminal (dialoguer), when stdin is one; the
+/// lines before it go to stderr.
+pub struct Prompt;
+
+impl Ask for Prompt {
+    fn can_ask(&self) -> bool {
+        std::io::stdin().is_terminal()
+    }
+    fn ask(&mut self, lines: &[String], question: &str) -> anyhow::Result<bool> {
+        for line in lines {
+            eprintln!("{line}");
+        }
+        dialoguer::Confirm::new()
+            .with_prompt(question)
+            .default(false)
+            .interact()
+            .context("reading the answer")
     }
 }
 

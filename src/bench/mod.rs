@@ -1,7 +1,7 @@
 //! `halobox bench`: Ethernet (TCP) against RDMA between two nodes, in the
 //! right units, with failures diagnosed.
 //!
-//! [`plan`] decides what runs (pure), [`run`] runs it (ssh to the peer,
+//! [`flow`] is `bench run` from start to end; [`plan`] decides what runs (pure), [`run`] runs it (ssh to the peer,
 //! clients here), [`results`] derives the table from the saved raw logs and
 //! [`report`] prints it. The parsers ([`perftest`], [`iperf3`]) and
 //! [`diagnose`] read the tools' own output ([`wc_status`] decodes completion
@@ -13,6 +13,7 @@
 pub mod collective;
 pub mod counters;
 pub mod diagnose;
+pub mod flow;
 pub mod iperf3;
 pub mod peer;
 pub mod perftest;

@@ -268,8 +268,13 @@ fn inside_report(req: &JoinRequest, inside: &str) -> Result<JoinReport, String> 
     }
 }
 
-/// Starts Ray on this node as `report` says; fails with Ray's own words.
-pub fn start(report: &JoinReport, req: &JoinRequest) -> anyhow::Result<()> {
+/// Starts Ray on this node as `report` says (a warning to `r` when vLLM's
+/// list of per-node variables cannot be written); fails with Ray's own words.
+pub fn start(
+    report: &JoinReport,
+    req: &JoinRequest,
+    r: &mut dyn crate::reporter::Reporter,
+) -> anyhow::Result<()> {
     let env = &report.env;
     if env.is_head && report.port_free == Some(false) {
         bail!(
@@ -282,10 +287,10 @@ pub fn start(report: &JoinReport, req: &JoinRequest) -> anyhow::Result<()> {
     if req.backend == NodeBackend::Host {
         match report.carry_over.as_deref() {
             Some(p) => carry::write(std::path::Path::new(p), &env.per_node)?,
-            None => eprintln!(
-                "warning: no HOME: vLLM's list of per-node variables ({}) was not written, so vLLM may copy the head's values to the workers",
+            None => r.note(&format!(
+                "warning: no HOME: vLLM's list of per-node variables ({}) was not written, so vLLM may copy the head's values to the workers\n",
                 carry::FILE
-            ),
+            )),
         }
         let token_file = node_token(req.auth.as_ref())?;
         let (prog, args) = env.ray_start.split_first().expect("ray start argv");

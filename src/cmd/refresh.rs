@@ -2,15 +2,12 @@
 //! rest; the question before a container is replaced is asked here, on
 //! the terminal.
 
-use std::io::IsTerminal as _;
 use std::process::ExitCode;
 
-use anyhow::Context as _;
-
 use crate::cli::RefreshArgs;
-use crate::refresh::flow::{self, Ask, Ended, Options};
+use crate::refresh::flow::{self, Ended, Options};
 use crate::refresh::prepare::RefreshRequest;
-use crate::reporter::Terminal;
+use crate::reporter::{Prompt, Terminal};
 
 /// Runs `halobox refresh`.
 pub fn run(args: &RefreshArgs, color: bool) -> anyhow::Result<ExitCode> {
@@ -43,23 +40,4 @@ pub fn run(args: &RefreshArgs, color: bool) -> anyhow::Result<ExitCode> {
         Ended::Done => ExitCode::SUCCESS,
         Ended::Declined | Ended::CheckFailed => ExitCode::FAILURE,
     })
-}
-
-/// The question on the terminal (dialoguer), when stdin is one.
-struct Prompt;
-
-impl Ask for Prompt {
-    fn can_ask(&self) -> bool {
-        std::io::stdin().is_terminal()
-    }
-    fn ask(&mut self, lines: &[String], question: &str) -> anyhow::Result<bool> {
-        for line in lines {
-            eprintln!("{line}");
-        }
-        dialoguer::Confirm::new()
-            .with_prompt(question)
-            .default(false)
-            .interact()
-            .context("reading the answer")
-    }
 }

@@ -9,6 +9,7 @@
 //! subnets, routes and GIDs still agree with each other.
 
 use std::collections::BTreeMap;
+use std::io::Read as _;
 use std::net::{Ipv4Addr, Ipv6Addr};
 
 use sha2::{Digest, Sha256};
@@ -558,6 +559,29 @@ fn replace_word(text: &str, word: &str, with: &str) -> String {
     }
     out.push_str(rest);
     out
+}
+
+/// This host's name and its short form, for `--redact`.
+pub fn hostnames() -> Vec<String> {
+    let Ok(name) = std::fs::read_to_string("/proc/sys/kernel/hostname") else {
+        return Vec::new();
+    };
+    let name = name.trim().to_string();
+    let short = name.split('.').next().unwrap_or_default().to_string();
+    let mut names = vec![name];
+    if short != names[0] {
+        names.push(short);
+    }
+    names
+}
+
+/// The key of this snapshot's mappings (never stored).
+pub fn random_key() -> anyhow::Result<[u8; 32]> {
+    let mut key = [0u8; 32];
+    std::fs::File::open("/dev/urandom")
+        .and_then(|mut f| f.read_exact(&mut key))
+        .map_err(|e| anyhow::anyhow!("reading /dev/urandom for the redaction key: {e}"))?;
+    Ok(key)
 }
 
 #[cfg(test)]

@@ -293,6 +293,59 @@ fn append<W: Write>(tar: &mut tar::Builder<W>, path: &str, entry: &Entry) -> io:
     }
 }
 
+/// Refuses an `out` that is not a `.tar.gz`, that exists (unless `force`)
+/// or whose folder does not.
+pub fn check_out(out: &Path, force: bool) -> anyhow::Result<()> {
+    let name = out.to_string_lossy();
+    if !(name.ends_with(".tar.gz") || name.ends_with(".tgz")) {
+        return Err(crate::error::UsageError(format!(
+            "{name}: the snapshot is a gzip-compressed tar archive\n  hint: name it with .tar.gz, e.g. `halobox snapshot node1.tar.gz`"
+        ))
+        .into());
+    }
+    if out.is_dir() || (out.exists() && !force) {
+        return Err(crate::error::UsageError(format!(
+            "{name} already exists\n  hint: choose another name, or `halobox snapshot --force {name}` to replace it"
+        ))
+        .into());
+    }
+    let dir = out.parent().filter(|d| !d.as_os_str().is_empty());
+    if let Some(dir) = dir.filter(|d| !d.is_dir()) {
+        return Err(crate::error::UsageError(format!(
+            "{}: no such directory for {name}\n  hint: mkdir -p {}",
+            dir.display(),
+            dir.display()
+        ))
+        .into());
+    }
+    Ok(())
+}
+
+/// The files and links in `tree` (folders aside).
+pub fn files(tree: &Tree) -> usize {
+    tree.values()
+        .filter(|e| !matches!(e.body, Body::Dir))
+        .count()
+}
+
+/// One line per file (`top/path  size`), directories left out.
+pub fn listing(tree: &Tree, top: &str, out: &Path) -> String {
+    let mut s = String::new();
+    for (path, e) in tree {
+        match &e.body {
+            Body::Dir => {}
+            Body::File(b) => s.push_str(&format!("{top}{path}  {} bytes\n", b.len())),
+            Body::Link(t) => s.push_str(&format!("{top}{path} -> {}\n", t.display())),
+        }
+    }
+    s.push_str(&format!(
+        "would write {} files to {}\n",
+        files(tree),
+        out.display()
+    ));
+    s
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -23,7 +23,7 @@ pub const TOOLS: [(&str, &str); 8] = [
 ];
 
 /// Directories searched inside a snapshot (its PATH is not known).
-const SNAPSHOT_PATH: [&str; 6] = [
+pub const SNAPSHOT_PATH: [&str; 6] = [
     "/usr/local/sbin",
     "/usr/local/bin",
     "/usr/sbin",

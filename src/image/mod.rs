@@ -1,8 +1,10 @@
 //! Images halobox makes: definitions (`images/<name>.toml`), the build plan,
-//! reproducible layers added without a rebuild, image archives both podman
-//! and docker load, the publish plan, and the git revision they are labelled
-//! with.
+//! reproducible layers added without a rebuild (`image add-layer` from start
+//! to end: [`add_layer`]), image archives both podman
+//! and docker load, the publish plan and `halobox publish` from start to
+//! end ([`publish_flow`]), and the git revision they are labelled with.
 
+pub mod add_layer;
 pub mod archive;
 pub mod build;
 pub mod cleanup;
@@ -11,4 +13,5 @@ pub mod definition;
 pub mod git;
 pub mod layer;
 pub mod publish;
+pub mod publish_flow;
 pub mod rewrite;

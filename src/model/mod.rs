@@ -1,4 +1,5 @@
-//! Model weights in the Hugging Face cache of every node: the cache layout
+//! Model weights in the Hugging Face cache of every node (`model pull|sync|ls|rm`
+//! from start to end in [`flow`]): the cache layout
 //! ([`cache`]), what a node holds ([`facts`], with the hashes it verified
 //! in [`record`]), what a sync will do ([`plan`], pure), and doing it
 //! ([`sync`] over ssh, the bytes by [`transfer`] over the data plane);
@@ -13,6 +14,7 @@ pub mod cache;
 pub mod complete;
 pub mod facts;
 pub mod fit;
+pub mod flow;
 pub mod kv;
 pub mod memory_args;
 pub mod placement;

@@ -152,12 +152,13 @@ pub fn in_container(cfg: &ClusterConfig, node: &NodeConfig, cmd: &[String]) -> V
 
 /// Runs the download on `node` (`token`: `HF_TOKEN`'s value, sent as the
 /// one line of stdin), printing its output as it comes, prefixed with the
-/// node; the snapshot folder `hf` printed last.
+/// node, as notes to `r`; the snapshot folder `hf` printed last.
 pub fn run(
     cfg: &ClusterConfig,
     node: &NodeConfig,
     req: &PullRequest,
     token: Option<&str>,
+    r: &mut dyn crate::reporter::Reporter,
 ) -> anyhow::Result<String> {
     let argv = in_container(cfg, node, &command(req));
     let rn = cluster_run::remote_node(cfg, node);
@@ -171,7 +172,7 @@ pub fn run(
         for l in &lines {
             let l = l.trim_end();
             if !l.is_empty() {
-                eprintln!("  {}: {l}", node.label());
+                r.note(&format!("  {}: {l}\n", node.label()));
                 last = l.to_string();
             }
         }

@@ -47,13 +47,7 @@ pub struct Options {
 }
 
 /// How a run asks before it replaces a container.
-pub trait Ask {
-    /// Whether someone can answer (a terminal).
-    fn can_ask(&self) -> bool;
-    /// Shows `lines`, then asks `question`; `Ok(true)` goes on (the
-    /// default is no).
-    fn ask(&mut self, lines: &[String], question: &str) -> anyhow::Result<bool>;
-}
+pub use crate::reporter::Ask;
 
 /// How a run ended (errors aside).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

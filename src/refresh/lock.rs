@@ -104,17 +104,13 @@ pub fn try_acquire(engine: &str, name: &str) -> Result<Result<RefreshLock, LockE
         Ok(file) => Ok(Ok(RefreshLock {
             _file: own(file, &path)?,
         })),
-        Err((mut file, nix::errno::Errno::EWOULDBLOCK)) => {
-            let mut text = String::new();
-            let _ = file.read_to_string(&mut text);
-            Ok(Err(LockError::Busy {
-                name: name.to_string(),
-                engine: engine.to_string(),
-                holder: text.trim().parse().ok(),
-                path,
-                waitable: false,
-            }))
-        }
+        Err((mut file, nix::errno::Errno::EWOULDBLOCK)) => Ok(Err(LockError::Busy {
+            name: name.to_string(),
+            engine: engine.to_string(),
+            holder: holder(&mut file),
+            path,
+            waitable: false,
+        })),
         Err((_, e)) => Err(LockError::Unusable {
             path,
             message: e.to_string(),
@@ -123,6 +119,14 @@ pub fn try_acquire(engine: &str, name: &str) -> Result<Result<RefreshLock, LockE
 }
 
 fn open(path: &Path) -> Result<File, LockError> {
+    open_file(path).map_err(|e| LockError::Unusable {
+        path: path.to_path_buf(),
+        message: e.to_string(),
+    })
+}
+
+/// Opens (or makes, 0600) the lock file at `path`, never through a symlink.
+pub fn open_file(path: &Path) -> std::io::Result<File> {
     OpenOptions::new()
         .read(true)
         .write(true)
@@ -131,19 +135,25 @@ fn open(path: &Path) -> Result<File, LockError> {
         .mode(0o600)
         .custom_flags(nix::libc::O_NOFOLLOW)
         .open(path)
-        .map_err(|e| LockError::Unusable {
-            path: path.to_path_buf(),
-            message: e.to_string(),
-        })
+}
+
+/// The pid a busy lock's holder wrote into it, when it reads as one.
+pub fn holder(file: &mut File) -> Option<u32> {
+    let mut text = String::new();
+    let _ = file.read_to_string(&mut text);
+    text.trim().parse().ok()
+}
+
+/// Writes this process's pid into a freshly taken lock.
+pub fn write_pid(file: &mut Flock<File>) -> std::io::Result<()> {
+    file.set_len(0)
+        .and_then(|()| file.rewind())
+        .and_then(|()| write!(file, "{}", std::process::id()))
 }
 
 /// Writes this process's pid into a freshly taken lock.
 fn own(mut file: Flock<File>, path: &Path) -> Result<Flock<File>, LockError> {
-    let written = file
-        .set_len(0)
-        .and_then(|()| file.rewind())
-        .and_then(|()| write!(file, "{}", std::process::id()));
-    written.map_err(|e| LockError::Unusable {
+    write_pid(&mut file).map_err(|e| LockError::Unusable {
         path: path.to_path_buf(),
         message: e.to_string(),
     })?;

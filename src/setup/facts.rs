@@ -95,14 +95,8 @@ const PROGRAMS: [&str; 14] = [
     "devlink",
 ];
 
-const BIN_DIRS: [&str; 6] = [
-    "/usr/local/sbin",
-    "/usr/local/bin",
-    "/usr/sbin",
-    "/usr/bin",
-    "/sbin",
-    "/bin",
-];
+/// Where a snapshot's programs are looked for.
+const BIN_DIRS: [&str; 6] = crate::host::tools::SNAPSHOT_PATH;
 
 /// Reads setup's facts from the host behind `root`; `user` overrides the
 /// target user.

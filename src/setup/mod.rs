@@ -1,5 +1,6 @@
 //! Setup: the host fixes `doctor` prints, as a plan of file writes and
-//! commands that [`apply`] carries out and [`journal`] can undo.
+//! commands that [`apply`] carries out and [`journal`] can undo; [`flow`]
+//! is the whole `halobox setup` run.
 //!
 //! [`plan`] is pure: doctor's report, the host facts and the current content
 //! of every file a fix would touch ([`SetupFacts`]) give the same steps every
@@ -9,6 +10,7 @@
 pub mod apply;
 pub mod diff;
 mod facts;
+pub mod flow;
 mod groups;
 mod hold;
 pub mod journal;

@@ -108,6 +108,7 @@ pub fn join(a: &ClusterJoinArgs) -> anyhow::Result<ExitCode> {
         },
         ..req
     };
-    join::start(&report, &req).map_err(|e| named(format!("{e:#}")))?;
+    join::start(&report, &req, &mut crate::reporter::Terminal)
+        .map_err(|e| named(format!("{e:#}")))?;
     Ok(ExitCode::SUCCESS)
 }
