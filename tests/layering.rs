@@ -238,9 +238,9 @@ fn no_cmd_file_is_over_the_limit() {
 const PRINTS: &[&str] = &[
     // The CLI's Reporter and Ask: the terminal itself.
     "src/reporter.rs",
-    // Owned by the serve supervisor's and the metrics' work in progress.
+    // The serve's foreground supervision (its lines as the engine runs).
     "src/serve/",
-    "src/cluster/run.rs",
+    // The exporter's connection errors, as it serves (no caller to tell).
     "src/metrics/serve.rs",
     // Pull and push progress bars (indicatif) on the terminal's stderr.
     "src/engine/progress.rs",
