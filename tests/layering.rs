@@ -294,6 +294,7 @@ const FLOORS: &[(&str, &[&str])] = &[
         &[
             "serve::start",
             "cluster::lifecycle",
+            "cluster::boot",
             "cluster::bench",
             "cluster::bench_run",
             "cluster::doctor",

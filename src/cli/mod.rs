@@ -28,7 +28,7 @@ pub use bench::{
 pub use bench_collective::BenchCollectiveArgs;
 pub use bench_serving::BenchServingArgs;
 pub use cluster::{
-    ClusterBenchArgs, ClusterCommand, ClusterDoctorArgs, ClusterDownArgs, ClusterInitArgs,
+    ClusterBenchArgs, ClusterBootArgs, ClusterCommand, ClusterDoctorArgs, ClusterDownArgs, ClusterInitArgs,
     ClusterInstallArgs, ClusterJoinArgs, ClusterMetricsArgs, ClusterRefreshArgs, ClusterStatusArgs,
     ClusterUpArgs, RayNodeArgs, ServeAction, ServeArgs,
 };
