@@ -13,8 +13,8 @@
 
 pub mod auth;
 pub mod bench;
-pub mod boot;
 pub mod bench_run;
+pub mod boot;
 pub mod carry;
 pub mod config;
 pub mod doctor;

@@ -60,7 +60,11 @@ pub fn save(cluster: &Path, m: &Manifest) -> std::io::Result<()> {
         .truncate(true)
         .mode(0o600)
         .open(&tmp)?;
-    f.write_all(serde_json::to_string_pretty(m).expect("serialises").as_bytes())?;
+    f.write_all(
+        serde_json::to_string_pretty(m)
+            .expect("serialises")
+            .as_bytes(),
+    )?;
     std::fs::rename(tmp, p)
 }
 

@@ -304,11 +304,7 @@ pub fn engine_of(node: &NodeConfig) -> &'static str {
 /// A word of an `Exec*=` line: `%` and `$` escaped, quoted when needed.
 pub fn exec_word(w: &str) -> String {
     let w = w.replace('%', "%%").replace('$', "$$");
-    if !w.is_empty()
-        && !w
-            .chars()
-            .any(|c| c.is_whitespace() || "\"'\\;".contains(c))
-    {
+    if !w.is_empty() && !w.chars().any(|c| c.is_whitespace() || "\"'\\;".contains(c)) {
         return w;
     }
     format!("\"{}\"", w.replace('\\', "\\\\").replace('"', "\\\""))
@@ -377,7 +373,12 @@ pub fn plan(
         let dir = scope.dir(&f.home);
         let mut files = Vec::new();
         let mut notes = Vec::new();
-        let header = |what: &str| format!("{mark}\n[Unit]\nDescription=halobox: {what}\n");
+        let header = |what: &str| {
+            format!(
+                "{mark}\n[Unit]\nDescription=halobox: {}\n",
+                what.replace('%', "%%")
+            )
+        };
         let online = match scope {
             Scope::System => "Wants=network-online.target\nAfter=network-online.target\n",
             Scope::User => "",
@@ -400,7 +401,10 @@ pub fn plan(
             };
             let content = format!(
                 "{}{online}{daemon}StartLimitIntervalSec=300\nStartLimitBurst=5\n\n[Service]\nType=oneshot\nRemainAfterExit=yes\nExecStart={}\nExecStop={}\nRestart=on-failure\nRestartSec=10\nTimeoutStartSec=120\nTimeoutStopSec=60\n\n[Install]\nWantedBy={}\n",
-                header(&format!("the container {} (made by halobox)", node.container)),
+                header(&format!(
+                    "the container {} (made by halobox)",
+                    node.container
+                )),
                 exec_line(&[f.engine.clone(), "start".into(), node.container.clone()]),
                 exec_line(&[
                     f.engine.clone(),
@@ -561,7 +565,11 @@ mod tests {
     fn facts(uid: u32) -> NodeFacts {
         NodeFacts {
             uid,
-            user: if uid == 0 { "root".into() } else { "ann".into() },
+            user: if uid == 0 {
+                "root".into()
+            } else {
+                "ann".into()
+            },
             home: if uid == 0 {
                 "/root".into()
             } else {
@@ -621,11 +629,7 @@ mod tests {
         assert_eq!(
             names,
             [
-                vec![
-                    "halobox-container-vllm.service",
-                    CLUSTER_UNIT,
-                    SERVE_UNIT
-                ],
+                vec!["halobox-container-vllm.service", CLUSTER_UNIT, SERVE_UNIT],
                 vec!["halobox-container-vllm.service"]
             ]
         );
@@ -636,7 +640,10 @@ mod tests {
         let c = &p[0].files[0].content;
         assert!(c.starts_with(&marker(&opts(None).cluster)), "{c}");
         assert!(c.contains("ExecStart=/usr/bin/podman start vllm\n"), "{c}");
-        assert!(c.contains("ExecStop=/usr/bin/podman stop -t 10 vllm\n"), "{c}");
+        assert!(
+            c.contains("ExecStop=/usr/bin/podman stop -t 10 vllm\n"),
+            "{c}"
+        );
         assert!(c.contains("WantedBy=multi-user.target"));
         let up = &p[0].files[1].content;
         assert!(up.contains(
@@ -672,9 +679,17 @@ mod tests {
         );
         assert!(p[1].files[0].content.contains("WantedBy=default.target"));
         assert!(!p[1].files[0].content.contains("network-online"));
-        assert!(p[1].notes.iter().any(|n| n.contains("loginctl enable-linger ann")));
+        assert!(
+            p[1].notes
+                .iter()
+                .any(|n| n.contains("loginctl enable-linger ann"))
+        );
         assert_eq!(p[1].commands()[1][..3], ["systemctl", "--user", "enable"]);
-        assert!(p[0].notes.iter().any(|n| n.contains("no serve is recorded")));
+        assert!(
+            p[0].notes
+                .iter()
+                .any(|n| n.contains("no serve is recorded"))
+        );
         assert_eq!(p[0].files.len(), 2, "no serve unit without a record");
     }
 
@@ -738,7 +753,10 @@ mod tests {
         assert_eq!(exec_word("/usr/bin/podman"), "/usr/bin/podman");
         assert_eq!(exec_word("/a b/c"), "\"/a b/c\"");
         assert_eq!(exec_word("100%$x"), "100%%$$x");
-        assert_eq!(env_line("HOME", "/h \"x\""), "Environment=\"HOME=/h \\\"x\\\"\"\n");
+        assert_eq!(
+            env_line("HOME", "/h \"x\""),
+            "Environment=\"HOME=/h \\\"x\\\"\"\n"
+        );
     }
 
     #[test]

@@ -261,16 +261,14 @@ pub fn disable(
         ));
         return Ok(true);
     };
-    let node_of = |e: &NodeEntry| {
-        match cfg.nodes.iter().find(|n| n.ssh == e.ssh) {
-            Some(n) => remote_node(cfg, n),
-            None => crate::remote::Node::new(
-                &e.ssh,
-                &cfg.ssh_options,
-                format!("node {} ({})", e.node, e.ssh),
-                "install systemd's `systemctl` there".into(),
-            ),
-        }
+    let node_of = |e: &NodeEntry| match cfg.nodes.iter().find(|n| n.ssh == e.ssh) {
+        Some(n) => remote_node(cfg, n),
+        None => crate::remote::Node::new(
+            &e.ssh,
+            &cfg.ssh_options,
+            format!("node {} ({})", e.node, e.ssh),
+            "install systemd's `systemctl` there".into(),
+        ),
     };
     if dry_run {
         for e in &m.nodes {
@@ -286,7 +284,9 @@ pub fn disable(
                 "  run: {sc} daemon-reload (when a systemd manager runs there)\n"
             ));
         }
-        r.out(&format!("  (the marker line: {marker})\nNothing was removed (--dry-run).\n"));
+        r.out(&format!(
+            "  (the marker line: {marker})\nNothing was removed (--dry-run).\n"
+        ));
         return Ok(true);
     }
     let results: Vec<Result<String, String>> = std::thread::scope(|s| {
@@ -305,7 +305,9 @@ pub fn disable(
                 })
             })
             .collect();
-        hs.into_iter().map(|h| h.join().expect("node thread")).collect()
+        hs.into_iter()
+            .map(|h| h.join().expect("node thread"))
+            .collect()
     });
     let mut left = Manifest {
         nodes: Vec::new(),

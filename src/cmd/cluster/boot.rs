@@ -19,10 +19,20 @@ fn exit(ok: bool) -> ExitCode {
 
 pub fn enable(a: &ClusterBootArgs) -> anyhow::Result<ExitCode> {
     let (path, cfg) = config::open(a.file.cluster.as_deref())?;
-    Ok(exit(run::enable(&cfg, &path, a.plan.dry_run, &mut Terminal)?))
+    Ok(exit(run::enable(
+        &cfg,
+        &path,
+        a.plan.dry_run,
+        &mut Terminal,
+    )?))
 }
 
 pub fn disable(a: &ClusterBootArgs) -> anyhow::Result<ExitCode> {
     let (path, cfg) = config::open(a.file.cluster.as_deref())?;
-    Ok(exit(run::disable(&cfg, &path, a.plan.dry_run, &mut Terminal)?))
+    Ok(exit(run::disable(
+        &cfg,
+        &path,
+        a.plan.dry_run,
+        &mut Terminal,
+    )?))
 }
