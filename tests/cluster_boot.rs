@@ -6,17 +6,20 @@
 //!   vLLM serve recorded: `--dry-run` prints every file and command, no
 //!   secret, and changes nothing; a foreign file of the same name is refused
 //!   and left alone; `enable` writes and enables the units (each passes
-//!   `systemd-analyze verify` where it was written); then a "boot": every
-//!   container stopped and Ray gone, and the `Exec*=` lines of the written
-//!   units run exactly as systemd would run them (their `Environment=`, a
-//!   `-` prefix ignoring failure, in the order their `After=` gives), with
-//!   no other halobox command: the containers run again, Ray lists both
-//!   nodes, the serve answers a completion; SIGTERM (`systemctl stop`) ends
-//!   it cleanly. `disable` leaves a foreign file of the same name alone and
-//!   removes every file `enable` wrote.
+//!   `systemd-analyze verify` where it was written); then a boot: every
+//!   container stopped (Ray and vLLM with them), and on each node a real
+//!   systemd manager started over the node's unit folder, which runs
+//!   multi-user.target as `enable` left it (node b 20 s late): with no
+//!   halobox command typed, the containers run again, Ray lists both nodes,
+//!   the serve answers with the same greedy tokens; SIGTERM to each manager
+//!   (a shutdown) stops the serve and the containers through the units.
+//!   `disable` leaves a foreign file of the same name alone and removes
+//!   every file `enable` wrote.
 //!
-//! These machines run no systemd as PID 1 (and podman 4.3 has no Quadlet),
-//! so the boot is the units' own lines run by this test, not by systemd.
+//! These machines run no systemd as PID 1 (and podman 4.3 has no Quadlet):
+//! the managers are `systemd --user` run as root, each in a mount namespace
+//! of its own where `/run/systemd/system` exists, with stand-ins for the
+//! system targets the units name (multi-user, network-online, ...).
 //! Needs root, the engines of scripts/engines/start.sh and
 //! scripts/vllm-venv.sh's venv; a missing piece fails.
 
@@ -141,103 +144,101 @@ fn every_unit_enable_writes_passes_systemd_analyze_verify() {
     eprintln!("verified in {:.1} s", t0.elapsed().as_secs_f64());
 }
 
-/// One `Exec*=` line of a unit: whether a failure is ignored (`-`), and
-/// its words as systemd splits them (double quotes with backslash escapes;
-/// `%%` and `$$` unescaped).
-fn exec_words(line: &str) -> (bool, Vec<String>) {
-    let (ignore, rest) = match line.strip_prefix('-') {
-        Some(r) => (true, r),
-        None => (false, line),
-    };
-    let mut words = Vec::new();
-    let mut cur = String::new();
-    let mut quoted = false;
-    let mut started = false;
-    let mut chars = rest.chars();
-    while let Some(c) = chars.next() {
-        match c {
-            '"' => {
-                quoted = !quoted;
-                started = true;
-            }
-            '\\' if quoted => cur.push(chars.next().unwrap()),
-            c if c.is_whitespace() && !quoted => {
-                if started {
-                    words.push(std::mem::take(&mut cur));
-                    started = false;
-                }
-            }
-            c => {
-                cur.push(c);
-                started = true;
-            }
+/// A systemd manager running on a node as its init would: in a mount
+/// namespace of its own where `/run/systemd/system` exists (systemd's "booted
+/// with systemd" check), its units from the node's `/etc/systemd/system`
+/// (where `enable` wrote them) and stand-in targets, in a cgroup of its
+/// own. It runs as a user-mode manager (`systemd --user`, as root): PID 1
+/// belongs to the node. Killed on drop.
+struct Boot {
+    run: Option<common::serve::Running>,
+    cgroups: Vec<PathBuf>,
+}
+
+impl Boot {
+    fn start(s: &Serving, x: char, stubs: &Path) -> Boot {
+        let name = format!("hb-boot-{}-{x}", s.nodes().tag);
+        let cgroups: Vec<PathBuf> = ["systemd", "unified"]
+            .iter()
+            .map(|h| Path::new("/sys/fs/cgroup").join(h).join(&name))
+            .collect();
+        let script = format!(
+            "set -e\nmkdir -p /run/systemd\nmount -t tmpfs tmpfs /run/systemd\nmkdir -p /run/systemd/system /run/systemd/hbu\nchmod 700 /run/systemd/hbu\nfor g in {0} {1}; do mkdir -p \"$g\" && echo $$ >\"$g/cgroup.procs\" || true; done\nexport XDG_RUNTIME_DIR=/run/systemd/hbu SYSTEMD_UNIT_PATH=/etc/systemd/system:{2} HOME=/root PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin\nexec /lib/systemd/systemd --user --unit=multi-user.target --log-target=console --log-level=info",
+            cgroups[0].display(),
+            cgroups[1].display(),
+            stubs.display()
+        );
+        let mut cmd = s.on_node(
+            x,
+            &[
+                "unshare",
+                "-m",
+                "--propagation",
+                "private",
+                "sh",
+                "-c",
+                &script,
+            ],
+        );
+        let run = s.spawn(&format!("systemd-{x}"), &mut cmd);
+        Boot {
+            run: Some(run),
+            cgroups,
         }
     }
-    if started {
-        words.push(cur);
+
+    fn log(&self) -> String {
+        self.run
+            .as_ref()
+            .map(|r| format!("{}{}", r.out(), r.err()))
+            .unwrap_or_default()
     }
-    let words = words
-        .into_iter()
-        .map(|w| w.replace("%%", "%").replace("$$", "$"))
-        .collect();
-    (ignore, words)
+
+    fn manager(&self) -> Option<u32> {
+        let r = self.run.as_ref()?;
+        common::serve::descendants(r.child.id(), "systemd")
+            .first()
+            .copied()
+    }
+
+    /// SIGTERM to the manager (what a shutdown sends it), waited for.
+    fn shutdown(&mut self) {
+        let pid = self.manager().expect("the systemd manager runs");
+        nix::sys::signal::kill(
+            nix::unistd::Pid::from_raw(pid as i32),
+            nix::sys::signal::Signal::SIGTERM,
+        )
+        .unwrap();
+        let deadline = Instant::now() + Duration::from_secs(180);
+        let run = self.run.as_mut().unwrap();
+        while run.child.try_wait().unwrap().is_none() {
+            assert!(
+                Instant::now() < deadline,
+                "the manager did not stop its units within 3 min:\n{}",
+                self.log()
+            );
+            std::thread::sleep(Duration::from_millis(500));
+        }
+        self.run.take();
+        for g in &self.cgroups {
+            let _ = std::fs::remove_dir(g);
+        }
+    }
 }
 
-/// A unit file's `Environment=` pairs and its `KEY=` lines.
-struct Unit {
-    env: Vec<(String, String)>,
-    text: String,
-}
-
-impl Unit {
-    fn read(path: &Path) -> Unit {
-        let text =
-            std::fs::read_to_string(path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
-        let env = text
-            .lines()
-            .filter_map(|l| l.strip_prefix("Environment="))
-            .map(|v| {
-                let (_, w) = exec_words(v);
-                let (k, v) = w[0].split_once('=').unwrap();
-                (k.to_string(), v.to_string())
-            })
-            .collect();
-        Unit { env, text }
-    }
-
-    fn lines(&self, key: &str) -> Vec<(bool, Vec<String>)> {
-        self.text
-            .lines()
-            .filter_map(|l| l.strip_prefix(&format!("{key}=")))
-            .map(exec_words)
-            .collect()
-    }
-
-    /// An `Exec*=` line as systemd runs it on node `x`: a clean
-    /// environment (systemd's PATH and the unit's `Environment=`).
-    fn command(&self, s: &Serving, x: char, argv: &[String]) -> Command {
-        let mut all: Vec<String> = vec![
-            "env".into(),
-            "-i".into(),
-            "PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin".into(),
-        ];
-        all.extend(self.env.iter().map(|(k, v)| format!("{k}={v}")));
-        all.extend(argv.iter().cloned());
-        let words: Vec<&str> = all.iter().map(String::as_str).collect();
-        let mut c = s.on_node(x, &words);
-        c.env_clear().env("PATH", "/usr/sbin:/usr/bin:/sbin:/bin");
-        c
-    }
-
-    /// Runs its `ExecStartPre=` and `ExecStart=` lines on node `x` as a
-    /// `Type=oneshot` start does: in order, each to its end; a failure
-    /// fails the start unless the line has `-`.
-    fn start_oneshot(&self, s: &Serving, x: char, name: &str) {
-        for key in ["ExecStartPre", "ExecStart"] {
-            for (ignore, argv) in self.lines(key) {
-                let r = s.run(name, self.command(s, x, &argv));
-                assert!(ignore || r.ok(), "{name} on node {x}: {argv:?}: {r}");
-            }
+impl Drop for Boot {
+    fn drop(&mut self) {
+        if let Some(pid) = self.manager() {
+            let _ = nix::sys::signal::kill(
+                nix::unistd::Pid::from_raw(pid as i32),
+                nix::sys::signal::Signal::SIGKILL,
+            );
+        }
+        if let Some(r) = self.run.take() {
+            r.kill();
+        }
+        for g in &self.cgroups {
+            let _ = std::fs::remove_dir(g);
         }
     }
 }
@@ -408,45 +409,87 @@ fn podman_nodes_enable_boot_and_disable() {
         let r = s.engine_cli(x, &["stop", "-t", "2", "vllm"]);
         assert!(r.ok(), "podman stop on node {x}: {r}");
     }
-    // The "boot": the units' own lines, containers first (the head's
-    // cluster unit is After= its container), then cluster up, then the serve.
+    // The "boot": a real systemd manager on each node, started with the
+    // node's unit folder, runs multi-user.target as enable left it; node b
+    // boots 20 s late, so the head's first `cluster up` may fail and be
+    // tried again.
     let t = Instant::now();
+    let stubs = s.path("sd-stubs");
+    std::fs::create_dir_all(&stubs).unwrap();
+    // The system targets the units name, as stand-ins; and how a user-mode
+    // manager ends (exit.target, as systemd's own user units define it).
+    for (name, text) in [
+        ("multi-user.target", ""),
+        ("basic.target", ""),
+        ("sysinit.target", ""),
+        ("network-online.target", ""),
+        (
+            "shutdown.target",
+            "DefaultDependencies=no\nRefuseManualStart=yes\n",
+        ),
+        (
+            "exit.target",
+            "DefaultDependencies=no\nRequires=systemd-exit.service\nAfter=systemd-exit.service\nAllowIsolate=yes\n",
+        ),
+    ] {
+        std::fs::write(
+            stubs.join(name),
+            format!("[Unit]\nDescription=stand-in for {name}\n{text}"),
+        )
+        .unwrap();
+    }
+    std::fs::copy(
+        "/usr/lib/systemd/user/systemd-exit.service",
+        stubs.join("systemd-exit.service"),
+    )
+    .expect("systemd's own user unit systemd-exit.service");
+    let mut a = Boot::start(&s, 'a', &stubs);
+    std::thread::sleep(Duration::from_secs(20));
+    let mut b = Boot::start(&s, 'b', &stubs);
+    assert!(
+        s.wait_api('a', 8000),
+        "no API after the boot:\nnode a's manager:\n{}\nnode b's:\n{}",
+        a.log(),
+        b.log()
+    );
     for x in ['a', 'b'] {
-        Unit::read(&units(x).join("halobox-container-vllm.service")).start_oneshot(
-            &s,
-            x,
-            "container-unit",
-        );
         let state = s.engine_cli(x, &["inspect", "-f", "{{.State.Status}}", "vllm"]);
         assert_eq!(state.out.trim(), "running", "node {x}: {state}");
     }
-    Unit::read(&units('a').join("halobox-cluster.service")).start_oneshot(&s, 'a', "cluster-unit");
     let st = s.hb(&["cluster", "status", "--json", "--cluster", &cfg]);
     let doc: serde_json::Value =
         serde_json::from_str(&st.out).unwrap_or_else(|e| panic!("{e}: {st}"));
     assert_eq!(doc["alive"], 2, "Ray after the boot: {st}");
+    let status = s.hb(&["serve", "status", "--cluster", &cfg]);
+    let deadline = Instant::now() + Duration::from_secs(600);
+    let mut status = status;
+    while !status.ok() && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_secs(2));
+        status = s.hb(&["serve", "status", "--cluster", &cfg]);
+    }
+    assert!(
+        status.ok(),
+        "serve status after the boot: {status}\n{}",
+        a.log()
+    );
     eprintln!(
-        "containers and cluster up: {:.1} s",
+        "serving again after the boot: {:.1} s",
         t.elapsed().as_secs_f64()
     );
-    let serve_unit = Unit::read(&units('a').join("halobox-serve.service"));
-    let (_, argv) = serve_unit.lines("ExecStart").remove(0);
-    let mut fg = s.spawn("serve-unit", &mut serve_unit.command(&s, 'a', &argv));
-    fg.wait_for(
-        "a line starting `serving `",
-        Duration::from_secs(900),
-        |l| l.starts_with("serving "),
-    );
-    eprintln!("serving again: {:.1} s", t.elapsed().as_secs_f64());
     let after = s.complete('a', 8000, 8, Some(&key));
     common::serve::assert_same_tokens(&before, &after);
-    // `systemctl stop`: SIGTERM to the unit's process.
-    fg.signal_halobox(nix::sys::signal::Signal::SIGTERM, true);
-    let ended = fg.wait();
-    assert!(
-        ended.ok(),
-        "the serve unit's process after SIGTERM: {ended}"
-    );
+    // The shutdown: SIGTERM to each manager stops its units (the serve
+    // first, then the containers by their ExecStop).
+    a.shutdown();
+    b.shutdown();
+    for x in ['a', 'b'] {
+        let state = s.engine_cli(x, &["inspect", "-f", "{{.State.Status}}", "vllm"]);
+        assert_ne!(
+            state.out.trim(),
+            "running",
+            "node {x} after the shutdown: {state}"
+        );
+    }
 
     // disable leaves a foreign file of the same name alone.
     std::fs::write(&b_unit, foreign).unwrap();

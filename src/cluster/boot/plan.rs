@@ -387,7 +387,7 @@ pub fn plan(
             let engine = engine_of(node);
             if f.engine.is_empty() {
                 return Err(format!(
-                    "node {label}: `{engine}` is not on the PATH there, but its container {} is a {} container\n  hint: install {engine} there, or check the node's `backend` in {}",
+                    "node {label}: `{engine}` is not on the PATH there, but its container {} is a {} container\n  hint: install {engine} there (`halobox cluster doctor` checks every node), or fix the node's `backend` in {}",
                     node.container,
                     node.backend,
                     opts.cluster.display()
