@@ -221,9 +221,20 @@ impl Boot {
         }
         self.run.take();
         for g in &self.cgroups {
-            let _ = std::fs::remove_dir(g);
+            remove_cgroup(g);
         }
     }
+}
+
+/// Removes the cgroup `dir` and those systemd made below it (deepest
+/// first: a cgroup folder goes only by `rmdir`, once empty).
+fn remove_cgroup(dir: &Path) {
+    for e in std::fs::read_dir(dir).into_iter().flatten().flatten() {
+        if e.file_type().is_ok_and(|t| t.is_dir()) {
+            remove_cgroup(&e.path());
+        }
+    }
+    let _ = std::fs::remove_dir(dir);
 }
 
 impl Drop for Boot {
@@ -238,7 +249,7 @@ impl Drop for Boot {
             r.kill();
         }
         for g in &self.cgroups {
-            let _ = std::fs::remove_dir(g);
+            remove_cgroup(g);
         }
     }
 }
