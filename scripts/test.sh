@@ -39,6 +39,8 @@ command -v g++ >/dev/null || need_pkgs+=(g++)
 command -v make >/dev/null || need_pkgs+=(make)
 # The release test (tests/release.rs) builds the RPM with rpmbuild and lists it.
 command -v rpmbuild >/dev/null || need_pkgs+=(rpm)
+# tests/cluster_boot.rs: systemd-analyze verify of the units `cluster enable` writes (and systemctl enable/disable on the nodes).
+[ -x /usr/bin/systemd-analyze ] && command -v systemctl >/dev/null || need_pkgs+=(systemd)
 # tests/metrics.rs checks `halobox metrics` output with promtool and scrapes it with a real Prometheus.
 command -v promtool >/dev/null && command -v prometheus >/dev/null || need_pkgs+=(prometheus)
 if [ "${#need_pkgs[@]}" -gt 0 ]; then

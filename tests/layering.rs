@@ -379,6 +379,7 @@ const FLOORS: &[(&str, &[&str])] = &[
             "serve::start",
             "cluster::lifecycle",
             "cluster::metrics_nodes",
+            "cluster::boot",
             "cluster::bench",
             "cluster::bench_run",
             "cluster::doctor",

@@ -67,6 +67,16 @@ pub enum ClusterCommand {
         after_help = "Examples:\n  halobox cluster top\n  halobox cluster top --cluster ./cluster.toml --serve-port 8080\n\nOne row per node: GTT used/total, GPU busy, temperature, RDMA in/out (Gb/s) and congestion events per second from counter deltas; the head's row adds the serve's tokens per second and running requests.\nA node that does not answer says why; the others go on. q or Ctrl-C ends it."
     )]
     Top(ClusterTopArgs),
+    /// Start the cluster at every boot: systemd units for each node's container, `cluster up` on the head (retried for late nodes) and the recorded serve.
+    #[command(
+        after_help = "Examples:\n  halobox cluster enable --dry-run\n  halobox cluster enable\n  halobox cluster enable --cluster ./cluster.toml\n\nRun it on the head, as the user who runs `cluster up` and `serve`. Root's units go to /etc/systemd/system, a user's to ~/.config/systemd/user (then the user's manager must linger: `sudo loginctl enable-linger USER`). Nothing starts now: the units are enabled for the next boot. `halobox cluster disable` removes exactly what enable wrote."
+    )]
+    Enable(ClusterBootArgs),
+    /// Stop starting the cluster at boot: disable and remove exactly the units `cluster enable` wrote, on every node.
+    #[command(
+        after_help = "Examples:\n  halobox cluster disable --dry-run\n  halobox cluster disable\n\nA file is removed only while it still carries the marker line enable wrote; what runs now keeps running (`halobox serve stop`, `halobox cluster down` stop it)."
+    )]
+    Disable(ClusterBootArgs),
     /// An interactive menu over init, up, status, down and serve.
     #[command(after_help = "Examples:\n  halobox cluster tui")]
     Tui(ClusterFileArgs),
@@ -236,6 +246,15 @@ pub struct ClusterDownArgs {
     pub plan: DryRunArgs,
 }
 
+/// `halobox cluster enable` and `cluster disable`.
+#[derive(Debug, Args)]
+pub struct ClusterBootArgs {
+    #[command(flatten)]
+    pub file: ClusterFileArgs,
+    #[command(flatten)]
+    pub plan: DryRunArgs,
+}
+
 /// `halobox cluster doctor`.
 #[derive(Debug, Args)]
 pub struct ClusterDoctorArgs {
@@ -280,8 +299,11 @@ pub struct ServeArgs {
     #[command(subcommand)]
     pub action: Option<ServeAction>,
     /// The model: for vLLM a Hugging Face id, or a folder at the same path in every node's container; for llama.cpp a GGUF file in the head's container.
-    #[arg(required = true)]
+    #[arg(required_unless_present = "recorded")]
     pub model: Option<String>,
+    /// Start the serve `cluster enable` kept for boot (every other flag comes from that record), in the foreground: what the boot unit runs.
+    #[arg(long, conflicts_with_all = ["model", "detach", "tp", "max_model_len", "host", "no_api_key", "engine"])]
+    pub recorded: bool,
     #[command(flatten)]
     pub file: ClusterFileArgs,
     /// The engine; cluster.toml's `engine` names it (default vllm), as `cluster up` starts what it needs: given, it must agree. llama.cpp runs llama-server on the head and uses the RPC servers `cluster up` started on the other nodes (llama.cpp's MPI backend was removed upstream, PR #7395: RPC replaces it).

@@ -28,9 +28,9 @@ pub use bench::{
 pub use bench_collective::BenchCollectiveArgs;
 pub use bench_serving::BenchServingArgs;
 pub use cluster::{
-    ClusterBenchArgs, ClusterCommand, ClusterDoctorArgs, ClusterDownArgs, ClusterInitArgs,
-    ClusterInstallArgs, ClusterJoinArgs, ClusterMetricsArgs, ClusterRefreshArgs, ClusterStatusArgs,
-    ClusterTopArgs, ClusterUpArgs, RayNodeArgs, ServeAction, ServeArgs,
+    ClusterBenchArgs, ClusterBootArgs, ClusterCommand, ClusterDoctorArgs, ClusterDownArgs,
+    ClusterInitArgs, ClusterInstallArgs, ClusterJoinArgs, ClusterMetricsArgs, ClusterRefreshArgs,
+    ClusterStatusArgs, ClusterTopArgs, ClusterUpArgs, RayNodeArgs, ServeAction, ServeArgs,
 };
 pub use common::{
     Channel, ClusterFileArgs, DryRunArgs, EngineArgs, OutputArgs, PlanOutputArgs, SourceArgs,

@@ -7,12 +7,14 @@
 //! over every node's report, [`run`] executes them over ssh (and, on a
 //! node, halobox inside its container), [`carry`] writes vLLM's list of
 //! per-node variables, and [`auth`] keeps Ray's token authentication;
-//! [`up`] and [`down`] are `cluster up` and `cluster down`;
+//! [`up`] and [`down`] are `cluster up` and `cluster down`, [`boot`]
+//! `cluster enable`/`disable` (systemd units that bring it back at boot);
 //! [`crate::serve`] runs vLLM on the head.
 
 pub mod auth;
 pub mod bench;
 pub mod bench_run;
+pub mod boot;
 pub mod carry;
 pub mod config;
 pub mod doctor;

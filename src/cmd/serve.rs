@@ -28,7 +28,23 @@ pub fn run(a: &ServeArgs) -> anyhow::Result<ExitCode> {
         .into());
     }
     let (path, cfg) = config::open(a.file.cluster.as_deref())?;
-    crate::serve::start::start(&a.request(), &path, &cfg, &mut Terminal)?;
+    let req = if a.recorded {
+        let Some(spec) = crate::cluster::boot::run::kept_serve(&path) else {
+            return Err(UsageError(format!(
+                "no serve is kept for boot for {}\n  hint: start one with `halobox serve MODEL --detach`, then run `halobox cluster enable`",
+                path.display()
+            ))
+            .into());
+        };
+        crate::serve::request::Request {
+            detach: false,
+            dry_run: a.plan.dry_run,
+            ..crate::serve::request::Request::again(spec)
+        }
+    } else {
+        a.request()
+    };
+    crate::serve::start::start(&req, &path, &cfg, &mut Terminal)?;
     Ok(ExitCode::SUCCESS)
 }
 

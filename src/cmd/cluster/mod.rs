@@ -1,6 +1,7 @@
-//! `halobox cluster init|up|join|status|down|refresh|install|doctor|bench|metrics|top|tui`.
+//! `halobox cluster init|up|join|status|down|enable|disable|refresh|install|doctor|bench|metrics|top|tui`.
 
 pub mod bench;
+pub mod boot;
 pub mod doctor;
 pub mod fleet;
 pub mod init;
@@ -34,6 +35,8 @@ pub fn run(cmd: ClusterCommand) -> anyhow::Result<ExitCode> {
         ClusterCommand::Install(a) => fleet::install(&a),
         ClusterCommand::Doctor(a) => doctor::run(&a),
         ClusterCommand::Bench(a) => bench::run(&a),
+        ClusterCommand::Enable(a) => boot::enable(&a),
+        ClusterCommand::Disable(a) => boot::disable(&a),
         ClusterCommand::Tui(a) => tui(&a),
         ClusterCommand::Metrics(a) => metrics::run(&a),
         ClusterCommand::Top(a) => top::run(&a),
