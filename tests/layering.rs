@@ -293,6 +293,7 @@ const FLOORS: &[(&str, &[&str])] = &[
         "workflows over the cluster",
         &[
             "serve::start",
+            "serve::keep",
             "cluster::lifecycle",
             "cluster::bench",
             "cluster::bench_run",

@@ -28,7 +28,7 @@ pub fn run(a: &ServeArgs) -> anyhow::Result<ExitCode> {
         .into());
     }
     let (path, cfg) = config::open(a.file.cluster.as_deref())?;
-    crate::serve::start::start(&a.request(), &path, &cfg, &mut Terminal)?;
+    crate::serve::keep::serve(&a.request(), &path, &cfg, &mut Terminal)?;
     Ok(ExitCode::SUCCESS)
 }
 
@@ -56,6 +56,11 @@ fn act(action: &ServeAction) -> anyhow::Result<ExitCode> {
         } => {
             let (_, cfg) = config::open(file.cluster.as_deref())?;
             Ok(ExitCode::from(control::logs(&cfg, *lines, *follow)?))
+        }
+        ServeAction::Supervise { file } => {
+            let (path, cfg) = config::open(file.cluster.as_deref())?;
+            crate::serve::keep::supervise_detached(&path, &cfg, &mut Terminal)?;
+            Ok(ExitCode::SUCCESS)
         }
         ServeAction::Stop { file } => {
             let (path, cfg) = config::open(file.cluster.as_deref())?;
