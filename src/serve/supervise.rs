@@ -393,9 +393,7 @@ fn print_ready(s: &Start, head: &Head, log: &Log, secs: f64, r: &mut dyn Reporte
         s.api, s.served_name
     ));
     if s.detach {
-        r.out(&format!(
-            "  halobox serve status | halobox serve logs -f | halobox serve stop\n"
-        ));
+        r.out("  halobox serve status | halobox serve logs -f | halobox serve stop\n");
     } else {
         r.out(&format!(
             "  (Ctrl-C stops {} on every node)\n",
