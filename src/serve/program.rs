@@ -530,6 +530,49 @@ mod tests {
         assert!(stopped.starts_with("stopped "), "{stopped}");
     }
 
+    /// A deliberate stop (`hold`) leaves the mark: the state shows it, a
+    /// supervisor's restart is refused (93) and starts nothing, a user's
+    /// start removes it; a supervisor's own stop leaves none.
+    #[test]
+    fn a_held_serve_is_not_restarted() {
+        let dir = tempfile::tempdir().unwrap();
+        sh(&start(&[], None, None), &["sleep", "300"], dir.path());
+        assert_eq!(
+            sh(&stop(), &["5"], dir.path()).split(' ').next(),
+            Some("stopped")
+        );
+        assert!(
+            !dir.path().join(HELD_FILE).exists(),
+            "a plain stop held the serve"
+        );
+        sh(&start(&[], None, None), &["sleep", "300"], dir.path());
+        assert!(sh(&stop(), &["5", "hold"], dir.path()).starts_with("stopped "));
+        assert!(dir.path().join(HELD_FILE).exists());
+        assert_eq!(sh(&state(), &[], dir.path()), "held\nnone");
+        let program =
+            start_with(&[], None, None, true).replace(DIR, &dir.path().display().to_string());
+        let out = crate::proc::command("sh")
+            .arg("-c")
+            .arg(program)
+            .args(["halobox-serve", "sleep", "300"])
+            .output()
+            .unwrap();
+        assert_eq!(out.status.code(), Some(HELD), "{out:?}");
+        assert!(
+            String::from_utf8_lossy(&out.stderr).contains("no restart"),
+            "{out:?}"
+        );
+        assert_eq!(sh(&state(), &[], dir.path()), "held\nnone");
+        // The user's start: the mark goes, the engine runs.
+        assert!(
+            sh(&start(&[], None, None), &["sleep", "300"], dir.path())
+                .starts_with("halobox-serve-pid ")
+        );
+        assert!(!dir.path().join(HELD_FILE).exists());
+        assert!(sh(&state(), &[], dir.path()).starts_with("running "));
+        assert!(sh(&stop(), &["5"], dir.path()).starts_with("stopped "));
+    }
+
     #[test]
     fn secrets_are_read_from_stdin_not_arguments() {
         let p = start(&["HF_TOKEN".into(), "VLLM_API_KEY".into()], None, None);
