@@ -353,3 +353,95 @@ fn llama_cpp_restarts_after_kill_rpc_loss_and_freeze_then_gives_up() {
         "the supervisor brought node b's RPC server back after cluster down"
     );
 }
+
+/// vLLM's CPU build over Ray on two podman nodes (TP 2), served with
+/// `--restart on-failure:2` and `VLLM_API_KEY` from the environment: vLLM
+/// `kill -9`ed in the head's container is served again at the same
+/// endpoint with the same key and the same greedy tokens, with one event;
+/// the key is in no process argument, log or event; `serve stop` ends the
+/// supervisor and nothing is left.
+#[test]
+fn vllm_restarts_after_kill_9_with_the_same_tokens() {
+    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    let s = Serving::vllm("podman", 2, None, [2, 256, 4, 2]);
+    let cfg = s.cfg();
+    let model = s.model.clone();
+    s.refresh();
+    s.hb(&["cluster", "up", "--cluster", &cfg])
+        .expect_ok("cluster up");
+    let key = format!("restart-{:x}-{}", std::process::id(), s.net());
+    let key_file = s.path("vllm.key");
+    std::fs::write(&key_file, &key).unwrap();
+    let t = Instant::now();
+    let serve = s
+        .hb_env(
+            &[
+                "serve",
+                &model,
+                "--tp",
+                "2",
+                "--detach",
+                "--restart",
+                "on-failure:2",
+                "--cluster",
+                &cfg,
+                "--max-model-len",
+                "512",
+                "--",
+                "--dtype",
+                "float32",
+            ],
+            &[("VLLM_API_KEY", &key)],
+        )
+        .expect_ok("serve --detach --restart");
+    eprintln!(
+        "vLLM serve --detach --restart: {:.1} s (information)",
+        t.elapsed().as_secs_f64()
+    );
+    assert!(
+        serve.out.contains("kept running by a supervisor"),
+        "{serve}"
+    );
+    let first = s.complete('a', 8000, TOKENS, Some(&key_file));
+
+    let t = Instant::now();
+    let pid = engine_pid(&s);
+    s.in_container('a', &["kill", "-KILL", &pid])
+        .expect_ok("kill -9 of vLLM");
+    let v = wait_status(&s, "vLLM serving again", Duration::from_secs(900), |v| {
+        let e = events(v);
+        v["state"] == "serving" && e.len() == 1 && e[0]["outcome"] == "serving"
+    });
+    eprintln!(
+        "vLLM kill -9: serving again after {:.1} s (information)",
+        t.elapsed().as_secs_f64()
+    );
+    let e = &events(&v)[0];
+    assert!(
+        ["exited", "health", "log"].contains(&e["check"].as_str().unwrap_or("")),
+        "the event does not name the check: {e}"
+    );
+    assert_ne!(engine_pid(&s), pid, "the same vLLM pid after a restart");
+    assert_same_tokens(&first, &s.complete('a', 8000, TOKENS, Some(&key_file)));
+    assert_eq!(
+        s.http_code('a', 8000, "/v1/models", None),
+        "401",
+        "the restarted vLLM answered without the key"
+    );
+    let ps = s.run("ps", s.on_node('a', &["ps", "-eo", "args"])).out;
+    assert!(
+        !ps.contains(&key) && !supervisor_log(&s).contains(&key) && !v.to_string().contains(&key),
+        "the API key is in a process argument, the supervisor's log or an event"
+    );
+
+    s.hb(&["serve", "stop", "--cluster", &cfg])
+        .expect_ok("serve stop");
+    assert_no_supervisor(&s, "serve stop");
+    s.hb(&["cluster", "down", "--cluster", &cfg])
+        .expect_ok("cluster down");
+    s.assert_none_left(
+        &s.names.clone(),
+        &["vllm serve", "RayWorkerProc", "EngineCore"],
+        Duration::from_secs(60),
+    );
+}
