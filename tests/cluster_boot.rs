@@ -305,6 +305,8 @@ fn podman_nodes_enable_boot_and_disable() {
         "--tp",
         "2",
         "--detach",
+        "--restart",
+        "on-failure",
         "--cluster",
         &cfg,
         "--max-model-len",

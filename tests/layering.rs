@@ -377,6 +377,7 @@ const FLOORS: &[(&str, &[&str])] = &[
         "workflows over the cluster",
         &[
             "serve::start",
+            "serve::keep",
             "cluster::lifecycle",
             "cluster::metrics_nodes",
             "cluster::boot",

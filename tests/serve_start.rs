@@ -84,7 +84,7 @@ fn secrets_go_through_halobox_engine_not_the_cli_default() {
         "key start secret".to_string(),
     ];
     let pid = head
-        .start(&cmd, &names, &secrets, None, None)
+        .start(&cmd, &names, &secrets, None, None, false)
         .expect("the start reaches the container on halobox's engine");
     assert!(pid > 0);
     let mut log = String::new();
@@ -96,6 +96,6 @@ fn secrets_go_through_halobox_engine_not_the_cli_default() {
         std::thread::sleep(Duration::from_millis(100));
     }
     assert_eq!(log.trim(), "hf_start_secret|key start secret");
-    let said = head.stop(Duration::from_secs(5)).unwrap();
+    let said = head.stop(Duration::from_secs(5), false).unwrap();
     assert!(said.contains(&format!("stopped {pid}")), "{said}");
 }

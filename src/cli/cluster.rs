@@ -351,6 +351,12 @@ pub struct ServeArgs {
     /// Seconds vLLM may take until its API answers and lists the model.
     #[arg(long, value_name = "S", default_value_t = 1800, value_parser = clap::value_parser!(u64).range(1..=86400))]
     pub timeout: u64,
+    /// Restart the serve after a failure, at most MAX times (default 5) in 10 minutes: `on-failure` or `on-failure:MAX`. A supervisor watches it (detached with --detach, else this process): the log, /health, llama.cpp's 1-token probe, and requests running with no token for --stall-timeout.
+    #[arg(long, value_name = "on-failure[:MAX]")]
+    pub restart: Option<crate::serve::restart::Policy>,
+    /// Under --restart: seconds requests may run without a new token before the engine counts as stalled.
+    #[arg(long, value_name = "S", default_value_t = crate::serve::restart::DEFAULT_STALL_S, value_parser = clap::value_parser!(u64).range(10..=86400), requires = "restart")]
+    pub stall_timeout: u64,
     #[command(flatten)]
     pub source: SourceArgs,
     #[command(flatten)]
@@ -380,6 +386,9 @@ impl ServeArgs {
                 nccl_debug: self.nccl_debug,
                 no_fit_check: self.no_fit_check,
                 timeout: self.timeout,
+                restart: self.restart,
+                stall_timeout: (self.stall_timeout != crate::serve::restart::DEFAULT_STALL_S)
+                    .then_some(self.stall_timeout),
                 extra: self.extra.clone(),
             },
             engine: self.engine,
@@ -388,6 +397,7 @@ impl ServeArgs {
             detach: self.detach,
             dry_run: self.plan.dry_run,
             sysroot: self.source.sysroot.clone(),
+            restarted: false,
         }
     }
 }
@@ -424,6 +434,12 @@ pub enum ServeAction {
         after_help = "Examples:\n  halobox serve stop\n  halobox serve stop --cluster ~/lab/cluster.toml"
     )]
     Stop {
+        #[command(flatten)]
+        file: ClusterFileArgs,
+    },
+    /// The detached supervisor of a serve started with `--restart` (started by `serve --detach`, not by hand).
+    #[command(hide = true)]
+    Supervise {
         #[command(flatten)]
         file: ClusterFileArgs,
     },
@@ -506,6 +522,10 @@ mod tests {
                 "--nccl-debug",
                 "--timeout",
                 "60",
+                "--restart",
+                "on-failure:3",
+                "--stall-timeout",
+                "30",
                 "--clear-cache",
                 "--preflight",
                 "--",

@@ -31,7 +31,7 @@ pub fn run(a: &ServeArgs) -> anyhow::Result<ExitCode> {
     let req = if a.recorded {
         let Some(spec) = crate::cluster::boot::run::kept_serve(&path) else {
             return Err(UsageError(format!(
-                "no serve is kept for boot for {}\n  hint: start one with `halobox serve MODEL --detach`, then run `halobox cluster enable`",
+                "no serve is kept for boot for {}\n  hint: start one with `halobox serve MODEL --restart on-failure --detach`, then run `halobox cluster enable`",
                 path.display()
             ))
             .into());
@@ -44,7 +44,7 @@ pub fn run(a: &ServeArgs) -> anyhow::Result<ExitCode> {
     } else {
         a.request()
     };
-    crate::serve::start::start(&req, &path, &cfg, &mut Terminal)?;
+    crate::serve::keep::serve(&req, &path, &cfg, &mut Terminal)?;
     Ok(ExitCode::SUCCESS)
 }
 
@@ -72,6 +72,11 @@ fn act(action: &ServeAction) -> anyhow::Result<ExitCode> {
         } => {
             let (_, cfg) = config::open(file.cluster.as_deref())?;
             Ok(ExitCode::from(control::logs(&cfg, *lines, *follow)?))
+        }
+        ServeAction::Supervise { file } => {
+            let (path, cfg) = config::open(file.cluster.as_deref())?;
+            crate::serve::keep::supervise_detached(&path, &cfg, &mut Terminal)?;
+            Ok(ExitCode::SUCCESS)
         }
         ServeAction::Stop { file } => {
             let (path, cfg) = config::open(file.cluster.as_deref())?;

@@ -7,6 +7,7 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use serde::Serialize;
 
 use super::engine::{self, EngineState, Head};
+use super::restart::{self, Restarts};
 use super::state::{self, ServeState};
 use super::{http, program, watch};
 use crate::cluster::config::ClusterConfig;
@@ -28,6 +29,14 @@ pub struct Status {
     /// Whether the foreground halobox that watches it still runs (absent
     /// when detached, or not recorded).
     pub watched: Option<bool>,
+    /// `--restart`: its supervisor's restarts (every event), and whether
+    /// it gave up.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub restarts: Option<Restarts>,
+    /// The supervisor that watches it under `--restart` (its pid), while it
+    /// runs.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub supervisor: Option<u32>,
 }
 
 /// The status of the serve of `cfg` (whose file is `path`).
@@ -35,9 +44,14 @@ pub fn status(cfg: &ClusterConfig, path: &Path) -> anyhow::Result<Status> {
     let head = Head::of(cfg);
     let rec = state::load(path);
     let st = head.state()?;
+    let kept = state::restarts(path);
+    let supervisor = state::supervisor(path).map(|p| p.pid);
+    let restarts = (kept.policy.is_some() || !kept.events.is_empty()).then_some(kept);
     let Some(rec) = rec else {
         let word = match st {
             EngineState::Running(_) => "running (not started by this cluster file's serve)",
+            _ if restarts.as_ref().is_some_and(|r| r.gave_up.is_some()) => "gave up",
+            _ if supervisor.is_some() => "restarting",
             _ => "stopped",
         };
         return Ok(Status {
@@ -47,6 +61,8 @@ pub fn status(cfg: &ClusterConfig, path: &Path) -> anyhow::Result<Status> {
             nodes: vec![],
             healthy: false,
             watched: None,
+            restarts,
+            supervisor,
         });
     };
     let api = rec
@@ -75,6 +91,7 @@ pub fn status(cfg: &ClusterConfig, path: &Path) -> anyhow::Result<Status> {
         .map_or(0, |d| d.as_secs());
     let word = match st {
         EngineState::Running(p) if p == rec.pid && healthy => "serving",
+        _ if supervisor.is_some() => "restarting",
         EngineState::Running(p) if p == rec.pid => "starting or unhealthy",
         EngineState::Running(_) => "another engine runs there",
         EngineState::Exited(_) => "exited",
@@ -88,6 +105,8 @@ pub fn status(cfg: &ClusterConfig, path: &Path) -> anyhow::Result<Status> {
         serve: Some(rec),
         nodes,
         healthy,
+        restarts,
+        supervisor,
     })
 }
 
@@ -103,43 +122,67 @@ pub fn watched(rec: &ServeState) -> Option<bool> {
 
 /// The status as text.
 pub fn render(s: &Status) -> String {
+    let restarts = s
+        .restarts
+        .as_ref()
+        .and_then(restart::summary)
+        .map(|l| {
+            format!(
+                "  restarts: {l}{}\n",
+                s.supervisor
+                    .map(|p| format!(" (supervisor pid {p})"))
+                    .unwrap_or_default()
+            )
+        })
+        .unwrap_or_default();
     let Some(r) = &s.serve else {
+        if let Some(g) = s.restarts.as_ref().and_then(|r| r.gave_up.as_ref()) {
+            return format!("serve: gave up\n  {g}\n");
+        }
         return format!(
-            "serve: {}\n  hint: halobox serve MODEL starts one\n",
+            "serve: {}\n{restarts}  hint: `halobox serve MODEL` starts one\n",
             s.state
         );
     };
     let up = s.uptime_s.unwrap_or(0);
-    format!(
-        "serve: {}\n  model:    {}\n  endpoint: {}{}\n  uptime:   {}h{:02}m{:02}s\n  engine:   {} (pid {} in container {}, {})\n  nodes:    {}\n",
-        s.state,
-        r.model,
-        r.endpoint,
-        if r.api_key { " (API key required)" } else { "" },
-        up / 3600,
-        up / 60 % 60,
-        up % 60,
-        r.engine,
-        r.pid,
-        r.container,
-        match (r.detached, s.watched, r.watcher) {
-            (true, ..) => "detached".to_string(),
-            (false, Some(false), Some(w)) => format!(
-                "its foreground halobox serve (pid {}) is gone: nothing watches it; `halobox serve stop` stops it",
-                w.pid
-            ),
-            (false, _, Some(w)) => format!(
-                "watched by a halobox serve in the foreground (pid {})",
-                w.pid
-            ),
-            (false, ..) => "watched by a halobox serve in the foreground".to_string(),
-        },
-        if s.nodes.is_empty() {
-            "(none seen in its log)".into()
-        } else {
-            s.nodes.join(", ")
-        },
+    restarts_after(
+        format!(
+            "serve: {}\n  model:    {}\n  endpoint: {}{}\n  uptime:   {}h{:02}m{:02}s\n  engine:   {} (pid {} in container {}, {})\n  nodes:    {}\n",
+            s.state,
+            r.model,
+            r.endpoint,
+            if r.api_key { " (API key required)" } else { "" },
+            up / 3600,
+            up / 60 % 60,
+            up % 60,
+            r.engine,
+            r.pid,
+            r.container,
+            match (r.detached, s.watched, r.watcher) {
+                (true, ..) => "detached".to_string(),
+                (false, Some(false), Some(w)) => format!(
+                    "its foreground halobox serve (pid {}) is gone: nothing watches it; `halobox serve stop` stops it",
+                    w.pid
+                ),
+                (false, _, Some(w)) => format!(
+                    "watched by a halobox serve in the foreground (pid {})",
+                    w.pid
+                ),
+                (false, ..) => "watched by a halobox serve in the foreground".to_string(),
+            },
+            if s.nodes.is_empty() {
+                "(none seen in its log)".into()
+            } else {
+                s.nodes.join(", ")
+            },
+        ),
+        &restarts,
     )
+}
+
+fn restarts_after(mut text: String, restarts: &str) -> String {
+    text.push_str(restarts);
+    text
 }
 
 /// Prints the engine's log (the last `lines`; with `follow`, then what it
@@ -171,9 +214,13 @@ pub fn stop_argv(cfg: &ClusterConfig) -> Vec<String> {
     crate::cluster::run::node_argv(cfg, cfg.head(), &stop_in_container(cfg))
 }
 
-/// The stop program (20 s of grace) as run in the head's container.
+/// The stop program (20 s of grace) as run in the head's container; it
+/// holds the serve (no supervisor restarts it).
 fn stop_in_container(cfg: &ClusterConfig) -> Vec<String> {
-    Head::of(cfg).argv(&program::argv(program::stop(), &["20".to_string()]))
+    Head::of(cfg).argv(&program::argv(
+        program::stop(),
+        &["20".to_string(), "hold".to_string()],
+    ))
 }
 
 /// Runs [`stop_argv`]: what the stop program said (`stopped PID`,
@@ -195,11 +242,36 @@ pub fn stop_over_ssh(cfg: &ClusterConfig) -> anyhow::Result<String> {
 
 /// Stops the serve of `cfg`: the engine in the head's container (its Ray
 /// workers on the other nodes end with it), its shm segments, the record.
+/// Under `--restart` its supervisor goes first (SIGTERM, SIGKILL after
+/// 60 s), then the engine, held so that no restart follows.
 pub fn stop(cfg: &ClusterConfig, path: &Path) -> anyhow::Result<String> {
+    stop_supervisor(path);
     let head = Head::of(cfg);
-    let said = head.stop(Duration::from_secs(20))?;
+    let said = head.stop(Duration::from_secs(20), true)?;
     state::remove(path);
+    state::remove_restarts(path);
     Ok(said)
+}
+
+/// Stops the supervisor of `path`'s serve, when one runs: SIGTERM, then
+/// SIGKILL after 60 s (a restart under way ends at its next step); true
+/// when there was one.
+pub fn stop_supervisor(path: &Path) -> bool {
+    use nix::sys::signal::{Signal, kill};
+    use nix::unistd::Pid;
+    let Some(p) = state::supervisor(path) else {
+        return false;
+    };
+    let pid = Pid::from_raw(i32::try_from(p.pid).unwrap_or(i32::MAX));
+    let _ = kill(pid, Signal::SIGTERM);
+    let until = std::time::Instant::now() + Duration::from_secs(60);
+    while p.lives() && std::time::Instant::now() < until {
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    if p.lives() {
+        let _ = kill(pid, Signal::SIGKILL);
+    }
+    true
 }
 
 #[cfg(test)]
@@ -252,6 +324,8 @@ mod tests {
             nodes: vec![],
             healthy: true,
             watched: watched(&record(Some(w))),
+            restarts: None,
+            supervisor: None,
         };
         assert!(render(&status(w)).contains(&format!(
             "watched by a halobox serve in the foreground (pid {})",

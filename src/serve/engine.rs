@@ -81,6 +81,8 @@ impl Head {
     /// Starts the engine (`cmd`, argv with its env words) detached in the
     /// container, `secrets` (values) on the start program's stdin; its pid
     /// in the container. A `check` that refuses ends it with [`Refused`].
+    /// With `restart` (a supervisor's), a stop that holds the serve
+    /// refuses it with [`Held`].
     pub fn start(
         &self,
         cmd: &[String],
@@ -88,8 +90,12 @@ impl Head {
         secrets: &[String],
         clear_cache: Option<&str>,
         check: Option<&str>,
+        restart: bool,
     ) -> anyhow::Result<u32> {
-        let argv = self.start_argv(cmd, secret_names, clear_cache, check);
+        let argv = self.argv(&program::argv(
+            program::start_with(secret_names, clear_cache, check, restart),
+            cmd,
+        ));
         let mut input = String::new();
         for v in secrets {
             input.push_str(v);
@@ -132,6 +138,7 @@ impl Head {
                     crate::remote::tail(&out, 3)
                 )
             }
+            Some(program::HELD) => return Err(Held.into()),
             Some(94) => anyhow::bail!(
                 "{}\n  hint: `halobox serve status` says what it serves; `halobox serve stop` stops it",
                 crate::remote::tail(&out, 1)
@@ -164,7 +171,18 @@ impl Head {
 
     /// The engine's state there: `running PID`, `exited PID`, `none`.
     pub fn state(&self) -> anyhow::Result<EngineState> {
+        Ok(self.look()?.0)
+    }
+
+    /// The engine's state, and whether a deliberate stop holds the serve
+    /// ([`program::HELD_FILE`]: no supervisor may restart it).
+    pub fn look(&self) -> anyhow::Result<(EngineState, bool)> {
         let done = self.run(program::state(), &[])?;
+        let held = done.stdout.lines().any(|l| l.trim() == program::HELD_FILE);
+        Ok((self.parse_state(&done)?, held))
+    }
+
+    fn parse_state(&self, done: &Finished) -> anyhow::Result<EngineState> {
         let line = done.stdout.lines().last().unwrap_or("").trim().to_string();
         let pid = |w: &str| line.strip_prefix(w).and_then(|p| p.trim().parse().ok());
         if let Some(p) = pid("running ") {
@@ -185,9 +203,14 @@ impl Head {
     }
 
     /// Stops the engine (SIGTERM, then SIGKILL after `grace`) and removes
-    /// the shm segments it left; what the stop program said.
-    pub fn stop(&self, grace: Duration) -> anyhow::Result<String> {
-        let done = self.run(program::stop(), &[grace.as_secs().to_string()])?;
+    /// the shm segments it left; what the stop program said. With `hold`
+    /// (a deliberate stop), no supervisor restarts it afterwards.
+    pub fn stop(&self, grace: Duration, hold: bool) -> anyhow::Result<String> {
+        let mut args = vec![grace.as_secs().to_string()];
+        if hold {
+            args.push("hold".into());
+        }
+        let done = self.run(program::stop(), &args)?;
         let line = done.stdout.lines().last().unwrap_or("").trim().to_string();
         if done.status.is_some_and(|s| s.success()) && !line.is_empty() {
             return Ok(line);
@@ -223,6 +246,12 @@ impl Head {
 #[derive(Debug, thiserror::Error)]
 #[error("the start check refused: {0}")]
 pub struct Refused(pub String);
+
+/// A supervisor's restart was refused: a `serve stop`, `cluster down` or
+/// `--ab-transport` holds the serve.
+#[derive(Debug, thiserror::Error)]
+#[error("a serve stop, cluster down or --ab-transport holds the serve: no restart")]
+pub struct Held;
 
 /// The engine's state in the container.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

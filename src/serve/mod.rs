@@ -19,7 +19,9 @@
 //! - [`http`]: `/health`, `/v1/models`, a completion;
 //! - [`supervise`]: ready, then serving, then the end, named;
 //! - [`control`]: status, logs and stop of a recorded serve;
-//! - [`state`]: what a serve recorded on the head; [`interrupt`]: Ctrl-C.
+//! - [`state`]: what a serve recorded on the head; [`interrupt`]: Ctrl-C;
+//! - [`restart`]: `--restart`'s policy, events and progress probe (pure);
+//!   [`keep`]: the supervisor that acts on them.
 
 pub mod api_key;
 pub mod control;
@@ -27,12 +29,14 @@ pub mod engine;
 pub mod fit;
 pub mod http;
 pub mod interrupt;
+pub mod keep;
 pub mod llama;
 pub mod plan;
 pub mod preflight;
 pub mod prepare;
 pub mod program;
 pub mod request;
+pub mod restart;
 pub mod rpc;
 pub mod rpc_servers;
 pub mod start;

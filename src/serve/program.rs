@@ -64,12 +64,32 @@ pub(crate) fn read_pid_file(name: &str) -> String {
 /// before anything is changed: it refuses the start by printing
 /// `halobox-check WORD` and exiting [`CHECK_REFUSED`].
 pub fn start(secrets: &[String], clear_cache: Option<&str>, check: Option<&str>) -> String {
+    start_with(secrets, clear_cache, check, false)
+}
+
+/// [`start`], for a supervisor's restart when `restart`: then it refuses
+/// (exit [`HELD`]) while [`HELD_FILE`] says a `serve stop`, `cluster down`
+/// or `bench serving --ab-transport` holds the serve; any other start
+/// removes that mark (the serve is the user's again).
+pub fn start_with(
+    secrets: &[String],
+    clear_cache: Option<&str>,
+    check: Option<&str>,
+    restart: bool,
+) -> String {
     let mut s = format!(
         "{ALIVE_FN}; {PID_FNS}; {RECORD_FN}; d=\"{DIR}\"; mkdir -p -m 0700 \"$d\" || exit 95; owndir; \
          {LOCK}; \
          if readpid \"$d/engine.pid\" && alive \"$pid\" && same; then \
          echo \"halobox: an engine started by halobox serve already runs in this container (pid $pid)\" >&2; exit 94; fi; "
     );
+    if restart {
+        s.push_str(&format!(
+            "if [ -e \"$d/{HELD_FILE}\" ]; then echo \"halobox: a serve stop, cluster down or --ab-transport holds this serve: no restart\" >&2; exit {HELD}; fi; "
+        ));
+    } else {
+        s.push_str(&format!("rm -f \"$d/{HELD_FILE}\"; "));
+    }
     if let Some(check) = check {
         s.push_str(check);
         s.push_str("; ");
@@ -101,6 +121,14 @@ const LOCK: &str = "if command -v flock >/dev/null 2>&1; then exec 9>>\"$d/start
      flock -n 9 || { echo \"halobox: another halobox serve is starting an engine in this container right now\" >&2; exit 94; }; \
      else echo \"halobox: no flock in this container: a second serve started at this moment would not be refused\" >&2; fi";
 
+/// The mark a deliberate stop leaves in [`DIR`] (`serve stop`, `cluster
+/// down`, `--ab-transport`): no supervisor restarts the serve while it is
+/// there.
+pub const HELD_FILE: &str = "held";
+/// The start program's exit status when a supervisor's restart is refused
+/// because of [`HELD_FILE`].
+pub const HELD: i32 = 93;
+
 /// The start program's exit status when its check refused the start.
 pub const CHECK_REFUSED: i32 = 98;
 
@@ -109,7 +137,7 @@ pub const CHECK_REFUSED: i32 = 98;
 /// one: `exited`.
 pub fn state() -> String {
     format!(
-        "{ALIVE_FN}; {PID_FNS}; d=\"{DIR}\"; {read}\
+        "{ALIVE_FN}; {PID_FNS}; d=\"{DIR}\"; if [ -e \"$d/{HELD_FILE}\" ]; then echo {HELD_FILE}; fi; {read}\
          if alive \"$pid\" && same; then echo \"running $pid\"; else echo \"exited $pid\"; fi",
         read = read_pid_file("engine.pid")
     )
@@ -127,7 +155,7 @@ pub fn state() -> String {
 /// ended already) or `none`.
 pub fn stop() -> String {
     format!(
-        "{ALIVE_FN}; {PID_FNS}; d=\"{DIR}\"; grace=${{1:-30}}; {read}\
+        "{ALIVE_FN}; {PID_FNS}; d=\"{DIR}\"; grace=${{1:-30}}; {hold}{read}\
          word=gone; \
          if alive \"$pid\" && same; then word=stopped; kill -TERM \"-$pid\" 2>/dev/null || kill -TERM \"$pid\" 2>/dev/null; \
          i=0; while alive \"$pid\" && same && [ \"$i\" -lt \"$((grace * 5))\" ]; do sleep 0.2; i=$((i + 1)); done; \
@@ -136,9 +164,17 @@ pub fn stop() -> String {
          for f in $(ls /dev/shm 2>/dev/null | grep '^psm_'); do \
          grep -qx \"$f\" \"$d/shm.before\" 2>/dev/null || rm -f \"/dev/shm/$f\"; done; \
          rm -f \"$d/engine.pid\"; echo \"$word $pid\"",
-        read = read_pid_file("engine.pid")
+        read = read_pid_file("engine.pid"),
+        hold = HOLD
     )
 }
+
+/// With `$2` = `hold`, the stop first leaves [`HELD_FILE`] (under the
+/// start lock, waiting up to 60 s for a start under way to finish): no
+/// supervisor's restart starts after it.
+const HOLD: &str = "if [ \"$2\" = hold ] && [ -d \"$d\" ] && [ ! -L \"$d\" ] && [ -O \"$d\" ]; then \
+     if command -v flock >/dev/null 2>&1; then exec 9>>\"$d/start.lock\" && flock -w 60 9; fi; \
+     : >\"$d/held\"; exec 9>&-; fi; ";
 
 /// Prints the engine's log: the last `$1` lines, then, with `$2` = `-f`,
 /// what it writes from then on, until the engine ends (GNU tail's
@@ -492,6 +528,49 @@ mod tests {
             "{outs:?}"
         );
         assert!(stopped.starts_with("stopped "), "{stopped}");
+    }
+
+    /// A deliberate stop (`hold`) leaves the mark: the state shows it, a
+    /// supervisor's restart is refused (93) and starts nothing, a user's
+    /// start removes it; a supervisor's own stop leaves none.
+    #[test]
+    fn a_held_serve_is_not_restarted() {
+        let dir = tempfile::tempdir().unwrap();
+        sh(&start(&[], None, None), &["sleep", "300"], dir.path());
+        assert_eq!(
+            sh(&stop(), &["5"], dir.path()).split(' ').next(),
+            Some("stopped")
+        );
+        assert!(
+            !dir.path().join(HELD_FILE).exists(),
+            "a plain stop held the serve"
+        );
+        sh(&start(&[], None, None), &["sleep", "300"], dir.path());
+        assert!(sh(&stop(), &["5", "hold"], dir.path()).starts_with("stopped "));
+        assert!(dir.path().join(HELD_FILE).exists());
+        assert_eq!(sh(&state(), &[], dir.path()), "held\nnone");
+        let program =
+            start_with(&[], None, None, true).replace(DIR, &dir.path().display().to_string());
+        let out = crate::proc::command("sh")
+            .arg("-c")
+            .arg(program)
+            .args(["halobox-serve", "sleep", "300"])
+            .output()
+            .unwrap();
+        assert_eq!(out.status.code(), Some(HELD), "{out:?}");
+        assert!(
+            String::from_utf8_lossy(&out.stderr).contains("no restart"),
+            "{out:?}"
+        );
+        assert_eq!(sh(&state(), &[], dir.path()), "held\nnone");
+        // The user's start: the mark goes, the engine runs.
+        assert!(
+            sh(&start(&[], None, None), &["sleep", "300"], dir.path())
+                .starts_with("halobox-serve-pid ")
+        );
+        assert!(!dir.path().join(HELD_FILE).exists());
+        assert!(sh(&state(), &[], dir.path()).starts_with("running "));
+        assert!(sh(&stop(), &["5"], dir.path()).starts_with("stopped "));
     }
 
     #[test]

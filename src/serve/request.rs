@@ -48,6 +48,13 @@ pub struct Spec {
     /// `--no-fit-check`: start even when the fit check refuses.
     #[serde(default)]
     pub no_fit_check: bool,
+    /// `--restart on-failure[:MAX]`: a supervisor restarts the serve
+    /// after a failure ([`super::restart`]).
+    #[serde(default)]
+    pub restart: Option<super::restart::Policy>,
+    /// `--stall-timeout` (seconds), when not the default.
+    #[serde(default)]
+    pub stall_timeout: Option<u64>,
     /// The engine's own arguments (after `--`).
     #[serde(default)]
     pub extra: Vec<String>,
@@ -76,6 +83,8 @@ impl Spec {
         flag("host", self.host.map(|v| v.to_string()));
         flag("port", Some(self.port.to_string()));
         flag("timeout", Some(self.timeout.to_string()));
+        flag("restart", self.restart.map(|p| p.to_string()));
+        flag("stall-timeout", self.stall_timeout.map(|v| v.to_string()));
         for (on, name) in [
             (self.no_eager, "--no-eager"),
             (self.no_api_key, "--no-api-key"),
@@ -102,6 +111,14 @@ impl Spec {
         self.gpu_memory_utilization
             .unwrap_or(super::plan::SAFE_GPU_MEMORY)
     }
+
+    /// `--stall-timeout`, or its default.
+    pub fn stall(&self) -> std::time::Duration {
+        std::time::Duration::from_secs(
+            self.stall_timeout
+                .unwrap_or(super::restart::DEFAULT_STALL_S),
+        )
+    }
 }
 
 /// One start of a serve: the [`Spec`] and what this start alone asks.
@@ -121,6 +138,9 @@ pub struct Request {
     pub dry_run: bool,
     /// `--sysroot`: the head's facts from a snapshot (dry run only).
     pub sysroot: Option<PathBuf>,
+    /// A supervisor's restart: refused while a deliberate stop holds the
+    /// serve ([`super::program::HELD_FILE`]).
+    pub restarted: bool,
 }
 
 impl Request {
@@ -135,6 +155,7 @@ impl Request {
             detach: true,
             dry_run: false,
             sysroot: None,
+            restarted: false,
         }
     }
 }

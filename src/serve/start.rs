@@ -119,6 +119,7 @@ pub fn start(
             }
         ));
         r.out(&format!("# {}\n", key_source.describe()));
+        restart_line(a, r);
         if req.preflight {
             r.out(&format!(
                 "# before vLLM starts: `halobox bench collective --sizes {} --op all_reduce` across the {} node(s) (--preflight); a FAIL refuses the serve\n",
@@ -211,9 +212,21 @@ pub fn start(
         timeout: Duration::from_secs(a.timeout),
         engine: Engine::Vllm,
         args: Some(a.clone()),
+        restart: req.restarted,
     };
-    match supervise::serve(&start)? {
+    match supervise::serve(&start, r)? {
         Ended::Detached | Ended::Stopped(_) => Ok(()),
+    }
+}
+
+/// `--dry-run`'s line about `--restart`.
+fn restart_line(a: &super::request::Spec, r: &mut dyn Reporter) {
+    match a.restart {
+        Some(p) => r.out(&format!(
+            "# {} (a detached supervisor on the head with --detach, else this process; its events: `halobox serve status --json`)\n",
+            p.describe(a.stall().as_secs())
+        )),
+        None => r.out("# no --restart: a failure stops the serve until someone starts it again\n"),
     }
 }
 
@@ -306,6 +319,7 @@ fn run_llama(
             r.out(&format!("{n}=******** (passed on stdin)\n"));
         }
         r.out(&format!("# {}\n", key_source.describe()));
+        restart_line(a, r);
         return Ok(());
     }
     llama::command(cfg, &lreq, &[]).map_err(UsageError)?;
@@ -346,8 +360,9 @@ fn run_llama(
         timeout: Duration::from_secs(a.timeout),
         engine: Engine::LlamaCpp,
         args: Some(a.clone()),
+        restart: req.restarted,
     };
-    match supervise::serve(&start) {
+    match supervise::serve(&start, r) {
         Ok(Ended::Detached | Ended::Stopped(_)) => Ok(()),
         Err(e) => match e.downcast_ref::<engine::Refused>() {
             Some(r) => Err(UsageError(llama::refusal(cfg, &start.model, &r.0)).into()),

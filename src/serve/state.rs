@@ -87,9 +87,87 @@ fn dir() -> Option<PathBuf> {
 
 /// The state file for the cluster file `cluster`.
 fn path(cluster: &Path) -> Option<PathBuf> {
+    file(cluster, "json")
+}
+
+/// The file `KEY.suffix` of the cluster file `cluster` in the state folder.
+pub fn file(cluster: &Path, suffix: &str) -> Option<PathBuf> {
     use sha2::Digest as _;
     let key = hex::encode(&sha2::Sha256::digest(cluster.display().to_string().as_bytes())[..8]);
-    dir().map(|d| d.join(format!("{key}.json")))
+    dir().map(|d| d.join(format!("{key}.{suffix}")))
+}
+
+/// The restarts of `cluster`'s serve (`--restart`), as its supervisor
+/// recorded them.
+pub fn restarts(cluster: &Path) -> super::restart::Restarts {
+    file(cluster, "restarts.json")
+        .and_then(|p| std::fs::read_to_string(p).ok())
+        .and_then(|t| serde_json::from_str(&t).ok())
+        .unwrap_or_default()
+}
+
+/// Records the restarts of `cluster`'s serve (0600, written beside and
+/// renamed).
+pub fn save_restarts(cluster: &Path, r: &super::restart::Restarts) -> std::io::Result<()> {
+    write(
+        file(cluster, "restarts.json"),
+        &serde_json::to_string_pretty(r).expect("serialises"),
+    )
+}
+
+/// Forgets the restarts of `cluster`'s serve (a new serve starts afresh).
+pub fn remove_restarts(cluster: &Path) {
+    if let Some(p) = file(cluster, "restarts.json") {
+        let _ = std::fs::remove_file(p);
+    }
+}
+
+/// The supervisor of `cluster`'s serve, as its pid file records it
+/// (`None`: there is none, or the file names no process that lives).
+pub fn supervisor(cluster: &Path) -> Option<Process> {
+    let text = std::fs::read_to_string(file(cluster, "supervisor")?).ok()?;
+    let p: Process = serde_json::from_str(&text).ok()?;
+    (p.pid > 1 && p.lives()).then_some(p)
+}
+
+/// Records `p` as the supervisor of `cluster`'s serve.
+pub fn save_supervisor(cluster: &Path, p: &Process) -> std::io::Result<()> {
+    write(
+        file(cluster, "supervisor"),
+        &serde_json::to_string(p).expect("serialises"),
+    )
+}
+
+/// Removes the supervisor's pid file when it names `me`.
+pub fn remove_supervisor(cluster: &Path, me: &Process) {
+    let Some(p) = file(cluster, "supervisor") else {
+        return;
+    };
+    let mine = std::fs::read_to_string(&p)
+        .ok()
+        .and_then(|t| serde_json::from_str::<Process>(&t).ok())
+        .is_some_and(|r| r == *me);
+    if mine {
+        let _ = std::fs::remove_file(p);
+    }
+}
+
+/// `text` to `p` (0600, written beside, then renamed).
+fn write(p: Option<PathBuf>, text: &str) -> std::io::Result<()> {
+    use std::io::Write as _;
+    use std::os::unix::fs::OpenOptionsExt as _;
+    let p =
+        p.ok_or_else(|| std::io::Error::other("no state folder (set XDG_STATE_HOME or HOME)"))?;
+    std::fs::create_dir_all(p.parent().expect("parent"))?;
+    let tmp = p.with_extension(format!("tmp.{}", std::process::id()));
+    let mut f = std::fs::OpenOptions::new()
+        .write(true)
+        .create(true)
+        .truncate(true)
+        .mode(0o600)
+        .open(&tmp)?;
+    f.write_all(text.as_bytes())?;
+    std::fs::rename(tmp, p)
 }
 
 /// What was recorded for `cluster`.
@@ -100,24 +178,10 @@ pub fn load(cluster: &Path) -> Option<ServeState> {
 
 /// Records `s` (written beside, then renamed; 0600).
 pub fn save(cluster: &Path, s: &ServeState) -> std::io::Result<()> {
-    use std::io::Write as _;
-    use std::os::unix::fs::OpenOptionsExt as _;
-    let p = path(cluster)
-        .ok_or_else(|| std::io::Error::other("no state folder (set XDG_STATE_HOME or HOME)"))?;
-    std::fs::create_dir_all(p.parent().expect("parent"))?;
-    let tmp = p.with_extension(format!("json.{}", std::process::id()));
-    let mut f = std::fs::OpenOptions::new()
-        .write(true)
-        .create(true)
-        .truncate(true)
-        .mode(0o600)
-        .open(&tmp)?;
-    f.write_all(
-        serde_json::to_string_pretty(s)
-            .expect("serialises")
-            .as_bytes(),
-    )?;
-    std::fs::rename(tmp, p)
+    write(
+        path(cluster),
+        &serde_json::to_string_pretty(s).expect("serialises"),
+    )
 }
 
 /// Forgets the serve of `cluster`.

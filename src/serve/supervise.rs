@@ -16,6 +16,7 @@ use super::{http, interrupt, watch};
 use crate::cluster::config::{ClusterConfig, Engine};
 use crate::cluster::run as cluster_run;
 use crate::proc::Proc;
+use crate::reporter::Reporter;
 
 /// How often the API is asked while the engine starts (and how long the
 /// log is read between two asks): a refused connect costs nothing, and the
@@ -85,6 +86,9 @@ pub struct Start<'a> {
     pub engine: Engine,
     /// The arguments that start it again, for the record.
     pub args: Option<super::request::Spec>,
+    /// A supervisor's restart (refused while a deliberate stop holds the
+    /// serve).
+    pub restart: bool,
 }
 
 /// How a serve ended.
@@ -129,7 +133,7 @@ impl Log {
     }
 
     /// The lines that came within `wait`, judged and kept.
-    fn read(&mut self, head: &Head, wait: Duration) -> Vec<String> {
+    fn read(&mut self, head: &Head, wait: Duration, r: &mut dyn Reporter) -> Vec<String> {
         let ended = self
             .follower
             .as_mut()
@@ -167,7 +171,7 @@ impl Log {
                 && let Some(t) = super::plan::nccl_transport(l)
             {
                 self.transport_said = true;
-                eprintln!("halobox: NCCL uses {t}");
+                r.note(&format!("halobox: NCCL uses {t}\n"));
             }
         }
         lines
@@ -185,7 +189,7 @@ impl Log {
 
 /// Starts the engine and watches it until it is ready, then (unless
 /// `--detach`) until it fails or a signal stops it.
-pub fn serve(s: &Start) -> anyhow::Result<Ended> {
+pub fn serve(s: &Start, r: &mut dyn Reporter) -> anyhow::Result<Ended> {
     let head = Head::of(s.cfg);
     interrupt::catch()?;
     let pid = head.start(
@@ -194,6 +198,7 @@ pub fn serve(s: &Start) -> anyhow::Result<Ended> {
         &s.secrets,
         s.clear_cache.as_deref(),
         s.check.as_deref(),
+        s.restart,
     )?;
     let started = SystemTime::now()
         .duration_since(UNIX_EPOCH)
@@ -216,38 +221,40 @@ pub fn serve(s: &Start) -> anyhow::Result<Ended> {
         args: s.args.clone(),
     };
     if let Err(e) = state::save(s.cluster_path, &record) {
-        eprintln!("warning: cannot record the serve for `halobox serve status`: {e}");
+        r.note(&format!(
+            "warning: cannot record the serve for `halobox serve status`: {e}\n"
+        ));
     }
-    eprintln!(
-        "==> {} started in container {} on the head ({}), pid {pid}; waiting for its API at {}",
+    r.note(&format!(
+        "==> {} started in container {} on the head ({}), pid {pid}; waiting for its API at {}\n",
         s.engine.title(),
         head.container,
         head.label,
         record.endpoint
-    );
+    ));
     let mut log = Log::new(s.nccl_debug);
     let t0 = Instant::now();
-    if let Err(e) = wait_ready(s, &head, &mut log, t0) {
+    if let Err(e) = wait_ready(s, &head, &mut log, t0, r) {
         return Err(end(s, &head, &log, e));
     }
     let ready_in = t0.elapsed().as_secs_f64();
-    await_workers(s, &head, &mut log);
-    print_ready(s, &head, &log, ready_in);
+    await_workers(s, &head, &mut log, r);
+    print_ready(s, &head, &log, ready_in, r);
     if s.detach {
         drop(log.follower.take());
         return Ok(Ended::Detached);
     }
-    match watch_serving(s, &head, &mut log) {
+    match watch_serving(s, &head, &mut log, r) {
         Ok(sig) => {
-            eprintln!(
-                "==> {}: stopping {} on every node",
+            r.note(&format!(
+                "==> {}: stopping {} on every node\n",
                 crate::refresh::signals::name(sig),
                 s.engine.title()
-            );
+            ));
             drop(log.follower.take());
-            let said = head.stop(grace(s.engine))?;
+            let said = head.stop(grace(s.engine), true)?;
             state::remove(s.cluster_path);
-            eprintln!("==> {} stopped ({said})", s.engine.title());
+            r.note(&format!("==> {} stopped ({said})\n", s.engine.title()));
             Ok(Ended::Stopped(sig))
         }
         Err(e) => Err(end(s, &head, &log, e)),
@@ -255,7 +262,13 @@ pub fn serve(s: &Start) -> anyhow::Result<Ended> {
 }
 
 /// Waits until `/health` answers 200 and `/v1/models` lists the model.
-fn wait_ready(s: &Start, head: &Head, log: &mut Log, t0: Instant) -> Result<(), NotServing> {
+fn wait_ready(
+    s: &Start,
+    head: &Head,
+    log: &mut Log,
+    t0: Instant,
+    r: &mut dyn Reporter,
+) -> Result<(), NotServing> {
     let mut last_word = "";
     let mut next_health = Instant::now();
     let mut next_state = Instant::now() + Duration::from_secs(3);
@@ -277,14 +290,14 @@ fn wait_ready(s: &Start, head: &Head, log: &mut Log, t0: Instant) -> Result<(), 
             std::thread::sleep(HEALTH_EVERY);
             Vec::new()
         } else {
-            log.read(head, HEALTH_EVERY)
+            log.read(head, HEALTH_EVERY, r)
         };
         for l in lines {
             if let Some(w) = watch::progress(&l)
                 && w != last_word
             {
                 last_word = w;
-                eprintln!("==> [{:>4} s] {w}", t0.elapsed().as_secs());
+                r.note(&format!("==> [{:>4} s] {w}\n", t0.elapsed().as_secs()));
             }
         }
         if let Some(f) = &log.fatal {
@@ -297,7 +310,7 @@ fn wait_ready(s: &Start, head: &Head, log: &mut Log, t0: Instant) -> Result<(), 
         if Instant::now() >= next_state {
             next_state = Instant::now() + Duration::from_secs(3);
             if let Ok(EngineState::Exited(_) | EngineState::None) = head.state() {
-                log.read(head, Duration::from_millis(500));
+                log.read(head, Duration::from_millis(500), r);
                 return Err(NotServing(format!(
                     "{} exited before its API answered",
                     s.engine.title()
@@ -347,14 +360,14 @@ pub fn lists(body: &str, name: &str) -> bool {
 /// Ray forwards a remote worker's first lines to the head's log a little
 /// after the API answers: reads on, for 10 s at most, until every node the
 /// workers run on has been named.
-fn await_workers(s: &Start, head: &Head, log: &mut Log) {
+fn await_workers(s: &Start, head: &Head, log: &mut Log, r: &mut dyn Reporter) {
     let until = Instant::now() + Duration::from_secs(10);
     while log.workers.len() < s.workers && Instant::now() < until {
-        log.read(head, Duration::from_millis(500));
+        log.read(head, Duration::from_millis(500), r);
     }
 }
 
-fn print_ready(s: &Start, head: &Head, log: &Log, secs: f64) {
+fn print_ready(s: &Start, head: &Head, log: &Log, secs: f64, r: &mut dyn Reporter) {
     let (what, nodes) = match s.engine {
         Engine::Vllm => (
             "tensor-parallel workers on",
@@ -369,20 +382,23 @@ fn print_ready(s: &Start, head: &Head, log: &Log, secs: f64) {
                 .join(", "),
         ),
     };
-    println!(
-        "serving {} at {} (ready in {secs:.0} s; {what} {nodes})",
+    r.out(&format!(
+        "serving {} at {} (ready in {secs:.0} s; {what} {nodes})\n",
         s.served_name,
         format_args!("http://{}", s.api)
-    );
+    ));
     let auth = s.api_key_source.curl_header();
-    println!(
-        "  curl -s http://{}/v1/completions -H 'Content-Type: application/json'{auth} -d '{{\"model\": \"{}\", \"prompt\": \"Hello\", \"max_tokens\": 16, \"temperature\": 0}}'",
+    r.out(&format!(
+        "  curl -s http://{}/v1/completions -H 'Content-Type: application/json'{auth} -d '{{\"model\": \"{}\", \"prompt\": \"Hello\", \"max_tokens\": 16, \"temperature\": 0}}'\n",
         s.api, s.served_name
-    );
+    ));
     if s.detach {
-        println!("  halobox serve status | halobox serve logs -f | halobox serve stop");
+        r.out("  halobox serve status | halobox serve logs -f | halobox serve stop\n");
     } else {
-        println!("  (Ctrl-C stops {} on every node)", s.engine.title());
+        r.out(&format!(
+            "  (Ctrl-C stops {} on every node)\n",
+            s.engine.title()
+        ));
     }
 }
 
@@ -405,7 +421,12 @@ fn node_names(cfg: &ClusterConfig, head: &Head, workers: &[Ipv4Addr]) -> String 
 
 /// Copies the log through and judges it until a fatal line, an API that
 /// stops answering with the engine gone, or a signal (returned).
-fn watch_serving(s: &Start, head: &Head, log: &mut Log) -> Result<i32, NotServing> {
+fn watch_serving(
+    s: &Start,
+    head: &Head,
+    log: &mut Log,
+    r: &mut dyn Reporter,
+) -> Result<i32, NotServing> {
     let mut next_health = Instant::now() + Duration::from_secs(2);
     let mut next_probe = Instant::now() + super::llama::PROBE_EVERY;
     let mut failed_checks = 0u32;
@@ -413,15 +434,15 @@ fn watch_serving(s: &Start, head: &Head, log: &mut Log) -> Result<i32, NotServin
         if let Some(sig) = interrupt::arrived() {
             return Ok(sig);
         }
-        for l in log.read(head, Duration::from_millis(500)) {
-            println!("{l}");
+        for l in log.read(head, Duration::from_millis(500), r) {
+            r.out(&format!("{l}\n"));
         }
         if let Some(f) = log.fatal.clone() {
             // The lines right after the first fatal one usually name the node.
             let until = Instant::now() + Duration::from_secs(2);
             while Instant::now() < until {
-                for l in log.read(head, Duration::from_millis(300)) {
-                    println!("{l}");
+                for l in log.read(head, Duration::from_millis(300), r) {
+                    r.out(&format!("{l}\n"));
                 }
             }
             return Err(NotServing(format!(
@@ -435,8 +456,8 @@ fn watch_serving(s: &Start, head: &Head, log: &mut Log) -> Result<i32, NotServin
                 // A dead node makes llama-server abort: its log says so.
                 let until = Instant::now() + Duration::from_secs(2);
                 while Instant::now() < until {
-                    for l in log.read(head, Duration::from_millis(300)) {
-                        println!("{l}");
+                    for l in log.read(head, Duration::from_millis(300), r) {
+                        r.out(&format!("{l}\n"));
                     }
                 }
                 if let Some(sig) = interrupt::arrived() {
@@ -453,10 +474,10 @@ fn watch_serving(s: &Start, head: &Head, log: &mut Log) -> Result<i32, NotServin
                         super::llama::PROBE_TIMEOUT.as_secs()
                     )));
                 }
-                eprintln!(
-                    "halobox: a 1-token completion took over {} s, but every node's RPC server runs (busy slots?)",
+                r.note(&format!(
+                    "halobox: a 1-token completion took over {} s, but every node's RPC server runs (busy slots?)\n",
                     super::llama::PROBE_TIMEOUT.as_secs()
-                );
+                ));
             }
             next_probe = Instant::now() + super::llama::PROBE_EVERY;
         }
@@ -492,7 +513,7 @@ fn end(s: &Start, head: &Head, log: &Log, e: NotServing) -> anyhow::Error {
         Engine::Vllm => blame(s.cfg, head, log),
         Engine::LlamaCpp => super::llama::blame(s.cfg),
     };
-    let stopped = head.stop(grace(s.engine));
+    let stopped = head.stop(grace(s.engine), false);
     state::remove(s.cluster_path);
     let mut msg = match &blame {
         Some(b) => format!("{b}: {}", e.0),

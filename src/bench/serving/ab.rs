@@ -524,6 +524,8 @@ mod tests {
                 nccl_debug: true,
                 no_fit_check: false,
                 timeout: 1800,
+                restart: None,
+                stall_timeout: None,
                 extra: vec!["--seed".into(), "1".into()],
             }),
         }

@@ -268,6 +268,6 @@ impl Run<'_> {
     /// The recorded serve, started again (detached) with `cfg`.
     fn serve(&mut self, cfg: &ClusterConfig) -> anyhow::Result<()> {
         let req = Request::again(self.spec.clone());
-        crate::serve::start::start(&req, self.path, cfg, self.r)
+        crate::serve::keep::serve(&req, self.path, cfg, self.r)
     }
 }

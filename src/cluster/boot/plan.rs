@@ -41,11 +41,10 @@ pub const CARRIED: &[&str] = &[
     "HF_HUB_OFFLINE",
 ];
 
-/// Whether a recorded serve gets a unit that starts it at boot. Every
-/// recorded serve does for now; with `serve --restart` this becomes
-/// `spec.restart.is_some()`.
-pub fn wants_serve_unit(_spec: &Spec) -> bool {
-    true
+/// Whether a recorded serve gets a unit that starts it at boot: one
+/// recorded with `serve --restart` does.
+pub fn wants_serve_unit(spec: &Spec) -> bool {
+    spec.restart.is_some()
 }
 
 /// The first line of every file `enable` writes for the cluster file
@@ -479,9 +478,12 @@ pub fn plan(
                         spec.model
                     ));
                 }
-                Some(_) => {}
+                Some(spec) => notes.push(format!(
+                    "the serve of {} was started without --restart: no serve unit (start it with `halobox serve MODEL --restart on-failure --detach`, then run `halobox cluster enable` again)",
+                    spec.model
+                )),
                 None => notes.push(
-                    "no serve is recorded for this cluster file: no serve unit (start one with `halobox serve MODEL --detach`, then run `halobox cluster enable` again)".into(),
+                    "no serve is recorded for this cluster file: no serve unit (start one with `halobox serve MODEL --restart on-failure --detach`, then run `halobox cluster enable` again)".into(),
                 ),
             }
         }
@@ -597,6 +599,8 @@ mod tests {
             nccl_debug: false,
             timeout: 60,
             no_fit_check: false,
+            restart: Some("on-failure".parse().unwrap()),
+            stall_timeout: None,
             extra: vec![],
         }
     }

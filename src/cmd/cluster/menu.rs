@@ -60,6 +60,8 @@ pub fn serve_menu(a: &ClusterFileArgs) -> anyhow::Result<ExitCode> {
             nccl_debug: false,
             no_fit_check: false,
             timeout: 1800,
+            restart: None,
+            stall_timeout: None,
             extra: vec![],
         },
         engine: None,
@@ -68,6 +70,7 @@ pub fn serve_menu(a: &ClusterFileArgs) -> anyhow::Result<ExitCode> {
         detach: false,
         dry_run,
         sysroot: None,
+        restarted: false,
     };
     start(&req(true), &path, &cfg, &mut Terminal)?;
     if Confirm::new().with_prompt("start it?").interact()? {

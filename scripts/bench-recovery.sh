@@ -1,0 +1,100 @@
+#!/usr/bin/env bash
+# scripts/bench-recovery.sh: the seconds from a fault to serving again, with
+# llama.cpp on test nodes (scripts/serve/lib.sh's llama_setup): halobox's
+# supervisor (`serve --detach --restart`) against the steps a person runs by
+# hand once they know (`serve stop; cluster up; serve --detach`, started at
+# the moment of the fault: no time to notice is counted for the person).
+# "Serving again" is the first 1-token completion that answers (polled every
+# 0.2 s from the fault on, both sides the same). Faults, per round:
+#   kill9:  llama-server killed with kill -9 in the head's container;
+#   rpc:    node b's RPC server killed with kill -9 in its container.
+# Medians over the rounds; the last lines are the ratios halobox / by hand,
+# one per fault, each ending in `x` (goal <= 1.2x, with no person involved).
+# usage (as root): scripts/bench-recovery.sh [ROUNDS (default 3)] [--backend podman|docker]
+#   HALOBOX_BIN: the halobox binary (default: this checkout's release build)
+set -euo pipefail
+{
+cd "$(dirname "$0")/.."
+root=$PWD
+rounds=3 backend=podman
+while [ $# -gt 0 ]; do
+  case "$1" in
+  --backend) backend=$2; shift 2 ;;
+  [0-9]*) rounds=$1; shift ;;
+  *) echo "usage: scripts/bench-recovery.sh [ROUNDS] [--backend podman|docker]" >&2; exit 2 ;;
+  esac
+done
+HALOBOX_BIN=${HALOBOX_BIN:-$(bash scripts/release-bin.sh)}
+export HALOBOX_BIN
+# shellcheck source=scripts/serve/lib.sh
+. scripts/serve/lib.sh
+llama_setup rc "$backend" 2
+llama_refresh
+KEY=$DIR/cluster.api-key
+HEAD_IP=$(node_ip a)
+
+# served_after T0: polls a 1-token completion until one answers; the seconds since T0.
+served_after() {
+  local t0=$1
+  for _ in $(seq 3000); do
+    if ip netns exec "hb-$TAG-a" python3 scripts/serve/complete-llama.py "http://$HEAD_IP:8000" "$PROMPT" 1 "$KEY" >/dev/null 2>&1; then
+      elapsed "$t0"
+      return 0
+    fi
+    sleep 0.2
+  done
+  fail "not serving again within 10 minutes"
+}
+# engine_pid: the serve's pid in the head's container.
+engine_pid() { hb serve status --json --cluster "$CFG" | python3 -c 'import json,sys; print(json.load(sys.stdin)["serve"]["pid"])'; }
+# rpc_pid: node b's RPC server's pid.
+rpc_pid() { hb cluster status --cluster "$CFG" | awk '$1 == "b" && $3 == "running" { sub(",", "", $5); print $5; exit }'; }
+# fault KIND: makes it.
+fault() {
+  case "$1" in
+  kill9) in_container a kill -KILL "$(engine_pid)" ;;
+  rpc) in_container b kill -KILL "$(rpc_pid)" ;;
+  esac
+}
+
+declare -A hbs hands
+for r in $(seq "$rounds"); do
+  for kind in kill9 rpc; do
+    step "round $r, $kind: halobox serve --detach --restart"
+    hb cluster up --cluster "$CFG" >/dev/null 2>&1 || fail "cluster up"
+    hb serve "$MODEL" --detach --restart on-failure:100 --cluster "$CFG" >/dev/null 2>"$DIR/serve.err" \
+      || { cat "$DIR/serve.err" >&2; fail "halobox serve --restart"; }
+    t0=$(now)
+    fault "$kind"
+    sleep 0.5
+    s=$(served_after "$t0")
+    hbs[$kind]="${hbs[$kind]:-} $s"
+    hb serve stop --cluster "$CFG" >/dev/null
+
+    step "round $r, $kind: by hand (serve stop; cluster up; serve --detach)"
+    hb serve "$MODEL" --detach --cluster "$CFG" >/dev/null 2>"$DIR/serve.err" \
+      || { cat "$DIR/serve.err" >&2; fail "halobox serve"; }
+    t0=$(now)
+    fault "$kind"
+    sleep 0.5
+    hb serve stop --cluster "$CFG" >/dev/null
+    hb cluster up --cluster "$CFG" >/dev/null 2>&1 || fail "cluster up by hand"
+    hb serve "$MODEL" --detach --cluster "$CFG" >/dev/null 2>"$DIR/serve.err" \
+      || { cat "$DIR/serve.err" >&2; fail "halobox serve by hand"; }
+    h=$(served_after "$t0")
+    hands[$kind]="${hands[$kind]:-} $h"
+    hb serve stop --cluster "$CFG" >/dev/null
+    echo "round $r, $kind: halobox $s s, by hand $h s" >&2
+  done
+done
+hb cluster down --cluster "$CFG" >/dev/null 2>&1 || true
+median() { tr ' ' '\n' | grep . | sort -g | awk '{ a[NR] = $1 } END { print (NR % 2) ? a[(NR + 1) / 2] : (a[NR / 2] + a[NR / 2 + 1]) / 2 }'; }
+for kind in kill9 rpc; do
+  echo "$kind: halobox $(echo "${hbs[$kind]}" | median) s, by hand $(echo "${hands[$kind]}" | median) s (medians of $rounds)"
+done
+for kind in kill9 rpc; do
+  python3 -c "import sys; print(f'{sys.argv[1]}: halobox / by hand: {float(sys.argv[2]) / float(sys.argv[3]):.2f}x')" \
+    "$kind" "$(echo "${hbs[$kind]}" | median)" "$(echo "${hands[$kind]}" | median)"
+done
+exit 0
+}

@@ -1,0 +1,455 @@
+//! `serve --restart on-failure[:MAX]`, decided without effects: the policy
+//! as given and recorded, the restarts it allows in its window, the events
+//! a supervisor records (when, which check, which node, how long until
+//! serving again), and the progress probe's judgement (requests running
+//! but no token generated for `--stall-timeout`). The supervisor that acts
+//! on them is [`super::keep`](mod@super::keep)'s.
+
+use std::fmt;
+use std::str::FromStr;
+use std::time::Duration;
+
+use serde::{Deserialize, Serialize};
+
+/// The restarts allowed in one [`WINDOW_S`] when `on-failure` names none.
+pub const DEFAULT_MAX: u32 = 5;
+/// The window the restarts are counted in (seconds): 10 minutes.
+pub const WINDOW_S: u64 = 600;
+/// `--stall-timeout`'s default (seconds).
+pub const DEFAULT_STALL_S: u64 = 120;
+/// The most restarts one window may allow.
+const MOST: u32 = 100;
+
+/// `--restart on-failure[:MAX]`: restart after a failure, at most `max`
+/// times in [`WINDOW_S`] seconds.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Policy {
+    /// Restarts allowed in the window.
+    pub max: u32,
+    /// The window, in seconds.
+    pub window_s: u64,
+}
+
+impl FromStr for Policy {
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<Policy, String> {
+        let bad = || {
+            format!(
+                "{s:?}: --restart takes `on-failure` or `on-failure:MAX` (MAX 1..={MOST} restarts in {} minutes)",
+                WINDOW_S / 60
+            )
+        };
+        let max = match s.strip_prefix("on-failure") {
+            Some("") => DEFAULT_MAX,
+            Some(rest) => rest
+                .strip_prefix(':')
+                .and_then(|n| n.parse::<u32>().ok())
+                .filter(|n| (1..=MOST).contains(n))
+                .ok_or_else(bad)?,
+            None => return Err(bad()),
+        };
+        Ok(Policy {
+            max,
+            window_s: WINDOW_S,
+        })
+    }
+}
+
+impl fmt::Display for Policy {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "on-failure:{}", self.max)
+    }
+}
+
+impl Policy {
+    /// The policy in words, for `--dry-run` and `serve status`.
+    pub fn describe(&self, stall_s: u64) -> String {
+        format!(
+            "--restart {self}: a supervisor restarts the serve after a failure (the log judged, /health, the 1-token probe of llama.cpp, requests running with no token for {stall_s} s), at most {} times in {} minutes, then gives up and leaves nothing running",
+            self.max,
+            self.window_s / 60
+        )
+    }
+}
+
+/// Which check saw the failure.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Check {
+    /// A fatal line in the engine's log.
+    Log,
+    /// `/health` failed 3 times in a row.
+    Health,
+    /// The engine's process ended.
+    Exited,
+    /// llama.cpp's 1-token completion did not finish in time.
+    Probe,
+    /// Requests ran but no token came for `--stall-timeout`.
+    Stall,
+    /// The start again failed.
+    Start,
+}
+
+impl fmt::Display for Check {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            Check::Log => "the log",
+            Check::Health => "/health",
+            Check::Exited => "the process",
+            Check::Probe => "the 1-token probe",
+            Check::Stall => "the progress probe",
+            Check::Start => "the start",
+        })
+    }
+}
+
+/// What became of one restart.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Outcome {
+    /// Under way: the engine stopped, the nodes awaited, the start.
+    Restarting,
+    /// Serving again.
+    Serving,
+    /// The start again failed (why).
+    Failed(String),
+    /// Past the policy's limit: given up, nothing left running.
+    GaveUp,
+}
+
+/// One failure the supervisor acted on. Never holds a secret.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Event {
+    /// When it was seen (seconds since the epoch).
+    pub at: u64,
+    /// The check that saw it.
+    pub check: Check,
+    /// The node to blame, when one is.
+    #[serde(default)]
+    pub node: Option<String>,
+    /// What the check saw.
+    pub cause: String,
+    /// Seconds from seeing it until the API answered again.
+    #[serde(default)]
+    pub serving_again_s: Option<f64>,
+    /// What became of it.
+    pub outcome: Outcome,
+}
+
+impl Event {
+    /// The event in one line.
+    pub fn line(&self) -> String {
+        format!(
+            "{}{} ({}){}",
+            self.node
+                .as_deref()
+                .map(|n| format!("{n}: "))
+                .unwrap_or_default(),
+            self.cause,
+            self.check,
+            match (&self.outcome, self.serving_again_s) {
+                (Outcome::Serving, Some(s)) => format!("; serving again after {s:.0} s"),
+                (Outcome::Restarting, _) => "; restarting".into(),
+                (Outcome::Failed(why), _) => format!("; the start again failed: {why}"),
+                (Outcome::GaveUp, _) => "; gave up".into(),
+                _ => String::new(),
+            }
+        )
+    }
+}
+
+/// A serve's restarts, as kept in its state folder.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct Restarts {
+    /// The policy they were made under.
+    #[serde(default)]
+    pub policy: Option<Policy>,
+    /// Every failure acted on, oldest first.
+    pub events: Vec<Event>,
+    /// Why the supervisor gave up, once it did.
+    #[serde(default)]
+    pub gave_up: Option<String>,
+}
+
+/// What to do about a failure.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Decision {
+    /// Restart: this is restart `n` of the window.
+    Restart(u32),
+    /// Give up, and why (the words `serve status` and the log show).
+    GiveUp(String),
+}
+
+/// Whether a failure at `now` may be restarted, given the restarts
+/// already made (`events`, whose restarts in the window count).
+pub fn decide(policy: &Policy, events: &[Event], now: u64) -> Decision {
+    let since = now.saturating_sub(policy.window_s);
+    let made = events
+        .iter()
+        .filter(|e| e.at >= since && e.outcome != Outcome::GaveUp)
+        .count();
+    let made = u32::try_from(made).unwrap_or(u32::MAX);
+    if made >= policy.max {
+        return Decision::GiveUp(format!(
+            "gave up: {made} restart(s) in the last {} minutes (--restart {policy}); nothing is left running\n  hint: `halobox serve logs` and `halobox serve status --json` show why; fix it, then `halobox serve` again",
+            policy.window_s / 60
+        ));
+    }
+    Decision::Restart(made + 1)
+}
+
+/// How long to wait before asking the nodes again, after `attempt` asks
+/// (2 s, doubled each time, at most 30 s).
+pub fn backoff(attempt: u32) -> Duration {
+    Duration::from_secs(2u64.saturating_mul(1 << attempt.min(4)).min(30))
+}
+
+/// The progress an engine reports: requests running, tokens generated so
+/// far (a counter).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Sample {
+    /// Requests being generated now.
+    pub running: u64,
+    /// Tokens generated (a counter that only grows while it runs).
+    pub tokens: u64,
+}
+
+/// The sum of every series of the Prometheus metric `name` in `text`.
+fn metric(text: &str, name: &str) -> Option<f64> {
+    let mut sum = None;
+    for l in text.lines().filter(|l| !l.starts_with('#')) {
+        let Some((series, value)) = l.trim().rsplit_once(' ') else {
+            continue;
+        };
+        if series.split('{').next() == Some(name)
+            && let Ok(v) = value.parse::<f64>()
+        {
+            *sum.get_or_insert(0.0) += v;
+        }
+    }
+    sum
+}
+
+/// vLLM's `/metrics`: `vllm:num_requests_running` and
+/// `vllm:generation_tokens_total` (vllm/v1/metrics/loggers.py).
+pub fn vllm_sample(text: &str) -> Option<Sample> {
+    let running = metric(text, "vllm:num_requests_running")?;
+    let tokens = metric(text, "vllm:generation_tokens_total")?;
+    Some(Sample {
+        running: running.max(0.0) as u64,
+        tokens: tokens.max(0.0) as u64,
+    })
+}
+
+/// llama-server's `/slots`: the slots `is_processing`, and the tokens each
+/// decoded (`n_decoded`, at the top of a slot or in its `next_token`, as
+/// llama-server versions put it).
+pub fn llama_sample(json: &str) -> Option<Sample> {
+    let v: serde_json::Value = serde_json::from_str(json).ok()?;
+    let slots = v.as_array()?;
+    let mut s = Sample {
+        running: 0,
+        tokens: 0,
+    };
+    for slot in slots {
+        if slot["is_processing"].as_bool() == Some(true) {
+            s.running += 1;
+        }
+        let nt = &slot["next_token"];
+        let decoded = slot["n_decoded"]
+            .as_u64()
+            .or_else(|| nt["n_decoded"].as_u64())
+            .or_else(|| nt[0]["n_decoded"].as_u64())
+            .unwrap_or(0);
+        s.tokens += decoded;
+    }
+    Some(s)
+}
+
+/// The progress probe's memory: since when requests ran with the same
+/// token count.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Stall {
+    /// The token count and when it was first seen with requests running.
+    since: Option<(u64, Duration)>,
+}
+
+impl Stall {
+    /// Takes one look at `now` (`None`: the engine did not answer the
+    /// probe, which counts as no token); true when requests have run
+    /// without a new token for `timeout`.
+    pub fn look(&mut self, sample: Option<Sample>, now: Duration, timeout: Duration) -> bool {
+        match sample {
+            Some(s) if s.running == 0 => {
+                self.since = None;
+                false
+            }
+            Some(s) => match self.since {
+                Some((tokens, t)) if tokens == s.tokens => now.saturating_sub(t) >= timeout,
+                _ => {
+                    self.since = Some((s.tokens, now));
+                    false
+                }
+            },
+            None => self
+                .since
+                .is_some_and(|(_, t)| now.saturating_sub(t) >= timeout),
+        }
+    }
+}
+
+/// `serve status`'s line about restarts (`None`: none made, none allowed).
+pub fn summary(r: &Restarts) -> Option<String> {
+    if let Some(g) = &r.gave_up {
+        return Some(g.lines().next().unwrap_or(g).to_string());
+    }
+    let last = r.events.last();
+    match (r.policy, last) {
+        (None, None) => None,
+        (Some(p), None) => Some(format!("0 (--restart {p})")),
+        (p, Some(e)) => Some(format!(
+            "{}{}; last: {}",
+            r.events.len(),
+            p.map(|p| format!(" (--restart {p})")).unwrap_or_default(),
+            e.line()
+        )),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn event(at: u64, outcome: Outcome) -> Event {
+        Event {
+            at,
+            check: Check::Exited,
+            node: None,
+            cause: "llama-server exited".into(),
+            serving_again_s: Some(3.0),
+            outcome,
+        }
+    }
+
+    #[test]
+    fn the_policy_as_given() {
+        assert_eq!(
+            "on-failure".parse::<Policy>(),
+            Ok(Policy {
+                max: 5,
+                window_s: 600
+            })
+        );
+        assert_eq!("on-failure:2".parse::<Policy>().unwrap().max, 2);
+        assert_eq!(
+            "on-failure:2".parse::<Policy>().unwrap().to_string(),
+            "on-failure:2"
+        );
+        for bad in ["always", "on-failure:0", "on-failure:x", "on-failure2", ""] {
+            assert!(bad.parse::<Policy>().is_err(), "{bad}");
+        }
+    }
+
+    #[test]
+    fn restarts_are_counted_in_the_window() {
+        let p: Policy = "on-failure:2".parse().unwrap();
+        assert_eq!(decide(&p, &[], 1000), Decision::Restart(1));
+        let one = [event(900, Outcome::Serving)];
+        assert_eq!(decide(&p, &one, 1000), Decision::Restart(2));
+        let two = [event(900, Outcome::Serving), event(950, Outcome::Serving)];
+        let Decision::GiveUp(why) = decide(&p, &two, 1000) else {
+            panic!("a third restart in the window");
+        };
+        assert!(why.contains("2 restart(s) in the last 10 minutes"), "{why}");
+        assert!(why.contains("`halobox serve"), "{why}");
+        // An old restart has left the window.
+        let old = [event(100, Outcome::Serving), event(950, Outcome::Serving)];
+        assert_eq!(decide(&p, &old, 1000), Decision::Restart(2));
+        // A failed start counts.
+        let failed = [
+            event(900, Outcome::Failed("x".into())),
+            event(950, Outcome::Serving),
+        ];
+        assert!(matches!(decide(&p, &failed, 1000), Decision::GiveUp(_)));
+    }
+
+    #[test]
+    fn backoff_is_bounded() {
+        assert_eq!(backoff(0), Duration::from_secs(2));
+        assert_eq!(backoff(1), Duration::from_secs(4));
+        assert_eq!(backoff(10), Duration::from_secs(30));
+    }
+
+    #[test]
+    fn progress_of_both_engines() {
+        let m = "# HELP x\nvllm:num_requests_running{model_name=\"m\"} 2.0\nvllm:generation_tokens_total{model_name=\"m\"} 40.0\n";
+        assert_eq!(
+            vllm_sample(m),
+            Some(Sample {
+                running: 2,
+                tokens: 40
+            })
+        );
+        assert_eq!(vllm_sample("nothing"), None);
+        let slots = r#"[{"id":0,"is_processing":true,"next_token":[{"n_decoded":7}]},{"id":1,"is_processing":false,"n_decoded":3}]"#;
+        assert_eq!(
+            llama_sample(slots),
+            Some(Sample {
+                running: 1,
+                tokens: 10
+            })
+        );
+        assert_eq!(llama_sample("{}"), None);
+    }
+
+    #[test]
+    fn a_stall_is_requests_running_with_no_new_token() {
+        let t = Duration::from_secs(120);
+        let s = |running, tokens| Some(Sample { running, tokens });
+        let at = Duration::from_secs;
+        let mut st = Stall::default();
+        assert!(!st.look(s(1, 10), at(0), t));
+        assert!(!st.look(s(1, 10), at(119), t));
+        assert!(st.look(s(1, 10), at(120), t));
+        // A new token starts the count again.
+        let mut st = Stall::default();
+        st.look(s(1, 10), at(0), t);
+        assert!(!st.look(s(1, 11), at(100), t));
+        assert!(!st.look(s(1, 11), at(200), t));
+        assert!(st.look(s(1, 11), at(220), t));
+        // Idle is no stall, however long.
+        let mut st = Stall::default();
+        assert!(!st.look(s(0, 10), at(0), t));
+        assert!(!st.look(s(0, 10), at(1000), t));
+        // No answer while requests ran counts as no token.
+        let mut st = Stall::default();
+        st.look(s(2, 5), at(0), t);
+        assert!(!st.look(None, at(60), t));
+        assert!(st.look(None, at(130), t));
+        // No answer with nothing seen running is not a stall.
+        assert!(!Stall::default().look(None, at(1000), t));
+    }
+
+    #[test]
+    fn the_summary_names_the_last_cause() {
+        let mut r = Restarts {
+            policy: Some("on-failure:3".parse().unwrap()),
+            ..Restarts::default()
+        };
+        assert_eq!(summary(&r).unwrap(), "0 (--restart on-failure:3)");
+        r.events.push(Event {
+            node: Some("node b (10.0.0.2)".into()),
+            check: Check::Probe,
+            cause: "its RPC server is stopped".into(),
+            ..event(1, Outcome::Serving)
+        });
+        assert_eq!(
+            summary(&r).unwrap(),
+            "1 (--restart on-failure:3); last: node b (10.0.0.2): its RPC server is stopped (the 1-token probe); serving again after 3 s"
+        );
+        r.gave_up = Some("gave up: 3 restart(s)\n  hint: x".into());
+        assert_eq!(summary(&r).unwrap(), "gave up: 3 restart(s)");
+        assert_eq!(summary(&Restarts::default()), None);
+    }
+}
