@@ -48,6 +48,8 @@ fn spec() -> Spec {
         nccl_debug: false,
         timeout: 600,
         no_fit_check: false,
+        restart: Some("on-failure".parse().unwrap()),
+        stall_timeout: None,
         extra: vec!["--dtype".into(), "float32".into()],
     }
 }

@@ -148,25 +148,20 @@ pub fn report(
     let prefix_len = plan::prefix_len(facts, req.env.ip);
     // A snapshot (`check_port` false) has no engine to ask about its container.
     if !req.check_port && req.backend.is_container() {
+        let command = in_container(
+            &req.halobox,
+            req.backend,
+            &req.container,
+            &with_env(&env.vars, &env.ray_start),
+        );
         return Ok(JoinReport {
-            halobox_version: VERSION.into(),
-            command: in_container(
-                &req.halobox,
-                req.backend,
-                &req.container,
-                &with_env(&env.vars, &env.ray_start),
-            ),
-            env,
-            container: ContainerReport::unknown(req.backend, &req.container),
+            command,
             not_inspected: Some(plan::snapshot_not_inspected(req.backend, &req.container)),
-            prefix_len,
-            port_free: None,
-            view: None,
-            inside_version: None,
-            inside_error: None,
-            carry_over: None,
-            ray_version: None,
-            ray_error: None,
+            ..JoinReport::new(
+                env,
+                ContainerReport::unknown(req.backend, &req.container),
+                prefix_len,
+            )
         });
     }
     let container = container_report(facts, req)?;
@@ -178,36 +173,16 @@ pub fn report(
             Err(e) => (None, Some(e)),
         };
         return Ok(JoinReport {
-            halobox_version: VERSION.into(),
             command: with_env(&env.vars, &env.ray_start),
-            env,
-            container,
-            not_inspected: None,
-            prefix_len,
             port_free,
             view: Some(view::from_facts(facts)),
-            inside_version: None,
-            inside_error: None,
             carry_over: carry::path().map(|p| p.display().to_string()),
             ray_version,
             ray_error,
+            ..JoinReport::new(env, container, prefix_len)
         });
     }
-    let mut report = JoinReport {
-        halobox_version: VERSION.into(),
-        command: vec![],
-        env,
-        container,
-        not_inspected: None,
-        prefix_len,
-        port_free: None,
-        view: None,
-        inside_version: None,
-        inside_error: None,
-        carry_over: None,
-        ray_version: None,
-        ray_error: None,
-    };
+    let mut report = JoinReport::new(env, container, prefix_len);
     let Some(inside) = report.container.halobox.clone() else {
         return Ok(report);
     };

@@ -385,6 +385,28 @@ pub struct JoinReport {
     pub ray_error: Option<String>,
 }
 
+impl JoinReport {
+    /// A report of this halobox on a node: `env` and `container`, no
+    /// command yet, nothing looked at inside or on the host.
+    pub fn new(env: NodeEnv, container: ContainerReport, prefix_len: Option<u8>) -> Self {
+        JoinReport {
+            halobox_version: env!("CARGO_PKG_VERSION").into(),
+            env,
+            container,
+            not_inspected: None,
+            prefix_len,
+            port_free: None,
+            command: vec![],
+            view: None,
+            inside_version: None,
+            inside_error: None,
+            carry_over: None,
+            ray_version: None,
+            ray_error: None,
+        }
+    }
+}
+
 /// A node's env as `join --dry-run` prints it: the transport and why, the
 /// variables, the ones vLLM must not copy from the head, and `ray start`.
 pub fn render_env(env: &NodeEnv) -> String {

@@ -152,8 +152,9 @@ pub fn remove_supervisor(cluster: &Path, me: &Process) {
     }
 }
 
-/// `text` to `p` (0600, written beside, then renamed).
-fn write(p: Option<PathBuf>, text: &str) -> std::io::Result<()> {
+/// `text` to `p` in halobox's state folder (0600, written beside, then
+/// renamed); `None`: there is no state folder.
+pub fn write(p: Option<PathBuf>, text: &str) -> std::io::Result<()> {
     use std::io::Write as _;
     use std::os::unix::fs::OpenOptionsExt as _;
     let p =

@@ -392,38 +392,29 @@ pub(crate) fn test_report(ip: Ipv4Addr, kfd: bool, transport: Resolved) -> JoinR
     } else {
         vars.push(var("NCCL_IB_DISABLE", "1"));
     }
+    let env = NodeEnv {
+        ip,
+        is_head: false,
+        interface: "dp0".into(),
+        mtu: Some(9000),
+        transport,
+        reason: "test".into(),
+        rdma_device: (transport == Resolved::Roce).then(|| "rocep194s0".into()),
+        rdma_port: (transport == Resolved::Roce).then_some(1),
+        gid_index: (transport == Resolved::Roce).then_some(1),
+        vars,
+        per_node: vec![],
+        ray_start: vec![],
+    };
+    let container = ContainerReport {
+        kfd,
+        found: true,
+        state: Some("running".into()),
+        ..ContainerReport::unknown(NodeBackend::Podman, "vllm")
+    };
     JoinReport {
         halobox_version: "0".into(),
-        env: NodeEnv {
-            ip,
-            is_head: false,
-            interface: "dp0".into(),
-            mtu: Some(9000),
-            transport,
-            reason: "test".into(),
-            rdma_device: (transport == Resolved::Roce).then(|| "rocep194s0".into()),
-            rdma_port: (transport == Resolved::Roce).then_some(1),
-            gid_index: (transport == Resolved::Roce).then_some(1),
-            vars,
-            per_node: vec![],
-            ray_start: vec![],
-        },
-        container: ContainerReport {
-            kfd,
-            found: true,
-            state: Some("running".into()),
-            ..ContainerReport::unknown(NodeBackend::Podman, "vllm")
-        },
-        not_inspected: None,
-        prefix_len: Some(24),
-        port_free: None,
-        command: vec![],
-        view: None,
-        inside_version: None,
-        inside_error: None,
-        carry_over: None,
-        ray_version: None,
-        ray_error: None,
+        ..JoinReport::new(env, container, Some(24))
     }
 }
 

@@ -48,24 +48,10 @@ pub fn load(cluster: &Path) -> Option<Manifest> {
 
 /// Keeps `m` for `cluster` (written beside, then renamed; 0600).
 pub fn save(cluster: &Path, m: &Manifest) -> std::io::Result<()> {
-    use std::io::Write as _;
-    use std::os::unix::fs::OpenOptionsExt as _;
-    let p = path(cluster)
-        .ok_or_else(|| std::io::Error::other("no state folder (set XDG_STATE_HOME or HOME)"))?;
-    std::fs::create_dir_all(p.parent().expect("parent"))?;
-    let tmp = p.with_extension(format!("json.{}", std::process::id()));
-    let mut f = std::fs::OpenOptions::new()
-        .write(true)
-        .create(true)
-        .truncate(true)
-        .mode(0o600)
-        .open(&tmp)?;
-    f.write_all(
-        serde_json::to_string_pretty(m)
-            .expect("serialises")
-            .as_bytes(),
-    )?;
-    std::fs::rename(tmp, p)
+    crate::serve::state::write(
+        path(cluster),
+        &serde_json::to_string_pretty(m).expect("serialises"),
+    )
 }
 
 /// Forgets the manifest of `cluster`.
