@@ -229,7 +229,7 @@ mod tests {
             l.local_addr().unwrap().port()
         };
         let run = |program: String, args: &[&str]| {
-            let out = std::process::Command::new("sh")
+            let out = crate::proc::command("sh")
                 .arg("-c")
                 .arg(program)
                 .arg("halobox-metrics")
