@@ -246,7 +246,7 @@ fn llama_e2e(case: LlamaCase) {
     // bench serving --ab-transport is refused while requests run back to back,
     // and leaves the serve untouched.
     let pid_before = serve_pid(&s);
-    let long = s.spawn_busy('a', 8000, 100_000, Some(&key));
+    let long = s.spawn_busy('a', 8000, 32, Some(&key));
     std::thread::sleep(Duration::from_secs(2));
     s.refused(
         "a serve in use",
@@ -419,12 +419,12 @@ fn llama_e2e(case: LlamaCase) {
     s.assert_none_left(&['a'], LLAMA_PROCESSES, half);
 
     if case.faults {
-        // A foreground serve, a long request, node b's RPC server killed.
+        // A foreground serve, requests running, node b's RPC server killed.
         let fg = s.foreground(
             &["serve", &model, "--cluster", &cfg],
             Duration::from_secs(300),
         );
-        let long = s.spawn_busy('a', 8000, 100_000, Some(&key));
+        let long = s.spawn_busy('a', 8000, 32, Some(&key));
         std::thread::sleep(Duration::from_secs(2));
         let pid = rpc_pid(&s, 'b');
         s.in_container('b', &["kill", "-KILL", &pid])

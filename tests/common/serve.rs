@@ -628,6 +628,8 @@ impl Serving {
     /// Completions of `tokens` from node `x`'s API on `port`, one after the
     /// other until killed: the engine is never idle for a second, however
     /// fast it generates (a single request ends when the context is full).
+    /// Keep `tokens` small: llama-server finishes a request whose client
+    /// left, so the last one must end soon after the kill.
     pub fn spawn_busy(&self, x: char, port: u16, tokens: u32, key: Option<&Path>) -> Running {
         let mut argv: Vec<String> = vec![
             "sh".into(),
