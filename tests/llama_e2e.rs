@@ -41,21 +41,6 @@ struct LlamaCase<'a> {
 /// Processes of a serve by llama.cpp.
 const LLAMA_PROCESSES: &[&str] = &["llama-server", "rpc-server"];
 
-/// The pid `cluster status` shows for node `x`'s running RPC server.
-fn rpc_pid(s: &Serving, x: char) -> String {
-    let status = s.hb(&["cluster", "status", "--cluster", &s.cfg()]);
-    status
-        .out
-        .lines()
-        .find_map(|l| {
-            let w: Vec<&str> = l.split_whitespace().collect();
-            (w.first() == Some(&x.to_string().as_str()) && w.get(2) == Some(&"running"))
-                .then(|| w.get(4).map(|p| p.trim_end_matches(',').to_string()))
-                .flatten()
-        })
-        .unwrap_or_else(|| panic!("no pid for node {x}'s RPC server in cluster status: {status}"))
-}
-
 /// The pid `serve status --json` shows for the serve.
 fn serve_pid(s: &Serving) -> Value {
     let r = s.hb(&["serve", "status", "--cluster", &s.cfg(), "--json"]);
@@ -426,7 +411,7 @@ fn llama_e2e(case: LlamaCase) {
         );
         let long = s.spawn_busy('a', 8000, 32, Some(&key));
         std::thread::sleep(Duration::from_secs(2));
-        let pid = rpc_pid(&s, 'b');
+        let pid = s.rpc_pid('b');
         s.in_container('b', &["kill", "-KILL", &pid])
             .expect_ok("killing node b's RPC server");
         let fg = fg.wait();
@@ -449,7 +434,7 @@ fn llama_e2e(case: LlamaCase) {
             &["serve", &model, "--cluster", &cfg],
             Duration::from_secs(300),
         );
-        let pid = rpc_pid(&s, 'b');
+        let pid = s.rpc_pid('b');
         let t0 = Instant::now();
         s.in_container('b', &["kill", "-STOP", &pid])
             .expect_ok("freezing node b's RPC server");

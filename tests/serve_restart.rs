@@ -118,21 +118,6 @@ fn assert_no_supervisor(s: &Serving, after: &str) {
     }
 }
 
-/// The pid `cluster status` shows for node `x`'s running RPC server.
-fn rpc_pid(s: &Serving, x: char) -> String {
-    let status = s.hb(&["cluster", "status", "--cluster", &s.cfg()]);
-    status
-        .out
-        .lines()
-        .find_map(|l| {
-            let w: Vec<&str> = l.split_whitespace().collect();
-            (w.first() == Some(&x.to_string().as_str()) && w.get(2) == Some(&"running"))
-                .then(|| w.get(4).map(|p| p.trim_end_matches(',').to_string()))
-                .flatten()
-        })
-        .unwrap_or_else(|| panic!("no pid for node {x}'s RPC server in cluster status: {status}"))
-}
-
 /// No llama-server runs on the head for `quiet` (no restart came), and
 /// none is left.
 fn stays_stopped(s: &Serving, quiet: Duration, after: &str) {
@@ -247,7 +232,7 @@ fn llama_cpp_restarts_after_kill_rpc_loss_and_freeze_then_gives_up() {
 
     // 2. Node b's RPC server killed: restarted once it is back.
     let t = Instant::now();
-    let rpid = rpc_pid(&s, 'b');
+    let rpid = s.rpc_pid('b');
     s.in_container('b', &["kill", "-KILL", &rpid])
         .expect_ok("killing node b's RPC server");
     let v = serving_again(&s, 2);
@@ -263,7 +248,7 @@ fn llama_cpp_restarts_after_kill_rpc_loss_and_freeze_then_gives_up() {
         "the event does not name node b: {e}"
     );
     assert_ne!(
-        rpc_pid(&s, 'b'),
+        s.rpc_pid('b'),
         rpid,
         "node b's RPC server was not started again"
     );
@@ -272,7 +257,7 @@ fn llama_cpp_restarts_after_kill_rpc_loss_and_freeze_then_gives_up() {
     // 3. Node b's RPC server frozen while requests run: seen (the 1-token
     // probe or the progress probe), and restarted once it runs again.
     let t = Instant::now();
-    let rpid = rpc_pid(&s, 'b');
+    let rpid = s.rpc_pid('b');
     let busy = s.spawn_busy('a', 8000, 100_000, Some(&key));
     std::thread::sleep(Duration::from_secs(2));
     s.in_container('b', &["kill", "-STOP", &rpid])

@@ -517,6 +517,23 @@ impl Serving {
         Running { child, out, err }
     }
 
+    /// The pid `cluster status` shows for node `x`'s running RPC server.
+    pub fn rpc_pid(&self, x: char) -> String {
+        let status = self.hb(&["cluster", "status", "--cluster", &self.cfg()]);
+        status
+            .out
+            .lines()
+            .find_map(|l| {
+                let w: Vec<&str> = l.split_whitespace().collect();
+                (w.first() == Some(&x.to_string().as_str()) && w.get(2) == Some(&"running"))
+                    .then(|| w.get(4).map(|p| p.trim_end_matches(',').to_string()))
+                    .flatten()
+            })
+            .unwrap_or_else(|| {
+                panic!("no pid for node {x}'s RPC server in cluster status: {status}")
+            })
+    }
+
     /// `halobox ARGS` on the head, to its end.
     pub fn hb(&self, args: &[&str]) -> Ran {
         self.run(
