@@ -1692,3 +1692,126 @@ fn check_of_an_image_whose_probe_sends_escapes_and_300_mb() {
     assert!(!text.contains("pwned-title"), "{head}");
     cleanup("podman", &[name]);
 }
+
+/// A `podman system service` started for one test, killed when dropped.
+struct Service(Child);
+
+impl Drop for Service {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+/// The limit `name` (`nproc`, `nofile`) in `/proc/PID/limits`: (soft, hard).
+fn proc_limit(pid: u32, row: &str) -> (u64, u64) {
+    let text = std::fs::read_to_string(format!("/proc/{pid}/limits")).unwrap();
+    let line = text.lines().find(|l| l.starts_with(row)).unwrap();
+    let f: Vec<&str> = line[row.len()..].split_whitespace().collect();
+    (f[0].parse().unwrap(), f[1].parse().unwrap())
+}
+
+fn ulimit_of(c: &Value, name: &str) -> (i64, i64) {
+    let u = c["HostConfig"]["Ulimits"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|u| {
+            u["Name"]
+                .as_str()
+                .unwrap()
+                .to_ascii_lowercase()
+                .ends_with(name)
+        })
+        .unwrap_or_else(|| panic!("no {name} ulimit in {}", c["HostConfig"]["Ulimits"]))
+        .clone();
+    (u["Soft"].as_i64().unwrap(), u["Hard"].as_i64().unwrap())
+}
+
+/// The CI failure of 2026-11-28: a test node's podman service (its own
+/// mount namespace, the same socket path, a higher nproc limit) was taken
+/// for the engine, and the container asked for more than the real service
+/// could grant (runc: "error setting rlimit type 6: operation not
+/// permitted"). Here a service in another mount namespace listens on the
+/// same path, started first so it comes first in /proc, with the machine's
+/// limits; the one the path reaches from here has a lower nproc.
+#[test]
+fn a_podman_service_in_another_mount_namespace_is_not_the_engine() {
+    require(PODMAN);
+    let name = "hbx-mntns";
+    cleanup("podman", &[name, "hbx-mntns-halobox-new", "hbx-mntns-prev"]);
+    let run_dir = "/run/hbx-mntns";
+    let socket = format!("unix://{run_dir}/podman.sock");
+    let scratch = tempfile::tempdir().unwrap();
+    std::fs::create_dir_all(run_dir).unwrap();
+    let decoy_root = scratch.path().display().to_string();
+    let decoy = Service(
+        Command::new("unshare")
+            .args(["--mount", "--propagation", "private", "sh", "-c"])
+            .arg(format!(
+                "mount -t tmpfs tmpfs {run_dir} && exec podman --root {decoy_root}/root \
+                 --runroot {decoy_root}/runroot system service --time=0 {socket}"
+            ))
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("unshare (util-linux)"),
+    );
+    let (_, hard) = proc_limit(std::process::id(), "Max processes");
+    let low = (hard / 2).min(4096);
+    let real = Service(
+        Command::new("prlimit")
+            .arg(format!("--nproc={low}:{low}"))
+            .args(["podman", "system", "service", "--time=0", &socket])
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("prlimit (util-linux)"),
+    );
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let ping = || {
+        cli(
+            "curl",
+            &[
+                "-sf",
+                "--unix-socket",
+                &format!("{run_dir}/podman.sock"),
+                "http://d/_ping",
+            ],
+        )
+        .status
+        .success()
+    };
+    while !ping() {
+        assert!(
+            Instant::now() < deadline,
+            "the test's podman service did not answer on {socket}"
+        );
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    // Both run `podman system service … {socket}`; only `real` is behind it here.
+    let decoy_pid = decoy.0.id();
+    assert!(
+        std::fs::read_link(format!("/proc/{decoy_pid}/ns/mnt")).unwrap()
+            != std::fs::read_link("/proc/self/ns/mnt").unwrap(),
+        "the decoy service shares this mount namespace"
+    );
+    assert!(proc_limit(decoy_pid, "Max processes").1 > proc_limit(real.0.id(), "Max processes").1);
+
+    let image = format!("{REPO}:1");
+    let out = refresh(
+        &socket,
+        name,
+        &["--backend", "podman", "--image", &image, "--memlock", "8M"],
+    );
+    let c = inspect("podman", name);
+    cleanup("podman", &[name, "hbx-mntns-halobox-new", "hbx-mntns-prev"]);
+    drop(real);
+    drop(decoy);
+    let _ = std::fs::remove_dir(run_dir);
+    ok(&out);
+    let c = c.expect("the container exists");
+    assert_eq!(c["State"]["Running"], true);
+    let low = i64::try_from(low).unwrap();
+    assert_eq!(ulimit_of(&c, "nproc"), (low, low));
+}

@@ -125,6 +125,7 @@ mod tests {
                 memlock: Some(Limit { soft: hard, hard }),
                 ..Default::default()
             },
+            mnt_ns: None,
         };
         let unl = MemlockRequest(LimitValue::Unlimited);
         let eight = LimitValue::Finite(8 << 20);

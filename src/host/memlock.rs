@@ -20,9 +20,11 @@ pub const PODMAN_UNIT: &str = "podman.service";
 pub struct LimitsFacts {
     /// Memlock of the invoking process (live: getrlimit; snapshot: `/proc/self/limits`).
     pub memlock: Option<Limit>,
-    /// Running podman API services (`podman system service`) with their memlock.
+    /// Running podman API services (`podman system service`) with their
+    /// memlock, in halobox's mount namespace (a service in another one
+    /// listens on another host's socket, even when the path is the same).
     pub podman_services: Vec<Process>,
-    /// Running Docker daemons with their memlock.
+    /// Running Docker daemons with their memlock, in halobox's mount namespace.
     pub docker_daemons: Vec<Process>,
     /// Memlock the user's next login gets from `/etc/security/limits.conf`
     /// and `limits.d` (pam_limits), or any login's (`*` lines) when the
@@ -55,16 +57,20 @@ pub fn read(r: &Reader, processes: &[Process], user: &UserFacts) -> LimitsFacts 
     } else {
         read_process_limits(r, "/proc/self/limits").memlock
     };
+    let own = procs::own_mnt_ns(r);
+    let ours = |p: &&Process| procs::shares_mount_ns(own.as_deref(), p);
     LimitsFacts {
         memlock,
         podman_services: processes
             .iter()
             .filter(|p| procs::is_podman_service(p))
+            .filter(ours)
             .cloned()
             .collect(),
         docker_daemons: processes
             .iter()
             .filter(|p| procs::is_dockerd(p))
+            .filter(ours)
             .cloned()
             .collect(),
         configured: pam_limits::read(r, login_user(r, user).as_ref()),

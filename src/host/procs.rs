@@ -22,6 +22,10 @@ pub struct Process {
     pub cap_sys_resource: Option<bool>,
     /// Its limits (`/proc/<pid>/limits`).
     pub limits: ProcessLimits,
+    /// Its mount namespace (`/proc/<pid>/ns/mnt`, e.g. `mnt:[4026531832]`),
+    /// when the link can be read.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub mnt_ns: Option<String>,
 }
 
 /// The processes whose `comm` is one of `names`.
@@ -53,9 +57,26 @@ pub fn find(r: &Reader, names: &[&str]) -> Vec<Process> {
             uid: crate::host::users::parse_status_ids(&status).0,
             cap_sys_resource: parse_cap_eff(&status).map(|caps| caps & CAP_SYS_RESOURCE != 0),
             limits,
+            mnt_ns: r.link_name(&format!("/proc/{pid}/ns/mnt")),
         });
     }
     found
+}
+
+/// The mount namespace of halobox itself (`/proc/self/ns/mnt`).
+pub fn own_mnt_ns(r: &Reader) -> Option<String> {
+    r.link_name("/proc/self/ns/mnt")
+}
+
+/// Whether `p` sees the same socket paths as halobox: it runs in `own`
+/// mount namespace, or either namespace is unknown. A service in another
+/// one (a test node, a container) may listen on a socket of the same path
+/// that is not the one halobox connects to.
+pub fn shares_mount_ns(own: Option<&str>, p: &Process) -> bool {
+    match (own, p.mnt_ns.as_deref()) {
+        (Some(own), Some(theirs)) => own == theirs,
+        _ => true,
+    }
 }
 
 /// Bit of CAP_SYS_RESOURCE in a capability mask.
