@@ -13,6 +13,10 @@ use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use common::netns::{Nodes, sigkill};
+
+/// llama.cpp's CPU build (scripts/llama-cpp.sh) and its small model.
+const LLAMA_CPP: &str = "/opt/halobox-llama-cpp";
+const LLAMA_MODEL: &str = "models/SmolLM2-135M-Instruct.Q4_1.gguf";
 use serde_json::Value;
 
 /// Kills the children (halobox metrics, Prometheus) when the test ends.
@@ -399,8 +403,61 @@ fn cluster_top_shows_every_node_and_a_dead_ones_reason_and_ends_on_q() {
             .expect("start halobox metrics");
         procs.0.push(child);
     }
-    // Node c runs no exporter.
-    let mut t = String::new();
+    // Node c runs no exporter. Node a, the head, serves a real llama-server
+    // whose /metrics, like its API, needs the cluster's key.
+    let key: String = std::fs::read("/proc/sys/kernel/random/uuid")
+        .map(|b| String::from_utf8_lossy(&b).replace(['-', '\n'], ""))
+        .unwrap();
+    let key_file = nodes.path("cluster.api-key");
+    std::fs::write(&key_file, format!("{key}\n")).unwrap();
+    std::fs::set_permissions(
+        &key_file,
+        std::os::unix::fs::PermissionsExt::from_mode(0o600),
+    )
+    .unwrap();
+    let llama = std::path::Path::new(LLAMA_CPP);
+    let (server, model) = (llama.join("bin/llama-server"), llama.join(LLAMA_MODEL));
+    assert!(
+        server.exists() && model.exists(),
+        "{} or {} is missing: run `scripts/llama-cpp.sh {LLAMA_CPP}` (scripts/test.sh does)",
+        server.display(),
+        model.display()
+    );
+    let ip_a = nodes.ip(1);
+    procs.0.push(
+        Command::new("ip")
+            .args(["netns", "exec", &nodes.ns('a')])
+            .arg(&server)
+            .args(["-m", &model.display().to_string(), "--metrics"])
+            .args(["--host", &ip_a, "--port", "8000"])
+            .args(["-c", "512", "-np", "1", "-t", "1", "-tb", "1"])
+            .env("LLAMA_API_KEY", &key)
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("start llama-server"),
+    );
+    let metrics_url = format!("http://{ip_a}:8000/metrics");
+    let llama_up = wait_for(Duration::from_secs(120), || {
+        Command::new("ip")
+            .args([
+                "netns",
+                "exec",
+                &nodes.ns('a'),
+                "curl",
+                "-s",
+                "-o",
+                "/dev/null",
+            ])
+            .args(["-w", "%{http_code}", &metrics_url])
+            .output()
+            .is_ok_and(|o| o.stdout == b"401")
+    });
+    assert!(
+        llama_up,
+        "llama-server did not answer 401 (key needed) on {metrics_url}"
+    );
+    let mut t = String::from("engine = \"llama.cpp\"\n");
     for (x, i) in [('a', 1), ('b', 2), ('c', 3)] {
         t.push_str(&format!(
             "[[node]]\nname = \"{x}\"\nssh = \"root@{ip}\"\nip = \"{ip}\"\nbackend = \"host\"\n",
@@ -444,6 +501,14 @@ fn cluster_top_shows_every_node_and_a_dead_ones_reason_and_ends_on_q() {
     let pane = tmux.pane();
     assert!(all_rows, "{pane}");
     assert!(pane.contains("RDMA in Gb/s"), "{pane}");
+    // The head's row has the engine's figures: its /metrics was read with
+    // the key (requests running: 0; tokens/s once two readings exist).
+    let engine_read = wait_for(Duration::from_secs(10), || {
+        tmux.pane()
+            .lines()
+            .any(|l| l.starts_with("a ") && l.trim_end().ends_with(" 0"))
+    });
+    assert!(engine_read, "{}", tmux.pane());
     // Rows go on refreshing: still every node after another second.
     std::thread::sleep(Duration::from_millis(1500));
     let pane = tmux.pane();

@@ -242,12 +242,22 @@ pub fn row(node: &str, now: &Result<Reading, String>, prev: Option<&Reading>, dt
 }
 
 /// `GET http://ADDR{path}` within `timeout` (connect, and each read and
-/// write): the body of a 200 answer (at most [`MAX_BODY`] bytes), or why not.
-pub fn fetch(addr: SocketAddr, path: &str, timeout: Duration) -> Result<String, String> {
+/// write), with `bearer` as the API key when given (llama-server's
+/// `/metrics` is behind its key): the body of a 200 answer (at most
+/// [`MAX_BODY`] bytes), or why not.
+pub fn fetch(
+    addr: SocketAddr,
+    path: &str,
+    timeout: Duration,
+    bearer: Option<&str>,
+) -> Result<String, String> {
     let mut s = TcpStream::connect_timeout(&addr, timeout).map_err(|e| format!("{addr}: {e}"))?;
     let _ = s.set_read_timeout(Some(timeout));
     let _ = s.set_write_timeout(Some(timeout));
-    let req = format!("GET {path} HTTP/1.0\r\nHost: {addr}\r\nConnection: close\r\n\r\n");
+    let auth = bearer
+        .filter(|k| !k.chars().any(char::is_control))
+        .map_or(String::new(), |k| format!("Authorization: Bearer {k}\r\n"));
+    let req = format!("GET {path} HTTP/1.0\r\nHost: {addr}\r\n{auth}Connection: close\r\n\r\n");
     s.write_all(req.as_bytes())
         .map_err(|e| format!("{addr}: {e}"))?;
     let mut body = Vec::new();
@@ -368,8 +378,12 @@ mod tests {
             }
         });
         let t1 = Duration::from_secs(5);
-        assert_eq!(fetch(addr, "/metrics", t1).unwrap(), "m 1\n");
-        assert!(fetch(addr, "/metrics", t1).unwrap_err().contains("404"));
+        assert_eq!(fetch(addr, "/metrics", t1, None).unwrap(), "m 1\n");
+        assert!(
+            fetch(addr, "/metrics", t1, None)
+                .unwrap_err()
+                .contains("404")
+        );
         t.join().unwrap();
     }
 }

@@ -11,10 +11,12 @@ use std::time::{Duration, Instant};
 
 use nix::sys::termios::{self, LocalFlags, SetArg, SpecialCharacterIndices, Termios};
 
+use crate::bench::serving::key;
 use crate::cli::ClusterTopArgs;
 use crate::cluster::config;
 use crate::error::UsageError;
 use crate::metrics::top::{self, Reading};
+use crate::serve::state;
 
 /// How long one node's scrape may take.
 const SCRAPE_TIMEOUT: Duration = Duration::from_millis(800);
@@ -48,11 +50,16 @@ impl Drop for Raw {
     }
 }
 
-/// One node's reading now (the head's with its engine's figures).
-fn read_node(addr: SocketAddr, engine: Option<SocketAddr>) -> Result<Reading, String> {
-    let mut r = top::reading(&top::fetch(addr, "/metrics", SCRAPE_TIMEOUT)?);
+/// One node's reading now (the head's with its engine's figures, asked
+/// with the serving API's key when there is one).
+fn read_node(
+    addr: SocketAddr,
+    engine: Option<SocketAddr>,
+    key: Option<&str>,
+) -> Result<Reading, String> {
+    let mut r = top::reading(&top::fetch(addr, "/metrics", SCRAPE_TIMEOUT, None)?);
     if let Some(e) = engine {
-        r.engine = top::fetch(e, "/metrics", SCRAPE_TIMEOUT)
+        r.engine = top::fetch(e, "/metrics", SCRAPE_TIMEOUT, key)
             .ok()
             .map(|t| top::engine_reading(&t));
     }
@@ -61,7 +68,7 @@ fn read_node(addr: SocketAddr, engine: Option<SocketAddr>) -> Result<Reading, St
 
 /// Runs `cluster top` until `q` or Ctrl-C.
 pub fn run(a: &ClusterTopArgs) -> anyhow::Result<ExitCode> {
-    let (_, cfg) = config::open(a.file.cluster.as_deref())?;
+    let (path, cfg) = config::open(a.file.cluster.as_deref())?;
     if !std::io::stdin().is_terminal() || !std::io::stdout().is_terminal() {
         return Err(UsageError(
             "`halobox cluster top` needs a terminal: use `halobox cluster metrics --prometheus-config` to scrape the nodes instead".into(),
@@ -80,6 +87,10 @@ pub fn run(a: &ClusterTopArgs) -> anyhow::Result<ExitCode> {
             )
         })
         .collect();
+    let serve = state::load(&path);
+    let from = key::key_from(false, serve.as_ref(), Some(&path), key::is_set);
+    let key = key::load_key(&from)?.map(|k| k.0);
+    let key = key.as_deref();
     let _raw = Raw::enter()?;
     let mut prev: Vec<Option<(Instant, Reading)>> = vec![None; nodes.len()];
     let mut stdin = std::io::stdin();
@@ -88,7 +99,7 @@ pub fn run(a: &ClusterTopArgs) -> anyhow::Result<ExitCode> {
             let handles: Vec<_> = nodes
                 .iter()
                 .map(|(_, addr, engine)| {
-                    s.spawn(move || (Instant::now(), read_node(*addr, *engine)))
+                    s.spawn(move || (Instant::now(), read_node(*addr, *engine, key)))
                 })
                 .collect();
             handles
