@@ -244,8 +244,9 @@ fn llama_cpp_restarts_after_kill_rpc_loss_and_freeze_then_gives_up() {
     assert!(
         e["node"]
             .as_str()
-            .is_some_and(|n| n.contains(&format!("node b ({ip_b})"))),
-        "the event does not name node b: {e}"
+            .is_some_and(|n| n.contains(&format!("node b ({ip_b})")))
+            && e["check"] == "rpc",
+        "the event does not name node b and the RPC port check: {e}"
     );
     assert_ne!(
         s.rpc_pid('b'),

@@ -351,7 +351,7 @@ pub struct ServeArgs {
     /// Seconds vLLM may take until its API answers and lists the model.
     #[arg(long, value_name = "S", default_value_t = 1800, value_parser = clap::value_parser!(u64).range(1..=86400))]
     pub timeout: u64,
-    /// Restart the serve after a failure, at most MAX times (default 5) in 10 minutes: `on-failure` or `on-failure:MAX`. A supervisor watches it (detached with --detach, else this process): the log, /health, llama.cpp's 1-token probe, and requests running with no token for --stall-timeout.
+    /// Restart the serve after a failure, at most MAX times (default 5) in 10 minutes: `on-failure` or `on-failure:MAX`. A supervisor watches it (detached with --detach, else this process): the log, /health, llama.cpp's 1-token probe and RPC ports, and requests running with no token for --stall-timeout.
     #[arg(long, value_name = "on-failure[:MAX]")]
     pub restart: Option<crate::serve::restart::Policy>,
     /// Under --restart: seconds requests may run without a new token before the engine counts as stalled.

@@ -316,6 +316,7 @@ fn watch_engine(
     let mut next_health = Instant::now() + Duration::from_secs(2);
     let mut next_look = Instant::now();
     let mut next_probe = Instant::now() + llama::PROBE_EVERY;
+    let mut next_port = Instant::now() + llama::PORT_EVERY;
     let mut next_progress = Instant::now() + Duration::from_secs(5);
     loop {
         if let Some(sig) = interrupt::arrived() {
@@ -381,6 +382,17 @@ fn watch_engine(
                         cfg.engine.title()
                     ),
                 );
+            }
+        }
+        if cfg.engine == Engine::LlamaCpp && Instant::now() >= next_port {
+            next_port = Instant::now() + llama::PORT_EVERY;
+            if let Some(n) = llama::refused(cfg) {
+                let cause = format!("port {} refused a connection", cfg.rpc_port);
+                let at = format!("node {} ({})", n.label(), n.ip);
+                let b = llama::blame(cfg)
+                    .filter(|b| b.starts_with(&format!("{at}: ")))
+                    .unwrap_or_else(|| format!("{at}: no RPC server listens there"));
+                return Seen::Failed(blamed(Check::Rpc, &b, cause));
             }
         }
         if cfg.engine == Engine::LlamaCpp && Instant::now() >= next_probe {

@@ -26,6 +26,13 @@ use crate::serve::rpc_servers as cluster_rpc;
 pub const PROBE_TIMEOUT: Duration = Duration::from_secs(20);
 /// How often it is asked while serving.
 pub const PROBE_EVERY: Duration = Duration::from_secs(10);
+/// How often every RPC server's port is tried while serving: a server that
+/// died is seen within this, not at the next probe (llama-server itself
+/// notices only when it next computes).
+pub const PORT_EVERY: Duration = Duration::from_secs(1);
+/// How long a try of an RPC server's port may take (one that does not
+/// answer in time is left to the probe: only a refusal counts).
+const PORT_TIMEOUT: Duration = Duration::from_millis(500);
 /// How long one RPC server gets to answer `HELLO`.
 const HELLO_TIMEOUT: Duration = Duration::from_secs(5);
 
@@ -265,6 +272,17 @@ pub fn refusal(cfg: &ClusterConfig, model: &str, word: &str) -> String {
 pub fn answers(api: SocketAddr, key: Option<&str>) -> bool {
     let body = r#"{"prompt": "a", "n_predict": 1, "temperature": 0, "cache_prompt": false}"#;
     http::post_json(api, "/completion", body, key, PROBE_TIMEOUT).is_ok_and(|r| r.status == 200)
+}
+
+/// The first worker whose RPC port refuses a TCP connection: its node is
+/// up but no RPC server listens there (killed, crashed). A connection that
+/// is taken is closed at once, unused; the server takes it, after its
+/// current client, as a client that left.
+pub fn refused(cfg: &ClusterConfig) -> Option<&crate::cluster::config::NodeConfig> {
+    cluster_rpc::workers(cfg).iter().find(|n| {
+        std::net::TcpStream::connect_timeout(&SocketAddr::from((n.ip, cfg.rpc_port)), PORT_TIMEOUT)
+            .is_err_and(|e| e.kind() == std::io::ErrorKind::ConnectionRefused)
+    })
 }
 
 /// The node whose RPC server is gone, frozen or unreachable (each node's

@@ -66,7 +66,7 @@ impl Policy {
     /// The policy in words, for `--dry-run` and `serve status`.
     pub fn describe(&self, stall_s: u64) -> String {
         format!(
-            "--restart {self}: a supervisor restarts the serve after a failure (the log judged, /health, the 1-token probe of llama.cpp, requests running with no token for {stall_s} s), at most {} times in {} minutes, then gives up and leaves nothing running",
+            "--restart {self}: a supervisor restarts the serve after a failure (the log judged, /health, the 1-token probe and the RPC ports of llama.cpp, requests running with no token for {stall_s} s), at most {} times in {} minutes, then gives up and leaves nothing running",
             self.max,
             self.window_s / 60
         )
@@ -85,6 +85,9 @@ pub enum Check {
     Exited,
     /// llama.cpp's 1-token completion did not finish in time.
     Probe,
+    /// A llama.cpp RPC server's port refused a connection (its server is
+    /// gone while its node is up).
+    Rpc,
     /// Requests ran but no token came for `--stall-timeout`.
     Stall,
     /// The start again failed.
@@ -98,6 +101,7 @@ impl fmt::Display for Check {
             Check::Health => "/health",
             Check::Exited => "the process",
             Check::Probe => "the 1-token probe",
+            Check::Rpc => "the RPC port",
             Check::Stall => "the progress probe",
             Check::Start => "the start",
         })
