@@ -337,3 +337,124 @@ pub fn serving(runs: &[(&str, &ServingResults)], title: &str, id: &str) -> Vec<C
         .filter(Chart::has_data)
         .collect()
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::bench::html::{Run, load};
+
+    fn fixture(name: &str) -> Run {
+        let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("tests/fixtures/bench-runs")
+            .join(name);
+        load(&dir).unwrap()
+    }
+
+    fn bench_results(name: &str) -> Results {
+        match fixture(name) {
+            Run::Bench(r) => r,
+            other => panic!("{name} is a {}", other.kind()),
+        }
+    }
+
+    #[test]
+    fn a_bench_run_is_latency_by_percentile_and_bandwidth_by_size() {
+        let res = bench_results("rdma-before");
+        let charts = bench(&[("", &res)]);
+        assert_eq!(charts.len(), 2);
+        let lat = &charts[0];
+        assert_eq!(lat.y.label(), "Latency (µs)");
+        let names: Vec<&str> = lat.series.iter().map(|s| s.name.as_str()).collect();
+        assert_eq!(names, ["tcp halobox", "rdma ib_write_lat"]);
+        // min, p50, p99, p99.9 and max, in order and rising.
+        let tcp = &lat.series[0].points;
+        assert_eq!(
+            tcp.iter().map(|p| p.0).collect::<Vec<_>>(),
+            [0.0, 1.0, 2.0, 3.0, 4.0]
+        );
+        assert!(tcp.windows(2).all(|w| w[0].1 <= w[1].1), "{tcp:?}");
+        let bw = &charts[1];
+        assert_eq!(bw.x.label(), "Message size (bytes, log scale)");
+        assert_eq!(bw.series.len(), 1);
+        let sweep = &bw.series[0].points;
+        assert_eq!(sweep.len(), 23);
+        assert_eq!((sweep[0].0, sweep[22].0), (2.0, 8388608.0));
+        let refs: Vec<&str> = bw.refs.iter().map(|r| r.name.as_str()).collect();
+        assert_eq!(
+            refs,
+            [
+                "tcp halobox x4 (51.2 Gb/s)",
+                "rdma ib_write_bw x4 (38.7 Gb/s)",
+                "path ceiling (100 Gb/s)"
+            ]
+        );
+    }
+
+    #[test]
+    fn without_a_sweep_the_bandwidths_are_lines_and_a_note_says_why() {
+        let mut res = bench_results("rdma-before");
+        res.rows.retain(|r| r.message_bytes.is_none());
+        let charts = bench(&[("before", &res)]);
+        let bw = &charts[1];
+        assert!(!bw.has_data());
+        assert_eq!(bw.refs.len(), 3);
+        assert!(bw.refs[0].name.starts_with("before tcp halobox"));
+        assert!(bw.notes[0].contains("--sweep"));
+        // Failed rows draw nothing.
+        for r in &mut res.rows {
+            r.status = "failed".into();
+        }
+        assert_eq!(bench(&[("", &res)])[0].series.len(), 0);
+    }
+
+    #[test]
+    fn collective_bus_bandwidth_is_in_gbps_against_the_line_rate() {
+        let Run::Collective(res) = fixture("collective") else {
+            panic!("not a collective run")
+        };
+        let charts = collective(&[("", &res)], Some(100.0));
+        let bus = &charts[0];
+        assert_eq!(bus.y.label(), "Bus bandwidth (Gb/s)");
+        assert_eq!(bus.series.len(), 2);
+        let row = &res.rows[3];
+        assert_eq!(
+            bus.series[0].points[3],
+            (row.bytes as f64, row.busbw_gbs.unwrap() * 8.0)
+        );
+        assert_eq!(bus.refs[0].y, 100.0);
+        assert!(bus.notes.is_empty());
+        let charts = collective(&[("", &res)], None);
+        assert!(charts[0].refs.is_empty());
+        assert!(charts[0].notes[0].contains("--line-rate"));
+    }
+
+    #[test]
+    fn serving_levels_that_did_not_run_draw_nothing() {
+        let Run::Serving(mut res) = fixture("serving-before") else {
+            panic!("not a serving run")
+        };
+        res.levels[3].status = "not run".into();
+        let charts = serving(&[("", &res)], "", "serving");
+        assert_eq!(charts.len(), 3);
+        let ttft = &charts[0];
+        assert_eq!(ttft.series.len(), 2);
+        assert!(
+            !ttft.series[0].dashed && ttft.series[1].dashed,
+            "p99 dashed"
+        );
+        assert_eq!(
+            ttft.series[0]
+                .points
+                .iter()
+                .map(|p| p.0)
+                .collect::<Vec<_>>(),
+            [1.0, 2.0, 4.0]
+        );
+        assert_eq!(charts[2].y.label(), "Output throughput (tokens/s)");
+        // Nothing ran: no chart at all.
+        for l in &mut res.levels {
+            l.status = "not run".into();
+        }
+        assert!(serving(&[("", &res)], "", "serving").is_empty());
+    }
+}

@@ -1,10 +1,10 @@
 //! `bench report --html` and `bench compare --html`: saved runs as one
 //! self-contained HTML page of inline SVG charts (no script, no network).
 //!
-//! [`load`] reads any saved run (`bench run`, `bench serving`, its
+//! [`load()`] reads any saved run (`bench run`, `bench serving`, its
 //! `--ab-transport`, `bench collective`); [`chart`] turns results into
 //! charts (series, axes with units; pure), [`svg`] draws one (pure), [`page`]
-//! assembles the page (pure) and [`write`] puts it in place atomically.
+//! assembles the page (pure) and [`write()`] puts it in place atomically.
 
 pub mod chart;
 pub mod page;

@@ -292,3 +292,96 @@ pub fn render(chart: &Chart) -> String {
     s.push_str("</svg>");
     s
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::bench::html::chart::{Axis, RefLine, Series};
+
+    fn chart(kind: AxisKind, xs: &[f64]) -> Chart {
+        Chart {
+            id: "t".into(),
+            title: "T <b>".into(),
+            x: Axis {
+                title: "Message size".into(),
+                unit: "bytes".into(),
+                kind,
+            },
+            y: Axis {
+                title: "Bandwidth".into(),
+                unit: "Gb/s".into(),
+                kind: AxisKind::Linear,
+            },
+            series: vec![Series {
+                name: "a & b".into(),
+                dashed: true,
+                points: xs.iter().map(|x| (*x, 3.0)).collect(),
+            }],
+            refs: vec![RefLine {
+                name: "line rate".into(),
+                y: 100.0,
+            }],
+            notes: vec![],
+        }
+    }
+
+    #[test]
+    fn text_is_escaped_and_control_characters_dropped() {
+        assert_eq!(
+            escape("<a href=\"x\">'&'\u{1b}[2J</a>"),
+            "&lt;a href=&quot;x&quot;&gt;&#39;&amp;&#39;[2J&lt;/a&gt;"
+        );
+        assert_eq!(cut("abcdef", 4), "abc…");
+        assert_eq!(cut("abc", 4), "abc");
+    }
+
+    #[test]
+    fn sizes_and_numbers_read_as_people_write_them() {
+        assert_eq!(bytes_label(2.0), "2 B");
+        assert_eq!(bytes_label(4096.0), "4 KiB");
+        assert_eq!(bytes_label(1572864.0), "1.5 MiB");
+        assert_eq!(bytes_label(1073741824.0), "1 GiB");
+        assert_eq!(number(2.5), "2.5");
+        assert_eq!(number(40.0), "40");
+        assert_eq!(nice_step(104.0), 50.0);
+        assert_eq!(nice_step(0.9), 0.2);
+    }
+
+    #[test]
+    fn a_long_sweep_gets_aligned_power_of_two_ticks() {
+        let xs: Vec<f64> = (1..=23).map(|e| 2f64.powi(e)).collect();
+        let (_, ticks) = x_axis(&chart(AxisKind::Log2Bytes, &xs));
+        let labels: Vec<&str> = ticks.iter().map(|t| t.1.as_str()).collect();
+        assert_eq!(labels, ["16 B", "256 B", "4 KiB", "64 KiB", "1 MiB"]);
+        // A few sizes: a tick at each.
+        let (_, ticks) = x_axis(&chart(AxisKind::Log2Bytes, &[4096.0, 1048576.0]));
+        let labels: Vec<&str> = ticks.iter().map(|t| t.1.as_str()).collect();
+        assert_eq!(labels, ["4 KiB", "1 MiB"]);
+        let (_, ticks) = x_axis(&chart(AxisKind::Log2Count, &[1.0, 4.0, 8.0]));
+        assert_eq!(
+            ticks.iter().map(|t| t.1.as_str()).collect::<Vec<_>>(),
+            ["1", "4", "8"]
+        );
+    }
+
+    #[test]
+    fn the_svg_has_its_axes_legend_and_lines() {
+        let svg = render(&chart(AxisKind::Log2Bytes, &[4096.0, 65536.0]));
+        assert!(svg.starts_with("<svg xmlns=\"http://www.w3.org/2000/svg\" id=\"chart-t\""));
+        assert!(svg.ends_with("</svg>"));
+        for t in [
+            "<title>T &lt;b&gt;</title>",
+            "Message size (bytes, log scale)",
+            "Bandwidth (Gb/s)",
+            ">a &amp; b<",
+            ">line rate<",
+            "stroke-dasharray=\"7 4\"",
+            "class=\"ref\"",
+            ">100<",
+        ] {
+            assert!(svg.contains(t), "{t} not in {svg}");
+        }
+        assert_eq!(svg.matches("<circle").count(), 2);
+        assert_eq!(svg.matches("class=\"legend-entry\"").count(), 2);
+    }
+}
