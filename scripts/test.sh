@@ -43,6 +43,8 @@ command -v rpmbuild >/dev/null || need_pkgs+=(rpm)
 [ -x /usr/bin/systemd-analyze ] && command -v systemctl >/dev/null || need_pkgs+=(systemd)
 # tests/metrics.rs checks `halobox metrics` output with promtool and scrapes it with a real Prometheus.
 command -v promtool >/dev/null && command -v prometheus >/dev/null || need_pkgs+=(prometheus)
+# tests/bench_html.rs opens `bench report --html`'s page in headless Chromium (its DOM and a screenshot).
+command -v chromium >/dev/null || need_pkgs+=(chromium)
 if [ "${#need_pkgs[@]}" -gt 0 ]; then
   if [ "$(id -u)" -ne 0 ]; then
     echo "error: missing ${need_pkgs[*]}; run as root or install them: sudo apt-get install ${need_pkgs[*]}" >&2

@@ -537,3 +537,63 @@ fn every_grafana_query_names_an_exported_series() {
     }
     assert!(checked >= 20, "{checked} names checked");
 }
+
+/// `halobox_serve_restarts_total` on the head: the restarts the serve's
+/// supervisor recorded in the state folder (`KEY.restarts.json` of the
+/// cluster file `--serve-record` names), 0 without the file; promtool
+/// accepts it.
+#[test]
+fn serve_restarts_are_a_counter_from_the_supervisors_events() {
+    use sha2::Digest as _;
+    let state = tempfile::tempdir().unwrap();
+    let cluster = state.path().join("cluster.toml");
+    let key = hex::encode(&sha2::Sha256::digest(cluster.display().to_string().as_bytes())[..8]);
+    let folder = state.path().join("halobox/serve");
+    let scrape = || {
+        let out = Command::new(env!("CARGO_BIN_EXE_halobox"))
+            .args([
+                "metrics",
+                "--sysroot",
+                "tests/fixtures/metrics/strix-cx5",
+                "--print",
+                "--node",
+                "n1",
+                "--serve-endpoint",
+                "127.0.0.1:9",
+                "--serve-record",
+            ])
+            .arg(&cluster)
+            .env("XDG_STATE_HOME", state.path())
+            .output()
+            .unwrap();
+        ok(&out)
+    };
+    let none = scrape();
+    assert_eq!(
+        value(&none, "halobox_serve_restarts_total{node=\"n1\"}"),
+        0.0
+    );
+    std::fs::create_dir_all(&folder).unwrap();
+    let event = |at: u64, outcome: serde_json::Value| serde_json::json!({"at": at, "check": "health", "node": null, "cause": "x", "outcome": outcome});
+    let events = serde_json::json!({
+        "policy": null,
+        "events": [event(100, "serving".into()), event(200, serde_json::json!({"failed": "y"})), event(300, "gave-up".into())],
+        "gave_up": "past the limit"
+    });
+    std::fs::write(
+        folder.join(format!("{key}.restarts.json")),
+        events.to_string(),
+    )
+    .unwrap();
+    let text = scrape();
+    assert!(
+        text.contains("# TYPE halobox_serve_restarts_total counter\n"),
+        "{text}"
+    );
+    assert_eq!(
+        value(&text, "halobox_serve_restarts_total{node=\"n1\"}"),
+        2.0
+    );
+    let (passed, said) = promtool(&text);
+    assert!(passed && said.trim().is_empty(), "promtool: {said}\n{text}");
+}

@@ -8,12 +8,14 @@
 //! errors, [`sweep`] finds where a size sweep collapses); [`counters`] reads the RDMA
 //! counters' deltas; [`peer`] picks the peer from the cluster config.
 //! [`serving`] loads a running `serve` endpoint instead; [`collective`] is
-//! `bench collective` (all-reduce across the cluster).
+//! `bench collective` (all-reduce across the cluster). [`html`] draws saved
+//! runs as one HTML page of SVG charts (`bench report --html`).
 
 pub mod collective;
 pub mod counters;
 pub mod diagnose;
 pub mod flow;
+pub mod html;
 pub mod iperf3;
 pub mod peer;
 pub mod perftest;

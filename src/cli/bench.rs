@@ -46,11 +46,13 @@ pub enum BenchCommand {
     Collective(super::BenchCollectiveArgs),
     /// Re-render a saved run from its raw logs.
     #[command(
-        after_help = "Examples:\n  halobox bench report ~/.local/state/halobox/bench/20260101T120000Z\n  halobox bench report RUN_DIR --json"
+        after_help = "Examples:\n  halobox bench report ~/.local/state/halobox/bench/20260101T120000Z\n  halobox bench report RUN_DIR --json\n  halobox bench report RUN_DIR --html bench.html\n  halobox bench report COLLECTIVE_RUN SERVING_RUN --html bench.html --line-rate 100\n\n--html writes one self-contained page of SVG charts (no script, no network) instead of the text report;\nit does not go with --json. Several runs are drawn on the same charts, named by their folders."
     )]
     Report(BenchReportArgs),
     /// Show the differences between two saved runs.
-    #[command(after_help = "Examples:\n  halobox bench compare RUN_BEFORE RUN_AFTER")]
+    #[command(
+        after_help = "Examples:\n  halobox bench compare RUN_BEFORE RUN_AFTER\n  halobox bench compare RUN_BEFORE RUN_AFTER --html compare.html\n\n--html writes both runs on the same charts (before and after) to one self-contained HTML page instead of the text."
+    )]
     Compare(BenchCompareArgs),
 }
 
@@ -193,8 +195,16 @@ pub struct BenchProbeArgs {
 pub struct BenchReportArgs {
     /// A folder saved by `halobox bench run`, `bench serving` or `bench collective`.
     pub dir: PathBuf,
+    /// More saved runs, drawn on the same charts (with --html only).
+    #[arg(value_name = "RUN", requires = "html")]
+    pub more: Vec<PathBuf>,
     #[command(flatten)]
     pub output: OutputArgs,
+    /// Write the charts to this HTML file instead of printing the report: one self-contained page of SVG charts (no script, no network).
+    #[arg(long, value_name = "OUT.html", conflicts_with = "json")]
+    pub html: Option<PathBuf>,
+    #[command(flatten)]
+    pub chart: ChartArgs,
 }
 
 /// `halobox bench compare`.
@@ -204,4 +214,24 @@ pub struct BenchCompareArgs {
     pub a: PathBuf,
     /// The later run's folder.
     pub b: PathBuf,
+    /// Write both runs' charts to this HTML file instead of printing the comparison: one self-contained page of SVG charts.
+    #[arg(long, value_name = "OUT.html")]
+    pub html: Option<PathBuf>,
+    #[command(flatten)]
+    pub chart: ChartArgs,
+}
+
+/// What the charts of `--html` are drawn with.
+#[derive(Debug, Args)]
+pub struct ChartArgs {
+    /// The link's line rate in Gb/s, drawn on the collective bus bandwidth chart (default: the highest path ceiling of a `bench run` on the page).
+    #[arg(long, value_name = "GBPS", requires = "html", value_parser = line_rate)]
+    pub line_rate: Option<f64>,
+}
+
+fn line_rate(s: &str) -> Result<f64, String> {
+    match s.parse::<f64>() {
+        Ok(g) if g.is_finite() && g > 0.0 && g <= 10_000.0 => Ok(g),
+        _ => Err(format!("{s:?} is not a line rate in Gb/s (e.g. 100)")),
+    }
 }

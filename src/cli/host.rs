@@ -60,7 +60,7 @@ pub struct MetricsArgs {
     /// This node is the head: export the serve's state (`halobox_serve_state`) from its API's `GET /health` at ADDR:PORT.
     #[arg(long, value_name = "ADDR:PORT")]
     pub serve_endpoint: Option<std::net::SocketAddr>,
-    /// With --serve-endpoint: the cluster file whose serve record on this host says a serve was started (its endpoint is then probed instead).
+    /// With --serve-endpoint: the cluster file whose serve record on this host says a serve was started (its endpoint is then probed instead), and whose supervisor's restarts are counted (`halobox_serve_restarts_total`).
     #[arg(long, value_name = "FILE", requires = "serve_endpoint")]
     pub serve_record: Option<std::path::PathBuf>,
 }

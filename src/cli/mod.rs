@@ -23,7 +23,7 @@ use clap::{Parser, Subcommand, ValueEnum};
 
 pub use bench::{
     BenchClientArgs, BenchCommand, BenchCompareArgs, BenchExecArgs, BenchOn, BenchPortArgs,
-    BenchProbeArgs, BenchReportArgs, BenchRunArgs, BenchServeArgs,
+    BenchProbeArgs, BenchReportArgs, BenchRunArgs, BenchServeArgs, ChartArgs,
 };
 pub use bench_collective::BenchCollectiveArgs;
 pub use bench_serving::BenchServingArgs;

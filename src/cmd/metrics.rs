@@ -104,6 +104,10 @@ impl Asks {
                     .unwrap_or(*given);
                 node::ServeState::of(recorded.is_some(), node::healthy(addr))
             }),
+            restarts: self.serve.as_ref().and_then(|(_, record)| {
+                let cluster = record.as_deref()?;
+                Some(crate::serve::state::restarts(cluster).made())
+            }),
         }
     }
 }

@@ -72,6 +72,9 @@ pub struct Seen {
     pub ray: Option<bool>,
     /// The serve's state (`None`: not the head, or not asked).
     pub serve: Option<ServeState>,
+    /// The restarts its supervisor made (`--restart`), from the serve
+    /// record's events file (`None`: no serve record named).
+    pub restarts: Option<u64>,
 }
 
 /// The families of what runs on the node.
@@ -118,6 +121,17 @@ pub fn families(seen: &Seen) -> Vec<Family> {
                     value: f64::from(u8::from(*s == state)),
                 })
                 .collect(),
+        });
+    }
+    if let Some(n) = seen.restarts {
+        out.push(Family {
+            name: "halobox_serve_restarts_total",
+            help: "Restarts the serve's supervisor made (serve --restart), from the serve record's events on the head; back to 0 when a new serve starts.",
+            kind: Kind::Counter,
+            samples: vec![Sample {
+                labels: vec![],
+                value: n as f64,
+            }],
         });
     }
     out
@@ -203,8 +217,13 @@ mod tests {
             container: Some(("hb\"x\n".into(), NodeBackend::Podman, Some(true))),
             ray: Some(false),
             serve: Some(ServeState::NotAnswering),
+            restarts: Some(3),
         };
         let text = render("n1", &families(&seen));
+        assert!(
+            text.contains("# TYPE halobox_serve_restarts_total counter\nhalobox_serve_restarts_total{node=\"n1\"} 3\n"),
+            "{text}"
+        );
         assert!(
             text.contains(
                 "halobox_container_running{node=\"n1\",container=\"hb\\\"x\\n\",backend=\"podman\"} 1\n"

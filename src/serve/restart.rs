@@ -176,6 +176,16 @@ pub struct Restarts {
     pub gave_up: Option<String>,
 }
 
+impl Restarts {
+    /// The restarts made: every event acted on but the ones given up.
+    pub fn made(&self) -> u64 {
+        self.events
+            .iter()
+            .filter(|e| e.outcome != Outcome::GaveUp)
+            .count() as u64
+    }
+}
+
 /// What to do about a failure.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Decision {
@@ -376,6 +386,24 @@ mod tests {
             event(950, Outcome::Serving),
         ];
         assert!(matches!(decide(&p, &failed, 1000), Decision::GiveUp(_)));
+    }
+
+    /// `halobox_serve_restarts_total`: every restart made, old or failed,
+    /// not the failure given up on.
+    #[test]
+    fn restarts_made_leave_out_the_give_up() {
+        let r = Restarts {
+            policy: None,
+            events: vec![
+                event(100, Outcome::Serving),
+                event(900, Outcome::Failed("x".into())),
+                event(950, Outcome::Restarting),
+                event(990, Outcome::GaveUp),
+            ],
+            gave_up: Some("limit".into()),
+        };
+        assert_eq!(r.made(), 3);
+        assert_eq!(Restarts::default().made(), 0);
     }
 
     #[test]

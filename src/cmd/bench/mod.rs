@@ -2,10 +2,10 @@
 
 pub mod ab;
 pub mod collective;
+pub mod html;
 pub mod serving;
 
-use std::process::ExitCode;
-use std::time::Duration;
+use std::{process::ExitCode, time::Duration};
 
 use anyhow::Context;
 
@@ -37,8 +37,8 @@ pub fn run(cmd: BenchCommand) -> anyhow::Result<ExitCode> {
         BenchCommand::Serving(args) if args.ab_transport => ab::run(&args),
         BenchCommand::Serving(args) => serving::run(&args),
         BenchCommand::Collective(args) => collective::run_cmd(&args),
-        BenchCommand::Report(args) => report_cmd(&args),
-        BenchCommand::Compare(args) => compare(&args),
+        BenchCommand::Report(args) => html::report(&args).unwrap_or_else(|| report_cmd(&args)),
+        BenchCommand::Compare(args) => html::compare(&args).unwrap_or_else(|| compare(&args)),
     }
 }
 
