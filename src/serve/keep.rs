@@ -313,7 +313,7 @@ fn watch_engine(
     let mut follower: Option<crate::proc::Proc> = None;
     let mut seen = 0usize;
     let mut fails = 0u32;
-    let mut next_health = Instant::now() + Duration::from_secs(2);
+    let mut next_health = Instant::now() + Duration::from_secs(1);
     let mut next_look = Instant::now();
     let mut next_probe = Instant::now() + llama::PROBE_EVERY;
     let mut next_port = Instant::now() + llama::PORT_EVERY;
@@ -369,16 +369,21 @@ fn watch_engine(
             }
         }
         if Instant::now() >= next_health {
-            next_health = Instant::now() + Duration::from_secs(2);
+            next_health = Instant::now() + Duration::from_secs(1);
             let ok = http::get(api, "/health", key, Duration::from_secs(5))
                 .is_ok_and(|h| h.status == 200);
             fails = if ok { 0 } else { fails + 1 };
-            if fails >= 3 {
+            if !ok {
+                // The process is looked at now, not at its next turn: an
+                // engine that died is seen within a second.
+                next_look = Instant::now();
+            }
+            if fails >= 5 {
                 return failed(
                     cfg,
                     Check::Health,
                     format!(
-                        "{}'s API stopped answering /health (3 checks in a row)",
+                        "{}'s API stopped answering /health (5 checks in a row)",
                         cfg.engine.title()
                     ),
                 );

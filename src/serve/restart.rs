@@ -79,7 +79,7 @@ impl Policy {
 pub enum Check {
     /// A fatal line in the engine's log.
     Log,
-    /// `/health` failed 3 times in a row.
+    /// `/health` failed several times in a row.
     Health,
     /// The engine's process ended.
     Exited,
