@@ -235,25 +235,37 @@ fn run_path(
     Ok((out, snaps))
 }
 
-/// Starts `server` (argv on the peer) under the guard and waits for its ready line.
+/// Starts `server` (argv on the peer) under the guard and waits for its
+/// ready line. A server whose line does not come in time is stopped and
+/// started once more: podman 4's exec can lose a command's output on the
+/// way, the ready line with it.
 fn start_server(
     peer: &Node,
     server: &[String],
     ready: impl Fn(&str) -> bool,
     what: &str,
 ) -> Result<Proc, String> {
-    let mut proc = peer.spawn(server).map_err(|e| e.to_string())?;
-    match proc.wait_for_line(ready, READY_TIMEOUT) {
-        Ok(()) => Ok(proc),
-        Err(WaitError::Exited) => Err(peer.error(what, &proc.wait(STOP_GRACE)).to_string()),
-        Err(WaitError::Timeout) => {
-            let out = proc.finish(STOP_GRACE);
-            Err(format!(
-                "{}: {what} did not report listening within {} s (stopped there): {}",
-                peer.label(),
-                READY_TIMEOUT.as_secs(),
-                remote::tail(&out, 3)
-            ))
+    let mut tries = 0;
+    loop {
+        tries += 1;
+        let mut proc = peer.spawn(server).map_err(|e| e.to_string())?;
+        match proc.wait_for_line(&ready, READY_TIMEOUT) {
+            Ok(()) => return Ok(proc),
+            Err(WaitError::Exited) => {
+                return Err(peer.error(what, &proc.wait(STOP_GRACE)).to_string());
+            }
+            Err(WaitError::Timeout) => {
+                let out = proc.finish(STOP_GRACE);
+                if tries < 2 {
+                    continue;
+                }
+                return Err(format!(
+                    "{}: {what} did not report listening within {} s, twice (stopped there): {}",
+                    peer.label(),
+                    READY_TIMEOUT.as_secs(),
+                    remote::tail(&out, 3)
+                ));
+            }
         }
     }
 }
@@ -301,8 +313,13 @@ fn run_tcp(
             let samples = (leg.kind == LegKind::TcpLatency).then_some(opts.latency_samples);
             tcp_client(&target, samples, leg.streams, duration).map_err(|e| e.to_string())
         } else {
-            // halobox's client in this node's container.
-            let done = run_here(&leg.client, duration * 2 + Duration::from_secs(60))?;
+            // halobox's client in this node's container; a result that
+            // came back empty was lost on the way (podman 4's exec): once more.
+            let within = duration * 2 + Duration::from_secs(60);
+            let mut done = run_here(&leg.client, within)?;
+            if done.status.is_some_and(|s| s.success()) && done.stdout.trim().is_empty() {
+                done = run_here(&leg.client, within)?;
+            }
             if done.status.is_some_and(|s| s.success()) {
                 Ok(done.stdout)
             } else {
