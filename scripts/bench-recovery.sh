@@ -1,43 +1,67 @@
 #!/usr/bin/env bash
-# scripts/bench-recovery.sh: the seconds from a fault to serving again, with
-# llama.cpp on test nodes (scripts/serve/lib.sh's llama_setup): halobox's
-# supervisor (`serve --detach --restart`) against the steps a person runs by
-# hand once they know (`serve stop; cluster up; serve --detach`, started at
-# the moment of the fault: no time to notice is counted for the person).
-# "Serving again" is the first 1-token completion that answers (polled every
-# 0.2 s from the fault on, both sides the same). Faults, per round:
-#   kill9:  llama-server killed with kill -9 in the head's container;
-#   rpc:    node b's RPC server killed with kill -9 in its container.
+# scripts/bench-recovery.sh: the seconds from a fault to serving again, on
+# test nodes (scripts/serve/lib.sh): halobox's supervisor (`serve --detach
+# --restart`) against the steps a person runs by hand once they know
+# (`serve stop; cluster up; serve --detach`, started at the moment of the
+# fault: no time to notice is counted for the person). "Serving again" is
+# the first 1-token completion that answers (polled every 0.2 s from the
+# fault on, both sides the same). Faults, per round:
+#   llama.cpp (default):
+#     kill9:  llama-server killed with kill -9 in the head's container;
+#     rpc:    node b's RPC server killed with kill -9 in its container;
+#   vLLM (--engine vllm, TP 2 over Ray, vLLM's CPU build):
+#     kill9:  vLLM killed with kill -9 in the head's container;
+#     worker: node b's whole container killed (`cluster up` starts it
+#             again and b rejoins the head's Ray).
 # Medians over the rounds; the last lines are the ratios halobox / by hand,
 # one per fault, each ending in `x` (goal <= 1.2x, with no person involved).
-# usage (as root): scripts/bench-recovery.sh [ROUNDS (default 3)] [--backend podman|docker]
+# usage (as root): scripts/bench-recovery.sh [ROUNDS (default 3)] [--engine llama.cpp|vllm] [--backend podman|docker]
 #   HALOBOX_BIN: the halobox binary (default: this checkout's release build)
 set -euo pipefail
 {
 cd "$(dirname "$0")/.."
 root=$PWD
-rounds=3 backend=podman
+rounds=3 backend=podman engine=llama.cpp
 while [ $# -gt 0 ]; do
   case "$1" in
   --backend) backend=$2; shift 2 ;;
+  --engine) engine=$2; shift 2 ;;
   [0-9]*) rounds=$1; shift ;;
-  *) echo "usage: scripts/bench-recovery.sh [ROUNDS] [--backend podman|docker]" >&2; exit 2 ;;
+  *) echo "usage: scripts/bench-recovery.sh [ROUNDS] [--engine llama.cpp|vllm] [--backend podman|docker]" >&2; exit 2 ;;
   esac
 done
 HALOBOX_BIN=${HALOBOX_BIN:-$(bash scripts/release-bin.sh)}
 export HALOBOX_BIN
 # shellcheck source=scripts/serve/lib.sh
 . scripts/serve/lib.sh
-llama_setup rc "$backend" 2
-llama_refresh
+case "$engine" in
+llama.cpp)
+  llama_setup rc "$backend" 2
+  llama_refresh
+  faults="kill9 rpc"
+  serve_args=("$MODEL")
+  client=(scripts/serve/complete-llama.py)
+  ;;
+vllm)
+  serve_setup "$backend" 2 "" 2,256,4,2
+  for x in $NODE_NAMES; do on_node "$x" "$HALOBOX" refresh --backend "$backend" --image "$IMAGE" --memlock 8M --name vllm \
+    --volume "$VENV:$VENV:ro" --volume "$MODEL_HOST:$MODEL:ro" --yes >/dev/null; done
+  faults="kill9 worker"
+  serve_args=("$MODEL" --tp 2 --max-model-len 512 -- --dtype float32)
+  client=(scripts/serve/complete.py)
+  ;;
+*) fail "--engine $engine: llama.cpp or vllm" ;;
+esac
 KEY=$DIR/cluster.api-key
 HEAD_IP=$(node_ip a)
+[ "$engine" = vllm ] && client+=("http://$HEAD_IP:8000" "$MODEL") || client+=("http://$HEAD_IP:8000")
+client+=("$PROMPT" 1 "$KEY")
 
 # served_after T0: polls a 1-token completion until one answers; the seconds since T0.
 served_after() {
   local t0=$1
   for _ in $(seq 3000); do
-    if ip netns exec "hb-$TAG-a" python3 scripts/serve/complete-llama.py "http://$HEAD_IP:8000" "$PROMPT" 1 "$KEY" >/dev/null 2>&1; then
+    if ip netns exec "hb-$TAG-a" python3 "${client[@]}" >/dev/null 2>&1; then
       elapsed "$t0"
       return 0
     fi
@@ -49,20 +73,31 @@ served_after() {
 engine_pid() { hb serve status --json --cluster "$CFG" | python3 -c 'import json,sys; print(json.load(sys.stdin)["serve"]["pid"])'; }
 # rpc_pid: node b's RPC server's pid.
 rpc_pid() { hb cluster status --cluster "$CFG" | awk '$1 == "b" && $3 == "running" { sub(",", "", $5); print $5; exit }'; }
+# engine_cli X ARGS...: node X's own podman or docker.
+engine_cli() {
+  local x=$1 pid
+  shift
+  pid=$(cat "$DIR/node_$x.pid")
+  case "$backend" in
+  podman) podman --url "unix:///proc/$pid/root/run/podman/podman.sock" "$@" ;;
+  *) docker -H "unix:///proc/$pid/root/run/docker.sock" "$@" ;;
+  esac
+}
 # fault KIND: makes it.
 fault() {
   case "$1" in
   kill9) in_container a kill -KILL "$(engine_pid)" ;;
   rpc) in_container b kill -KILL "$(rpc_pid)" ;;
+  worker) engine_cli b kill vllm >/dev/null ;;
   esac
 }
 
 declare -A hbs hands
 for r in $(seq "$rounds"); do
-  for kind in kill9 rpc; do
+  for kind in $faults; do
     step "round $r, $kind: halobox serve --detach --restart"
     hb cluster up --cluster "$CFG" >/dev/null 2>&1 || fail "cluster up"
-    hb serve "$MODEL" --detach --restart on-failure:100 --cluster "$CFG" >/dev/null 2>"$DIR/serve.err" \
+    hb serve --detach --restart on-failure:100 --cluster "$CFG" "${serve_args[@]}" >/dev/null 2>"$DIR/serve.err" \
       || { cat "$DIR/serve.err" >&2; fail "halobox serve --restart"; }
     t0=$(now)
     fault "$kind"
@@ -72,14 +107,14 @@ for r in $(seq "$rounds"); do
     hb serve stop --cluster "$CFG" >/dev/null
 
     step "round $r, $kind: by hand (serve stop; cluster up; serve --detach)"
-    hb serve "$MODEL" --detach --cluster "$CFG" >/dev/null 2>"$DIR/serve.err" \
+    hb serve --detach --cluster "$CFG" "${serve_args[@]}" >/dev/null 2>"$DIR/serve.err" \
       || { cat "$DIR/serve.err" >&2; fail "halobox serve"; }
     t0=$(now)
     fault "$kind"
     sleep 0.5
     hb serve stop --cluster "$CFG" >/dev/null
     hb cluster up --cluster "$CFG" >/dev/null 2>&1 || fail "cluster up by hand"
-    hb serve "$MODEL" --detach --cluster "$CFG" >/dev/null 2>"$DIR/serve.err" \
+    hb serve --detach --cluster "$CFG" "${serve_args[@]}" >/dev/null 2>"$DIR/serve.err" \
       || { cat "$DIR/serve.err" >&2; fail "halobox serve by hand"; }
     h=$(served_after "$t0")
     hands[$kind]="${hands[$kind]:-} $h"
@@ -89,10 +124,10 @@ for r in $(seq "$rounds"); do
 done
 hb cluster down --cluster "$CFG" >/dev/null 2>&1 || true
 median() { tr ' ' '\n' | grep . | sort -g | awk '{ a[NR] = $1 } END { print (NR % 2) ? a[(NR + 1) / 2] : (a[NR / 2] + a[NR / 2 + 1]) / 2 }'; }
-for kind in kill9 rpc; do
+for kind in $faults; do
   echo "$kind: halobox $(echo "${hbs[$kind]}" | median) s, by hand $(echo "${hands[$kind]}" | median) s (medians of $rounds)"
 done
-for kind in kill9 rpc; do
+for kind in $faults; do
   python3 -c "import sys; print(f'{sys.argv[1]}: halobox / by hand: {float(sys.argv[2]) / float(sys.argv[3]):.2f}x')" \
     "$kind" "$(echo "${hbs[$kind]}" | median)" "$(echo "${hands[$kind]}" | median)"
 done

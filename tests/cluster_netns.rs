@@ -293,13 +293,59 @@ fn cluster_up_status_down_and_failures() {
     assert_eq!(s["nodes"][0]["ray"]["head"], true);
     nodes.ray_needs_the_token(&two, &[&up_said, &text(&out)]);
 
-    // A second `up` finds the head's port taken (by the running Ray).
+    // A second `up` keeps the running Ray (its GCS answers this cluster's
+    // token) and starts nothing.
     let out = nodes.halobox(&["up"], &two);
-    assert_eq!(out.status.code(), Some(1), "{}", text(&out));
+    assert!(out.status.success(), "{}", text(&out));
     assert!(
-        text(&out).contains("FAIL port [a]: port 6379 on"),
+        text(&out).contains(&format!(
+            "Ray already runs on the head a ({}:6379) and is kept; every node is in it already",
+            nodes.ip(1)
+        )) && text(&out).contains("Ray lists all 2 node(s)"),
         "{}",
         text(&out)
+    );
+    // Node b's Ray stopped: `up` brings back only b.
+    let stop = nodes
+        .nodes
+        .on_node('b', &[&ray(), "stop"])
+        .output()
+        .expect("ray stop on b");
+    assert!(stop.status.success(), "{}", text(&stop));
+    let deadline = std::time::Instant::now() + Duration::from_secs(60);
+    loop {
+        let out = nodes.halobox(&["status", "--json"], &two);
+        let s: Value = serde_json::from_slice(&out.stdout).unwrap_or(Value::Null);
+        if s["alive"] == 1 {
+            break;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "Ray still lists b alive after `ray stop` there: {}",
+            text(&out)
+        );
+        std::thread::sleep(Duration::from_secs(1));
+    }
+    let out = nodes.halobox(&["up", "--dry-run"], &two);
+    assert!(out.status.success(), "{}", text(&out));
+    let all = text(&out);
+    assert!(
+        all.contains(&format!(
+            "and is kept; 1 node(s) join it: b ({})",
+            nodes.ip(2)
+        )) && !all.contains("ray start --head"),
+        "{all}"
+    );
+    let out = nodes.halobox(&["up"], &two);
+    assert!(out.status.success(), "{}", text(&out));
+    let all = text(&out);
+    assert!(
+        all.contains(&format!(
+            "and is kept; 1 node(s) join it: b ({})",
+            nodes.ip(2)
+        )) && all.contains("1 worker(s) started")
+            && all.contains("Ray lists all 2 node(s)"),
+        "{all}"
     );
 
     // Down stops Ray on every node; no Ray process is left.

@@ -1119,11 +1119,22 @@ fn preflight_reads_what_the_container_sees() {
         |r| r.container.state = Some("exited".into()),
         roce,
     ));
-    assert_eq!((l, c.as_str()), (Level::Fail, "container"));
+    assert_eq!((l, c.as_str()), (Level::Warn, "container"));
     assert!(
         m.contains(
-            "container vllm is exited, not running: start it with `halobox enter vllm -- true`"
+            "container vllm is exited: `halobox cluster up` starts it first (by hand: `halobox enter vllm -- true` on that node)"
         ),
+        "{m}"
+    );
+    let (l, c, m) = one(&findings_for(
+        |r| {
+            r.container.state = Some("paused".into());
+        },
+        roce,
+    ));
+    assert_eq!((l, c.as_str()), (Level::Fail, "container"));
+    assert!(
+        m.contains("container vllm is paused, not running: start it with"),
         "{m}"
     );
     let (l, c, m) = one(&findings_for(|r| r.container.halobox = None, roce));

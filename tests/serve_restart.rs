@@ -341,13 +341,17 @@ fn llama_cpp_restarts_after_kill_rpc_loss_and_freeze_then_gives_up() {
 }
 
 /// vLLM's CPU build over Ray on two podman nodes (TP 2), served with
-/// `--restart on-failure:2` and `VLLM_API_KEY` from the environment: vLLM
-/// `kill -9`ed in the head's container is served again at the same
-/// endpoint with the same key and the same greedy tokens, with one event;
-/// the key is in no process argument, log or event; `serve stop` ends the
+/// `--restart on-failure:3 --stall-timeout 20` and `VLLM_API_KEY` from the
+/// environment: vLLM `kill -9`ed in the head's container; node b's whole
+/// container killed (the supervisor's `cluster up` starts it again and it
+/// rejoins the Ray that still runs on the head); node b's worker process
+/// frozen with SIGSTOP while requests run (seen by the progress probe).
+/// Each is served again at the same endpoint with the same key and the
+/// same greedy tokens, with one event naming the check (and node b); the
+/// key is in no process argument, log or event; `serve stop` ends the
 /// supervisor and nothing is left.
 #[test]
-fn vllm_restarts_after_kill_9_with_the_same_tokens() {
+fn vllm_restarts_after_kill_9_worker_loss_and_freeze() {
     let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
     let s = Serving::vllm("podman", 2, None, [2, 256, 4, 2]);
     let cfg = s.cfg();
@@ -368,7 +372,9 @@ fn vllm_restarts_after_kill_9_with_the_same_tokens() {
                 "2",
                 "--detach",
                 "--restart",
-                "on-failure:2",
+                "on-failure:3",
+                "--stall-timeout",
+                "20",
                 "--cluster",
                 &cfg,
                 "--max-model-len",
@@ -414,6 +420,97 @@ fn vllm_restarts_after_kill_9_with_the_same_tokens() {
         "401",
         "the restarted vLLM answered without the key"
     );
+    let ip_b = s.ip('b');
+    let on_b = |e: &Value| {
+        e["node"]
+            .as_str()
+            .is_some_and(|n| n.contains(&format!("node b ({ip_b})")))
+    };
+
+    // 2. Node b's whole container killed while vLLM is idle: seen (Ray
+    // lists b dead, or vLLM's own worker monitor ends it), the container
+    // started again by the supervisor's `cluster up`, b rejoins the Ray
+    // that still runs on the head.
+    let t = Instant::now();
+    s.engine_cli('b', &["kill", "vllm"])
+        .expect_ok("killing node b's container");
+    let v = wait_status(
+        &s,
+        "vLLM serving again after node b's loss",
+        Duration::from_secs(900),
+        |v| {
+            let e = events(v);
+            v["state"] == "serving" && e.len() == 2 && e[1]["outcome"] == "serving"
+        },
+    );
+    eprintln!(
+        "vLLM node b's container killed: serving again after {:.1} s (information)",
+        t.elapsed().as_secs_f64()
+    );
+    let e = &events(&v)[1];
+    assert!(
+        ["ray", "log", "exited", "health"].contains(&e["check"].as_str().unwrap_or("")),
+        "the event does not name the check: {e}"
+    );
+    let log = supervisor_log(&s);
+    assert!(
+        on_b(e) || log.contains(&format!("node b ({ip_b})")),
+        "neither the event nor the supervisor's log names node b: {e}\n{log}"
+    );
+    assert!(
+        log.contains("container vllm was exited: started")
+            && log.contains("Ray already runs on the head a"),
+        "the supervisor's `cluster up` did not start b's container and keep the head's Ray:\n{log}"
+    );
+    let state = s.engine_cli('b', &["inspect", "-f", "{{.State.Status}}", "vllm"]);
+    assert_eq!(state.out.trim(), "running", "{state}");
+    assert_same_tokens(&first, &s.complete('a', 8000, TOKENS, Some(&key_file)));
+
+    // 3. Node b's worker frozen while requests run: the progress probe
+    // sees no token for --stall-timeout; thawed once seen.
+    let t = Instant::now();
+    let busy = s.spawn_busy('a', 8000, 32, Some(&key_file));
+    std::thread::sleep(Duration::from_secs(3));
+    let pids = s
+        .in_container('b', &["pgrep", "-f", "^ray::RayWorker"])
+        .expect_ok("the worker on b");
+    let pids: Vec<&str> = pids.out.split_whitespace().collect();
+    assert!(!pids.is_empty(), "no vLLM worker process on node b");
+    let mut stop = vec!["kill", "-STOP"];
+    stop.extend(&pids);
+    s.in_container('b', &stop)
+        .expect_ok("freezing node b's worker");
+    let v = wait_status(&s, "the freeze seen", Duration::from_secs(240), |v| {
+        events(v).len() == 3
+    });
+    eprintln!(
+        "vLLM node b's worker frozen: seen after {:.1} s (information)",
+        t.elapsed().as_secs_f64()
+    );
+    busy.kill_group();
+    let mut cont = vec!["kill", "-CONT"];
+    cont.extend(&pids);
+    let _ = s.in_container('b', &cont);
+    let e = &events(&v)[2];
+    assert!(
+        e["check"] == "stall",
+        "the freeze's event does not name the progress probe: {e}"
+    );
+    let v = wait_status(
+        &s,
+        "vLLM serving again after the freeze",
+        Duration::from_secs(600),
+        |v| {
+            let e = events(v);
+            v["state"] == "serving" && e.len() == 3 && e[2]["outcome"] == "serving"
+        },
+    );
+    eprintln!(
+        "vLLM node b's worker frozen: serving again after {:.1} s (information)",
+        t.elapsed().as_secs_f64()
+    );
+    assert_same_tokens(&first, &s.complete('a', 8000, TOKENS, Some(&key_file)));
+
     let ps = s.run("ps", s.on_node('a', &["ps", "-eo", "args"])).out;
     assert!(
         !ps.contains(&key) && !supervisor_log(&s).contains(&key) && !v.to_string().contains(&key),

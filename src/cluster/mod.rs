@@ -28,6 +28,7 @@ pub mod plan;
 pub mod preflight;
 pub mod ray_state;
 pub mod refresh;
+pub mod resume;
 pub mod run;
 pub mod vars;
 pub mod view;

@@ -157,7 +157,10 @@ pub fn stop_command(cfg: &ClusterConfig, node: &NodeConfig) -> Vec<String> {
 /// polling with a short back-off (Ray's modules loaded first, at a lower
 /// CPU priority than the Ray processes starting beside it, so it can start
 /// before the head does without slowing it), until `want` nodes are alive or the
-/// deadline passes (`want` 0: one look). Arguments: `ADDRESS WANT TIMEOUT_S
+/// deadline passes (`want` 0: one look). A node the GCS lists alive whose
+/// raylet refuses the head's connection, or does not take it within 1 s,
+/// is gone and listed dead (`unreachable`): the GCS marks it dead only
+/// after its health checks, some 15–30 s later. Arguments: `ADDRESS WANT TIMEOUT_S
 /// [watch-stdin]` (the last: exit when stdin closes, i.e. when halobox
 /// stops waiting). Prints one JSON
 /// document: `{"nodes": [...], "error": null | "..."}`.
@@ -178,21 +181,35 @@ try:
     from ray.core.generated import gcs_pb2
 except Exception:
     GcsClient = None
+def answers(ip, port):
+    try:
+        socket.create_connection((ip, port), timeout=1).close()
+        return True
+    except OSError:
+        return False
+def checked(nodes):
+    for n in nodes:
+        port = n.pop("port", 0)
+        if n["alive"] and port and not answers(n["ip"], port):
+            n["alive"], n["unreachable"] = False, True
+    return nodes
 def table():
     host, port = addr.rsplit(":", 1)
     socket.create_connection((host, int(port)), timeout=2).close()
     if GcsClient is not None:
         infos = GcsClient(address=addr).get_all_node_info(timeout=10).values()
         alive = gcs_pb2.GcsNodeInfo.GcsNodeState.Value("ALIVE")
-        return [dict(ip=n.node_manager_address, id=n.node_id.hex(), alive=n.state == alive,
-                     head=n.is_head_node, resources=dict(n.resources_total)) for n in infos]
+        return checked([dict(ip=n.node_manager_address, id=n.node_id.hex(), alive=n.state == alive,
+                             head=n.is_head_node, resources=dict(n.resources_total),
+                             port=n.node_manager_port) for n in infos])
     else:
         import ray
         if not ray.is_initialized():
             ray.init(address=addr, logging_level="ERROR", log_to_driver=False)
-        return [dict(ip=n["NodeManagerAddress"], id=n["NodeID"], alive=n["Alive"],
-                     head="node:__internal_head__" in n["Resources"], resources=n["Resources"])
-                for n in ray.nodes()]
+        return checked([dict(ip=n["NodeManagerAddress"], id=n["NodeID"], alive=n["Alive"],
+                             head="node:__internal_head__" in n["Resources"], resources=n["Resources"],
+                             port=n.get("NodeManagerPort", 0))
+                        for n in ray.nodes()])
 nodes, error, pause = [], None, 0.05
 while True:
     try:
@@ -245,8 +262,13 @@ pub struct RayNode {
     pub ip: String,
     /// Ray's node id.
     pub id: String,
-    /// Alive (not dead).
+    /// Alive: the GCS lists it alive and its raylet takes a connection
+    /// from the head.
     pub alive: bool,
+    /// The GCS still lists it alive, but its raylet did not take the
+    /// head's connection: it is gone (the GCS has not seen it yet).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub unreachable: bool,
     /// The head.
     pub head: bool,
     /// Total resources (`CPU`, `GPU`, `memory`, …).

@@ -165,14 +165,24 @@ fn node_findings(
         return out;
     }
     if !c.running() {
-        add(
-            Level::Fail,
-            "container",
-            format!(
-                "container {name} is {}, not running: start it with `halobox enter {name} -- true` on that node",
-                c.state.as_deref().unwrap_or("not running")
-            ),
-        );
+        let state = c.state.as_deref().unwrap_or("not running");
+        if c.halobox.is_some() && crate::container::enter::needs_start(name, state) == Ok(true) {
+            add(
+                Level::Warn,
+                "container",
+                format!(
+                    "container {name} is {state}: `halobox cluster up` starts it first (by hand: `halobox enter {name} -- true` on that node)"
+                ),
+            );
+        } else {
+            add(
+                Level::Fail,
+                "container",
+                format!(
+                    "container {name} is {state}, not running: start it with `halobox enter {name} -- true` on that node"
+                ),
+            );
+        }
         return out;
     }
     if c.backend.is_container() {

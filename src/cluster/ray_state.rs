@@ -149,6 +149,7 @@ mod tests {
                     id: format!("n{i}"),
                     alive: a,
                     head: i == 0,
+                    unreachable: false,
                     resources: Default::default(),
                 })
                 .collect(),

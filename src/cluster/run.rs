@@ -16,6 +16,7 @@ use super::env::NodeEnv;
 use super::join::VERSION;
 use super::plan::{self, JoinReport, RayNodes};
 use super::preflight::{self, Finding, Level};
+use super::resume;
 use crate::proc::{Finished, Proc, WaitError};
 use crate::remote::{self, Failure, Masters, RemoteError};
 use crate::shell;
@@ -206,6 +207,99 @@ fn auth_summary(mode: auth::Mode, token_file: &Path) -> String {
     }
 }
 
+/// `halobox enter NAME -- true` on `node`: starts its stopped container.
+fn start_container_argv(cfg: &ClusterConfig, node: &NodeConfig) -> Vec<String> {
+    plan::in_container(
+        &cfg.halobox,
+        node.backend,
+        &node.container,
+        &["true".to_string()],
+    )
+}
+
+/// Starts the containers of `stopped` (each on its node, at once); an
+/// error naming the first node whose container did not start.
+fn start_containers(
+    cfg: &ClusterConfig,
+    masters: &Masters,
+    stopped: &[resume::Stopped],
+    out: &mut dyn Write,
+) -> anyhow::Result<()> {
+    let nodes: Vec<NodeConfig> = stopped.iter().map(|s| cfg.nodes[s.index].clone()).collect();
+    let results = each_node(&nodes, |node| {
+        on_node(
+            cfg,
+            masters,
+            node,
+            "`halobox enter`",
+            &start_container_argv(cfg, node),
+            JOIN_TIMEOUT,
+        )
+    });
+    for ((node, s), res) in nodes.iter().zip(stopped).zip(results) {
+        match res {
+            Ok(_) => writeln!(
+                out,
+                "node {} ({}): container {} was {}: started",
+                node.label(),
+                node.ip,
+                node.container,
+                s.state
+            )?,
+            Err(e) => bail!(
+                "node {} ({}): its container {} is {} and did not start: {e}\n  hint: `halobox enter {} -- true` on that node shows why; `halobox refresh --name {}` there makes it again; nothing was started",
+                node.label(),
+                node.ip,
+                node.container,
+                s.state,
+                node.container,
+                node.container
+            ),
+        }
+    }
+    Ok(())
+}
+
+/// One look at the head's GCS with this cluster's driver: its node table
+/// when this cluster's Ray already runs there.
+fn running_ray(cfg: &ClusterConfig, masters: &Masters, mode: auth::Mode) -> Option<RayNodes> {
+    let head = cfg.head();
+    let done = on_node(
+        cfg,
+        masters,
+        head,
+        "the Ray state query",
+        &plan::nodes_query(cfg, 0, 5, false, Some(mode)),
+        QUERY_TIMEOUT,
+    )
+    .ok()?;
+    let nodes = parse_nodes(head, &done.stdout, &done.output).ok()?;
+    resume::head_alive(cfg, &nodes).then_some(nodes)
+}
+
+/// What `up` says of a Ray that already runs on the head.
+fn kept_line(cfg: &ClusterConfig, join: &[&NodeConfig]) -> String {
+    let head = cfg.head();
+    let what = if join.is_empty() {
+        "every node is in it already".to_string()
+    } else {
+        format!(
+            "{} node(s) join it: {}",
+            join.len(),
+            join.iter()
+                .map(|n| format!("{} ({})", n.label(), n.ip))
+                .collect::<Vec<_>>()
+                .join(", ")
+        )
+    };
+    format!(
+        "Ray already runs on the head {} ({}:{}) and is kept; {what}",
+        head.label(),
+        head.ip,
+        cfg.ray_port
+    )
+}
+
 /// What `up` recorded, for `status`.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct UpState {
@@ -272,7 +366,31 @@ pub fn up(
     // One ssh connection per node for the whole run (closed when `up`
     // returns, however it returns).
     let masters = masters(cfg);
-    let reports = reports(cfg, &masters);
+    let mut reports = reports(cfg, &masters);
+    let stopped = resume::stopped(&reports);
+    if !dry_run && !stopped.is_empty() {
+        start_containers(cfg, &masters, &stopped, out)?;
+        for s in &stopped {
+            let node = std::slice::from_ref(&cfg.nodes[s.index]);
+            if let Some(r) = reports_of(cfg, node, &masters).pop() {
+                reports[s.index] = r;
+            }
+        }
+    }
+    // The head's port is taken: by this cluster's Ray (kept), or by
+    // something else (the preflight names it).
+    let running = match reports.first() {
+        Some(Ok(r)) if r.env.is_head && r.port_free == Some(false) => {
+            running_ray(cfg, &masters, mode)
+        }
+        _ => None,
+    };
+    if running.is_some()
+        && let Some(Ok(r)) = reports.first_mut()
+    {
+        r.port_free = None;
+    }
+    let join = resume::to_join(cfg, running.as_ref());
     let findings = preflight::preflight(cfg, &reports, VERSION, mode);
     print_findings(out, &findings)?;
     let failed: Vec<&Finding> = findings.iter().filter(|f| f.level == Level::Fail).collect();
@@ -294,7 +412,25 @@ pub fn up(
         .map(|r| r.expect("preflight passed"))
         .collect();
     if dry_run {
+        for s in &stopped {
+            let node = &cfg.nodes[s.index];
+            writeln!(
+                out,
+                "\nnode {} ({}): container {} is {}: started first (`{}` there)",
+                node.label(),
+                node.ip,
+                node.container,
+                s.state,
+                shell::line(&start_container_argv(cfg, node))
+            )?;
+        }
+        if running.is_some() {
+            writeln!(out, "\n{}", kept_line(cfg, &join))?;
+        }
         for (node, r) in cfg.nodes.iter().zip(&reports) {
+            if !join.iter().any(|j| j.ip == node.ip) {
+                continue;
+            }
             writeln!(
                 out,
                 "\nnode {} ({}){}: transport {}: {}",
@@ -351,16 +487,25 @@ pub fn up(
     // load while Ray starts rather than beside the workers (it polls the
     // head's port until the GCS answers).
     let waiter = Waiter::start(cfg, &masters, cfg.nodes.len(), timeout_s, mode)?;
-    let t = Instant::now();
-    start(head).map_err(|e| anyhow::anyhow!("starting the Ray head failed: {e}{cleanup}"))?;
-    writeln!(
-        out,
-        "head {} ({}) started in {:.1} s",
-        head.label(),
-        head.ip,
-        t.elapsed().as_secs_f64()
-    )?;
-    let workers = &cfg.nodes[1..];
+    if running.is_some() {
+        writeln!(out, "{}", kept_line(cfg, &join))?;
+    } else {
+        let t = Instant::now();
+        start(head).map_err(|e| anyhow::anyhow!("starting the Ray head failed: {e}{cleanup}"))?;
+        writeln!(
+            out,
+            "head {} ({}) started in {:.1} s",
+            head.label(),
+            head.ip,
+            t.elapsed().as_secs_f64()
+        )?;
+    }
+    let workers: Vec<NodeConfig> = join
+        .iter()
+        .filter(|n| n.ip != head.ip)
+        .map(|n| (*n).clone())
+        .collect();
+    let workers = &workers[..];
     if !workers.is_empty() {
         let t = Instant::now();
         let results = each_node(workers, start);

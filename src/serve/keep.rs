@@ -37,6 +37,10 @@ const SECRETS: [&str; 3] = [plan::SECRETS[0], plan::SECRETS[1], "LLAMA_API_KEY"]
 /// failure before it counts the restart as failed.
 const NODES_WITHIN: Duration = Duration::from_secs(600);
 
+/// How often a vLLM supervisor asks Ray whether every node of the split is
+/// alive: an idle vLLM notices a lost worker only at its next request.
+const RAY_EVERY: Duration = Duration::from_secs(10);
+
 /// Starts the serve `req` asks for (see [`super::start::start`]); under
 /// `--restart` it is then supervised: by a detached supervisor with
 /// `--detach`, else by this process until Ctrl-C.
@@ -318,6 +322,7 @@ fn watch_engine(
     let mut next_probe = Instant::now() + llama::PROBE_EVERY;
     let mut next_port = Instant::now() + llama::PORT_EVERY;
     let mut next_progress = Instant::now() + Duration::from_secs(5);
+    let mut next_ray = Instant::now() + RAY_EVERY;
     loop {
         if let Some(sig) = interrupt::arrived() {
             return Seen::Signal(sig);
@@ -415,6 +420,16 @@ fn watch_engine(
             }
             next_probe = Instant::now() + llama::PROBE_EVERY;
         }
+        if cfg.engine == Engine::Vllm && cfg.nodes.len() > 1 && Instant::now() >= next_ray {
+            if let Some(b) = ray_lost(cfg) {
+                return Seen::Failed(blamed(
+                    Check::Ray,
+                    &b,
+                    "a node of the split is no longer alive in Ray".into(),
+                ));
+            }
+            next_ray = Instant::now() + RAY_EVERY;
+        }
         if Instant::now() >= next_progress {
             next_progress = Instant::now() + Duration::from_secs(5);
             let (path_, parse): (&str, fn(&str) -> Option<restart::Sample>) = match cfg.engine {
@@ -472,21 +487,31 @@ fn blamed(check: Check, blame: &str, cause: String) -> Failure {
 fn who(cfg: &ClusterConfig) -> Option<String> {
     match cfg.engine {
         Engine::LlamaCpp => llama::blame(cfg),
-        Engine::Vllm => {
-            let nodes = crate::cluster::run::ray_nodes(cfg, 0, 5).ok()?;
-            let alive: Vec<String> = nodes.alive().map(|n| n.ip.clone()).collect();
-            cfg.nodes
-                .iter()
-                .find(|n| !alive.contains(&n.ip.to_string()))
-                .map(|n| {
-                    format!(
-                        "node {} ({}): Ray no longer lists it as alive",
-                        n.label(),
-                        n.ip
-                    )
-                })
-        }
+        Engine::Vllm => ray_lost(cfg),
     }
+}
+
+/// A node of the split Ray's table lists dead or not at all (`node X
+/// (IP): why`); `None` when every node is alive or the table cannot be
+/// read (a head that is gone is the other checks' to see).
+fn ray_lost(cfg: &ClusterConfig) -> Option<String> {
+    let nodes = crate::cluster::run::ray_nodes(cfg, 0, 5).ok()?;
+    if nodes.error.is_some() {
+        return None;
+    }
+    let alive: Vec<String> = nodes.alive().map(|n| n.ip.clone()).collect();
+    cfg.nodes
+        .iter()
+        .find(|n| !alive.contains(&n.ip.to_string()))
+        .map(|n| {
+            let ip = n.ip.to_string();
+            let why = if nodes.nodes.iter().any(|r| r.ip == ip && r.unreachable) {
+                "its raylet does not answer the head (Ray's GCS has not marked it dead yet)"
+            } else {
+                "Ray no longer lists it as alive"
+            };
+            format!("node {} ({}): {why}", n.label(), n.ip)
+        })
 }
 
 /// Acts on `f` under the serve's policy: restarts (true: watch again) or

@@ -88,6 +88,9 @@ pub enum Check {
     /// A llama.cpp RPC server's port refused a connection (its server is
     /// gone while its node is up).
     Rpc,
+    /// A node of vLLM's split is no longer alive in Ray (its container or
+    /// machine is gone), seen even while no request runs.
+    Ray,
     /// Requests ran but no token came for `--stall-timeout`.
     Stall,
     /// The start again failed.
@@ -102,6 +105,7 @@ impl fmt::Display for Check {
             Check::Exited => "the process",
             Check::Probe => "the 1-token probe",
             Check::Rpc => "the RPC port",
+            Check::Ray => "Ray's node table",
             Check::Stall => "the progress probe",
             Check::Start => "the start",
         })

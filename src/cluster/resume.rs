@@ -1,0 +1,155 @@
+//! What `cluster up` finds already there, so that running it again brings
+//! back only what is missing (after a reboot, a node lost, or by a
+//! supervisor): a container halobox made that is stopped is started first
+//! ([`stopped`]); a Ray head that already runs on the head's port (its GCS
+//! answers this cluster's driver) is kept, and only the nodes it does not
+//! list alive join it ([`to_join`]).
+
+use super::config::{ClusterConfig, NodeConfig};
+use super::plan::{JoinReport, RayNodes};
+
+/// A node whose container is stopped and will be started first.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Stopped {
+    /// Its index in the cluster's nodes.
+    pub index: usize,
+    /// The engine's state of the container (`exited`, `created`, …).
+    pub state: String,
+}
+
+/// The nodes whose container halobox made (it has halobox inside) is not
+/// running but can be started. A container made by hand is left to the
+/// preflight, which names it.
+pub fn stopped(reports: &[Result<JoinReport, String>]) -> Vec<Stopped> {
+    reports
+        .iter()
+        .enumerate()
+        .filter_map(|(index, r)| {
+            let c = &r.as_ref().ok()?.container;
+            let state = c.state.as_deref()?;
+            let name = c.name.as_deref()?;
+            (c.found
+                && c.backend.is_container()
+                && c.halobox.is_some()
+                && crate::container::enter::needs_start(name, state) == Ok(true))
+            .then(|| Stopped {
+                index,
+                state: state.to_string(),
+            })
+        })
+        .collect()
+}
+
+/// Whether `ray`'s table shows this cluster's head alive at the head's
+/// address: the Ray that holds the port is this cluster's, and is kept.
+pub fn head_alive(cfg: &ClusterConfig, ray: &RayNodes) -> bool {
+    let ip = cfg.head().ip.to_string();
+    ray.alive().any(|n| n.head && n.ip == ip)
+}
+
+/// The nodes `up` starts Ray on: every node, or (Ray already running)
+/// those its table does not list alive.
+pub fn to_join<'a>(cfg: &'a ClusterConfig, ray: Option<&RayNodes>) -> Vec<&'a NodeConfig> {
+    match ray {
+        None => cfg.nodes.iter().collect(),
+        Some(ray) => {
+            let alive: Vec<&str> = ray.alive().map(|n| n.ip.as_str()).collect();
+            cfg.nodes
+                .iter()
+                .filter(|n| !alive.contains(&n.ip.to_string().as_str()))
+                .collect()
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::cluster::config::NodeBackend;
+    use crate::cluster::plan::{ContainerReport, RayNode};
+
+    fn cfg() -> ClusterConfig {
+        toml::from_str(
+            "[[node]]\nssh = \"root@10.0.0.1\"\nip = \"10.0.0.1\"\n[[node]]\nssh = \"root@10.0.0.2\"\nip = \"10.0.0.2\"\n",
+        )
+        .expect("config")
+    }
+
+    fn node(ip: &str, head: bool, alive: bool) -> RayNode {
+        RayNode {
+            ip: ip.into(),
+            id: format!("id-{ip}"),
+            alive,
+            head,
+            unreachable: false,
+            resources: Default::default(),
+        }
+    }
+
+    fn container(state: &str, halobox: bool) -> ContainerReport {
+        ContainerReport {
+            state: Some(state.into()),
+            found: true,
+            halobox: halobox.then(|| "/run/halobox/bin/halobox".into()),
+            ..ContainerReport::unknown(NodeBackend::Podman, "vllm")
+        }
+    }
+
+    #[test]
+    fn only_a_stopped_container_halobox_made_is_started() {
+        let env: crate::cluster::env::NodeEnv = serde_json::from_value(serde_json::json!({
+            "ip": "10.0.0.2", "is_head": false, "interface": "enp1s0", "mtu": 9000,
+            "transport": "ethernet", "reason": "test",
+            "vars": [], "per_node": [], "ray_start": []
+        }))
+        .expect("env");
+        let report = |c: ContainerReport| Ok(JoinReport::new(env.clone(), c, None));
+        let reports = vec![
+            report(container("running", true)),
+            report(container("exited", true)),
+            report(container("created", false)),
+            report(container("paused", true)),
+            report(container("created", true)),
+            Err("unreachable".into()),
+        ];
+        assert_eq!(
+            stopped(&reports),
+            vec![
+                Stopped {
+                    index: 1,
+                    state: "exited".into()
+                },
+                Stopped {
+                    index: 4,
+                    state: "created".into()
+                }
+            ]
+        );
+    }
+
+    #[test]
+    fn a_running_head_is_kept_and_only_the_missing_nodes_join() {
+        let cfg = cfg();
+        let up = RayNodes {
+            nodes: vec![node("10.0.0.1", true, true), node("10.0.0.2", false, false)],
+            error: None,
+        };
+        assert!(head_alive(&cfg, &up));
+        let join: Vec<String> = to_join(&cfg, Some(&up))
+            .iter()
+            .map(|n| n.ip.to_string())
+            .collect();
+        assert_eq!(join, ["10.0.0.2"]);
+        assert_eq!(to_join(&cfg, None).len(), 2);
+        let other = RayNodes {
+            nodes: vec![node("10.0.0.9", true, true)],
+            error: None,
+        };
+        assert!(!head_alive(&cfg, &other), "another cluster's head");
+        let dead = RayNodes {
+            nodes: vec![node("10.0.0.1", true, false)],
+            error: None,
+        };
+        assert!(!head_alive(&cfg, &dead));
+    }
+}
