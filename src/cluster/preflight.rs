@@ -75,7 +75,8 @@ pub fn preflight(
         let found = node_findings(cfg, node, r, version, rdma);
         let failed = found.iter().any(|f| f.level == Level::Fail);
         out.extend(found);
-        if mode == Mode::Token && !failed {
+        // A stopped container was not looked into: `up` starts it first.
+        if mode == Mode::Token && !failed && r.container.running() {
             out.extend(token_auth(node, r));
         }
     }

@@ -391,6 +391,20 @@ pub fn up(
         r.port_free = None;
     }
     let join = resume::to_join(cfg, running.as_ref());
+    if dry_run {
+        for s in &stopped {
+            let node = &cfg.nodes[s.index];
+            writeln!(
+                out,
+                "node {} ({}): container {} is {}: started first (`{}` there)",
+                node.label(),
+                node.ip,
+                node.container,
+                s.state,
+                shell::line(&start_container_argv(cfg, node))
+            )?;
+        }
+    }
     let findings = preflight::preflight(cfg, &reports, VERSION, mode);
     print_findings(out, &findings)?;
     let failed: Vec<&Finding> = findings.iter().filter(|f| f.level == Level::Fail).collect();
@@ -412,18 +426,6 @@ pub fn up(
         .map(|r| r.expect("preflight passed"))
         .collect();
     if dry_run {
-        for s in &stopped {
-            let node = &cfg.nodes[s.index];
-            writeln!(
-                out,
-                "\nnode {} ({}): container {} is {}: started first (`{}` there)",
-                node.label(),
-                node.ip,
-                node.container,
-                s.state,
-                shell::line(&start_container_argv(cfg, node))
-            )?;
-        }
         if running.is_some() {
             writeln!(out, "\n{}", kept_line(cfg, &join))?;
         }
