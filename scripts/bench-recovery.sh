@@ -58,10 +58,15 @@ HEAD_IP=$(node_ip a)
 client+=("$PROMPT" 1 "$KEY")
 
 # served_after T0: polls a 1-token completion until one answers; the seconds since T0.
+# A completion that answers only after more than 5 s is named on stderr (a
+# request that waited on the engine, not a refused connection).
 served_after() {
-  local t0=$1
+  local t0=$1 t1 took
   for _ in $(seq 3000); do
+    t1=$(now)
     if ip netns exec "hb-$TAG-a" python3 "${client[@]}" >/dev/null 2>&1; then
+      took=$(elapsed "$t1")
+      python3 -c "import sys; sys.exit(float(sys.argv[1]) <= 5)" "$took" && echo "  note: the answering completion itself took $took s" >&2
       elapsed "$t0"
       return 0
     fi

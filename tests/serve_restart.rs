@@ -395,6 +395,7 @@ fn vllm_restarts_after_kill_9_worker_loss_and_freeze() {
         "{serve}"
     );
     let first = s.complete('a', 8000, TOKENS, Some(&key_file));
+    eprintln!("vLLM's first completion: {} s (information)", first["secs"]);
 
     let t = Instant::now();
     let pid = engine_pid(&s);

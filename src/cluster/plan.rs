@@ -189,7 +189,7 @@ def answers(ip, port):
         return False
 def checked(nodes):
     for n in nodes:
-        port = n.pop("port", 0)
+        port = n.get("raylet_port") or 0
         if n["alive"] and port and not answers(n["ip"], port):
             n["alive"], n["unreachable"] = False, True
     return nodes
@@ -201,14 +201,14 @@ def table():
         alive = gcs_pb2.GcsNodeInfo.GcsNodeState.Value("ALIVE")
         return checked([dict(ip=n.node_manager_address, id=n.node_id.hex(), alive=n.state == alive,
                              head=n.is_head_node, resources=dict(n.resources_total),
-                             port=n.node_manager_port) for n in infos])
+                             raylet_port=n.node_manager_port) for n in infos])
     else:
         import ray
         if not ray.is_initialized():
             ray.init(address=addr, logging_level="ERROR", log_to_driver=False)
         return checked([dict(ip=n["NodeManagerAddress"], id=n["NodeID"], alive=n["Alive"],
                              head="node:__internal_head__" in n["Resources"], resources=n["Resources"],
-                             port=n.get("NodeManagerPort", 0))
+                             raylet_port=n.get("NodeManagerPort", 0))
                         for n in ray.nodes()])
 nodes, error, pause = [], None, 0.05
 while True:
@@ -269,6 +269,9 @@ pub struct RayNode {
     /// head's connection: it is gone (the GCS has not seen it yet).
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub unreachable: bool,
+    /// The port its raylet (Ray's node manager) listens on.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub raylet_port: Option<u16>,
     /// The head.
     pub head: bool,
     /// Total resources (`CPU`, `GPU`, `memory`, …).

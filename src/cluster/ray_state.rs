@@ -150,6 +150,7 @@ mod tests {
                     alive: a,
                     head: i == 0,
                     unreachable: false,
+                    raylet_port: None,
                     resources: Default::default(),
                 })
                 .collect(),

@@ -82,6 +82,7 @@ mod tests {
             alive,
             head,
             unreachable: false,
+            raylet_port: None,
             resources: Default::default(),
         }
     }

@@ -22,7 +22,7 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use super::engine::{EngineState, Head, Held};
 use super::request::{Request, Spec};
-use super::restart::{self, Check, Decision, Event, Outcome, Policy, Restarts, Stall};
+use super::restart::{self, Check, Decision, Event, Hung, Outcome, Policy, Restarts, Stall};
 use super::state::{self, Process, ServeState};
 use super::{api_key, http, interrupt, llama, plan, start, watch};
 use crate::cluster::config::{ClusterConfig, Engine};
@@ -38,8 +38,13 @@ const SECRETS: [&str; 3] = [plan::SECRETS[0], plan::SECRETS[1], "LLAMA_API_KEY"]
 const NODES_WITHIN: Duration = Duration::from_secs(600);
 
 /// How often a vLLM supervisor asks Ray whether every node of the split is
-/// alive: an idle vLLM notices a lost worker only at its next request.
+/// alive (and where each raylet listens; those ports are tried every
+/// second, as llama.cpp's RPC ports): vLLM notices a lost worker only once
+/// Ray tells it, or at its next request.
 const RAY_EVERY: Duration = Duration::from_secs(10);
+
+/// How long after one 1-token probe of vLLM ends the next starts.
+const VLLM_PROBE_EVERY: Duration = Duration::from_secs(10);
 
 /// Starts the serve `req` asks for (see [`super::start::start`]); under
 /// `--restart` it is then supervised: by a detached supervisor with
@@ -322,7 +327,12 @@ fn watch_engine(
     let mut next_probe = Instant::now() + llama::PROBE_EVERY;
     let mut next_port = Instant::now() + llama::PORT_EVERY;
     let mut next_progress = Instant::now() + Duration::from_secs(5);
-    let mut next_ray = Instant::now() + RAY_EVERY;
+    let mut next_ray = Instant::now();
+    let mut hung = Hung::default();
+    let mut probe: Option<std::sync::mpsc::Receiver<()>> = None;
+    let mut next_vllm_probe = Instant::now() + VLLM_PROBE_EVERY;
+    let mut tokens: Option<u64> = None;
+    let mut raylets: Vec<Raylet> = Vec::new();
     loop {
         if let Some(sig) = interrupt::arrived() {
             return Seen::Signal(sig);
@@ -420,15 +430,55 @@ fn watch_engine(
             }
             next_probe = Instant::now() + llama::PROBE_EVERY;
         }
-        if cfg.engine == Engine::Vllm && cfg.nodes.len() > 1 && Instant::now() >= next_ray {
-            if let Some(b) = ray_lost(cfg) {
+        let split = cfg.engine == Engine::Vllm && cfg.nodes.len() > 1;
+        if split && Instant::now() >= next_ray {
+            let (lost, found) = ray_look(cfg);
+            if let Some(b) = lost {
                 return Seen::Failed(blamed(
                     Check::Ray,
                     &b,
                     "a node of the split is no longer alive in Ray".into(),
                 ));
             }
+            raylets = found;
             next_ray = Instant::now() + RAY_EVERY;
+        }
+        if split && Instant::now() >= next_port {
+            next_port = Instant::now() + llama::PORT_EVERY;
+            if let Some(b) = raylet_refused(&raylets) {
+                return Seen::Failed(blamed(
+                    Check::Ray,
+                    &b,
+                    "a node of the split is no longer alive in Ray".into(),
+                ));
+            }
+        }
+        if cfg.engine == Engine::Vllm {
+            if probe.as_ref().is_some_and(|rx| {
+                !matches!(rx.try_recv(), Err(std::sync::mpsc::TryRecvError::Empty))
+            }) {
+                probe = None;
+                hung.finished();
+                next_vllm_probe = Instant::now() + VLLM_PROBE_EVERY;
+            }
+            // Not before the engine has generated a token: the first
+            // request's steps warm it up (compiled kernels), and a probe
+            // behind them would count that as a hang.
+            if probe.is_none() && tokens.is_some_and(|t| t > 0) && Instant::now() >= next_vllm_probe
+            {
+                probe = Some(vllm_probe(api, key, stall_after));
+                hung.started(tokens, t0.elapsed());
+            }
+            if hung.look(tokens, t0.elapsed(), stall_after) {
+                return failed(
+                    cfg,
+                    Check::Stall,
+                    format!(
+                        "a 1-token completion did not finish within {} s (--stall-timeout) and no token was generated",
+                        stall_after.as_secs()
+                    ),
+                );
+            }
         }
         if Instant::now() >= next_progress {
             next_progress = Instant::now() + Duration::from_secs(5);
@@ -440,6 +490,7 @@ fn watch_engine(
                 .ok()
                 .filter(|h| h.status == 200)
                 .and_then(|h| parse(&h.body));
+            tokens = sample.map(|s| s.tokens);
             if stall.look(sample, t0.elapsed(), stall_after) {
                 return failed(
                     cfg,
@@ -482,6 +533,30 @@ fn blamed(check: Check, blame: &str, cause: String) -> Failure {
     }
 }
 
+/// A 1-token completion sent to vLLM's API in a thread of its own (it may
+/// wait as long as the engine hangs); the receiver hears once it is over,
+/// answered or not.
+fn vllm_probe(
+    api: SocketAddr,
+    key: Option<&str>,
+    stall_after: Duration,
+) -> std::sync::mpsc::Receiver<()> {
+    let (tx, rx) = std::sync::mpsc::channel();
+    let key = key.map(str::to_string);
+    std::thread::spawn(move || {
+        let body = r#"{"prompt": "a", "max_tokens": 1, "temperature": 0}"#;
+        let _ = http::post_json(
+            api,
+            "/v1/completions",
+            body,
+            key.as_deref(),
+            stall_after + Duration::from_secs(30),
+        );
+        let _ = tx.send(());
+    });
+    rx
+}
+
 /// The worker node to blame now: llama.cpp's RPC server gone, frozen or
 /// unreachable; a node Ray no longer lists alive.
 fn who(cfg: &ClusterConfig) -> Option<String> {
@@ -495,23 +570,56 @@ fn who(cfg: &ClusterConfig) -> Option<String> {
 /// (IP): why`); `None` when every node is alive or the table cannot be
 /// read (a head that is gone is the other checks' to see).
 fn ray_lost(cfg: &ClusterConfig) -> Option<String> {
-    let nodes = crate::cluster::run::ray_nodes(cfg, 0, 5).ok()?;
-    if nodes.error.is_some() {
-        return None;
+    ray_look(cfg).0
+}
+
+/// A node's raylet: `node X (IP)` and where it listens.
+type Raylet = (String, SocketAddr);
+
+/// One look at Ray's table: the node of the split it lost (as
+/// [`ray_lost`]), and the raylet of every node of the split it lists alive.
+fn ray_look(cfg: &ClusterConfig) -> (Option<String>, Vec<Raylet>) {
+    let Some(nodes) = crate::cluster::run::ray_nodes(cfg, 0, 5)
+        .ok()
+        .filter(|n| n.error.is_none())
+    else {
+        return (None, Vec::new());
+    };
+    let mut raylets = Vec::new();
+    for n in &cfg.nodes {
+        let ip = n.ip.to_string();
+        let at = format!("node {} ({})", n.label(), n.ip);
+        match nodes.alive().find(|r| r.ip == ip) {
+            Some(r) => {
+                if let Some(port) = r.raylet_port.filter(|p| *p > 0) {
+                    raylets.push((at, SocketAddr::from((n.ip, port))));
+                }
+            }
+            None => {
+                let why = if nodes.nodes.iter().any(|r| r.ip == ip && r.unreachable) {
+                    "its raylet does not answer the head (Ray's GCS has not marked it dead yet)"
+                } else {
+                    "Ray no longer lists it as alive"
+                };
+                return (Some(format!("{at}: {why}")), raylets);
+            }
+        }
     }
-    let alive: Vec<String> = nodes.alive().map(|n| n.ip.clone()).collect();
-    cfg.nodes
-        .iter()
-        .find(|n| !alive.contains(&n.ip.to_string()))
-        .map(|n| {
-            let ip = n.ip.to_string();
-            let why = if nodes.nodes.iter().any(|r| r.ip == ip && r.unreachable) {
-                "its raylet does not answer the head (Ray's GCS has not marked it dead yet)"
-            } else {
-                "Ray no longer lists it as alive"
-            };
-            format!("node {} ({}): {why}", n.label(), n.ip)
+    (None, raylets)
+}
+
+/// The first of `raylets` whose port refuses a TCP connection: its node
+/// is up but its Ray is gone (the container killed, Ray stopped). One that
+/// does not answer in time is left to the next look at Ray's table.
+fn raylet_refused(raylets: &[Raylet]) -> Option<String> {
+    raylets.iter().find_map(|(at, addr)| {
+        llama::port_refused(*addr).then(|| {
+            format!(
+                "{at}: its raylet (port {}) refuses connections",
+                addr.port()
+            )
         })
+    })
 }
 
 /// Acts on `f` under the serve's policy: restarts (true: watch again) or

@@ -279,10 +279,16 @@ pub fn answers(api: SocketAddr, key: Option<&str>) -> bool {
 /// is taken is closed at once, unused; the server takes it, after its
 /// current client, as a client that left.
 pub fn refused(cfg: &ClusterConfig) -> Option<&crate::cluster::config::NodeConfig> {
-    cluster_rpc::workers(cfg).iter().find(|n| {
-        std::net::TcpStream::connect_timeout(&SocketAddr::from((n.ip, cfg.rpc_port)), PORT_TIMEOUT)
-            .is_err_and(|e| e.kind() == std::io::ErrorKind::ConnectionRefused)
-    })
+    cluster_rpc::workers(cfg)
+        .iter()
+        .find(|n| port_refused(SocketAddr::from((n.ip, cfg.rpc_port))))
+}
+
+/// Whether a TCP connection to `addr` is refused (tried for up to
+/// [`PORT_TIMEOUT`]; one that is taken is closed at once, unused).
+pub fn port_refused(addr: SocketAddr) -> bool {
+    std::net::TcpStream::connect_timeout(&addr, PORT_TIMEOUT)
+        .is_err_and(|e| e.kind() == std::io::ErrorKind::ConnectionRefused)
 }
 
 /// The node whose RPC server is gone, frozen or unreachable (each node's

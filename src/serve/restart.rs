@@ -317,6 +317,49 @@ impl Stall {
     }
 }
 
+/// The 1-token probe of vLLM (sent once the engine has generated a token,
+/// so not during its warm-up), which publishes its counts after each step:
+/// a step that never ends (a worker frozen) can leave no request counted
+/// as running, so [`Stall`] alone does not see it. A probe still under way
+/// after the stall timeout, while the token count did not move, is a stall;
+/// tokens that move (a busy engine, the probe queued behind others) start
+/// the wait again.
+#[derive(Debug, Default)]
+pub struct Hung {
+    /// The token count when the probe started (or last moved), and when.
+    since: Option<(Option<u64>, Duration)>,
+}
+
+impl Hung {
+    /// A probe started at `now` with the token count `tokens`.
+    pub fn started(&mut self, tokens: Option<u64>, now: Duration) {
+        self.since = Some((tokens, now));
+    }
+
+    /// The probe finished (answered or failed: either is not a hang).
+    pub fn finished(&mut self) {
+        self.since = None;
+    }
+
+    /// Whether a probe is under way.
+    pub fn probing(&self) -> bool {
+        self.since.is_some()
+    }
+
+    /// True when the probe under way has waited `timeout` with the token
+    /// count `tokens` (the latest seen) unmoved.
+    pub fn look(&mut self, tokens: Option<u64>, now: Duration, timeout: Duration) -> bool {
+        match self.since {
+            None => false,
+            Some((before, _)) if tokens.is_some() && before.is_some() && tokens != before => {
+                self.since = Some((tokens, now));
+                false
+            }
+            Some((_, t)) => now.saturating_sub(t) >= timeout,
+        }
+    }
+}
+
 /// `serve status`'s line about restarts (`None`: none made, none allowed).
 pub fn summary(r: &Restarts) -> Option<String> {
     if let Some(g) = &r.gave_up {
@@ -465,6 +508,31 @@ mod tests {
         assert!(st.look(None, at(130), t));
         // No answer with nothing seen running is not a stall.
         assert!(!Stall::default().look(None, at(1000), t));
+    }
+
+    #[test]
+    fn a_hang_is_a_probe_unanswered_with_no_new_token() {
+        let t = Duration::from_secs(20);
+        let at = Duration::from_secs;
+        let mut h = Hung::default();
+        assert!(!h.look(Some(5), at(100), t), "no probe, no hang");
+        h.started(Some(5), at(0));
+        assert!(h.probing());
+        assert!(!h.look(Some(5), at(19), t));
+        assert!(h.look(Some(5), at(20), t));
+        // Tokens that move (a busy engine) start the wait again.
+        let mut h = Hung::default();
+        h.started(Some(5), at(0));
+        assert!(!h.look(Some(9), at(15), t));
+        assert!(!h.look(Some(9), at(34), t));
+        assert!(h.look(Some(9), at(35), t));
+        // An unknown count cannot show progress.
+        let mut h = Hung::default();
+        h.started(None, at(0));
+        assert!(h.look(None, at(20), t));
+        // A finished probe is no hang.
+        h.finished();
+        assert!(!h.probing() && !h.look(None, at(100), t));
     }
 
     #[test]
