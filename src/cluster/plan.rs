@@ -158,9 +158,10 @@ pub fn stop_command(cfg: &ClusterConfig, node: &NodeConfig) -> Vec<String> {
 /// CPU priority than the Ray processes starting beside it, so it can start
 /// before the head does without slowing it), until `want` nodes are alive or the
 /// deadline passes (`want` 0: one look). A node the GCS lists alive whose
-/// raylet refuses the head's connection, or does not take it within 1 s,
-/// is gone and listed dead (`unreachable`): the GCS marks it dead only
-/// after its health checks, some 15–30 s later. Arguments: `ADDRESS WANT TIMEOUT_S
+/// raylet refuses the head's connection is gone and listed dead
+/// (`unreachable`): the GCS marks it dead only after its health checks,
+/// some 15–30 s later (a connection that does not answer within 2 s, a
+/// packet lost or a machine gone, is left to those). Arguments: `ADDRESS WANT TIMEOUT_S
 /// [watch-stdin]` (the last: exit when stdin closes, i.e. when halobox
 /// stops waiting). Prints one JSON
 /// document: `{"nodes": [...], "error": null | "..."}`.
@@ -181,16 +182,18 @@ try:
     from ray.core.generated import gcs_pb2
 except Exception:
     GcsClient = None
-def answers(ip, port):
+def refused(ip, port):
     try:
-        socket.create_connection((ip, port), timeout=1).close()
+        socket.create_connection((ip, port), timeout=2).close()
+    except ConnectionRefusedError:
         return True
     except OSError:
-        return False
+        pass
+    return False
 def checked(nodes):
     for n in nodes:
         port = n.get("raylet_port") or 0
-        if n["alive"] and port and not answers(n["ip"], port):
+        if n["alive"] and port and refused(n["ip"], port):
             n["alive"], n["unreachable"] = False, True
     return nodes
 def table():
@@ -265,8 +268,8 @@ pub struct RayNode {
     /// Alive: the GCS lists it alive and its raylet takes a connection
     /// from the head.
     pub alive: bool,
-    /// The GCS still lists it alive, but its raylet did not take the
-    /// head's connection: it is gone (the GCS has not seen it yet).
+    /// The GCS still lists it alive, but its raylet refused the head's
+    /// connection: it is gone (the GCS has not seen it yet).
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub unreachable: bool,
     /// The port its raylet (Ray's node manager) listens on.

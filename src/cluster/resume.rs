@@ -47,6 +47,53 @@ pub fn head_alive(cfg: &ClusterConfig, ray: &RayNodes) -> bool {
     ray.alive().any(|n| n.head && n.ip == ip)
 }
 
+/// Whether the Ray that runs on the head (its GCS answered this cluster's
+/// driver and lists this head alive) may be kept; why not, else. It is not
+/// kept when it answers a driver without a token too (it runs without
+/// authentication) while `up` asks for token mode, nor when there is no
+/// record of the `up` that started it with this cluster file, or when a
+/// node it keeps would now get another env (cluster.toml changed since):
+/// the nodes it keeps go on with the env of that `up`.
+pub fn keep(
+    cfg: &ClusterConfig,
+    ray: &RayNodes,
+    open: bool,
+    mode: super::auth::Mode,
+    last: Option<&super::run::UpState>,
+    reports: &[Result<JoinReport, String>],
+) -> Result<(), String> {
+    if open && mode == super::auth::Mode::Token {
+        return Err("it answers a driver without Ray's token (it was started with --insecure-ray), and this `up` asks for token authentication".into());
+    }
+    let Some(last) = last else {
+        return Err(
+            "this machine has no record of the `up` that started it with this cluster file".into(),
+        );
+    };
+    let kept: Vec<&NodeConfig> = cfg
+        .nodes
+        .iter()
+        .filter(|n| !to_join(cfg, Some(ray)).iter().any(|j| j.ip == n.ip))
+        .collect();
+    for (i, node) in cfg.nodes.iter().enumerate() {
+        if !kept.iter().any(|k| k.ip == node.ip) {
+            continue;
+        }
+        let Some(Ok(now)) = reports.get(i) else {
+            continue;
+        };
+        let before = last.envs.iter().find(|e| e.ip == now.env.ip);
+        if before != Some(&now.env) {
+            return Err(format!(
+                "node {} ({}) would now get another env than the `up` that started it (cluster.toml or the node changed)",
+                node.label(),
+                node.ip
+            ));
+        }
+    }
+    Ok(())
+}
+
 /// The nodes `up` starts Ray on: every node, or (Ray already running)
 /// those its table does not list alive.
 pub fn to_join<'a>(cfg: &'a ClusterConfig, ray: Option<&RayNodes>) -> Vec<&'a NodeConfig> {
@@ -125,6 +172,71 @@ mod tests {
                     state: "created".into()
                 }
             ]
+        );
+    }
+
+    fn env(ip: &str, is_head: bool) -> crate::cluster::env::NodeEnv {
+        serde_json::from_value(serde_json::json!({
+            "ip": ip, "is_head": is_head, "interface": "dp0", "mtu": 9000,
+            "transport": "ethernet", "reason": "test",
+            "vars": [], "per_node": [], "ray_start": ["ray", "start"]
+        }))
+        .expect("env")
+    }
+
+    #[test]
+    fn a_running_ray_is_kept_only_with_its_record_the_same_env_and_auth() {
+        use crate::cluster::auth::Mode;
+        let cfg = cfg();
+        let ray = RayNodes {
+            nodes: vec![node("10.0.0.1", true, true), node("10.0.0.2", false, false)],
+            error: None,
+        };
+        let reports = |head: crate::cluster::env::NodeEnv| {
+            vec![
+                Ok(JoinReport::new(head, container("running", true), None)),
+                Ok(JoinReport::new(
+                    env("10.0.0.2", false),
+                    container("running", true),
+                    None,
+                )),
+            ]
+        };
+        let last = crate::cluster::run::UpState {
+            config: "c.toml".into(),
+            envs: vec![env("10.0.0.1", true), env("10.0.0.2", false)],
+        };
+        let now = reports(env("10.0.0.1", true));
+        assert_eq!(
+            keep(&cfg, &ray, false, Mode::Token, Some(&last), &now),
+            Ok(())
+        );
+        let e = keep(&cfg, &ray, true, Mode::Token, Some(&last), &now).unwrap_err();
+        assert!(e.contains("--insecure-ray"), "{e}");
+        assert_eq!(
+            keep(&cfg, &ray, true, Mode::Insecure, Some(&last), &now),
+            Ok(())
+        );
+        let e = keep(&cfg, &ray, false, Mode::Token, None, &now).unwrap_err();
+        assert!(e.contains("no record"), "{e}");
+        let mut changed = env("10.0.0.1", true);
+        changed.mtu = Some(1500);
+        let e = keep(
+            &cfg,
+            &ray,
+            false,
+            Mode::Token,
+            Some(&last),
+            &reports(changed),
+        )
+        .unwrap_err();
+        assert!(e.contains("(10.0.0.1) would now get another env"), "{e}");
+        // A node that joins anew may have another env.
+        let mut moved = last.clone();
+        moved.envs[1].mtu = Some(1500);
+        assert_eq!(
+            keep(&cfg, &ray, false, Mode::Token, Some(&moved), &now),
+            Ok(())
         );
     }
 

@@ -263,6 +263,11 @@ fn start_containers(
 /// One look at the head's GCS with this cluster's driver: its node table
 /// when this cluster's Ray already runs there.
 fn running_ray(cfg: &ClusterConfig, masters: &Masters, mode: auth::Mode) -> Option<RayNodes> {
+    query(cfg, masters, mode).filter(|n| resume::head_alive(cfg, n))
+}
+
+/// One look at the head's GCS by a driver in `mode` (`None`: no answer).
+fn query(cfg: &ClusterConfig, masters: &Masters, mode: auth::Mode) -> Option<RayNodes> {
     let head = cfg.head();
     let done = on_node(
         cfg,
@@ -273,8 +278,9 @@ fn running_ray(cfg: &ClusterConfig, masters: &Masters, mode: auth::Mode) -> Opti
         QUERY_TIMEOUT,
     )
     .ok()?;
-    let nodes = parse_nodes(head, &done.stdout, &done.output).ok()?;
-    resume::head_alive(cfg, &nodes).then_some(nodes)
+    parse_nodes(head, &done.stdout, &done.output)
+        .ok()
+        .filter(|n| n.error.is_none())
 }
 
 /// What `up` says of a Ray that already runs on the head.
@@ -381,7 +387,25 @@ pub fn up(
     // something else (the preflight names it).
     let running = match reports.first() {
         Some(Ok(r)) if r.env.is_head && r.port_free == Some(false) => {
-            running_ray(cfg, &masters, mode)
+            running_ray(cfg, &masters, mode).and_then(|ray| {
+                let open = mode == auth::Mode::Token
+                    && query(cfg, &masters, auth::Mode::Insecure)
+                        .is_some_and(|n| resume::head_alive(cfg, &n));
+                let last = load_state(config_path);
+                match resume::keep(cfg, &ray, open, mode, last.as_ref(), &reports) {
+                    Ok(()) => Some(ray),
+                    Err(why) => {
+                        let _ = writeln!(
+                            out,
+                            "Ray already runs on the head {} ({}:{}), but is not kept: {why}",
+                            cfg.head().label(),
+                            cfg.head().ip,
+                            cfg.ray_port
+                        );
+                        None
+                    }
+                }
+            })
         }
         _ => None,
     };
@@ -567,7 +591,9 @@ pub struct NodeStatus {
     pub name: String,
     /// Data-plane address.
     pub ip: Ipv4Addr,
-    /// Ray's view of it (absent when Ray does not list it).
+    /// Ray's view of it: alive, or listed alive by the GCS with a raylet
+    /// that refuses the head (`unreachable`); absent when Ray does not list
+    /// it alive.
     pub ray: Option<plan::RayNode>,
     /// The env `up` applied (absent when `up` did not run from here).
     pub env: Option<NodeEnv>,
@@ -603,7 +629,16 @@ pub fn status(cfg: &ClusterConfig, config_path: &Path) -> anyhow::Result<Status>
             .map(|(i, n)| NodeStatus {
                 name: n.label().into(),
                 ip: n.ip,
-                ray: alive.iter().find(|r| r.ip == n.ip.to_string()).cloned(),
+                ray: alive
+                    .iter()
+                    .find(|r| r.ip == n.ip.to_string())
+                    .or_else(|| {
+                        nodes
+                            .nodes
+                            .iter()
+                            .find(|r| r.ip == n.ip.to_string() && r.unreachable)
+                    })
+                    .cloned(),
                 env: state.as_ref().and_then(|s| s.envs.get(i).cloned()),
             })
             .collect(),

@@ -41,7 +41,7 @@ const NODES_WITHIN: Duration = Duration::from_secs(600);
 /// alive (and where each raylet listens; those ports are tried every
 /// second, as llama.cpp's RPC ports): vLLM notices a lost worker only once
 /// Ray tells it, or at its next request.
-const RAY_EVERY: Duration = Duration::from_secs(10);
+const RAY_EVERY: Duration = Duration::from_secs(30);
 
 /// How long after one 1-token probe of vLLM ends the next starts.
 const VLLM_PROBE_EVERY: Duration = Duration::from_secs(10);
@@ -430,7 +430,13 @@ fn watch_engine(
             }
             next_probe = Instant::now() + llama::PROBE_EVERY;
         }
-        let split = cfg.engine == Engine::Vllm && cfg.nodes.len() > 1;
+        // Only a split over every node: with fewer GPUs than nodes, which
+        // nodes vLLM uses is Ray's choice, and a lost idle node is no failure.
+        let split = cfg.engine == Engine::Vllm
+            && cfg.nodes.len() > 1
+            && spec
+                .tp
+                .is_none_or(|t| usize::try_from(t).is_ok_and(|t| t >= cfg.nodes.len()));
         if split && Instant::now() >= next_ray {
             let (lost, found) = ray_look(cfg);
             if let Some(b) = lost {

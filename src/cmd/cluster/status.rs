@@ -71,10 +71,10 @@ pub fn render_status(s: &run::Status, n: usize) -> String {
             "{:<16} {:<15} {:<6} {:>3} {:>4}  {:<9} {}\n",
             node.name,
             node.ip,
-            if node.ray.is_some() {
-                "alive"
-            } else {
-                "absent"
+            match &node.ray {
+                Some(r) if r.alive => "alive",
+                Some(_) => "gone",
+                None => "absent",
             },
             res("GPU"),
             res("CPU"),
