@@ -285,7 +285,7 @@ pub fn refused(cfg: &ClusterConfig) -> Option<&crate::cluster::config::NodeConfi
 }
 
 /// Whether a TCP connection to `addr` is refused (tried for up to
-/// [`PORT_TIMEOUT`]; one that is taken is closed at once, unused).
+/// half a second; one that is taken is closed at once, unused).
 pub fn port_refused(addr: SocketAddr) -> bool {
     std::net::TcpStream::connect_timeout(&addr, PORT_TIMEOUT)
         .is_err_and(|e| e.kind() == std::io::ErrorKind::ConnectionRefused)
