@@ -419,7 +419,15 @@ fn podman_nodes_enable_boot_and_disable() {
         );
     }
 
-    // The "reboot": every container stopped (Ray and vLLM with them).
+    // The "reboot": every process ends, the detached supervisor on the
+    // head first (as power loss would: left running, it would heal the
+    // stops below by starting the containers again), then every container
+    // (Ray and vLLM with them).
+    let k = s.run(
+        "kill-supervisor",
+        s.on_node('a', &["pkill", "-KILL", "-f", "serve supervise"]),
+    );
+    assert!(k.ok(), "no supervisor to kill on node a: {k}");
     for x in ['a', 'b'] {
         let r = s.engine_cli(x, &["stop", "-t", "2", "vllm"]);
         assert!(r.ok(), "podman stop on node {x}: {r}");

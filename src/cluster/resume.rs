@@ -59,7 +59,7 @@ pub fn keep(
     ray: &RayNodes,
     open: bool,
     mode: super::auth::Mode,
-    last: Option<&super::run::UpState>,
+    last: Option<&[crate::cluster::env::NodeEnv]>,
     reports: &[Result<JoinReport, String>],
 ) -> Result<(), String> {
     if open && mode == super::auth::Mode::Token {
@@ -82,7 +82,7 @@ pub fn keep(
         let Some(Ok(now)) = reports.get(i) else {
             continue;
         };
-        let before = last.envs.iter().find(|e| e.ip == now.env.ip);
+        let before = last.iter().find(|e| e.ip == now.env.ip);
         if before != Some(&now.env) {
             return Err(format!(
                 "node {} ({}) would now get another env than the `up` that started it (cluster.toml or the node changed)",
@@ -202,19 +202,16 @@ mod tests {
                 )),
             ]
         };
-        let last = crate::cluster::run::UpState {
-            config: "c.toml".into(),
-            envs: vec![env("10.0.0.1", true), env("10.0.0.2", false)],
-        };
+        let last = vec![env("10.0.0.1", true), env("10.0.0.2", false)];
         let now = reports(env("10.0.0.1", true));
         assert_eq!(
-            keep(&cfg, &ray, false, Mode::Token, Some(&last), &now),
+            keep(&cfg, &ray, false, Mode::Token, Some(&last[..]), &now),
             Ok(())
         );
-        let e = keep(&cfg, &ray, true, Mode::Token, Some(&last), &now).unwrap_err();
+        let e = keep(&cfg, &ray, true, Mode::Token, Some(&last[..]), &now).unwrap_err();
         assert!(e.contains("--insecure-ray"), "{e}");
         assert_eq!(
-            keep(&cfg, &ray, true, Mode::Insecure, Some(&last), &now),
+            keep(&cfg, &ray, true, Mode::Insecure, Some(&last[..]), &now),
             Ok(())
         );
         let e = keep(&cfg, &ray, false, Mode::Token, None, &now).unwrap_err();
@@ -226,16 +223,16 @@ mod tests {
             &ray,
             false,
             Mode::Token,
-            Some(&last),
+            Some(&last[..]),
             &reports(changed),
         )
         .unwrap_err();
         assert!(e.contains("(10.0.0.1) would now get another env"), "{e}");
         // A node that joins anew may have another env.
         let mut moved = last.clone();
-        moved.envs[1].mtu = Some(1500);
+        moved[1].mtu = Some(1500);
         assert_eq!(
-            keep(&cfg, &ray, false, Mode::Token, Some(&moved), &now),
+            keep(&cfg, &ray, false, Mode::Token, Some(&moved[..]), &now),
             Ok(())
         );
     }

@@ -392,7 +392,14 @@ pub fn up(
                     && query(cfg, &masters, auth::Mode::Insecure)
                         .is_some_and(|n| resume::head_alive(cfg, &n));
                 let last = load_state(config_path);
-                match resume::keep(cfg, &ray, open, mode, last.as_ref(), &reports) {
+                match resume::keep(
+                    cfg,
+                    &ray,
+                    open,
+                    mode,
+                    last.as_ref().map(|l| &l.envs[..]),
+                    &reports,
+                ) {
                     Ok(()) => Some(ray),
                     Err(why) => {
                         let _ = writeln!(
