@@ -70,13 +70,9 @@ pub fn keep(
             "this machine has no record of the `up` that started it with this cluster file".into(),
         );
     };
-    let kept: Vec<&NodeConfig> = cfg
-        .nodes
-        .iter()
-        .filter(|n| !to_join(cfg, Some(ray)).iter().any(|j| j.ip == n.ip))
-        .collect();
+    let join = to_join(cfg, Some(ray));
     for (i, node) in cfg.nodes.iter().enumerate() {
-        if !kept.iter().any(|k| k.ip == node.ip) {
+        if join.iter().any(|j| j.ip == node.ip) {
             continue;
         }
         let Some(Ok(now)) = reports.get(i) else {

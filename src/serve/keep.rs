@@ -333,6 +333,13 @@ fn watch_engine(
     let mut next_vllm_probe = Instant::now() + VLLM_PROBE_EVERY;
     let mut tokens: Option<u64> = None;
     let mut raylets: Vec<Raylet> = Vec::new();
+    // Only a split over every node: with fewer GPUs than nodes, which
+    // nodes vLLM uses is Ray's choice, and a lost idle node is no failure.
+    let split = cfg.engine == Engine::Vllm
+        && cfg.nodes.len() > 1
+        && spec
+            .tp
+            .is_none_or(|t| usize::try_from(t).is_ok_and(|t| t >= cfg.nodes.len()));
     loop {
         if let Some(sig) = interrupt::arrived() {
             return Seen::Signal(sig);
@@ -430,21 +437,10 @@ fn watch_engine(
             }
             next_probe = Instant::now() + llama::PROBE_EVERY;
         }
-        // Only a split over every node: with fewer GPUs than nodes, which
-        // nodes vLLM uses is Ray's choice, and a lost idle node is no failure.
-        let split = cfg.engine == Engine::Vllm
-            && cfg.nodes.len() > 1
-            && spec
-                .tp
-                .is_none_or(|t| usize::try_from(t).is_ok_and(|t| t >= cfg.nodes.len()));
         if split && Instant::now() >= next_ray {
             let (lost, found) = ray_look(cfg);
             if let Some(b) = lost {
-                return Seen::Failed(blamed(
-                    Check::Ray,
-                    &b,
-                    "a node of the split is no longer alive in Ray".into(),
-                ));
+                return ray_failed(&b);
             }
             raylets = found;
             next_ray = Instant::now() + RAY_EVERY;
@@ -452,11 +448,7 @@ fn watch_engine(
         if split && Instant::now() >= next_port {
             next_port = Instant::now() + llama::PORT_EVERY;
             if let Some(b) = raylet_refused(&raylets) {
-                return Seen::Failed(blamed(
-                    Check::Ray,
-                    &b,
-                    "a node of the split is no longer alive in Ray".into(),
-                ));
+                return ray_failed(&b);
             }
         }
         if cfg.engine == Engine::Vllm {
@@ -537,6 +529,15 @@ fn blamed(check: Check, blame: &str, cause: String) -> Failure {
             format!("{cause}: {why}")
         },
     }
+}
+
+/// The `ray` failure of the node `blame` names (`node X (IP): why`).
+fn ray_failed(blame: &str) -> Seen {
+    Seen::Failed(blamed(
+        Check::Ray,
+        blame,
+        "a node of the split is no longer alive in Ray".into(),
+    ))
 }
 
 /// A 1-token completion sent to vLLM's API in a thread of its own (it may
