@@ -156,6 +156,29 @@ log "cargo doc -D warnings (broken or private doc links)"
 RUSTDOCFLAGS='-D warnings' cargo doc --no-deps --locked --quiet
 log "cargo test: building every test binary"
 INSTA_UPDATE=no cargo test --locked --no-run
+# The images several test binaries share are made here, one at a time and
+# before the lanes start (a test never makes one first, where two lanes'
+# builds would compete for memory): the test nodes' base and Ray images and
+# the fleet images on both bases. A failed build is tried once more, and
+# its output is shown.
+shared_image() { # SCRIPT ARGS...: made, else its output and exit 1
+  local try out
+  for try in 1 2; do
+    if out=$(HALOBOX_BIN="$PWD/target/debug/halobox" bash "$@" 2>&1 >/dev/null); then
+      return 0
+    fi
+    printf '%s\n' "$out" | tail -n 60 >&2
+    log "$* failed (try $try of 2)"
+  done
+  echo "error: could not make the shared test image with $* (its output is above)" >&2
+  return 1
+}
+log "making the images the tests share (scripts/netns/node-image.sh, fleet-image.sh)"
+images_started=$SECONDS
+shared_image scripts/netns/node-image.sh
+shared_image scripts/netns/fleet-image.sh local
+shared_image scripts/netns/fleet-image.sh local ray
+log "shared images ready in $((SECONDS - images_started)) s"
 # The test binaries run in two lanes at once: cargo runs one binary after
 # another, and the live ones mostly wait (on engines, nodes, servers). The
 # vLLM e2e (tests/serve_e2e.rs, vLLM over Ray on CPU: about 7.5 GB at its

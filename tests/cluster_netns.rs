@@ -107,7 +107,7 @@ impl Nodes {
     /// A process holding `port` on node a's address.
     fn hold_port(&self, port: u16) -> Child {
         let code = format!(
-            "import socket,sys\ns=socket.socket()\ns.bind(('{}',{port}))\ns.listen()\nprint('ready',flush=True)\nsys.stdin.read()",
+            "import socket,sys\ns=socket.socket()\ns.setsockopt(socket.SOL_SOCKET,socket.SO_REUSEADDR,1)\ns.bind(('{}',{port}))\ns.listen()\nprint('ready',flush=True)\nsys.stdin.read()",
             self.ip(1)
         );
         let mut child = Command::new("ip")
@@ -131,6 +131,173 @@ impl Nodes {
         .unwrap();
         assert_eq!(line.trim(), "ready");
         child
+    }
+}
+
+impl Nodes {
+    /// A gRPC server (grpcio) run as `nobody` (uid 65534) on node a's `port` that
+    /// prints every call's method and metadata: a local user squatting on
+    /// the head's Ray port. It answers a probe call first (so a test that
+    /// finds no token in its log knows it logs calls).
+    fn squat_grpc(&self, port: u16) -> Child {
+        let code = r#"
+import sys, grpc
+from concurrent import futures
+class H(grpc.GenericRpcHandler):
+    def service(self, d):
+        print('call', d.method, list(d.invocation_metadata), flush=True)
+s = grpc.server(futures.ThreadPoolExecutor(4))
+s.add_generic_rpc_handlers((H(),))
+s.add_insecure_port(sys.argv[1])
+s.start()
+print('ready', flush=True)
+sys.stdin.read()
+"#;
+        // grpcio comes with vLLM's venv (scripts/vllm-venv.sh), not Ray's.
+        let python = PathBuf::from("/opt/halobox-vllm/bin/python");
+        assert!(
+            python.exists(),
+            "{} is missing: run `bash scripts/vllm-venv.sh` (as root)",
+            python.display()
+        );
+        let addr = format!("{}:{port}", self.ip(1));
+        let mut child = self
+            .nodes
+            .on_node(
+                'a',
+                &[
+                    "setpriv",
+                    "--reuid=65534",
+                    "--regid=65534",
+                    "--clear-groups",
+                    python.to_str().unwrap(),
+                    "-c",
+                    code,
+                    &addr,
+                ],
+            )
+            .env("HOME", "/")
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .spawn()
+            .expect("nsenter");
+        let mut line = String::new();
+        std::io::BufRead::read_line(
+            &mut std::io::BufReader::new(child.stdout.as_mut().unwrap()),
+            &mut line,
+        )
+        .unwrap();
+        assert_eq!(line.trim(), "ready");
+        let probe = r#"
+import sys, grpc
+ch = grpc.insecure_channel(sys.argv[1])
+try:
+    ch.unary_unary('/probe.P/Call')(b'', metadata=(('x-probe', 'yes'),), timeout=5)
+except grpc.RpcError:
+    pass
+"#;
+        let out = self
+            .nodes
+            .on_node('a', &[python.to_str().unwrap(), "-c", probe, &addr])
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{}", text(&out));
+        child
+    }
+
+    /// Everything the squatter printed, once it is stopped.
+    fn squatter_log(mut child: Child) -> String {
+        drop(child.stdin.take());
+        let out = child.wait_with_output().unwrap();
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    }
+
+    /// A Ray head run by uid 4242 on node a's port 6379, with this
+    /// cluster's token (a copy that user can read), in its own temp folder;
+    /// `stop` ends it.
+    fn foreign_ray_head(&self, config: &Path) -> ForeignRay {
+        use std::os::unix::fs::PermissionsExt;
+        let dir = PathBuf::from(format!("/tmp/hb-ray-4242-{}", self.nodes.tag));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        let token = dir.join("token");
+        std::fs::copy(
+            config.with_file_name(format!(
+                "{}.ray-token",
+                config.file_stem().unwrap().to_str().unwrap()
+            )),
+            &token,
+        )
+        .unwrap();
+        std::fs::set_permissions(&token, std::fs::Permissions::from_mode(0o600)).unwrap();
+        let chown = Command::new("chown")
+            .args(["-R", "4242:4242"])
+            .arg(&dir)
+            .output()
+            .unwrap();
+        assert!(chown.status.success(), "{}", text(&chown));
+        let r = ForeignRay {
+            dir,
+            ray: ray(),
+            ip: self.ip(1),
+        };
+        let out = r
+            .run(
+                self,
+                &[
+                    "start",
+                    "--head",
+                    "--port=6379",
+                    "--num-gpus=1",
+                    "--include-dashboard=false",
+                    "--disable-usage-stats",
+                    "--object-store-memory=80000000",
+                ],
+            )
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "uid 4242's ray start: {}", text(&out));
+        r
+    }
+}
+
+/// A Ray head of uid 4242's ([`Nodes::foreign_ray_head`]).
+struct ForeignRay {
+    dir: PathBuf,
+    ray: String,
+    ip: String,
+}
+
+impl ForeignRay {
+    /// `ray ARGS` on node a as uid 4242, with the token and its folders.
+    fn run(&self, nodes: &Nodes, args: &[&str]) -> Command {
+        let mut argv = vec![
+            "setpriv",
+            "--reuid=4242",
+            "--regid=4242",
+            "--clear-groups",
+            self.ray.as_str(),
+        ];
+        argv.extend(args);
+        let temp = format!("--temp-dir={}", self.dir.join("ray").display());
+        let ip = format!("--node-ip-address={}", self.ip);
+        if args.first() == Some(&"start") {
+            argv.push(&temp);
+            argv.push(&ip);
+        }
+        let mut cmd = nodes.nodes.on_node('a', &argv);
+        cmd.env("HOME", &self.dir)
+            .env("RAY_AUTH_MODE", "token")
+            .env("RAY_AUTH_TOKEN_PATH", self.dir.join("token"))
+            .env("TMPDIR", &self.dir);
+        cmd
+    }
+
+    /// Stops it and removes its folder.
+    fn stop(self, nodes: &Nodes) {
+        let out = self.run(nodes, &["stop", "--force"]).output().unwrap();
+        assert!(out.status.success(), "uid 4242's ray stop: {}", text(&out));
+        let _ = std::fs::remove_dir_all(&self.dir);
     }
 }
 
@@ -345,7 +512,41 @@ fn cluster_up_status_down_and_failures() {
         "{all}"
     );
 
-    // Down stops Ray on every node; no Ray process is left.
+    // The head's Ray is gone and uid 4242 starts a Ray head of its own on
+    // the port, even with this cluster's token: `up` has a record (with
+    // its session) but neither keeps that Ray nor sends it the token; it
+    // names the holder and its user.
+    let record = nodes.nodes.path("state/halobox/cluster-up.json");
+    let recorded: Value = serde_json::from_str(&std::fs::read_to_string(&record).unwrap()).unwrap();
+    assert!(
+        recorded["ray_session"]
+            .as_str()
+            .is_some_and(|s| s.starts_with("session_")),
+        "{recorded:#}"
+    );
+    let stop = nodes
+        .nodes
+        .on_node('a', &[&ray(), "stop"])
+        .output()
+        .expect("ray stop on a");
+    assert!(stop.status.success(), "{}", text(&stop));
+    let foreign = nodes.foreign_ray_head(&two);
+    let out = nodes.halobox(&["up"], &two);
+    let all = text(&out);
+    foreign.stop(&nodes);
+    assert_eq!(out.status.code(), Some(1), "{all}");
+    assert!(
+        all.contains(&format!(
+            "the head a's port {}:6379 is not proven this cluster's Ray: Ray's token was not sent: port 6379 on {} is held by pid",
+            nodes.ip(1),
+            nodes.ip(1)
+        )) && all.contains("(gcs_server, uid 4242), not by a gcs_server of this user (uid 0)"),
+        "{all}"
+    );
+    assert!(!all.contains("is kept"), "{all}");
+
+    // Down stops Ray on every node; no Ray process is left, nor the record
+    // of the `up` that started it.
     let out = nodes.halobox(&["down"], &two);
     assert!(out.status.success(), "{}", text(&out));
     assert!(String::from_utf8_lossy(&out.stdout).contains("a: stopped"));
@@ -354,9 +555,49 @@ fn cluster_up_status_down_and_failures() {
         let left = nodes.ray_processes(side);
         assert!(left.is_empty(), "left on {side}: {left:?}");
     }
+    assert!(!record.exists(), "`down` left {}", record.display());
     let out = nodes.halobox(&["status"], &two);
     assert_eq!(out.status.code(), Some(1), "{}", text(&out));
     assert!(text(&out).contains("0/2 node(s) alive"), "{}", text(&out));
+
+    // A local user (nobody) squats on the head's Ray port with a gRPC
+    // server that logs every call's metadata: neither `status` nor `up`
+    // sends it the token (a Ray client puts it in its first call).
+    let token = std::fs::read_to_string(two.with_file_name("cluster2.ray-token")).unwrap();
+    let token = token.trim();
+    let squatter = nodes.squat_grpc(6379);
+    let status = nodes.halobox(&["status"], &two);
+    let up = nodes.halobox(&["up"], &two);
+    let log = Nodes::squatter_log(squatter);
+    assert!(log.contains("x-probe"), "the squatter logs calls: {log}");
+    assert!(
+        !log.contains(token) && !log.to_lowercase().contains("authorization"),
+        "the squatter got the token: {log}"
+    );
+    let held = format!(
+        "Ray's token was not sent: port 6379 on {} is held by pid",
+        nodes.ip(1)
+    );
+    let all = text(&status);
+    assert_eq!(status.status.code(), Some(1), "{all}");
+    assert!(
+        all.contains(&held) && all.contains(", uid 65534), not by a gcs_server of this user"),
+        "{all}"
+    );
+    assert!(
+        all.contains("hint: see what holds the port on the head"),
+        "{all}"
+    );
+    let all = text(&up);
+    assert_eq!(up.status.code(), Some(1), "{all}");
+    assert!(
+        all.contains(&held)
+            && all.contains(&format!(
+                "FAIL port [a]: port 6379 on {} is already in use",
+                nodes.ip(1)
+            )),
+        "{all}"
+    );
 
     // Another process holds the head's port: a clear error naming the head.
     let mut holder = nodes.hold_port(6379);

@@ -9,11 +9,18 @@
 # on the test node image with Ray (scripts/netns/node-image.sh) instead:
 # localhost/halobox-fleet:ray-VERSION-v1, -v2. Prints the v1 then the v2
 # reference, one a line.
+# With `local` instead of TAG N, only the local images are made (nothing is
+# pushed or printed): scripts/test.sh makes them before the tests start.
 # Usage (as root): scripts/netns/fleet-image.sh TAG N [ray]
+#                  scripts/netns/fleet-image.sh local [ray]
 #   HALOBOX_BIN: the halobox binary (default: target/debug/halobox)
 set -euo pipefail
 cd "$(dirname "$0")/../.."
-case "$#:${3:-}" in 2:|3:ray) ;; *) echo "usage: $0 TAG N [ray]" >&2; exit 2 ;; esac
+if [ "${1:-}" = local ]; then
+  shift
+  set -- local 0 "$@"
+fi
+case "$#:${3:-}" in 2:|3:ray) ;; *) echo "usage: $0 TAG N [ray] | $0 local [ray]" >&2; exit 2 ;; esac
 halobox=${HALOBOX_BIN:-$PWD/target/debug/halobox}
 [ -x "$halobox" ] || { echo "error: $halobox is missing: cargo build, or set HALOBOX_BIN" >&2; exit 1; }
 podman image exists localhost/halobox-distro:1 \
@@ -38,6 +45,7 @@ for v in v1 v2; do
       --add "$work/$v:/etc/halobox-fleet" --tag "$ref" \
       --label "org.opencontainers.image.created=2026-0${v#v}-01T00:00:00Z" --load >&2
   fi
+  [ "$1" = local ] && continue
   ip netns exec "hb-$1-sw" skopeo copy -q --dest-tls-verify=false \
     "containers-storage:$ref" "docker://$registry/halobox/fleet:$prefix$v" >&2
   echo "$registry/halobox/fleet:$prefix$v"

@@ -83,9 +83,11 @@ fn stop_metrics(cfg: &ClusterConfig, r: &mut dyn Reporter) -> bool {
     ok
 }
 
-/// `cluster down` of `cfg`: the serve on the head first, then Ray or the
-/// RPC servers, then `halobox metrics`; true when every node stopped.
-pub fn down(cfg: &ClusterConfig, r: &mut dyn Reporter) -> bool {
+/// `cluster down` of `cfg` (read from `config_path`): the serve on the
+/// head first, then Ray or the RPC servers (the record of the `up` that
+/// started Ray goes once the head's Ray stopped), then `halobox metrics`;
+/// true when every node stopped.
+pub fn down(cfg: &ClusterConfig, config_path: &Path, r: &mut dyn Reporter) -> bool {
     match crate::serve::control::stop_over_ssh(cfg) {
         Ok(said) if said.starts_with("stopped ") => {
             r.out(&format!(
@@ -119,6 +121,9 @@ pub fn down(cfg: &ClusterConfig, r: &mut dyn Reporter) -> bool {
         return stop_metrics(cfg, r) && ok;
     }
     let results = run::down(cfg);
+    if results.first().is_some_and(|h| h.outcome == "stopped") {
+        run::forget_state(config_path);
+    }
     let mut ok = true;
     for n in &results {
         if n.outcome == "stopped" {

@@ -153,6 +153,10 @@ pub fn stop_command(cfg: &ClusterConfig, node: &NodeConfig) -> Vec<String> {
     )
 }
 
+/// The first words of the state query's error when it sent nothing
+/// because it could not prove that the head's port is this cluster's Ray.
+pub const NOT_SENT: &str = "Ray's token was not sent";
+
 /// The Python program that reads the node table from Ray's GCS and waits,
 /// polling with a short back-off (Ray's modules loaded first, at a lower
 /// CPU priority than the Ray processes starting beside it, so it can start
@@ -161,16 +165,26 @@ pub fn stop_command(cfg: &ClusterConfig, node: &NodeConfig) -> Vec<String> {
 /// raylet refuses the head's connection is gone and listed dead
 /// (`unreachable`): the GCS marks it dead only after its health checks,
 /// some 15–30 s later (a connection that does not answer within 2 s, a
-/// packet lost or a machine gone, is left to those). Arguments: `ADDRESS WANT TIMEOUT_S
-/// [watch-stdin]` (the last: exit when stdin closes, i.e. when halobox
-/// stops waiting). Prints one JSON
-/// document: `{"nodes": [...], "error": null | "..."}`.
+/// packet lost or a machine gone, is left to those).
+///
+/// Before a driver in token mode sends Ray's token (in its first RPC's
+/// metadata), it proves the port is this cluster's Ray: every socket that
+/// listens on the port where a connection to the head's address lands
+/// (`/proc/net/tcp{,6}`) must belong to a `gcs_server` run by this user,
+/// and, with `session=NAME`, started for that Ray session (its
+/// `--session-name`). Otherwise it sends nothing and its error starts with
+/// [`NOT_SENT`], naming the holder. Arguments: `ADDRESS WANT TIMEOUT_S
+/// [watch-stdin] [session=NAME]` (`watch-stdin`: exit when stdin closes,
+/// i.e. when halobox stops waiting). Prints one JSON document:
+/// `{"nodes": [...], "error": null | "...", "gcs": null | {"pid", "uid", "session"}}`.
 pub const NODES_PY: &str = r#"
-import json, os, socket, sys, time
+import json, os, socket, struct, sys, time
 addr, want, timeout = sys.argv[1], int(sys.argv[2]), float(sys.argv[3])
+flags = sys.argv[4:]
+expect = next((f[8:] for f in flags if f.startswith("session=")), None)
 if want > 0:
     os.nice(10)
-if sys.argv[4:] == ["watch-stdin"]:
+if "watch-stdin" in flags:
     import threading
     def orphaned():
         sys.stdin.read()
@@ -182,6 +196,73 @@ try:
     from ray.core.generated import gcs_pb2
 except Exception:
     GcsClient = None
+class NotProven(Exception):
+    pass
+def shown(text):
+    return "".join(c if c.isprintable() else "?" for c in text)[:64]
+def listening(ip, port):
+    found = []
+    for path, fam, words in (("/proc/net/tcp", socket.AF_INET, 1), ("/proc/net/tcp6", socket.AF_INET6, 4)):
+        try:
+            rows = open(path).read().splitlines()[1:]
+        except OSError:
+            continue
+        for row in rows:
+            f = row.split()
+            if len(f) < 10 or f[3] != "0A":
+                continue
+            host, p = f[1].split(":")
+            if int(p, 16) != port:
+                continue
+            a = socket.inet_ntop(fam, struct.pack("<%dI" % words, *[int(host[i:i + 8], 16) for i in range(0, 8 * words, 8)]))
+            if a in ("0.0.0.0", "::", "::ffff:0.0.0.0", ip, "::ffff:" + ip):
+                found.append(f[9])
+    return found
+def owners(inodes):
+    want_links = {"socket:[%s]" % i: i for i in inodes}
+    got = {}
+    for pid in os.listdir("/proc"):
+        if not pid.isdigit():
+            continue
+        try:
+            fds = os.listdir("/proc/%s/fd" % pid)
+        except OSError:
+            continue
+        for fd in fds:
+            try:
+                link = os.readlink("/proc/%s/fd/%s" % (pid, fd))
+            except OSError:
+                continue
+            if link in want_links:
+                got[want_links[link]] = int(pid)
+    return got
+def gcs_of(pid, ip, port, me):
+    try:
+        comm = open("/proc/%d/comm" % pid).read().strip()
+        uid = int(next(l.split()[1] for l in open("/proc/%d/status" % pid) if l.startswith("Uid:")))
+        args = open("/proc/%d/cmdline" % pid, "rb").read().split(b"\0")
+    except (OSError, StopIteration, ValueError):
+        raise NotProven("port %d on %s is held by pid %d, which could not be read" % (port, ip, pid))
+    if comm != "gcs_server" or uid != me:
+        raise NotProven("port %d on %s is held by pid %d (%s, uid %d), not by a gcs_server of this user (uid %d)" % (port, ip, pid, shown(comm), uid, me))
+    session = next((a.split(b"=", 1)[1].decode(errors="replace") for a in args if a.startswith((b"--session-name=", b"--session_name="))), None)
+    return dict(pid=pid, uid=uid, session=session)
+def proven(ip, port):
+    if os.environ.get("RAY_AUTH_MODE") != "token":
+        return None
+    me = os.geteuid()
+    inodes = listening(ip, port)
+    if not inodes:
+        raise NotProven("nothing that this user can see listens on port %d on %s" % (port, ip))
+    got = owners(inodes)
+    gcs = None
+    for i in inodes:
+        if i not in got:
+            raise NotProven("port %d on %s is held by a process that this user (uid %d) cannot see" % (port, ip, me))
+        gcs = gcs_of(got[i], ip, port, me)
+    if expect is not None and gcs["session"] != expect:
+        raise NotProven("the gcs_server on port %d on %s (pid %d) runs Ray session %s, not %s that `cluster up` recorded" % (port, ip, gcs["pid"], shown(str(gcs["session"])), shown(expect)))
+    return gcs
 def refused(ip, port):
     try:
         socket.create_connection((ip, port), timeout=2).close()
@@ -196,9 +277,12 @@ def checked(nodes):
         if n["alive"] and port and refused(n["ip"], port):
             n["alive"], n["unreachable"] = False, True
     return nodes
+gcs = None
 def table():
+    global gcs
     host, port = addr.rsplit(":", 1)
     socket.create_connection((host, int(port)), timeout=2).close()
+    gcs = proven(host, int(port))
     if GcsClient is not None:
         infos = GcsClient(address=addr).get_all_node_info(timeout=10).values()
         alive = gcs_pb2.GcsNodeInfo.GcsNodeState.Value("ALIVE")
@@ -217,6 +301,8 @@ nodes, error, pause = [], None, 0.05
 while True:
     try:
         nodes, error = table(), None
+    except NotProven as e:
+        nodes, error, gcs = [], "Ray's token was not sent: %s" % e, None
     except Exception as e:
         error = "%s: %s" % (type(e).__name__, str(e).strip().splitlines()[0] if str(e).strip() else "")
     if want == 0 or (error is None and sum(n["alive"] for n in nodes) >= want):
@@ -225,18 +311,20 @@ while True:
         break
     time.sleep(pause)
     pause = min(pause * 2, 0.25)
-print(json.dumps({"nodes": nodes, "error": error}))
+print(json.dumps({"nodes": nodes, "error": error, "gcs": gcs}))
 "#;
 
 /// The Ray state query on the head (argv there): a Ray driver with the
 /// node's token ([`super::auth::driver_argv`]; `mode`: how `up` starts the
-/// cluster, `None` for one already up).
+/// cluster, `None` for one already up), which sends the token only to the
+/// gcs_server of Ray `session` when one is given ([`NODES_PY`]).
 pub fn nodes_query(
     cfg: &ClusterConfig,
     want: usize,
     timeout_s: u64,
     watch_stdin: bool,
     mode: Option<super::auth::Mode>,
+    session: Option<&str>,
 ) -> Vec<String> {
     let head = cfg.head();
     let mut cmd = vec![
@@ -249,6 +337,9 @@ pub fn nodes_query(
     ];
     if watch_stdin {
         cmd.push("watch-stdin".into());
+    }
+    if let Some(s) = session {
+        cmd.push(format!("session={s}"));
     }
     in_container(
         &cfg.halobox,
@@ -282,15 +373,37 @@ pub struct RayNode {
 }
 
 /// What the Ray state query printed.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct RayNodes {
     /// Every node Ray knows (alive and dead).
     pub nodes: Vec<RayNode>,
     /// The last error talking to the GCS, if the query ended on one.
     pub error: Option<String>,
+    /// The GCS the token went to, proven this cluster's user's (absent
+    /// when no token was sent).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub gcs: Option<GcsProof>,
+}
+
+/// The process a driver proved holds the head's Ray port before it sent
+/// Ray's token ([`NODES_PY`]).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct GcsProof {
+    /// Its pid (where the query ran).
+    pub pid: u32,
+    /// Its user (the driver's own).
+    pub uid: u32,
+    /// The Ray session it was started for (`--session-name`).
+    pub session: Option<String>,
 }
 
 impl RayNodes {
+    /// Why the query sent nothing, when it could not prove the head's port
+    /// is this cluster's Ray.
+    pub fn not_sent(&self) -> Option<&str> {
+        self.error.as_deref().filter(|e| e.starts_with(NOT_SENT))
+    }
+
     /// Alive nodes.
     pub fn alive(&self) -> impl Iterator<Item = &RayNode> {
         self.nodes.iter().filter(|n| n.alive)

@@ -155,6 +155,7 @@ mod tests {
                 })
                 .collect(),
             error: error.map(str::to_string),
+            gcs: None,
         })
     }
 

@@ -187,6 +187,7 @@ mod tests {
         let ray = RayNodes {
             nodes: vec![node("10.0.0.1", true, true), node("10.0.0.2", false, false)],
             error: None,
+            gcs: None,
         };
         let reports = |head: crate::cluster::env::NodeEnv| {
             vec![
@@ -239,6 +240,7 @@ mod tests {
         let up = RayNodes {
             nodes: vec![node("10.0.0.1", true, true), node("10.0.0.2", false, false)],
             error: None,
+            gcs: None,
         };
         assert!(head_alive(&cfg, &up));
         let join: Vec<String> = to_join(&cfg, Some(&up))
@@ -250,11 +252,13 @@ mod tests {
         let other = RayNodes {
             nodes: vec![node("10.0.0.9", true, true)],
             error: None,
+            gcs: None,
         };
         assert!(!head_alive(&cfg, &other), "another cluster's head");
         let dead = RayNodes {
             nodes: vec![node("10.0.0.1", true, false)],
             error: None,
+            gcs: None,
         };
         assert!(!head_alive(&cfg, &dead));
     }

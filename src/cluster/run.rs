@@ -117,7 +117,7 @@ pub fn ray_nodes(cfg: &ClusterConfig, want: usize, timeout_s: u64) -> anyhow::Re
         &Masters::default(),
         head,
         "the Ray state query",
-        &plan::nodes_query(cfg, want, timeout_s, false, None),
+        &plan::nodes_query(cfg, want, timeout_s, false, None, None),
         Duration::from_secs(timeout_s.saturating_add(60)),
     )?;
     parse_nodes(head, &done.stdout, &done.output)
@@ -156,7 +156,14 @@ impl Waiter {
             NodeBackend::Podman | NodeBackend::Docker
         );
         let node = remote_node(cfg, cfg.head()).through(masters);
-        let proc = node.spawn(&plan::nodes_query(cfg, want, timeout_s, watch, Some(mode)))?;
+        let proc = node.spawn(&plan::nodes_query(
+            cfg,
+            want,
+            timeout_s,
+            watch,
+            Some(mode),
+            None,
+        ))?;
         Ok(Waiter {
             node,
             proc,
@@ -261,26 +268,89 @@ fn start_containers(
 }
 
 /// One look at the head's GCS with this cluster's driver: its node table
-/// when this cluster's Ray already runs there.
-fn running_ray(cfg: &ClusterConfig, masters: &Masters, mode: auth::Mode) -> Option<RayNodes> {
-    query(cfg, masters, mode).filter(|n| resume::head_alive(cfg, n))
+/// when this cluster's Ray already runs there (in token mode: a gcs_server
+/// of this user's, of the Ray `session` that `up` recorded); else why not,
+/// when it sent nothing because the port's holder is not proven ours.
+fn running_ray(
+    cfg: &ClusterConfig,
+    masters: &Masters,
+    mode: auth::Mode,
+    session: Option<&str>,
+) -> Result<RayNodes, Option<String>> {
+    match query(cfg, masters, mode, session) {
+        Some(n) if n.not_sent().is_some() => Err(n.error),
+        Some(n) if n.error.is_none() && resume::head_alive(cfg, &n) => Ok(n),
+        _ => Err(None),
+    }
 }
 
 /// One look at the head's GCS by a driver in `mode` (`None`: no answer).
-fn query(cfg: &ClusterConfig, masters: &Masters, mode: auth::Mode) -> Option<RayNodes> {
+fn query(
+    cfg: &ClusterConfig,
+    masters: &Masters,
+    mode: auth::Mode,
+    session: Option<&str>,
+) -> Option<RayNodes> {
     let head = cfg.head();
     let done = on_node(
         cfg,
         masters,
         head,
         "the Ray state query",
-        &plan::nodes_query(cfg, 0, 5, false, Some(mode)),
+        &plan::nodes_query(cfg, 0, 5, false, Some(mode), session),
         QUERY_TIMEOUT,
     )
     .ok()?;
-    parse_nodes(head, &done.stdout, &done.output)
-        .ok()
-        .filter(|n| n.error.is_none())
+    parse_nodes(head, &done.stdout, &done.output).ok()
+}
+
+/// The Ray that holds the head's port, when `up` may keep it: this
+/// cluster's (proven before the token goes to it, [`running_ray`]), of the
+/// session `up` recorded, and allowed by [`resume::keep`]; else `None`,
+/// after saying why (the preflight's port check then fails).
+fn adopt(
+    cfg: &ClusterConfig,
+    masters: &Masters,
+    mode: auth::Mode,
+    config_path: &Path,
+    reports: &[Result<JoinReport, String>],
+    out: &mut dyn Write,
+) -> std::io::Result<Option<RayNodes>> {
+    let head = cfg.head();
+    let last = load_state(config_path);
+    let session = last.as_ref().and_then(|l| l.ray_session.as_deref());
+    let ray = match running_ray(cfg, masters, mode, session) {
+        Ok(ray) => ray,
+        Err(why) => {
+            if let Some(why) = why {
+                writeln!(
+                    out,
+                    "the head {}'s port {}:{} is not proven this cluster's Ray: {why}",
+                    head.label(),
+                    head.ip,
+                    cfg.ray_port
+                )?;
+            }
+            return Ok(None);
+        }
+    };
+    let open = mode == auth::Mode::Token
+        && query(cfg, masters, auth::Mode::Insecure, None)
+            .is_some_and(|n| n.error.is_none() && resume::head_alive(cfg, &n));
+    let envs = last.as_ref().map(|l| &l.envs[..]);
+    match resume::keep(cfg, &ray, open, mode, envs, reports) {
+        Ok(()) => Ok(Some(ray)),
+        Err(why) => {
+            writeln!(
+                out,
+                "Ray already runs on the head {} ({}:{}), but is not kept: {why}",
+                head.label(),
+                head.ip,
+                cfg.ray_port
+            )?;
+            Ok(None)
+        }
+    }
 }
 
 /// What `up` says of a Ray that already runs on the head.
@@ -313,6 +383,10 @@ pub struct UpState {
     pub config: String,
     /// Each node's env as applied, in node order.
     pub envs: Vec<NodeEnv>,
+    /// The Ray session of the head's GCS that `up` started or kept (in
+    /// token mode): another one is not kept by the next `up`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ray_session: Option<String>,
 }
 
 fn state_path() -> Option<std::path::PathBuf> {
@@ -326,11 +400,12 @@ pub fn load_state(config: &Path) -> Option<UpState> {
     (s.config == config.display().to_string()).then_some(s)
 }
 
-fn save_state(config: &Path, envs: Vec<NodeEnv>) {
+fn save_state(config: &Path, envs: Vec<NodeEnv>, ray_session: Option<String>) {
     if let Some(p) = state_path() {
         let s = UpState {
             config: config.display().to_string(),
             envs,
+            ray_session,
         };
         let _ = std::fs::create_dir_all(p.parent().expect("parent"));
         let _ = std::fs::write(p, serde_json::to_string_pretty(&s).expect("serialises"));
@@ -387,32 +462,7 @@ pub fn up(
     // something else (the preflight names it).
     let running = match reports.first() {
         Some(Ok(r)) if r.env.is_head && r.port_free == Some(false) => {
-            running_ray(cfg, &masters, mode).and_then(|ray| {
-                let open = mode == auth::Mode::Token
-                    && query(cfg, &masters, auth::Mode::Insecure)
-                        .is_some_and(|n| resume::head_alive(cfg, &n));
-                let last = load_state(config_path);
-                match resume::keep(
-                    cfg,
-                    &ray,
-                    open,
-                    mode,
-                    last.as_ref().map(|l| &l.envs[..]),
-                    &reports,
-                ) {
-                    Ok(()) => Some(ray),
-                    Err(why) => {
-                        let _ = writeln!(
-                            out,
-                            "Ray already runs on the head {} ({}:{}), but is not kept: {why}",
-                            cfg.head().label(),
-                            cfg.head().ip,
-                            cfg.ray_port
-                        );
-                        None
-                    }
-                }
-            })
+            adopt(cfg, &masters, mode, config_path, &reports, out)?
         }
         _ => None,
     };
@@ -580,7 +630,7 @@ pub fn up(
         );
     }
     let envs: Vec<NodeEnv> = reports.into_iter().map(|r| r.env).collect();
-    save_state(config_path, envs.clone());
+    save_state(config_path, envs.clone(), nodes.gcs.and_then(|g| g.session));
     writeln!(
         out,
         "Ray lists all {} node(s) ({:.1} s); cluster up in {:.1} s",
@@ -619,6 +669,14 @@ pub struct Status {
     pub unknown: Vec<plan::RayNode>,
     /// The GCS could not be read.
     pub error: Option<String>,
+}
+
+/// Removes the record of the `up` with `config` (`cluster down` stopped
+/// its Ray: a Ray found on the head's port later is not that one).
+pub fn forget_state(config: &Path) {
+    if let (Some(p), Some(_)) = (state_path(), load_state(config)) {
+        let _ = std::fs::remove_file(p);
+    }
 }
 
 /// `cluster status`.

@@ -217,7 +217,7 @@ impl Run<'_> {
         if interrupt::arrived().is_some() {
             return (res, reached);
         }
-        if !crate::cluster::down(&cfg, self.r) {
+        if !crate::cluster::down(&cfg, self.path, self.r) {
             fail(
                 &mut res,
                 "cluster down",

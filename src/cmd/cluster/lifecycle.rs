@@ -31,7 +31,7 @@ pub fn up(a: &ClusterUpArgs) -> anyhow::Result<ExitCode> {
 }
 
 pub fn down(a: &ClusterDownArgs) -> anyhow::Result<ExitCode> {
-    let (_, cfg) = config::open(a.file.cluster.as_deref())?;
+    let (path, cfg) = config::open(a.file.cluster.as_deref())?;
     if a.plan.dry_run {
         println!(
             "{} (first: a vLLM that halobox serve started, and its shm segments): {}",
@@ -68,7 +68,7 @@ pub fn down(a: &ClusterDownArgs) -> anyhow::Result<ExitCode> {
         }
         return Ok(ExitCode::SUCCESS);
     }
-    Ok(if cluster::down(&cfg, &mut Terminal) {
+    Ok(if cluster::down(&cfg, &path, &mut Terminal) {
         ExitCode::SUCCESS
     } else {
         ExitCode::FAILURE

@@ -48,9 +48,12 @@ pub fn status(a: &ClusterStatusArgs) -> anyhow::Result<ExitCode> {
 pub fn render_status(s: &run::Status, n: usize) -> String {
     let mut out = format!("Ray GCS {}: {}/{n} node(s) alive\n", s.gcs, s.alive);
     if let Some(e) = &s.error {
-        out.push_str(&format!(
-            "  Ray is not answering: {e}\n  hint: `halobox cluster up`\n"
-        ));
+        let hint = if e.starts_with(crate::cluster::plan::NOT_SENT) {
+            "see what holds the port on the head (`ss -ltnp` there as root), stop it, then `halobox cluster up`"
+        } else {
+            "`halobox cluster up`"
+        };
+        out.push_str(&format!("  Ray is not answering: {e}\n  hint: {hint}\n"));
     }
     out.push_str(&format!(
         "{:<16} {:<15} {:<6} {:>3} {:>4}  {:<9} {}\n",
