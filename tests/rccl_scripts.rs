@@ -703,3 +703,81 @@ fn the_rdma_core_version_comes_from_the_package_manager() {
     assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
     assert_eq!(stdout(&o), "rdma-core 62.0 (built from upstream)\n");
 }
+
+const HIP: &str = "containerfiles/hip-version.sh";
+
+fn hip(args: &[&str]) -> Output {
+    let args: Vec<&Path> = args.iter().map(Path::new).collect();
+    script(HIP, &args)
+}
+
+/// HIP's own numbering: hipconfig and torch.version.hip are checked against
+/// HIP_VERSION, which is 7.14 for ROCm 7.14 and 7.15 for ROCm 10.0.0 (AMD's
+/// rocm-bindings-core 10.0.0, rocm/version.py: "7.15.26333-0000000").
+#[test]
+fn the_hip_check_takes_hips_own_numbering() {
+    // ROCm 7.14 (the build number is illustrative; the check reads major.minor).
+    let o = hip(&[
+        "7.14",
+        "hipconfig=7.14.26200-0000000",
+        "torch=7.14.26200-0000000",
+    ]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    assert!(stdout(&o).contains("torch is HIP 7.14.26200-0000000 (HIP 7.14)"));
+    // ROCm 10.0.0 ships HIP 7.15: checked against HIP_VERSION it passes...
+    let rocm10 = "7.15.26333-0000000";
+    let o = hip(&[
+        "7.15",
+        &format!("hipconfig={rocm10}"),
+        &format!("torch={rocm10}"),
+    ]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    // ...checked against ROCm's major.minor (the old rule) it would fail.
+    let o = hip(&["10.0", &format!("hipconfig={rocm10}")]);
+    assert_eq!(o.status.code(), Some(1));
+    assert!(
+        stderr(&o).contains("hipconfig is HIP '7.15.26333-0000000', not HIP 10.0"),
+        "{}",
+        stderr(&o)
+    );
+    // A torch built for another HIP is named; 7.1 is not 7.14.
+    let o = hip(&[
+        "7.15",
+        &format!("hipconfig={rocm10}"),
+        "torch=7.14.26200-0000000",
+    ]);
+    assert_eq!(o.status.code(), Some(1));
+    assert!(stderr(&o).contains("torch is HIP '7.14.26200-0000000', not HIP 7.15"));
+    assert!(!stderr(&o).contains("hipconfig"), "{}", stderr(&o));
+    assert_eq!(hip(&["7.1", "torch=7.14.1"]).status.code(), Some(1));
+    assert_eq!(hip(&["7.14", "torch=none"]).status.code(), Some(1));
+    // Usage errors.
+    assert_eq!(hip(&["7.14"]).status.code(), Some(2));
+    assert_eq!(hip(&["7.14.0", "torch=7.14.1"]).status.code(), Some(2));
+    assert_eq!(hip(&["7.14", "7.14.1"]).status.code(), Some(2));
+
+    // The images pin HIP_VERSION beside ROCM_VERSION, and their builds
+    // check hipconfig and torch with it, not with ROCM_VERSION's major.minor.
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    for def in ["vllm-therock-gfx1151", "rccl-gfx1151", "llama-cpp-gfx1151"] {
+        let text = std::fs::read_to_string(root.join(format!("images/{def}.toml"))).unwrap();
+        assert!(
+            text.contains("ROCM_VERSION = \"7.14.0\"\n")
+                && text.contains("HIP_VERSION = \"7.14\"\n"),
+            "images/{def}.toml"
+        );
+    }
+    for (file, checks) in [("vllm-therock-gfx1151", 2), ("llama-cpp-gfx1151", 1)] {
+        let text =
+            std::fs::read_to_string(root.join(format!("containerfiles/{file}.Containerfile")))
+                .unwrap();
+        assert!(!text.contains("${ROCM_VERSION%.*}"), "{file}");
+        assert!(!text.contains("cut -d. -f1,2"), "{file}");
+        assert_eq!(
+            text.matches("bash /usr/local/bin/hip-version.sh \"${HIP_VERSION}\"")
+                .count(),
+            checks,
+            "{file}"
+        );
+    }
+}
