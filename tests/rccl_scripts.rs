@@ -1,6 +1,8 @@
 //! The scripts the image build runs around RCCL (containerfiles/), run for
-//! real on ELF files compiled here with the system C compiler and on
-//! stand-in files: the ABI gate, the consumer finder, the marker check.
+//! real on ELF files compiled here with the system C compiler, on offload
+//! bundles written here in LLVM's format and on a real compressed bundle cut
+//! from AMD's XLA plugin (tests/fixtures/amd): the ABI gate, the consumer
+//! finder, the marker check.
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
@@ -182,6 +184,32 @@ fn consumers_are_the_libraries_that_link_librccl() {
     assert!(stderr(&o).contains("is not a folder"), "{}", stderr(&o));
 }
 
+/// An uncompressed offload bundle as LLVM writes it: the magic, the entry
+/// count, per entry its offset, size, id length and id, then the code
+/// objects. Each GPU code object carries its target id again in its
+/// `amdhsa.target` metadata, as a real one does.
+fn bundle(ids: &[&str]) -> Vec<u8> {
+    let objects: Vec<Vec<u8>> = ids
+        .iter()
+        .map(|id| {
+            let target = id.split_once("amdgcn-").map(|(_, t)| t).unwrap_or("");
+            format!("\x7fELF amdhsa.target amdgcn-{target}\0").into_bytes()
+        })
+        .collect();
+    let mut head = b"__CLANG_OFFLOAD_BUNDLE__".to_vec();
+    head.extend_from_slice(&(ids.len() as u64).to_le_bytes());
+    let header_len = 32 + ids.iter().map(|i| 24 + i.len()).sum::<usize>();
+    let mut offset = header_len as u64;
+    for (id, obj) in ids.iter().zip(&objects) {
+        head.extend_from_slice(&offset.to_le_bytes());
+        head.extend_from_slice(&(obj.len() as u64).to_le_bytes());
+        head.extend_from_slice(&(id.len() as u64).to_le_bytes());
+        head.extend_from_slice(id.as_bytes());
+        offset += obj.len() as u64;
+    }
+    [head, objects.concat()].concat()
+}
+
 /// A compressed offload bundle as LLVM writes it: `CCOB`, version 3,
 /// method 1 (zstd), three 8-byte fields, then the zstd frame.
 fn ccob(payload: &[u8]) -> Vec<u8> {
@@ -201,6 +229,13 @@ fn ccob(payload: &[u8]) -> Vec<u8> {
     v
 }
 
+const HOST: &str = "host-x86_64-unknown-linux-gnu-";
+const GFX1151: &str = "hipv4-amdgcn-amd-amdhsa--gfx1151";
+
+/// `CCOB` as the immediate of a `cmp` in x86 code (a bundle reader's own
+/// check of the magic), followed by more code: not a bundle.
+const FALSE_MAGIC: &[u8] = b"\x81\x3fCCOB\x0f\x85\x21\x02\x00\x00\x48\x8b";
+
 #[test]
 fn markers_find_gfx1151_code_objects_and_the_ib_transport() {
     let tmp = tempfile::tempdir().unwrap();
@@ -214,26 +249,28 @@ fn markers_find_gfx1151_code_objects_and_the_ib_transport() {
         "plain.so",
         &[
             &ib[..],
-            b"__CLANG_OFFLOAD_BUNDLE__ hipv4-amdgcn-amd-amdhsa--gfx1151\0",
+            &bundle(&[HOST, GFX1151, "hipv4-amdgcn-amd-amdhsa--gfx942"]),
         ]
         .concat(),
     );
     let o = script(MARKERS, &[&plain]);
     assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    // One entry for gfx1151, though its id is in the file twice.
     assert!(
-        stdout(&o).contains("1 gfx1151 code object(s)") && stdout(&o).contains("1 NET/IB"),
+        stdout(&o).contains(": 1 gfx1151 code object(s) in 1 of 1 offload bundle(s) (0 compressed, 1 uncompressed; 2 code object(s) for any GPU target), 0 unreadable, 0 bundle magic(s) not a bundle, 1 NET/IB marker(s)"),
         "{}",
         stdout(&o)
     );
 
     // Device code only inside a compressed bundle: the target id is not in
     // the file's bytes, it is found by unpacking.
-    let mut bundle = String::from("__CLANG_OFFLOAD_BUNDLE__");
-    for n in 1000..1100 {
-        bundle.push_str(&format!(" hipv4-amdgcn-amd-amdhsa--gfx{n}"));
-    }
-    bundle.push_str(" hipv4-amdgcn-amd-amdhsa--gfx1151");
-    let packed = ccob(bundle.as_bytes());
+    let mut ids: Vec<String> = (1000..1100)
+        .map(|n| format!("hipv4-amdgcn-amd-amdhsa--gfx{n}"))
+        .collect();
+    ids.push(GFX1151.to_string());
+    ids.push(format!("{GFX1151}:xnack-"));
+    let ids: Vec<&str> = ids.iter().map(String::as_str).collect();
+    let packed = ccob(&bundle(&ids));
     let hidden = b"amdgcn-amd-amdhsa--gfx1151";
     assert!(
         !packed.windows(hidden.len()).any(|w| w == hidden),
@@ -241,15 +278,65 @@ fn markers_find_gfx1151_code_objects_and_the_ib_transport() {
     );
     let compressed = file(
         "compressed.so",
-        &[&ib[..], &packed, b"more host code after the bundle"].concat(),
+        &[
+            &ib[..],
+            FALSE_MAGIC,
+            &packed,
+            b"more host code after the bundle",
+        ]
+        .concat(),
     );
     let o = script(MARKERS, &[&compressed]);
     assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
     assert!(
-        stdout(&o).contains("1 gfx1151 code object(s) (1 compressed bundle(s), 0 unreadable)"),
+        stdout(&o).contains(": 2 gfx1151 code object(s) in 1 of 1 offload bundle(s) (1 compressed, 0 uncompressed; 102 code object(s) for any GPU target), 0 unreadable, 1 bundle magic(s) not a bundle"),
         "{}",
         stdout(&o)
     );
+    // A real header whose frame is cut short is unreadable, not "not a bundle".
+    let cut = file("cut.so", &[&ib[..], &packed[..40], b"\0\0\0\0"].concat());
+    let o = script(MARKERS, &[&cut]);
+    assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
+    assert!(
+        stdout(&o).contains("1 unreadable, 0 bundle magic(s) not a bundle"),
+        "{}",
+        stdout(&o)
+    );
+    // The magic of an uncompressed bundle as a string (a bundle reader's
+    // error message) is not a bundle either.
+    let text = file(
+        "reader.so",
+        &[&ib[..], b"not a __CLANG_OFFLOAD_BUNDLE__ file\0".as_slice()].concat(),
+    );
+    let o = script(MARKERS, &[&text]);
+    assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
+    assert!(
+        stdout(&o).contains(": 0 gfx1151 code object(s) in 0 of 0 offload bundle(s)")
+            && stdout(&o).contains("1 bundle magic(s) not a bundle"),
+        "{}",
+        stdout(&o)
+    );
+
+    // A real compressed bundle: cut from AMD's XLA plugin (27 targets).
+    let real = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/amd/xla-plugin-ccob.bin");
+    let real = file(
+        "real.so",
+        &[&ib[..], FALSE_MAGIC, &std::fs::read(real).unwrap()].concat(),
+    );
+    let o = script(MARKERS, &[&real]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    assert!(
+        stdout(&o).contains(": 1 gfx1151 code object(s) in 1 of 1 offload bundle(s) (1 compressed, 0 uncompressed; 27 code object(s) for any GPU target), 0 unreadable, 1 bundle magic(s) not a bundle"),
+        "{}",
+        stdout(&o)
+    );
+    let o = script(MARKERS, &[&real, Path::new("gfx1150")]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let o = script(MARKERS, &[&real, Path::new("gfx1152")]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let o = script(MARKERS, &[&real, Path::new("gfx1154")]);
+    assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
+
     // gfx942 is not in it: exit 1 naming the target.
     let o = script(MARKERS, &[&compressed, Path::new("gfx942")]);
     assert_eq!(o.status.code(), Some(1));
@@ -267,7 +354,7 @@ fn markers_find_gfx1151_code_objects_and_the_ib_transport() {
 
     // Fault injection is reported (not a failure): without and with the
     // net-ib gate of rocm-systems PR 8512.
-    let gfx = b"__CLANG_OFFLOAD_BUNDLE__ hipv4-amdgcn-amd-amdhsa--gfx1151\0";
+    let gfx = &bundle(&[GFX1151])[..];
     let slow = file("slow.so", &[&ib[..], gfx, b"RCCL_INJECT_FAULTS\0"].concat());
     let o = script(MARKERS, &[&slow]);
     assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
@@ -296,7 +383,7 @@ fn markers_find_gfx1151_code_objects_and_the_ib_transport() {
     // A library without the IB transport (a TCP-only build).
     let no_ib = file(
         "no-ib.so",
-        b"NET/Socket only __CLANG_OFFLOAD_BUNDLE__ hipv4-amdgcn-amd-amdhsa--gfx1151",
+        &[b"NET/Socket only ".as_slice(), &bundle(&[GFX1151])].concat(),
     );
     let o = script(MARKERS, &[&no_ib]);
     assert_eq!(o.status.code(), Some(1));
@@ -320,8 +407,11 @@ fn markers_find_gfx1151_code_objects_and_the_ib_transport() {
 
 const BUILD: &str = "containerfiles/rccl-build.sh";
 const INSTALL: &str = "containerfiles/rccl-install.sh";
-const MARKED: &[u8] =
-    b"\0NET/IB : Using\0__CLANG_OFFLOAD_BUNDLE__ hipv4-amdgcn-amd-amdhsa--gfx1151\0";
+/// The markers rccl-markers.sh wants: the IB transport's log string and a
+/// bundle with gfx1151 code.
+fn marked() -> Vec<u8> {
+    [b"\0NET/IB : Using\0".as_slice(), &bundle(&[HOST, GFX1151])].concat()
+}
 
 fn run_env(path: &str, args: &[&Path], env: &[(&str, &Path)]) -> Output {
     let mut c = Command::new("bash");
@@ -339,7 +429,7 @@ fn run_env(path: &str, args: &[&Path], env: &[(&str, &Path)]) -> Output {
 fn marked_lib(dir: &Path, elf: &Path) -> PathBuf {
     std::fs::create_dir_all(dir.join("lib")).unwrap();
     let p = dir.join("lib/librccl.so.1");
-    std::fs::write(&p, [std::fs::read(elf).unwrap(), MARKED.to_vec()].concat()).unwrap();
+    std::fs::write(&p, [std::fs::read(elf).unwrap(), marked()].concat()).unwrap();
     p
 }
 
@@ -612,4 +702,82 @@ fn the_rdma_core_version_comes_from_the_package_manager() {
         .unwrap();
     assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
     assert_eq!(stdout(&o), "rdma-core 62.0 (built from upstream)\n");
+}
+
+const HIP: &str = "containerfiles/hip-version.sh";
+
+fn hip(args: &[&str]) -> Output {
+    let args: Vec<&Path> = args.iter().map(Path::new).collect();
+    script(HIP, &args)
+}
+
+/// HIP's own numbering: hipconfig and torch.version.hip are checked against
+/// HIP_VERSION, which is 7.14 for ROCm 7.14 and 7.15 for ROCm 10.0.0 (AMD's
+/// rocm-bindings-core 10.0.0, rocm/version.py: "7.15.26333-0000000").
+#[test]
+fn the_hip_check_takes_hips_own_numbering() {
+    // ROCm 7.14 (the build number is illustrative; the check reads major.minor).
+    let o = hip(&[
+        "7.14",
+        "hipconfig=7.14.26200-0000000",
+        "torch=7.14.26200-0000000",
+    ]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    assert!(stdout(&o).contains("torch is HIP 7.14.26200-0000000 (HIP 7.14)"));
+    // ROCm 10.0.0 ships HIP 7.15: checked against HIP_VERSION it passes...
+    let rocm10 = "7.15.26333-0000000";
+    let o = hip(&[
+        "7.15",
+        &format!("hipconfig={rocm10}"),
+        &format!("torch={rocm10}"),
+    ]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    // ...checked against ROCm's major.minor (the old rule) it would fail.
+    let o = hip(&["10.0", &format!("hipconfig={rocm10}")]);
+    assert_eq!(o.status.code(), Some(1));
+    assert!(
+        stderr(&o).contains("hipconfig is HIP '7.15.26333-0000000', not HIP 10.0"),
+        "{}",
+        stderr(&o)
+    );
+    // A torch built for another HIP is named; 7.1 is not 7.14.
+    let o = hip(&[
+        "7.15",
+        &format!("hipconfig={rocm10}"),
+        "torch=7.14.26200-0000000",
+    ]);
+    assert_eq!(o.status.code(), Some(1));
+    assert!(stderr(&o).contains("torch is HIP '7.14.26200-0000000', not HIP 7.15"));
+    assert!(!stderr(&o).contains("hipconfig"), "{}", stderr(&o));
+    assert_eq!(hip(&["7.1", "torch=7.14.1"]).status.code(), Some(1));
+    assert_eq!(hip(&["7.14", "torch=none"]).status.code(), Some(1));
+    // Usage errors.
+    assert_eq!(hip(&["7.14"]).status.code(), Some(2));
+    assert_eq!(hip(&["7.14.0", "torch=7.14.1"]).status.code(), Some(2));
+    assert_eq!(hip(&["7.14", "7.14.1"]).status.code(), Some(2));
+
+    // The images pin HIP_VERSION beside ROCM_VERSION, and their builds
+    // check hipconfig and torch with it, not with ROCM_VERSION's major.minor.
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    for def in ["vllm-therock-gfx1151", "rccl-gfx1151", "llama-cpp-gfx1151"] {
+        let text = std::fs::read_to_string(root.join(format!("images/{def}.toml"))).unwrap();
+        assert!(
+            text.contains("ROCM_VERSION = \"7.14.0\"\n")
+                && text.contains("HIP_VERSION = \"7.14\"\n"),
+            "images/{def}.toml"
+        );
+    }
+    for (file, checks) in [("vllm-therock-gfx1151", 2), ("llama-cpp-gfx1151", 1)] {
+        let text =
+            std::fs::read_to_string(root.join(format!("containerfiles/{file}.Containerfile")))
+                .unwrap();
+        assert!(!text.contains("${ROCM_VERSION%.*}"), "{file}");
+        assert!(!text.contains("cut -d. -f1,2"), "{file}");
+        assert_eq!(
+            text.matches("bash /usr/local/bin/hip-version.sh \"${HIP_VERSION}\"")
+                .count(),
+            checks,
+            "{file}"
+        );
+    }
 }

@@ -1,14 +1,100 @@
 //! The RCCL ABI gate of the image build, run inside the container: does the
 //! librccl that `libtorch_hip.so` loads define every `nccl*`/`rccl*` symbol
 //! it needs? (A librccl that lacks one makes `import torch` fail with
-//! "undefined symbol".)
+//! "undefined symbol".) And does every librccl carry gfx1151 code objects
+//! and the multi-node fix?
 
 use super::Context;
-use super::probe::Probe;
+use super::probe::{CodeObjects, Probe};
 use crate::doctor::Check;
 
 pub(super) fn checks(p: &Probe, ctx: &Context) -> Vec<Check> {
-    vec![rccl_abi(p, ctx), rccl_build(p, ctx)]
+    vec![
+        rccl_abi(p, ctx),
+        rccl_build(p, ctx),
+        rccl_code_objects(p, ctx),
+    ]
+}
+
+/// Does every librccl hold gfx1151 code objects? Counted by the image's own
+/// marker check (`/opt/halobox/bin/rccl-markers.sh`) as offload-bundle
+/// entries, compressed bundles unpacked; a bundle magic that is not a
+/// bundle is named, not counted. FAIL for a librccl with none (its kernels
+/// cannot run on Strix Halo), WARN when compressed bundles could not be read.
+fn rccl_code_objects(p: &Probe, ctx: &Context) -> Check {
+    let id = "rccl.code_objects";
+    if p.rccl_builds.is_empty() {
+        return Check::skip(
+            id,
+            "no librccl.so* under /opt, /usr/lib, /usr/lib64 or /usr/local/lib",
+        );
+    }
+    let counted: Vec<(&str, CodeObjects)> = p
+        .rccl_builds
+        .iter()
+        .filter_map(|b| b.code_objects.map(|c| (b.path.as_str(), c)))
+        .collect();
+    if counted.is_empty() {
+        return Check::skip(
+            id,
+            "the image has no /opt/halobox/bin/rccl-markers.sh (or no bash) to count code objects with",
+        );
+    }
+    let fix = || {
+        format!(
+            "use an image whose RCCL passed the build's marker check (halobox's image, built from images/vllm-therock-gfx1151.toml): {}",
+            ctx.recreate()
+        )
+    };
+    let not_bundle = |c: &CodeObjects| {
+        if c.not_bundle > 0 {
+            format!(", {} bundle magic(s) not a bundle", c.not_bundle)
+        } else {
+            String::new()
+        }
+    };
+    if let Some((path, c)) = counted
+        .iter()
+        .find(|(_, c)| c.gfx1151 == 0 && c.unreadable == 0)
+    {
+        return Check::fail(
+            id,
+            format!(
+                "{path} has no gfx1151 code objects ({} offload bundle(s) read{}): RCCL's kernels cannot run on Strix Halo",
+                c.bundles,
+                not_bundle(c)
+            ),
+            fix(),
+        );
+    }
+    if let Some((path, c)) = counted.iter().find(|(_, c)| c.gfx1151 == 0) {
+        return Check::warn(
+            id,
+            format!(
+                "{path}: {} compressed offload bundle(s) could not be unpacked (zlib, or no zstd in the image), and the {} read hold no gfx1151 code objects",
+                c.unreadable, c.bundles
+            ),
+            format!(
+                "`halobox enter {} -- bash /opt/halobox/bin/rccl-markers.sh {path}` shows what it reads",
+                ctx.name
+            ),
+        );
+    }
+    Check::pass(
+        id,
+        counted
+            .iter()
+            .map(|(path, c)| {
+                format!(
+                    "{path}: {} gfx1151 code object(s) in {} offload bundle(s){}",
+                    c.gfx1151,
+                    c.bundles,
+                    not_bundle(c)
+                )
+            })
+            .collect::<Vec<_>>()
+            .join("; "),
+    )
 }
 
 /// Does the image's librccl carry the multi-node fix, and is fault injection
@@ -225,5 +311,47 @@ mod tests {
         assert_eq!(c.status, Status::Warn, "{c:?}");
         assert!(c.summary.starts_with("/q/librccl.so.1 "), "{c:?}");
         assert_eq!(rccl_build(&parse(""), &x).status, Status::Skip);
+    }
+
+    #[test]
+    fn code_objects_are_counted_by_the_marker_check() {
+        let labels = HashMap::new();
+        let x = ctx(&labels);
+        let c = rccl_code_objects(
+            &parse("@@hbx rccl.build /o/librccl.so.1 no no 45 45 0 1\n"),
+            &x,
+        );
+        assert_eq!(c.status, Status::Pass, "{c:?}");
+        assert_eq!(
+            c.summary,
+            "/o/librccl.so.1: 45 gfx1151 code object(s) in 45 offload bundle(s), 1 bundle magic(s) not a bundle"
+        );
+        let c = rccl_code_objects(
+            &parse(
+                "@@hbx rccl.build /o/librccl.so.1 no no 1 1 0 0\n@@hbx rccl.build /d/librccl.so.1 yes no 0 1 0 0\n",
+            ),
+            &x,
+        );
+        assert_eq!(c.status, Status::Fail, "{c:?}");
+        assert!(
+            c.summary.starts_with(
+                "/d/librccl.so.1 has no gfx1151 code objects (1 offload bundle(s) read)"
+            ),
+            "{c:?}"
+        );
+        let c = rccl_code_objects(
+            &parse("@@hbx rccl.build /o/librccl.so.1 no no 0 1 1 0\n"),
+            &x,
+        );
+        assert_eq!(c.status, Status::Warn, "{c:?}");
+        // An image without the marker script: the counts are `-`.
+        let c = rccl_code_objects(&parse("@@hbx rccl.build /o/librccl.so.1 no no -\n"), &x);
+        assert_eq!(c.status, Status::Skip, "{c:?}");
+        assert!(c.summary.contains("rccl-markers.sh"), "{c:?}");
+        // The older probe line without counts still parses.
+        let p = parse("@@hbx rccl.build /o/librccl.so.1 yes no\n");
+        assert_eq!(p.rccl_builds[0].code_objects, None);
+        assert!(p.rccl_builds[0].fault_injection);
+        assert_eq!(rccl_code_objects(&parse(""), &x).status, Status::Skip);
     }
 }

@@ -129,6 +129,24 @@ pub struct RcclBuild {
     pub fault_injection: bool,
     /// `RCCL_IB_FAULT_INJECTION` is in it: the net-ib gate of PR 8512.
     pub ib_gate: bool,
+    /// What the image's `rccl-markers.sh` counted in it; `None` when the
+    /// image has no such script (or no bash) to count with.
+    pub code_objects: Option<CodeObjects>,
+}
+
+/// The offload bundles `rccl-markers.sh` read in one file: code objects are
+/// bundle entries, one per target (not string hits).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct CodeObjects {
+    /// Entries for gfx1151.
+    pub gfx1151: u32,
+    /// Offload bundles read (compressed and uncompressed).
+    pub bundles: u32,
+    /// Real compressed bundles it could not unpack (zlib, or no zstd).
+    pub unreadable: u32,
+    /// Bundle magics whose header does not fit: not a bundle (`CCOB` as an
+    /// immediate in a bundle reader's code).
+    pub not_bundle: u32,
 }
 
 /// A librccl mapped into the python that imported torch.
@@ -388,11 +406,25 @@ pub fn parse(stdout: &str) -> Probe {
             }
             "rccl.build" => {
                 let (path, rest) = split(rest);
-                let (inject, ib) = split(rest);
+                let (inject, rest) = split(rest);
+                let (ib, counts) = split(rest);
+                let n: Vec<u32> = counts
+                    .split_whitespace()
+                    .map_while(|c| c.parse().ok())
+                    .collect();
                 p.rccl_builds.push(RcclBuild {
                     path: path.to_string(),
                     fault_injection: inject == "yes",
                     ib_gate: ib.trim() == "yes",
+                    code_objects: match n[..] {
+                        [gfx1151, bundles, unreadable, not_bundle] => Some(CodeObjects {
+                            gfx1151,
+                            bundles,
+                            unreadable,
+                            not_bundle,
+                        }),
+                        _ => None,
+                    },
                 });
             }
             "torch.nccl" => {

@@ -84,14 +84,21 @@ else
   say rccl.gate - - unavailable
 fi
 # How each librccl was built (src/check/probe.rs, RcclBuild): fault
-# injection compiled in (RCCL_INJECT_FAULTS) and the net-ib gate of
-# ROCm/rocm-systems PR 8512 (RCCL_IB_FAULT_INJECTION).
+# injection compiled in (RCCL_INJECT_FAULTS), the net-ib gate of
+# ROCm/rocm-systems PR 8512 (RCCL_IB_FAULT_INJECTION), and, with the image's
+# marker check, its gfx1151 code objects (offload-bundle entries), bundles
+# read, compressed bundles unreadable, bundle magics that are not a bundle.
+M=/opt/halobox/bin/rccl-markers.sh
 for lib in $(find /opt /usr/lib /usr/lib64 /usr/local/lib -xdev -name 'librccl.so*' -type f 2>/dev/null | head -n 8); do
   inj=no
   ib=no
   if grep -q -F RCCL_INJECT_FAULTS "$lib" 2>/dev/null; then inj=yes; fi
   if grep -q -F RCCL_IB_FAULT_INJECTION "$lib" 2>/dev/null; then ib=yes; fi
-  say rccl.build "$lib" "$inj" "$ib"
+  objs=
+  if [ -r "$M" ] && command -v bash >/dev/null 2>&1; then
+    objs=$(bash "$M" "$lib" gfx1151 2>/dev/null | sed -n 's/^rccl-markers: .*: \([0-9]*\) gfx1151 code object(s) in [0-9]* of \([0-9]*\) offload bundle(s) .*, \([0-9]*\) unreadable, \([0-9]*\) bundle magic(s) not a bundle, .*/\1 \2 \3 \4/p' | head -n 1)
+  fi
+  say rccl.build "$lib" "$inj" "$ib" "${objs:--}"
 done
 K=/sys/class/kfd/kfd/topology/nodes
 if [ -d "$K" ]; then
