@@ -71,11 +71,12 @@ pub fn load(dir: &Path) -> anyhow::Result<Run> {
     Ok(Run::Bench(super::results::derive(&rec, dir)))
 }
 
-/// Writes `html` to `path` atomically (a temporary file beside it, then a
-/// rename): a reader sees the old page or the whole new one.
+/// Writes `html` to `path` atomically ([`crate::confine::write_atomic`]: a
+/// new temporary file beside it, then a rename): a reader sees the old page
+/// or the whole new one.
 pub fn write(path: &Path, html: &str) -> anyhow::Result<()> {
     let hint = "give --html a file path in a folder you can write, e.g. --html ./bench.html";
-    let name = path.file_name().ok_or_else(|| {
+    path.file_name().ok_or_else(|| {
         UsageError(format!(
             "--html {}: not a file name\n  hint: {hint}",
             path.display()
@@ -101,14 +102,7 @@ pub fn write(path: &Path, html: &str) -> anyhow::Result<()> {
         ))
         .into());
     }
-    let tmp = parent.join(format!(
-        ".{}.{}.tmp",
-        name.to_string_lossy(),
-        std::process::id()
-    ));
-    let done = std::fs::write(&tmp, html).and_then(|()| std::fs::rename(&tmp, path));
-    if let Err(e) = done {
-        let _ = std::fs::remove_file(&tmp);
+    if let Err(e) = crate::confine::write_atomic(path, html.as_bytes(), 0o666) {
         return Err(UsageError(format!(
             "--html {}: cannot write it: {e}\n  hint: {hint}",
             path.display()

@@ -262,9 +262,8 @@ pub fn is_saved(dir: &Path) -> bool {
 pub fn save(dir: &Path, rec: &ServingRecord) -> anyhow::Result<()> {
     std::fs::create_dir_all(dir).with_context(|| format!("cannot create {}", dir.display()))?;
     let path = dir.join(SERVING_FILE);
-    let tmp = dir.join(format!(".{SERVING_FILE}.{}", std::process::id()));
-    std::fs::write(&tmp, serde_json::to_string_pretty(rec)? + "\n")
-        .and_then(|()| std::fs::rename(&tmp, &path))
+    let text = serde_json::to_string_pretty(rec)? + "\n";
+    crate::confine::write_atomic(&path, text.as_bytes(), 0o666)
         .with_context(|| format!("cannot write {}", path.display()))
 }
 
