@@ -12,8 +12,6 @@ pub mod svg;
 
 use std::path::Path;
 
-use anyhow::Context;
-
 use super::collective::report::Results as CollectiveResults;
 use super::results::Results;
 use super::serving::ab::{AB_FILE, AbResults};
@@ -45,19 +43,10 @@ impl Run {
     }
 }
 
-/// Largest `--ab-transport` record read.
-const MAX_AB_BYTES: u64 = 16 << 20;
-
 /// Reads and derives the saved run in `dir`, whatever made it.
 pub fn load(dir: &Path) -> anyhow::Result<Run> {
     if dir.join(AB_FILE).is_file() {
-        let path = dir.join(AB_FILE);
-        let bytes = crate::confine::read_regular(&path, true, MAX_AB_BYTES)
-            .with_context(|| format!("cannot read {}", path.display()))?;
-        let r: AbResults = serde_json::from_slice(&bytes).with_context(|| {
-            format!("{} is not a halobox --ab-transport record", path.display())
-        })?;
-        return Ok(Run::Ab(r));
+        return Ok(Run::Ab(super::serving::ab::load(dir)?));
     }
     if super::serving::record::is_saved(dir) {
         let rec = super::serving::record::load(dir)?;
