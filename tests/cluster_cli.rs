@@ -798,3 +798,46 @@ fn enable_refuses_a_halobox_or_cluster_file_others_can_change() {
     let (code, stdout, stderr) = enable();
     assert_eq!(code, Some(0), "{stdout}{stderr}");
 }
+
+/// Another user's folder made first at the name `serve` once used in the
+/// shared `/tmp` (`$TMPDIR/halobox-serve-UID`, uid 4242's) blocks nothing:
+/// `serve stop` and `serve status` of a head on this machine (backend
+/// `host`: the programs run here) work, and leave it alone.
+#[test]
+fn a_serve_folder_another_user_made_first_blocks_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = cluster_file(
+        &dir,
+        &format!(
+            "[[node]]\nssh = \"head\"\nip = \"{}\"\nbackend = \"host\"\n",
+            a_local_address()
+        ),
+    );
+    let tmp = dir.path().join("tmp");
+    std::fs::create_dir(&tmp).unwrap();
+    let planted = tmp.join("halobox-serve-0");
+    std::fs::create_dir(&planted).unwrap();
+    std::os::unix::fs::chown(&planted, Some(4242), Some(4242)).unwrap();
+    let home = dir.path().join("home");
+    std::fs::create_dir(&home).unwrap();
+    for cmd in ["stop", "status"] {
+        let o = halobox()
+            .args(["serve", cmd, "--cluster", &file])
+            .env("TMPDIR", &tmp)
+            .env("HOME", &home)
+            .env("XDG_STATE_HOME", home.join("state"))
+            .output()
+            .unwrap();
+        let (stdout, stderr) = out(&o);
+        if cmd == "stop" {
+            assert!(o.status.success(), "serve stop: {stdout}{stderr}");
+        } else {
+            assert!(
+                stdout.contains("serve: stopped"),
+                "serve status: {stdout}{stderr}"
+            );
+        }
+        assert!(!stderr.contains("not this user's own folder"), "{stderr}");
+    }
+    assert_eq!(std::fs::read_dir(&planted).unwrap().count(), 0);
+}

@@ -216,10 +216,9 @@ impl Head {
             return Ok(line);
         }
         anyhow::bail!(
-            "could not stop the engine in container {c} on the head ({}): {}\n  hint: run `halobox serve stop` again; if it fails again, read the pid (the first number) with `halobox enter {c} -- sh -c 'cat \"{}/engine.pid\"'` and check it with `halobox enter {c} -- ps -p PID -o pid,user,args`: signal it only if it is above 1 and is the engine (vllm or llama-server) started by you",
+            "could not stop the engine in container {c} on the head ({}): {}\n  hint: run `halobox serve stop` again; if it fails again, read the pid (the first number) in engine.pid of halobox's serve folder there (`halobox enter {c} -- sh -c 'cat \"${{XDG_STATE_HOME:-$HOME/.local/state}}/halobox/serve/engine.pid\"'`; an older halobox kept it in /tmp/halobox-serve-UID) and check it with `halobox enter {c} -- ps -p PID -o pid,user,args`: signal it only if it is above 1 and is the engine (vllm or llama-server) started by you",
             self.label,
             crate::remote::tail(&done.output, 3),
-            program::DIR,
             c = self.container,
         )
     }
