@@ -3,6 +3,8 @@
 //! so a symlink that is absolute or climbs out with `..` is refused (never
 //! followed into this machine), and only regular files of bounded size are
 //! read (a FIFO or device node is an error, not a hang or a driver's `open`).
+//! And writing a file in place ([`write_atomic`]) through a temporary file
+//! that is made new, never through a link planted at its name.
 
 use std::ffi::OsString;
 use std::io::{self, Read};
@@ -170,6 +172,29 @@ pub fn read_regular(path: &Path, nofollow: bool, cap: u64) -> io::Result<Vec<u8>
         ));
     }
     Ok(bytes)
+}
+
+/// Writes `bytes` to `path` atomically: a new temporary file beside it
+/// (made with `O_EXCL` under a random name, so a link or file planted there
+/// is never followed or overwritten; `mode` less the umask), synced, then
+/// renamed over `path`. A reader sees the old file or the whole new one.
+pub fn write_atomic(path: &Path, bytes: &[u8], mode: u32) -> io::Result<()> {
+    use std::io::Write as _;
+    use std::os::unix::fs::PermissionsExt as _;
+    let dir = match path.parent() {
+        Some(d) if !d.as_os_str().is_empty() => d,
+        _ => Path::new("."),
+    };
+    let name = path.file_name().unwrap_or_default().to_string_lossy();
+    let mut tmp = tempfile::Builder::new()
+        .prefix(&format!(".{name}."))
+        .suffix(".tmp")
+        .permissions(std::fs::Permissions::from_mode(mode))
+        .tempfile_in(dir)?;
+    tmp.write_all(bytes)?;
+    tmp.as_file().sync_all()?;
+    tmp.persist(path).map_err(|e| e.error)?;
+    Ok(())
 }
 
 #[cfg(test)]

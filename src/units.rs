@@ -18,6 +18,12 @@ pub fn format_bytes(b: u64) -> String {
     }
 }
 
+/// The sum of `sizes` in bytes, `None` when it does not fit in a `u64`:
+/// sizes a node reports are added with this, never with wrapping `+`.
+pub fn total_bytes(sizes: impl IntoIterator<Item = u64>) -> Option<u64> {
+    sizes.into_iter().try_fold(0u64, u64::checked_add)
+}
+
 /// Usable data rate of one PCIe lane in Gb/s (10^9 bit/s) after line coding:
 /// 2.5 and 5 GT/s use 8b/10b, 8 GT/s and above 128b/130b.
 pub fn pcie_lane_gbps(speed_gts: f64) -> f64 {

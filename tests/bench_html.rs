@@ -507,3 +507,48 @@ fn chromium_renders_the_charts() {
         "series colours in the screenshot: {seen:?}"
     );
 }
+
+/// A link planted at the temporary name `--html` once used beside OUT
+/// (`.OUT.PID.tmp`) pointing at a root-owned file: the real command (in a
+/// PID namespace of its own, so its pid is one of those planted) writes the
+/// page and never writes through the link.
+#[test]
+fn a_link_planted_beside_the_page_is_never_followed() {
+    let dir = tempfile::tempdir().unwrap();
+    let victim = dir.path().join("victim");
+    std::fs::write(&victim, "keep\n").unwrap();
+    for pid in 1..=16 {
+        std::os::unix::fs::symlink(&victim, dir.path().join(format!(".out.html.{pid}.tmp")))
+            .unwrap();
+    }
+    let out = dir.path().join("out.html");
+    for args in [
+        vec!["report", &run("serving-after")],
+        vec!["compare", &run("serving-before"), &run("serving-after")],
+    ] {
+        let o = Command::new("unshare")
+            .args(["--pid", "--fork", env!("CARGO_BIN_EXE_halobox"), "bench"])
+            .args(&args)
+            .arg("--html")
+            .arg(&out)
+            .output()
+            .unwrap();
+        assert!(
+            o.status.success(),
+            "{args:?}: {}",
+            String::from_utf8_lossy(&o.stderr)
+        );
+        assert_eq!(
+            std::fs::read_to_string(&victim).unwrap(),
+            "keep\n",
+            "{args:?}"
+        );
+        assert!(std::fs::read_to_string(&out).unwrap().contains("<svg"));
+        let links = std::fs::read_dir(dir.path())
+            .unwrap()
+            .flatten()
+            .filter(|e| e.file_type().unwrap().is_symlink())
+            .count();
+        assert_eq!(links, 16, "{args:?}");
+    }
+}

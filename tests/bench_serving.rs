@@ -870,3 +870,231 @@ fn ab_transport_refuses_a_serve_in_use_and_reports_a_failed_leg() {
     assert!(llama.child.try_wait().unwrap().is_none());
     llama.kill();
 }
+
+/// What a hostile endpoint or a planted saved run names things: OSC 52
+/// (write the clipboard), CSI 2J (clear the screen), a right-to-left
+/// override, an 8-bit CSI.
+const HOSTILE: &str = "evil\u{1b}]52;c;aGFsb2JveA==\u{7}\u{1b}[2J\u{202e}txt\u{9b}31m";
+
+/// No escape, bell or bidirectional override reached the terminal.
+fn printable(what: &str, o: &Output) {
+    for (stream, bytes) in [("stdout", &o.stdout), ("stderr", &o.stderr)] {
+        let t = String::from_utf8_lossy(bytes);
+        for bad in ['\u{1b}', '\u{7}', '\u{202e}', '\u{9b}'] {
+            assert!(!t.contains(bad), "{what}: {bad:?} reached {stream}: {t:?}");
+        }
+    }
+}
+
+/// A tiny OpenAI endpoint that names its model [`HOSTILE`] (also its
+/// `owned_by`, with `max_model_len` 20), has no `/tokenize`, and streams
+/// 8 tokens for every completion. Answers until the test ends.
+fn hostile_endpoint() -> String {
+    use std::io::{BufRead, BufReader, Write};
+    let l = TcpListener::bind("127.0.0.1:0").unwrap();
+    let url = format!("http://{}", l.local_addr().unwrap());
+    std::thread::spawn(move || {
+        for s in l.incoming().flatten() {
+            std::thread::spawn(move || {
+                let mut r = BufReader::new(s.try_clone().unwrap());
+                let mut first = String::new();
+                r.read_line(&mut first).unwrap();
+                let mut len = 0;
+                loop {
+                    let mut h = String::new();
+                    r.read_line(&mut h).unwrap();
+                    if h.trim().is_empty() {
+                        break;
+                    }
+                    if let Some(v) = h.to_ascii_lowercase().strip_prefix("content-length:") {
+                        len = v.trim().parse().unwrap();
+                    }
+                }
+                let mut body = vec![0; len];
+                r.read_exact(&mut body).unwrap();
+                let mut s = s;
+                let answer = if first.starts_with("GET /v1/models") {
+                    let b = serde_json::json!({"object": "list", "data": [
+                        {"id": HOSTILE, "owned_by": HOSTILE, "max_model_len": 20}
+                    ]})
+                    .to_string();
+                    format!(
+                        "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{b}",
+                        b.len()
+                    )
+                } else if first.starts_with("POST /v1/completions") {
+                    let mut b = String::new();
+                    for _ in 0..8 {
+                        b.push_str(
+                            "data: {\"choices\":[{\"text\":\"a\",\"finish_reason\":null}]}\n\n",
+                        );
+                    }
+                    b.push_str("data: {\"choices\":[{\"text\":\"\",\"finish_reason\":\"length\"}],\"usage\":{\"completion_tokens\":8,\"prompt_tokens\":8}}\n\ndata: [DONE]\n\n");
+                    format!(
+                        "HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nConnection: close\r\n\r\n{b}"
+                    )
+                } else {
+                    "HTTP/1.1 404 Not Found\r\nContent-Length: 0\r\nConnection: close\r\n\r\n"
+                        .into()
+                };
+                let _ = s.write_all(answer.as_bytes());
+            });
+        }
+    });
+    url
+}
+
+/// `halobox ARGS`, its output.
+fn hb(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_halobox"))
+        .args(args)
+        .env_remove("LLAMA_API_KEY")
+        .env_remove("VLLM_API_KEY")
+        .output()
+        .unwrap()
+}
+
+/// Everything a hostile endpoint names is cleaned before it is printed:
+/// the live lines and the report of `bench serving`, text and JSON, its
+/// refusal, and `bench report`/`bench compare` of the saved run; so is
+/// everything in planted saved serving and `--ab-transport` runs.
+#[test]
+fn a_hostile_endpoint_or_saved_run_cannot_reach_the_terminal() {
+    let url = hostile_endpoint();
+    let tmp = tempfile::tempdir().unwrap();
+    let a = tmp.path().join("a");
+    let b = tmp.path().join("b");
+    let small = [
+        "--concurrency",
+        "1",
+        "--requests",
+        "2",
+        "--input-tokens",
+        "8",
+        "--output-tokens",
+        "8",
+    ];
+    let mut args = vec![
+        "bench",
+        "serving",
+        "--url",
+        &url,
+        "--save",
+        a.to_str().unwrap(),
+    ];
+    args.extend(small);
+    let o = hb(&args);
+    assert!(o.status.success(), "{}", common::text(&o));
+    assert!(
+        String::from_utf8_lossy(&o.stdout).contains("evil"),
+        "{}",
+        common::text(&o)
+    );
+    printable("bench serving", &o);
+    args[5] = b.to_str().unwrap();
+    args.push("--json");
+    let o = hb(&args);
+    assert!(o.status.success(), "{}", common::text(&o));
+    printable("bench serving --json", &o);
+    // 16 + 8 tokens is more than the model's max_model_len: the refusal
+    // names the model.
+    let o = hb(&[
+        "bench",
+        "serving",
+        "--url",
+        &url,
+        "--save",
+        tmp.path().join("c").to_str().unwrap(),
+        "--concurrency",
+        "1",
+        "--requests",
+        "2",
+        "--input-tokens",
+        "16",
+        "--output-tokens",
+        "8",
+    ]);
+    assert_eq!(o.status.code(), Some(1), "{}", common::text(&o));
+    assert!(
+        String::from_utf8_lossy(&o.stderr).contains("max_model_len"),
+        "{}",
+        common::text(&o)
+    );
+    printable("bench serving over max_model_len", &o);
+    let (sa, sb) = (a.to_str().unwrap(), b.to_str().unwrap());
+    for args in [
+        vec!["bench", "report", sa],
+        vec!["bench", "report", sa, "--json"],
+        vec!["bench", "compare", sa, sb],
+    ] {
+        let o = hb(&args);
+        assert!(o.status.success(), "{args:?}: {}", common::text(&o));
+        printable(&format!("{args:?}"), &o);
+    }
+
+    // A planted serving run: every text in it hostile.
+    let fixtures = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/bench-runs");
+    let mut rec: Value = serde_json::from_str(
+        &std::fs::read_to_string(fixtures.join("serving-after/serving.json")).unwrap(),
+    )
+    .unwrap();
+    for k in [
+        "started_utc",
+        "model",
+        "server",
+        "prompt_lengths",
+        "partial",
+    ] {
+        rec[k] = HOSTILE.into();
+    }
+    rec["options"]["endpoint"]["authority"] = HOSTILE.into();
+    rec["levels"][0]["requests"][0]["error"] = HOSTILE.into();
+    let planted = tmp.path().join("planted");
+    std::fs::create_dir(&planted).unwrap();
+    std::fs::write(planted.join("serving.json"), rec.to_string()).unwrap();
+    // A planted --ab-transport run.
+    let mut ab: Value = serde_json::from_str(
+        &std::fs::read_to_string(fixtures.join("ab/ab-transport.json")).unwrap(),
+    )
+    .unwrap();
+    ab["plan"]["cluster"] = HOSTILE.into();
+    ab["plan"]["endpoint"] = HOSTILE.into();
+    ab["interrupted"] = HOSTILE.into();
+    let leg = &mut ab["legs"][0];
+    leg["error"] = HOSTILE.into();
+    leg["saved"] = HOSTILE.into();
+    leg["nodes"] = serde_json::json!([{
+        "ip": HOSTILE, "resolved": "roce", "path": HOSTILE, "reason": HOSTILE, "vars": [HOSTILE]
+    }]);
+    leg["results"]["model"] = HOSTILE.into();
+    leg["results"]["levels"][0]["status"] = HOSTILE.into();
+    let planted_ab = tmp.path().join("planted-ab");
+    std::fs::create_dir(&planted_ab).unwrap();
+    std::fs::write(planted_ab.join("ab-transport.json"), ab.to_string()).unwrap();
+    let (p, pa) = (planted.to_str().unwrap(), planted_ab.to_str().unwrap());
+    let html = tmp.path().join("page.html");
+    let html = html.to_str().unwrap();
+    for args in [
+        vec!["bench", "report", p],
+        vec!["bench", "report", p, "--json"],
+        vec!["bench", "compare", sa, p],
+        vec!["bench", "compare", p, sa],
+        vec!["bench", "report", pa],
+        vec!["bench", "report", pa, "--json"],
+        vec!["bench", "report", p, pa, "--html", html],
+        vec!["bench", "compare", p, sa, "--html", html],
+    ] {
+        let o = hb(&args);
+        printable(&format!("{args:?}"), &o);
+        let all = common::text(&o);
+        assert!(
+            all.contains("evil") || all.contains(html),
+            "{args:?}: {all}"
+        );
+    }
+    let page = std::fs::read_to_string(html).unwrap();
+    assert!(
+        !page.contains('\u{1b}') && !page.contains('\u{202e}'),
+        "the page holds escapes"
+    );
+}

@@ -119,6 +119,7 @@ fn every_unit_enable_writes_passes_systemd_analyze_verify() {
                 engine: engine.into(),
                 halobox: HALOBOX.into(),
                 files: vec![],
+                guards: vec![],
             };
             let opts = Options {
                 cluster: "/etc/halobox/my cluster%.toml".into(),

@@ -711,3 +711,133 @@ fn serve_on_the_head_hands_secrets_on_stdin_and_clears_the_cache() {
     assert_eq!(lines[3..], ["modelinfos"]);
     assert!(stderr.contains("halobox: removed"), "{stderr}");
 }
+
+/// `cluster enable --dry-run` on a one-node cluster whose head is this
+/// machine (an `ssh` that runs the command here): it refuses while the
+/// halobox its root units would run, or the cluster file they read, can be
+/// changed by another user (a 0777 binary, a file of uid 4242, a 0666 file,
+/// a folder anyone writes), naming the path and the fix, and plans once
+/// they are fixed.
+#[test]
+fn enable_refuses_a_halobox_or_cluster_file_others_can_change() {
+    use std::os::unix::fs::PermissionsExt;
+    let mode = |p: &std::path::Path, m: u32| {
+        std::fs::set_permissions(p, std::fs::Permissions::from_mode(m)).unwrap()
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let bin = dir.path().join("bin");
+    std::fs::create_dir(&bin).unwrap();
+    let ssh = bin.join("ssh");
+    std::fs::write(
+        &ssh,
+        "#!/bin/sh\nfor a; do last=$a; done\nexec sh -c \"$last\"\n",
+    )
+    .unwrap();
+    mode(&ssh, 0o755);
+    let hb = bin.join("halobox");
+    std::fs::write(&hb, "#!/bin/sh\nexit 0\n").unwrap();
+    mode(&hb, 0o755);
+    let conf = dir.path().join("conf");
+    std::fs::create_dir(&conf).unwrap();
+    let file = conf.join("cluster.toml");
+    std::fs::write(
+        &file,
+        format!(
+            "halobox = \"{}\"\n[[node]]\nssh = \"head\"\nip = \"{}\"\nbackend = \"host\"\n",
+            hb.display(),
+            a_local_address()
+        ),
+    )
+    .unwrap();
+    mode(&file, 0o644);
+    let path = format!("{}:{}", bin.display(), std::env::var("PATH").unwrap());
+    let home = dir.path().join("home");
+    std::fs::create_dir(&home).unwrap();
+    let enable = || {
+        let o = halobox()
+            .args(["cluster", "enable", "--dry-run", "--cluster"])
+            .arg(&file)
+            .env("PATH", &path)
+            .env("HOME", &home)
+            .env("XDG_STATE_HOME", home.join("state"))
+            .output()
+            .unwrap();
+        let (stdout, stderr) = out(&o);
+        (o.status.code(), stdout, stderr)
+    };
+    let (code, stdout, stderr) = enable();
+    assert_eq!(code, Some(0), "{stdout}{stderr}");
+    assert!(
+        stdout.contains("Nothing was written (--dry-run)."),
+        "{stdout}"
+    );
+
+    let refused = |what: &std::path::Path, why: &str, fix: &str| {
+        let (code, stdout, stderr) = enable();
+        assert_eq!(code, Some(2), "{}: {stdout}{stderr}", what.display());
+        assert!(
+            stderr.contains(&format!("{} {why}", what.display()))
+                && stderr.contains("as root")
+                && stderr.contains(fix),
+            "{stderr}"
+        );
+        assert!(!stdout.contains("[Service]"), "{stdout}");
+    };
+    mode(&hb, 0o777);
+    refused(&hb, "is writable by others (mode 0777)", "chmod go-w");
+    mode(&hb, 0o755);
+    std::os::unix::fs::chown(&file, Some(4242), Some(4242)).unwrap();
+    refused(&file, "is owned by uid 4242", "chown root");
+    std::os::unix::fs::chown(&file, Some(0), Some(0)).unwrap();
+    mode(&file, 0o666);
+    refused(&file, "is writable by others (mode 0666)", "chmod go-w");
+    mode(&file, 0o644);
+    mode(&conf, 0o777);
+    refused(&conf, "is writable by others (mode 0777)", "chmod go-w");
+    mode(&conf, 0o755);
+    let (code, stdout, stderr) = enable();
+    assert_eq!(code, Some(0), "{stdout}{stderr}");
+}
+
+/// Another user's folder made first at the name `serve` once used in the
+/// shared `/tmp` (`$TMPDIR/halobox-serve-UID`, uid 4242's) blocks nothing:
+/// `serve stop` and `serve status` of a head on this machine (backend
+/// `host`: the programs run here) work, and leave it alone.
+#[test]
+fn a_serve_folder_another_user_made_first_blocks_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = cluster_file(
+        &dir,
+        &format!(
+            "[[node]]\nssh = \"head\"\nip = \"{}\"\nbackend = \"host\"\n",
+            a_local_address()
+        ),
+    );
+    let tmp = dir.path().join("tmp");
+    std::fs::create_dir(&tmp).unwrap();
+    let planted = tmp.join("halobox-serve-0");
+    std::fs::create_dir(&planted).unwrap();
+    std::os::unix::fs::chown(&planted, Some(4242), Some(4242)).unwrap();
+    let home = dir.path().join("home");
+    std::fs::create_dir(&home).unwrap();
+    for cmd in ["stop", "status"] {
+        let o = halobox()
+            .args(["serve", cmd, "--cluster", &file])
+            .env("TMPDIR", &tmp)
+            .env("HOME", &home)
+            .env("XDG_STATE_HOME", home.join("state"))
+            .output()
+            .unwrap();
+        let (stdout, stderr) = out(&o);
+        if cmd == "stop" {
+            assert!(o.status.success(), "serve stop: {stdout}{stderr}");
+        } else {
+            assert!(
+                stdout.contains("serve: stopped"),
+                "serve status: {stdout}{stderr}"
+            );
+        }
+        assert!(!stderr.contains("not this user's own folder"), "{stderr}");
+    }
+    assert_eq!(std::fs::read_dir(&planted).unwrap().count(), 0);
+}

@@ -988,6 +988,12 @@ fn env_table_refuses_per_node_variables_and_secrets() {
         "HF_HUB_SECRET",
         "LLAMA_API_KEY",
         "TOKENIZERS_PARALLELISM",
+        "OPENAI_API_KEYS",
+        "DB_PASSWD",
+        "AWS_CREDENTIALS",
+        "GITHUB_PAT",
+        "my_service_token_v2",
+        "GCP_CREDENTIAL_JSON",
     ] {
         let e = bad(&format!("{name} = \"s3cret\""));
         assert!(
@@ -1042,8 +1048,17 @@ fn env_table_refuses_per_node_variables_and_secrets() {
         e.contains("not_secret: HF_TOKEN holds a secret") && !e.contains("hf_abc"),
         "{e}"
     );
-    // Names that contain none of the words.
-    for name in ["NCCL_IB_TIMEOUT", "KEYBOARD", "NCCL_KEY_X"] {
+    // Names that contain none of the words, and the look-alikes that hold
+    // a file's path.
+    for name in [
+        "NCCL_IB_TIMEOUT",
+        "KEYBOARD",
+        "NCCL_KEY_X",
+        "NCCL_IB_PKEY",
+        "PATH",
+        "AWS_SHARED_CREDENTIALS_FILE",
+        "GOOGLE_APPLICATION_CREDENTIALS",
+    ] {
         assert!(
             halobox::cluster::config::parse(
                 &WITH_ENV.replace("NCCL_IB_TC = \"106\"", &format!("{name} = \"1\""))

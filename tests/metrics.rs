@@ -369,6 +369,34 @@ fn never_every_interface_and_snapshots_only_print() {
     );
     let out = run(&["metrics", "--listen", "[::]:9837"]);
     assert_eq!(out.status.code(), Some(2), "{}", text(&out));
+    // 0.0.0.0 in its IPv6 forms is every IPv4 address too.
+    for every in ["[::ffff:0.0.0.0]", "[::ffff:0:0]"] {
+        let port = TcpListener::bind("127.0.0.1:0")
+            .unwrap()
+            .local_addr()
+            .unwrap()
+            .port();
+        let listen = format!("{every}:{port}");
+        let mut child = Command::new(env!("CARGO_BIN_EXE_halobox"))
+            .args(["metrics", "--listen", &listen])
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let deadline = Instant::now() + Duration::from_secs(20);
+        while child.try_wait().unwrap().is_none() {
+            if Instant::now() > deadline {
+                let _ = child.kill();
+                let _ = child.wait();
+                panic!("halobox metrics --listen {listen} listened (every IPv4 address)");
+            }
+            std::thread::sleep(Duration::from_millis(100));
+        }
+        let out = child.wait_with_output().unwrap();
+        assert_eq!(out.status.code(), Some(2), "{listen}: {}", text(&out));
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(err.contains("every interface"), "{listen}: {err}");
+    }
     let out = run(&["metrics", "--sysroot", "tests/fixtures/metrics/strix-cx5"]);
     assert_eq!(out.status.code(), Some(2), "{}", text(&out));
     assert!(

@@ -323,9 +323,12 @@ fn cluster_up_starts_metrics_on_every_node_and_down_stops_them() {
     let down = cluster(&nodes, &["down"], &file);
     let said = common::text(&down);
     let log = |x: char, i: u32| {
-        let cat = "cat ${TMPDIR:-/tmp}/halobox-metrics-$(id -u)/metrics-$0.log";
+        let cat = format!(
+            "cat \"{}\"/metrics-$0.log",
+            halobox::cluster::metrics_nodes::DIR
+        );
         let out = nodes
-            .on_node(x, &["sh", "-c", cat, &nodes.ip(i)])
+            .on_node(x, &["sh", "-c", &cat, &nodes.ip(i)])
             .output()
             .unwrap();
         common::text(&out)

@@ -167,7 +167,7 @@ pub struct ClusterJoinArgs {
     /// A variable for this node only, NAME=VALUE (its `env` in cluster.toml; repeat): vLLM does not copy the head's value to the workers.
     #[arg(long, value_name = "NAME=VALUE")]
     pub node_env: Vec<String>,
-    /// A name --env or --node-env may set although it looks like a secret's (`*_KEY`, `*SECRET*`, `*TOKEN*`, `*PASSWORD*`): it holds none (cluster.toml's `not_secret`; repeat).
+    /// A name --env or --node-env may set although it looks like a secret's (`*_KEY`, `*KEYS`, `*_PAT`, `*SECRET*`, `*TOKEN*`, `*PASSWORD*`, `*PASSWD*`, `*CREDENTIAL*`): it holds none (cluster.toml's `not_secret`; repeat).
     #[arg(long, value_name = "NAME")]
     pub not_secret: Vec<String>,
     /// Start Ray with token authentication, the token read from one line of stdin (as `cluster up` sends it).

@@ -303,8 +303,8 @@ pub struct ClusterConfig {
     /// memory monitor, …); never the per-node data-plane ones.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub env: BTreeMap<String, String>,
-    /// Names in `[env]` or a node's `env` that look like secrets (`*_KEY`,
-    /// `*SECRET*`, `*TOKEN*`, `*PASSWORD*`) but hold none
+    /// Names in `[env]` or a node's `env` that look like secrets
+    /// ([`crate::cluster::vars::is_secret_like`]) but hold none
     /// (`TOKENIZERS_PARALLELISM`): listed here, they are accepted.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub not_secret: Vec<String>,

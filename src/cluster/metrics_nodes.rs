@@ -16,8 +16,13 @@ use crate::metrics::serve::DEFAULT_PORT;
 use crate::serve::program::{ALIVE_FN, PID_FNS, RECORD_FN};
 
 /// Where the programs keep the exporter's pid and log (on the node's host;
-/// a shell expression).
-pub const DIR: &str = "${TMPDIR:-/tmp}/halobox-metrics-$(id -u)";
+/// a shell expression): `${XDG_STATE_HOME:-$HOME/.local/state}
+/// /halobox/metrics`, where no other user can make it first; the folder an
+/// older halobox used in `/tmp` only while the new one does not exist and
+/// it is the user's own, as [`crate::serve::program::DIR`].
+pub const DIR: &str = "$(n=\"${XDG_STATE_HOME:-$HOME/.local/state}/halobox/metrics\"; o=\"${TMPDIR:-/tmp}/halobox-metrics-$(id -u)\"; \
+     if [ -z \"$XDG_STATE_HOME$HOME\" ] || { [ ! -e \"$n\" ] && [ ! -L \"$n\" ] && [ -d \"$o\" ] && [ ! -L \"$o\" ] && [ -O \"$o\" ]; }; \
+     then printf %s \"$o\"; else printf %s \"$n\"; fi)";
 /// The serve's API port `cluster up` tells the head's exporter to probe
 /// (`halobox serve --port`'s default); a serve record on the head names
 /// the real one.
@@ -221,9 +226,17 @@ mod tests {
 
     /// The programs run for real: a stand-in that listens is started,
     /// found, replaced by a second start, and stopped; a stop finds none.
+    /// Another user's folder at the old name in `$TMPDIR` (made there
+    /// first) blocks nothing: the pid and log go to the user's state folder.
     #[test]
     fn start_and_stop_programs() {
         let tmp = tempfile::tempdir().unwrap();
+        let uid = nix::unistd::getuid().as_raw();
+        let planted = tmp.path().join(format!("halobox-metrics-{uid}"));
+        std::fs::create_dir(&planted).unwrap();
+        if uid == 0 {
+            std::os::unix::fs::chown(&planted, Some(4242), Some(4242)).unwrap();
+        }
         let port = {
             let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
             l.local_addr().unwrap().port()
@@ -235,6 +248,8 @@ mod tests {
                 .arg("halobox-metrics")
                 .args(args)
                 .env("TMPDIR", tmp.path())
+                .env("HOME", tmp.path())
+                .env_remove("XDG_STATE_HOME")
                 .output()
                 .unwrap();
             (
@@ -267,9 +282,12 @@ mod tests {
         // Another address's exporter is not this one.
         let (_, out, _) = run(stop_program(), &["127.0.0.2"]);
         assert_eq!(out, "none");
+        let state = tmp.path().join(".local/state/halobox/metrics");
+        assert!(state.join("metrics-127.0.0.1.pid").is_file());
         let (_, out, _) = run(stop_program(), &["127.0.0.1"]);
         assert!(out.starts_with("stopped "), "{out}");
         let (_, out, _) = run(stop_program(), &["127.0.0.1"]);
         assert_eq!(out, "none");
+        assert_eq!(std::fs::read_dir(&planted).unwrap().count(), 0);
     }
 }

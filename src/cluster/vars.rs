@@ -30,16 +30,30 @@ pub fn check_name(name: &str) -> Result<(), String> {
     }
 }
 
+/// Names that match the secret patterns of [`is_secret_like`] but hold a
+/// path, never a secret: shown and passed as they are.
+pub const NOT_SECRET_LOOKALIKES: &[&str] = &[
+    // The path of the AWS credentials file (the file holds the keys).
+    "AWS_SHARED_CREDENTIALS_FILE",
+    // The path of a Google service account's key file.
+    "GOOGLE_APPLICATION_CREDENTIALS",
+];
+
 /// Whether `name` looks like it holds a secret: the variables no child
 /// process gets ([`crate::proc::is_secret`]), Ray's `RAY_AUTH_TOKEN`, and
-/// any name matching `*_KEY`, `*SECRET*`, `*TOKEN*` or `*PASSWORD*` (in any
-/// case).
+/// any name matching `*_KEY`, `*KEYS`, `*_PAT`, `*SECRET*`, `*TOKEN*`,
+/// `*PASSWORD*`, `*PASSWD*` or `*CREDENTIAL*` (in any case), but those of
+/// [`NOT_SECRET_LOOKALIKES`].
 pub fn is_secret_like(name: &str) -> bool {
     let upper = name.to_ascii_uppercase();
-    crate::proc::is_secret(name)
-        || upper == super::auth::TOKEN_VAR
-        || upper.ends_with("_KEY")
-        || ["SECRET", "TOKEN", "PASSWORD"]
+    if crate::proc::is_secret(name) || upper == super::auth::TOKEN_VAR {
+        return true;
+    }
+    if NOT_SECRET_LOOKALIKES.contains(&upper.as_str()) {
+        return false;
+    }
+    ["_KEY", "KEYS", "_PAT"].iter().any(|s| upper.ends_with(s))
+        || ["SECRET", "TOKEN", "PASSWORD", "PASSWD", "CREDENTIAL"]
             .iter()
             .any(|s| upper.contains(s))
 }

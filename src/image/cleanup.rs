@@ -87,7 +87,9 @@ pub struct OutputFile {
 }
 
 impl OutputFile {
-    /// Reserves `.NAME.halobox-PID.tmp` beside `dest`.
+    /// Reserves a new `.NAME.halobox-RANDOM.tmp` beside `dest`: made here
+    /// with `O_EXCL`, so a link planted beside `dest` is never written
+    /// through.
     pub fn new(dest: &Path) -> std::io::Result<OutputFile> {
         let name = dest
             .file_name()
@@ -98,7 +100,18 @@ impl OutputFile {
                 )
             })?
             .to_string_lossy();
-        let tmp = dest.with_file_name(format!(".{name}.halobox-{}.tmp", std::process::id()));
+        let dir = match dest.parent() {
+            Some(d) if !d.as_os_str().is_empty() => d,
+            _ => Path::new("."),
+        };
+        let tmp = tempfile::Builder::new()
+            .prefix(&format!(".{name}.halobox-"))
+            .suffix(".tmp")
+            .permissions(std::os::unix::fs::PermissionsExt::from_mode(0o666))
+            .tempfile_in(dir)?
+            .into_temp_path()
+            .keep()
+            .map_err(|e| e.error)?;
         register(&tmp);
         Ok(OutputFile {
             tmp,

@@ -34,14 +34,28 @@ pub enum ListenError {
     NoDataPlane(String),
 }
 
-/// The address to listen on: `listen` when given (never an unspecified
-/// address), else the data-plane address on [`DEFAULT_PORT`].
+/// Whether listening on `ip` listens on every interface: `0.0.0.0`, `::`,
+/// and the IPv6 forms of `0.0.0.0` (IPv4-mapped `::ffff:0.0.0.0`, which
+/// is `::ffff:0:0`; a dual-stack socket bound there takes every IPv4
+/// address).
+pub fn every_interface(ip: IpAddr) -> bool {
+    match ip {
+        IpAddr::V4(v4) => v4.is_unspecified(),
+        IpAddr::V6(v6) => {
+            v6.is_unspecified() || v6.to_ipv4_mapped().is_some_and(|v4| v4.is_unspecified())
+        }
+    }
+}
+
+/// The address to listen on: `listen` when given (never one on every
+/// interface, [`every_interface`]), else the data-plane address on
+/// [`DEFAULT_PORT`].
 pub fn listen_address(
     facts: &HostFacts,
     listen: Option<SocketAddr>,
 ) -> Result<SocketAddr, ListenError> {
     if let Some(addr) = listen {
-        if addr.ip().is_unspecified() {
+        if every_interface(addr.ip()) {
             return Err(ListenError::Unspecified(addr));
         }
         return Ok(addr);
@@ -177,6 +191,28 @@ fn answer(mut stream: TcpStream, scrape: &impl Fn() -> String) -> std::io::Resul
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn every_interface_in_any_form() {
+        for every in [
+            "0.0.0.0",
+            "::",
+            "::ffff:0.0.0.0",
+            "::ffff:0:0",
+            "0:0:0:0:0:ffff:0:0",
+        ] {
+            assert!(every_interface(every.parse().unwrap()), "{every}");
+        }
+        for one in [
+            "127.0.0.1",
+            "::1",
+            "::ffff:127.0.0.1",
+            "10.0.0.1",
+            "fe80::1",
+        ] {
+            assert!(!every_interface(one.parse().unwrap()), "{one}");
+        }
+    }
 
     #[test]
     fn routes() {

@@ -315,9 +315,7 @@ impl Repo {
         if std::fs::read_to_string(&dest).ok().as_deref() == Some(commit) {
             return Ok(());
         }
-        let tmp = dest.with_extension("halobox-tmp");
-        std::fs::write(&tmp, commit)?;
-        std::fs::rename(&tmp, &dest)
+        crate::confine::write_atomic(&dest, commit.as_bytes(), 0o666)
     }
 }
 

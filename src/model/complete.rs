@@ -69,7 +69,13 @@ pub fn check(
             wrong.join("; ")
         )));
     }
-    let size: u64 = m.files.iter().filter_map(|f| f.size).sum();
+    let size = crate::units::total_bytes(m.files.iter().filter_map(|f| f.size)).ok_or_else(|| {
+        UsageError(format!(
+            "{} (the head) reported sizes of {spec}'s files that add up to more than {} bytes: no cache holds that\n  hint: its halobox or its Hugging Face cache is not as halobox makes them: run `halobox cluster install` to put this halobox there, and check that cache (`halobox model ls`)",
+            labels[0],
+            u64::MAX
+        ))
+    })?;
     Ok(format!(
         "every node holds {spec} (commit {}) complete: {} files, {}",
         &commit[..12],

@@ -126,6 +126,12 @@ impl NodeFacts {
                 return bad(&field, value, rule);
             }
         }
+        if crate::units::total_bytes(m.files.iter().filter_map(|f| f.size)).is_none() {
+            return Err(format!(
+                "reported file sizes that add up to more than {} bytes: no cache holds that",
+                u64::MAX
+            ));
+        }
         Ok(())
     }
 }

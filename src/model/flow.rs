@@ -277,7 +277,14 @@ pub fn rm(o: &RmOptions, r: &mut dyn Reporter, ask: &mut dyn Ask) -> anyhow::Res
                     && one.is_none_or(|r| m.commit == r || m.refs.iter().any(|x| x == r))
             })
             .collect();
-        let size: u64 = held.iter().map(|m| m.size).sum();
+        let size = crate::units::total_bytes(held.iter().map(|m| m.size)).ok_or_else(|| {
+            anyhow::anyhow!(
+                "node {} reported sizes of {} that add up to more than {} bytes: no cache holds that\n  hint: run `halobox cluster install` to put this halobox there, and check that cache (`halobox model ls`)",
+                n.label(),
+                model.id,
+                u64::MAX
+            )
+        })?;
         any |= !held.is_empty();
         let at = match (one, held.first()) {
             (Some(_), Some(m)) => format!(" at {}", m.commit),

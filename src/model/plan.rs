@@ -51,7 +51,7 @@ pub struct Plan {
 impl Plan {
     /// Bytes on the stream.
     pub fn stream_bytes(&self) -> u64 {
-        self.send.iter().map(|&i| self.files[i].size).sum()
+        units::total_bytes(self.send.iter().map(|&i| self.files[i].size)).unwrap_or(u64::MAX)
     }
 
     /// The nodes that receive something, in chain order.
@@ -196,11 +196,19 @@ pub fn plan(
             // A node at another commit lists other files: all are sent.
             if let Some(w) = lacks(f, there.iter().find(|x| x.path == f.path)) {
                 t.needs.push(k);
-                t.bytes += f.size;
+                t.bytes = t.bytes.checked_add(f.size).ok_or_else(|| {
+                    UsageError(untrusted(
+                        slabel,
+                        &format!(
+                            "reported file sizes that add up to more than {} bytes",
+                            u64::MAX
+                        ),
+                    ))
+                })?;
                 t.why.push(w);
             }
         }
-        if t.bytes + DISK_MARGIN > n.free && t.bytes > 0 {
+        if t.bytes.saturating_add(DISK_MARGIN) > n.free && t.bytes > 0 {
             short.push(format!(
                 "{label} needs {} for {} but has {} free in {}",
                 units::format_bytes(t.bytes),
@@ -240,7 +248,7 @@ pub fn render(p: &Plan) -> String {
         p.commit,
         p.source,
         p.files.len(),
-        units::format_bytes(p.files.iter().map(|f| f.size).sum()),
+        units::format_bytes(units::total_bytes(p.files.iter().map(|f| f.size)).unwrap_or(u64::MAX)),
         p.hub
     );
     for t in &p.targets {
@@ -412,5 +420,40 @@ mod tests {
             .unwrap_err()
             .0;
         assert!(e.contains("incomplete there: w.safetensors"), "{e}");
+    }
+
+    /// Sizes a node claims are added with checks: 2^64 - 616 bytes plus a
+    /// file of 96 MiB + 616 bytes would wrap to 96 MiB and pass the disk
+    /// check of a node with 1 GiB free.
+    #[test]
+    fn sizes_that_add_up_past_2_64_are_refused_naming_the_node() {
+        let m = ModelRef::parse("a/b").unwrap();
+        let mut huge = full();
+        huge[0].size = Some(u64::MAX - 615);
+        huge[1].size = Some((96 << 20) + 616);
+        let e = plan(
+            &m,
+            0,
+            &labels(),
+            &[node(Some(huge), 1 << 40), node(None, 1 << 30)],
+        )
+        .unwrap_err()
+        .0;
+        assert!(
+            e.contains("node a reported file sizes that add up to more than")
+                && e.contains("nothing was sent"),
+            "{e}"
+        );
+        let mut claimed = full();
+        claimed[1].size = Some(u64::MAX - 615);
+        claimed[0].size = Some((96 << 20) + 616);
+        let e = crate::model::complete::check(
+            &m,
+            &labels()[..2],
+            &[node(Some(claimed.clone()), 0), node(Some(claimed), 0)],
+        )
+        .unwrap_err()
+        .0;
+        assert!(e.contains("node a (the head) reported sizes"), "{e}");
     }
 }

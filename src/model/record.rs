@@ -74,17 +74,13 @@ impl Record {
             .unwrap_or_default()
     }
 
-    /// Writes it to `file` (a temporary name, then a rename).
+    /// Writes it to `file` ([`crate::confine::write_atomic`]).
     pub fn save(&self, file: &Path) -> std::io::Result<()> {
         if let Some(d) = file.parent() {
             std::fs::create_dir_all(d)?;
         }
-        let tmp = file.with_extension("json.tmp");
-        std::fs::write(
-            &tmp,
-            serde_json::to_vec_pretty(self).map_err(std::io::Error::other)?,
-        )?;
-        std::fs::rename(&tmp, file)
+        let text = serde_json::to_vec_pretty(self).map_err(std::io::Error::other)?;
+        crate::confine::write_atomic(file, &text, 0o666)
     }
 
     /// The sha256 recorded for `blob`, if its file still has the recorded

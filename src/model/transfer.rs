@@ -130,6 +130,13 @@ impl Job {
         {
             return bad("file index", &i.to_string(), "past the end of its files");
         }
+        if crate::units::total_bytes(self.files.iter().map(|f| f.size)).is_none() {
+            return bad(
+                "total size",
+                "more than 2^64 bytes",
+                "its files' sizes cannot add up to that",
+            );
+        }
         Ok(())
     }
 }

@@ -5,7 +5,6 @@
 //! (SIGKILL, power loss) leaves it behind, and [`super::repair`] reads it
 //! to know which container ids that run made and how far it got.
 
-use std::io::Write;
 use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
@@ -151,15 +150,8 @@ impl Journal {
         if let Some(dir) = self.path.parent() {
             checked(dir, true)?;
         }
-        let tmp = self.path.with_extension("json.tmp");
         let body = serde_json::to_vec_pretty(entry).map_err(|e| self.fail(e))?;
-        let written = std::fs::File::create(&tmp).and_then(|mut f| {
-            f.write_all(&body)?;
-            f.sync_all()
-        });
-        written
-            .and_then(|()| std::fs::rename(&tmp, &self.path))
-            .map_err(|e| self.fail(e))
+        crate::confine::write_atomic(&self.path, &body, 0o666).map_err(|e| self.fail(e))
     }
 
     /// Removes the entry (the refresh ended, or was repaired).

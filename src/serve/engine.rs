@@ -216,12 +216,10 @@ impl Head {
             return Ok(line);
         }
         anyhow::bail!(
-            "could not stop the engine in container {} on the head ({}): {}\n  hint: `halobox enter {} -- sh -c 'read pid start <{}/engine.pid; kill -TERM \"$pid\"'`",
-            self.container,
+            "could not stop the engine in container {c} on the head ({}): {}\n  hint: run `halobox serve stop` again; if it fails again, read the pid (the first number) in engine.pid of halobox's serve folder there (`halobox enter {c} -- sh -c 'cat \"${{XDG_STATE_HOME:-$HOME/.local/state}}/halobox/serve/engine.pid\"'`; an older halobox kept it in /tmp/halobox-serve-UID) and check it with `halobox enter {c} -- ps -p PID -o pid,user,args`: signal it only if it is above 1 and is the engine (vllm or llama-server) started by you",
             self.label,
             crate::remote::tail(&done.output, 3),
-            self.container,
-            program::DIR
+            c = self.container,
         )
     }
 
@@ -272,4 +270,31 @@ pub fn api_addr(host: Option<IpAddr>, port: u16) -> SocketAddr {
         _ => IpAddr::V4(Ipv4Addr::LOCALHOST),
     };
     SocketAddr::new(ip, port)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A stop that fails names the pid file and tells the user to check
+    /// the pid before anything is signalled: no command to run on the pid
+    /// the file holds (a planted `-1` would be every process of the user).
+    #[test]
+    fn a_failed_stop_never_hints_at_signalling_an_unchecked_pid() {
+        let head = Head {
+            halobox: "false".into(),
+            backend: NodeBackend::Podman,
+            container: "vllm".into(),
+            label: "a".into(),
+            ip: Ipv4Addr::LOCALHOST,
+        };
+        let e = head.stop(Duration::from_secs(1), true).unwrap_err();
+        let e = e.to_string();
+        assert!(
+            e.contains("could not stop the engine in container vllm"),
+            "{e}"
+        );
+        assert!(!e.contains("kill"), "{e}");
+        assert!(e.contains("engine.pid") && e.contains("ps -p PID"), "{e}");
+    }
 }

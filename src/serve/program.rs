@@ -4,14 +4,22 @@
 //! process id, its log and the `/dev/shm` segments that existed before it
 //! started live in [`DIR`] inside the container, so `serve status`, `logs`
 //! and `stop` find them from any later halobox run on the head. The folder
-//! is the container user's own (0700, not a link): toolbox and distrobox
-//! containers share the host's `/tmp` with every other user.
+//! is the container user's own (0700, not a link) in that user's state
+//! folder: toolbox and distrobox containers share the host's `/tmp` with
+//! every other user, who could make the folder there first.
 
 /// Where the programs keep the engine's pid, log and shm list (in the
-/// container; a shell expression).
-pub const DIR: &str = "${TMPDIR:-/tmp}/halobox-serve-$(id -u)";
+/// container; a shell expression): `${XDG_STATE_HOME:-$HOME/.local/state}
+/// /halobox/serve`, where no other user can make it first. The folder an
+/// older halobox used, `${TMPDIR:-/tmp}/halobox-serve-UID`, is still used
+/// while the new one does not exist and it is this user's own (not a link),
+/// so an engine it started is still found; one of another user's there is
+/// passed over. Without HOME or XDG_STATE_HOME, the old folder.
+pub const DIR: &str = "$(n=\"${XDG_STATE_HOME:-$HOME/.local/state}/halobox/serve\"; o=\"${TMPDIR:-/tmp}/halobox-serve-$(id -u)\"; \
+     if [ -z \"$XDG_STATE_HOME$HOME\" ] || { [ ! -e \"$n\" ] && [ ! -L \"$n\" ] && [ -d \"$o\" ] && [ ! -L \"$o\" ] && [ -O \"$o\" ]; }; \
+     then printf %s \"$o\"; else printf %s \"$n\"; fi)";
 /// The engine's log, in the container (as printed).
-pub const LOG: &str = "/tmp/halobox-serve-UID/engine.log";
+pub const LOG: &str = "${XDG_STATE_HOME:-~/.local/state}/halobox/serve/engine.log";
 
 /// `alive`: true when process `$pid` exists and is not a zombie (an
 /// orphaned engine is reparented to the container's init, which may never
@@ -495,6 +503,58 @@ mod tests {
         assert!(alive(), "stop signalled from another user's folder");
         nix::unistd::chown(dir.path(), Some(nix::unistd::getuid()), None).unwrap();
         assert_eq!(sh(&stop(), &["5"], dir.path()), format!("stopped {pid}"));
+    }
+
+    /// The folder is in the user's state folder: another user's folder at
+    /// the old name in `$TMPDIR` (made there first) blocks nothing. The old
+    /// folder, the user's own, is still used while the new one does not
+    /// exist (an engine an older halobox started is found).
+    #[test]
+    fn the_folder_is_where_no_other_user_makes_it_first() {
+        let tmp = tempfile::tempdir().unwrap();
+        let home = tmp.path().join("home");
+        std::fs::create_dir(&home).unwrap();
+        let uid = nix::unistd::getuid();
+        let old = tmp.path().join(format!("halobox-serve-{uid}"));
+        std::fs::create_dir(&old).unwrap();
+        if uid.is_root() {
+            nix::unistd::chown(&old, Some(nix::unistd::Uid::from_raw(4242)), None).unwrap();
+        }
+        let run = |program: String, args: &[&str]| {
+            let out = crate::proc::command("sh")
+                .arg("-c")
+                .arg(program)
+                .arg("halobox-serve")
+                .args(args)
+                .env("TMPDIR", tmp.path())
+                .env("HOME", &home)
+                .env_remove("XDG_STATE_HOME")
+                .output()
+                .unwrap();
+            String::from_utf8_lossy(&out.stdout).trim().to_string()
+                + &String::from_utf8_lossy(&out.stderr)
+        };
+        assert_eq!(run(state(), &[]), "none");
+        let started = run(start(&[], None, None), &["sleep", "300"]);
+        let pid = started
+            .strip_prefix("halobox-serve-pid ")
+            .unwrap()
+            .to_string();
+        let new = home.join(".local/state/halobox/serve");
+        assert!(new.join("engine.pid").is_file());
+        assert_eq!(run(state(), &[]), format!("running {pid}"));
+        assert_eq!(run(stop(), &["5"]), format!("stopped {pid}"));
+        assert_eq!(std::fs::read_dir(&old).unwrap().count(), 0);
+        // An older halobox's own folder, and no new one yet.
+        std::fs::remove_dir_all(home.join(".local")).unwrap();
+        nix::unistd::chown(&old, Some(uid), None).unwrap();
+        let started = run(start(&[], None, None), &["sleep", "300"]);
+        let pid = started
+            .strip_prefix("halobox-serve-pid ")
+            .unwrap()
+            .to_string();
+        assert!(old.join("engine.pid").is_file() && !new.exists());
+        assert_eq!(run(stop(), &["5"]), format!("stopped {pid}"));
     }
 
     /// Two starts at the same moment (each one's check takes a second, so

@@ -155,20 +155,10 @@ pub fn remove_supervisor(cluster: &Path, me: &Process) {
 /// `text` to `p` in halobox's state folder (0600, written beside, then
 /// renamed); `None`: there is no state folder.
 pub fn write(p: Option<PathBuf>, text: &str) -> std::io::Result<()> {
-    use std::io::Write as _;
-    use std::os::unix::fs::OpenOptionsExt as _;
     let p =
         p.ok_or_else(|| std::io::Error::other("no state folder (set XDG_STATE_HOME or HOME)"))?;
     std::fs::create_dir_all(p.parent().expect("parent"))?;
-    let tmp = p.with_extension(format!("tmp.{}", std::process::id()));
-    let mut f = std::fs::OpenOptions::new()
-        .write(true)
-        .create(true)
-        .truncate(true)
-        .mode(0o600)
-        .open(&tmp)?;
-    f.write_all(text.as_bytes())?;
-    std::fs::rename(tmp, p)
+    crate::confine::write_atomic(&p, text.as_bytes(), 0o600)
 }
 
 /// What was recorded for `cluster`.

@@ -12,8 +12,6 @@ pub mod svg;
 
 use std::path::Path;
 
-use anyhow::Context;
-
 use super::collective::report::Results as CollectiveResults;
 use super::results::Results;
 use super::serving::ab::{AB_FILE, AbResults};
@@ -45,19 +43,10 @@ impl Run {
     }
 }
 
-/// Largest `--ab-transport` record read.
-const MAX_AB_BYTES: u64 = 16 << 20;
-
 /// Reads and derives the saved run in `dir`, whatever made it.
 pub fn load(dir: &Path) -> anyhow::Result<Run> {
     if dir.join(AB_FILE).is_file() {
-        let path = dir.join(AB_FILE);
-        let bytes = crate::confine::read_regular(&path, true, MAX_AB_BYTES)
-            .with_context(|| format!("cannot read {}", path.display()))?;
-        let r: AbResults = serde_json::from_slice(&bytes).with_context(|| {
-            format!("{} is not a halobox --ab-transport record", path.display())
-        })?;
-        return Ok(Run::Ab(r));
+        return Ok(Run::Ab(super::serving::ab::load(dir)?));
     }
     if super::serving::record::is_saved(dir) {
         let rec = super::serving::record::load(dir)?;
@@ -71,11 +60,12 @@ pub fn load(dir: &Path) -> anyhow::Result<Run> {
     Ok(Run::Bench(super::results::derive(&rec, dir)))
 }
 
-/// Writes `html` to `path` atomically (a temporary file beside it, then a
-/// rename): a reader sees the old page or the whole new one.
+/// Writes `html` to `path` atomically ([`crate::confine::write_atomic`]: a
+/// new temporary file beside it, then a rename): a reader sees the old page
+/// or the whole new one.
 pub fn write(path: &Path, html: &str) -> anyhow::Result<()> {
     let hint = "give --html a file path in a folder you can write, e.g. --html ./bench.html";
-    let name = path.file_name().ok_or_else(|| {
+    path.file_name().ok_or_else(|| {
         UsageError(format!(
             "--html {}: not a file name\n  hint: {hint}",
             path.display()
@@ -101,14 +91,7 @@ pub fn write(path: &Path, html: &str) -> anyhow::Result<()> {
         ))
         .into());
     }
-    let tmp = parent.join(format!(
-        ".{}.{}.tmp",
-        name.to_string_lossy(),
-        std::process::id()
-    ));
-    let done = std::fs::write(&tmp, html).and_then(|()| std::fs::rename(&tmp, path));
-    if let Err(e) = done {
-        let _ = std::fs::remove_file(&tmp);
+    if let Err(e) = crate::confine::write_atomic(path, html.as_bytes(), 0o666) {
         return Err(UsageError(format!(
             "--html {}: cannot write it: {e}\n  hint: {hint}",
             path.display()

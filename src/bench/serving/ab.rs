@@ -495,6 +495,20 @@ pub fn save(dir: &Path, r: &AbResults) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// Largest [`AB_FILE`] read.
+const MAX_BYTES: u64 = 16 << 20;
+
+/// Reads `dir/ab-transport.json`, every text in it made printable
+/// ([`crate::remote::parse_json_lines`]): a saved run may hold anything.
+pub fn load(dir: &Path) -> anyhow::Result<AbResults> {
+    use anyhow::Context as _;
+    let path = dir.join(AB_FILE);
+    let bytes = crate::confine::read_regular(&path, true, MAX_BYTES)
+        .with_context(|| format!("cannot read {}", path.display()))?;
+    crate::remote::parse_json_lines(&String::from_utf8_lossy(&bytes))
+        .with_context(|| format!("{} is not a halobox --ab-transport record", path.display()))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

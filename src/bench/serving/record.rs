@@ -238,7 +238,7 @@ pub fn derive(rec: &ServingRecord) -> ServingResults {
             },
         })
         .collect();
-    ServingResults {
+    printable(ServingResults {
         schema_version: SCHEMA_VERSION,
         kind: "serving".into(),
         started_utc: rec.started_utc.clone(),
@@ -250,7 +250,29 @@ pub fn derive(rec: &ServingRecord) -> ServingResults {
         prompt_lengths: rec.prompt_lengths.clone(),
         partial: rec.partial.clone(),
         levels,
+    })
+}
+
+/// `res` with every text in it safe for a terminal
+/// ([`crate::remote::printable`], line breaks kept): the model id and
+/// `owned_by` come from the endpoint, and a saved record may hold anything.
+/// Every report, fresh or saved, text, JSON or HTML, passes through this.
+fn printable(mut res: ServingResults) -> ServingResults {
+    use crate::remote::printable_lines as clean;
+    for s in [
+        &mut res.started_utc,
+        &mut res.endpoint,
+        &mut res.model,
+        &mut res.server,
+        &mut res.prompt_lengths,
+    ] {
+        *s = clean(s);
     }
+    let notes = res.levels.iter_mut().map(|l| &mut l.note);
+    for t in notes.chain([&mut res.partial]).flatten() {
+        *t = clean(t);
+    }
+    res
 }
 
 /// True when `dir` holds a serving run.
@@ -262,9 +284,8 @@ pub fn is_saved(dir: &Path) -> bool {
 pub fn save(dir: &Path, rec: &ServingRecord) -> anyhow::Result<()> {
     std::fs::create_dir_all(dir).with_context(|| format!("cannot create {}", dir.display()))?;
     let path = dir.join(SERVING_FILE);
-    let tmp = dir.join(format!(".{SERVING_FILE}.{}", std::process::id()));
-    std::fs::write(&tmp, serde_json::to_string_pretty(rec)? + "\n")
-        .and_then(|()| std::fs::rename(&tmp, &path))
+    let text = serde_json::to_string_pretty(rec)? + "\n";
+    crate::confine::write_atomic(&path, text.as_bytes(), 0o666)
         .with_context(|| format!("cannot write {}", path.display()))
 }
 

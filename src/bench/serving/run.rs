@@ -103,7 +103,7 @@ pub async fn probe(o: &ServingOptions, key: Option<&Key>) -> Result<Served, Stri
                 "--input-tokens {} + --output-tokens {} = {need} is more than {} serves ({max} tokens, its max_model_len)\n  hint: halobox bench serving --input-tokens {} --output-tokens {}",
                 o.input_tokens,
                 o.output_tokens,
-                served.model,
+                crate::remote::printable(&served.model),
                 max / 2,
                 max / 4
             ));
@@ -205,7 +205,7 @@ pub async fn run(
     progress(&format!(
         "{} serves {} ({}); making {} prompts of {} tokens",
         o.endpoint.url(),
-        served.model,
+        crate::remote::printable(&served.model),
         served.server,
         o.concurrency.len() as u32 * o.requests + 1,
         o.input_tokens

@@ -123,6 +123,36 @@ pub struct NodeFacts {
     pub halobox: String,
     /// The files of the unit names asked about, each path with its state.
     pub files: Vec<(String, FileState)>,
+    /// Who may change what the head's units run and read: halobox and the
+    /// cluster file (as named and with links resolved) and their folders.
+    pub guards: Vec<Guard>,
+}
+
+/// One file or folder a boot unit depends on, as the probe saw it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Guard {
+    /// Its owner's uid.
+    pub uid: u32,
+    /// Its permission bits (`stat -c %a`, sticky bit included).
+    pub mode: u32,
+    /// A folder (else a file).
+    pub folder: bool,
+    /// Its path.
+    pub path: String,
+}
+
+impl Guard {
+    /// Why a user other than `uid` (and root) could change it, if one can:
+    /// another owner, or write permission for group or others (a folder
+    /// with the sticky bit lets nobody replace a file they do not own).
+    pub fn fault(&self, uid: u32) -> Option<String> {
+        if self.uid != 0 && self.uid != uid {
+            return Some(format!("is owned by uid {}", self.uid));
+        }
+        let sticky = self.folder && self.mode & 0o1000 != 0;
+        (self.mode & 0o022 != 0 && !sticky)
+            .then(|| format!("is writable by others (mode {:04o})", self.mode & 0o7777))
+    }
 }
 
 /// Reads the probe's output.
@@ -137,6 +167,7 @@ pub fn parse_facts(stdout: &str) -> Result<NodeFacts, String> {
         engine: String::new(),
         halobox: String::new(),
         files: Vec::new(),
+        guards: Vec::new(),
     };
     for line in stdout.lines() {
         let Some((k, v)) = line.split_once('=') else {
@@ -151,6 +182,23 @@ pub fn parse_facts(stdout: &str) -> Result<NodeFacts, String> {
             "systemctl" => f.systemctl = v.into(),
             "engine" => f.engine = v.into(),
             "halobox" => f.halobox = v.into(),
+            "guard" => {
+                let mut w = v.splitn(4, ' ');
+                let (Some(uid), Some(mode), Some(kind), Some(path)) =
+                    (w.next(), w.next(), w.next(), w.next())
+                else {
+                    return Err(format!(
+                        "a guard line without uid, mode, kind and path: {v:?}"
+                    ));
+                };
+                f.guards.push(Guard {
+                    uid: uid.parse().map_err(|_| format!("guard uid {uid:?}"))?,
+                    mode: u32::from_str_radix(mode, 8)
+                        .map_err(|_| format!("guard mode {mode:?}"))?,
+                    folder: kind == "d",
+                    path: path.into(),
+                });
+            }
             "file" => {
                 let (state, path) = v.split_once(' ').ok_or("a file line without a path")?;
                 let state = match state {
@@ -170,8 +218,18 @@ pub fn parse_facts(stdout: &str) -> Result<NodeFacts, String> {
 }
 
 /// The probe run on each node (`sh -c PROBE sh MARKER ENGINE HALOBOX
-/// UNIT...`): read-only.
-pub const PROBE: &str = r#"marker=$1; engine=$2; halobox=$3; shift 3
+/// CLUSTER UNIT...`; HALOBOX and CLUSTER given for the head only):
+/// read-only. `guard=UID MODE f|d PATH` for halobox and the cluster file,
+/// as named and with links resolved, and for each one's folder.
+pub const PROBE: &str = r#"marker=$1; engine=$2; halobox=$3; cluster=$4; shift 4
+guard() {
+  for p in "$1" "$(readlink -f -- "$1" 2>/dev/null)"; do
+    [ -n "$p" ] || continue
+    d=${p%/*}; [ -n "$d" ] || d=/
+    s=$(stat -c '%u %a' -- "$p" 2>/dev/null) && echo "guard=$s f $p"
+    s=$(stat -c '%u %a' -- "$d" 2>/dev/null) && echo "guard=$s d $d"
+  done
+}
 echo "uid=$(id -u)"
 echo "user=$(id -un)"
 echo "home=$HOME"
@@ -179,7 +237,8 @@ if [ -d /run/systemd/system ]; then echo systemd=yes; else echo systemd=no; fi
 if [ -e "/var/lib/systemd/linger/$(id -un)" ]; then echo linger=yes; else echo linger=no; fi
 echo "systemctl=$(command -v systemctl || true)"
 if [ -n "$engine" ]; then echo "engine=$(command -v "$engine" || true)"; fi
-if [ -n "$halobox" ]; then echo "halobox=$(command -v "$halobox" || true)"; fi
+if [ -n "$halobox" ]; then h=$(command -v "$halobox" || true); echo "halobox=$h"; case $h in /*) guard "$h";; esac; fi
+if [ -n "$cluster" ]; then guard "$cluster"; fi
 for n in "$@"; do
   for f in "/etc/systemd/system/$n" "$HOME/.config/systemd/user/$n"; do
     if [ ! -e "$f" ]; then s=absent; elif grep -qxF -- "$marker" "$f"; then s=ours; else s=foreign; fi
@@ -428,6 +487,7 @@ pub fn plan(
                     opts.cluster.display()
                 ));
             }
+            guarded(&label, f, scope)?;
             let cluster = opts.cluster.display().to_string();
             let mut env = String::new();
             for (k, v) in &opts.env {
@@ -518,6 +578,29 @@ pub fn plan(
     Ok(plans)
 }
 
+/// Refuses a head whose units would run a halobox, or read a cluster file,
+/// that a user other than the node's (or root) can change: that user would
+/// run code as the node's user (as root, for system units) at the next boot.
+fn guarded(label: &str, f: &NodeFacts, scope: Scope) -> Result<(), String> {
+    for g in &f.guards {
+        let Some(why) = g.fault(f.uid) else {
+            continue;
+        };
+        let runs = match scope {
+            Scope::System => "as root",
+            Scope::User => "as that user",
+        };
+        return Err(format!(
+            "node {label}: {} {why}: the boot units run halobox and read the cluster file from there {runs}, so whoever can change it could run anything {runs} at the next boot; nothing was written\n  hint: `chmod go-w {p}` and `chown {} {p}` there (or move it where only {} can write), then run `halobox cluster enable` again",
+            g.path,
+            f.user,
+            f.user,
+            p = crate::shell::quote(&g.path),
+        ));
+    }
+    Ok(())
+}
+
 /// The plan as `--dry-run` prints it: per node every file in full and
 /// every command.
 pub fn render(plans: &[NodePlan]) -> String {
@@ -583,6 +666,7 @@ mod tests {
             engine: "/usr/bin/podman".into(),
             halobox: "/usr/local/bin/halobox".into(),
             files: vec![],
+            guards: vec![],
         }
     }
 
@@ -741,6 +825,57 @@ mod tests {
         let mut no_sd = facts(0);
         no_sd.systemctl.clear();
         assert!(plan(&cfg, &[facts(0), no_sd], &opts(None)).is_err());
+    }
+
+    /// What the head's units run and read must be changeable only by the
+    /// node's user or root: another owner, or write permission for others
+    /// (but a sticky folder), is refused with the fix.
+    #[test]
+    fn a_halobox_or_cluster_file_others_can_change_is_refused() {
+        let cfg = two(NodeBackend::Podman);
+        let head = parse_facts(
+            "uid=0\nuser=root\nhome=/root\nsystemctl=/usr/bin/systemctl\nengine=/usr/bin/podman\nhalobox=/opt/hb/halobox\n\
+             guard=0 755 f /opt/hb/halobox\nguard=0 755 d /opt/hb\nguard=0 600 f /root/c.toml\nguard=0 1777 d /tmp\n",
+        )
+        .unwrap();
+        assert_eq!(head.guards.len(), 4);
+        assert!(head.guards[3].folder && !head.guards[0].folder);
+        assert!(plan(&cfg, &[head.clone(), facts(0)], &opts(None)).is_ok());
+        for (i, uid, mode, want) in [
+            (
+                0,
+                0,
+                0o777,
+                "/opt/hb/halobox is writable by others (mode 0777)",
+            ),
+            (0, 4242, 0o755, "/opt/hb/halobox is owned by uid 4242"),
+            (1, 0, 0o775, "/opt/hb is writable by others (mode 0775)"),
+            (
+                2,
+                0,
+                0o666,
+                "/root/c.toml is writable by others (mode 0666)",
+            ),
+            (2, 4242, 0o600, "/root/c.toml is owned by uid 4242"),
+            (3, 0, 0o777, "/tmp is writable by others (mode 0777)"),
+        ] {
+            let mut f = head.clone();
+            f.guards[i].uid = uid;
+            f.guards[i].mode = mode;
+            let e = plan(&cfg, &[f, facts(0)], &opts(None)).unwrap_err();
+            assert!(e.contains(&format!("node a: {want}")), "{e}");
+            assert!(
+                e.contains("as root") && e.contains("chmod go-w") && e.contains("chown root"),
+                "{e}"
+            );
+        }
+        // The node's own user may own them.
+        let mut mine = head.clone();
+        mine.uid = 1000;
+        mine.guards[0].uid = 1000;
+        let mut o = opts(None);
+        o.uid = 1000;
+        assert!(plan(&cfg, &[mine, facts(1000)], &o).is_ok());
     }
 
     #[test]

@@ -36,8 +36,14 @@ pub fn kept_serve(path: &Path) -> Option<crate::serve::request::Spec> {
     manifest::load(&absolute(path))?.serve
 }
 
-fn probe(cfg: &ClusterConfig, node: &NodeConfig, marker: &str) -> Result<NodeFacts, String> {
+fn probe(
+    cfg: &ClusterConfig,
+    node: &NodeConfig,
+    marker: &str,
+    cluster: &Path,
+) -> Result<NodeFacts, String> {
     let is_head = std::ptr::eq(node, cfg.head());
+    let head_only = |s: String| if is_head { s } else { String::new() };
     let mut argv: Vec<String> = vec![
         "sh".into(),
         "-c".into(),
@@ -45,11 +51,8 @@ fn probe(cfg: &ClusterConfig, node: &NodeConfig, marker: &str) -> Result<NodeFac
         "sh".into(),
         marker.into(),
         plan::engine_of(node).into(),
-        if is_head {
-            cfg.halobox.clone()
-        } else {
-            String::new()
-        },
+        head_only(cfg.halobox.clone()),
+        head_only(cluster.display().to_string()),
     ];
     argv.extend(plan::unit_names(cfg, node));
     let done = remote_node(cfg, node)
@@ -71,7 +74,7 @@ pub fn enable(
     let serve = crate::serve::state::load(path)
         .or_else(|| crate::serve::state::load(&cluster))
         .and_then(|s| s.args);
-    let facts = each_node(&cfg.nodes, |n| probe(cfg, n, &marker));
+    let facts = each_node(&cfg.nodes, |n| probe(cfg, n, &marker, &cluster));
     let mut got = Vec::new();
     let mut errors = Vec::new();
     for f in facts {

@@ -9,7 +9,7 @@
 use std::path::Path;
 use std::process::ExitCode;
 
-use crate::bench::serving::ab::{self, AbResults};
+use crate::bench::serving::ab;
 use crate::bench::serving::ab_run;
 use crate::bench::serving::key;
 use crate::bench::serving::plan::{self as splan, Endpoint};
@@ -89,12 +89,7 @@ pub fn run(args: &BenchServingArgs) -> anyhow::Result<ExitCode> {
 
 /// `bench report DIR` of an `--ab-transport` run.
 pub fn report(dir: &Path, json: bool) -> anyhow::Result<ExitCode> {
-    use anyhow::Context as _;
-    let path = dir.join(ab::AB_FILE);
-    let bytes = crate::confine::read_regular(&path, true, 16 << 20)
-        .with_context(|| format!("cannot read {}", path.display()))?;
-    let r: AbResults = serde_json::from_slice(&bytes)
-        .with_context(|| format!("{} is not a halobox --ab-transport record", path.display()))?;
+    let r = ab::load(dir)?;
     if json {
         println!("{}", serde_json::to_string_pretty(&r)?);
     } else {
