@@ -1,9 +1,11 @@
 //! The one plain-HTTP/1.1 client halobox has for engines and exporters
 //! (the serving API's `/health`, `/v1/models`, `/slots`, a tiny completion,
-//! a node's `/metrics`): one request per connection over hyper, for
-//! synchronous callers. Every request is bounded: one deadline over the
-//! connect, the request and the body, the answer's head at [`HEAD_LIMIT`],
-//! the body cut at a cap. The API key goes in an `Authorization` header and
+//! a node's `/metrics`): one request per connection over hyper. Synchronous
+//! callers get bounded requests ([`get`], [`post_json`]): one deadline over
+//! the connect, the request and the body, the answer's head at
+//! [`HEAD_LIMIT`], the body cut at a cap. Async callers ([`send`],
+//! [`read_body`]: `bench serving`'s many streamed completions) get the same
+//! request with the head bounded, and set their own deadlines. The API key goes in an `Authorization` header and
 //! nowhere else (no error names it), and an error's text is printable.
 
 use std::fmt;
@@ -11,8 +13,8 @@ use std::net::SocketAddr;
 use std::time::Duration;
 
 use http_body_util::{BodyExt, Full};
-use hyper::body::Bytes;
-use hyper::{Method, Request};
+use hyper::body::{Bytes, Incoming};
+use hyper::{Method, Request, Response};
 use hyper_util::rt::TokioIo;
 
 /// The most of an answer's head (status line and headers) that is read.
@@ -134,7 +136,12 @@ fn blocking(
         .enable_all()
         .build()
         .map_err(|e| fail(Why::Connect(format!("no runtime for the request: {e}"))))?;
-    let ask = request(addr, method, path, body, key, max_body);
+    let ask = async {
+        let resp = send(&addr.to_string(), method, path, body, key).await?;
+        let status = resp.status().as_u16();
+        let body = read_body(resp, max_body).await?;
+        Ok(Reply { status, body })
+    };
     let out = rt
         .block_on(async { tokio::time::timeout(timeout, ask).await })
         .unwrap_or(Err(Why::Timeout(timeout)));
@@ -142,34 +149,38 @@ fn blocking(
     out.map_err(fail)
 }
 
-/// Connects, sends, and reads the answer (its body up to `max_body`).
-async fn request(
-    addr: SocketAddr,
+/// Sends one request on a new connection to `authority` (`HOST:PORT`) and
+/// returns the answer with its body unread, for async callers (a streamed
+/// answer is read frame by frame). A JSON `body` is posted with
+/// `Content-Type: application/json`; `key` goes in `Authorization:
+/// Bearer`. Unbounded in time: the caller sets the deadline.
+pub async fn send(
+    authority: &str,
     method: Method,
     path: &str,
     body: Option<String>,
     key: Option<&str>,
-    max_body: usize,
-) -> Result<Reply, Why> {
+) -> Result<Response<Incoming>, Why> {
     let mut req = Request::builder()
         .method(method)
         .uri(path)
-        .header("Host", addr.to_string())
+        .header("Host", authority)
         .header("Connection", "close");
     if let Some(k) = key {
         req = req.header("Authorization", format!("Bearer {k}"));
     }
     if body.is_some() {
         req = req
-            .header("Accept", "application/json")
+            .header("Accept", "application/json, text/event-stream")
             .header("Content-Type", "application/json");
     }
     let req = req
         .body(Full::new(Bytes::from(body.unwrap_or_default())))
         .map_err(|_| Why::BadRequest)?;
-    let stream = tokio::net::TcpStream::connect(addr)
+    let stream = tokio::net::TcpStream::connect(authority)
         .await
         .map_err(|e| Why::Connect(crate::remote::printable(&e.to_string())))?;
+    let _ = stream.set_nodelay(true);
     let (mut sender, conn) = hyper::client::conn::http1::Builder::new()
         .title_case_headers(true)
         .max_header_size(HEAD_LIMIT)
@@ -177,17 +188,21 @@ async fn request(
         .await
         .map_err(|e| Why::Broken(shown(&e)))?;
     tokio::spawn(conn);
-    let resp = sender.send_request(req).await.map_err(|e| {
+    sender.send_request(req).await.map_err(|e| {
         if e.is_parse() || e.is_parse_too_large() {
             Why::NotHttp(shown(&e))
         } else {
             Why::Broken(shown(&e))
         }
-    })?;
-    let status = resp.status().as_u16();
+    })
+}
+
+/// An answer's body as lossy UTF-8, cut at `max` bytes (the rest is not
+/// read).
+pub async fn read_body(resp: Response<Incoming>, max: usize) -> Result<String, Why> {
     let mut body = resp.into_body();
     let mut out = Vec::new();
-    while out.len() < max_body {
+    while out.len() < max {
         let Some(frame) = body.frame().await else {
             break;
         };
@@ -195,11 +210,8 @@ async fn request(
             out.extend_from_slice(&data);
         }
     }
-    out.truncate(max_body);
-    Ok(Reply {
-        status,
-        body: String::from_utf8_lossy(&out).into_owned(),
-    })
+    out.truncate(max);
+    Ok(String::from_utf8_lossy(&out).into_owned())
 }
 
 /// A hyper error as printable text.
