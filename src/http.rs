@@ -1,12 +1,13 @@
 //! The one plain-HTTP/1.1 client halobox has for engines and exporters
 //! (the serving API's `/health`, `/v1/models`, `/slots`, a tiny completion,
-//! a node's `/metrics`): one request per connection over hyper. Synchronous
-//! callers get bounded requests ([`get`], [`post_json`]): one deadline over
-//! the connect, the request and the body, the answer's head at
-//! [`HEAD_LIMIT`], the body cut at a cap. Async callers ([`send`],
+//! a node's `/metrics`): one request per connection over hyper.
+//! Synchronous callers get bounded requests ([`get`], [`post_json`]): one
+//! deadline over the connect, the request and the body, the answer's head
+//! at [`HEAD_LIMIT`], the body cut at a cap. Async callers ([`send`],
 //! [`read_body`]: `bench serving`'s many streamed completions) get the same
-//! request with the head bounded, and set their own deadlines. The API key goes in an `Authorization` header and
-//! nowhere else (no error names it), and an error's text is printable.
+//! request with the head bounded, and set their own deadlines. The API key
+//! goes in an `Authorization` header and nowhere else (no error names it),
+//! and an error's text is printable.
 
 use std::fmt;
 use std::net::SocketAddr;
@@ -121,7 +122,8 @@ pub fn post_json(
 }
 
 /// Runs one request on a runtime of its own (shut down without waiting, so
-/// nothing outlives the deadline).
+/// nothing outlives the deadline); not for a caller already on a tokio
+/// runtime (that one uses [`send`]).
 fn blocking(
     addr: SocketAddr,
     method: Method,
