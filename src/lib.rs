@@ -20,7 +20,7 @@
 //!   node: [`cluster::join`], [`cluster::run`]), [`serve`] (vLLM or
 //!   llama.cpp on the head), [`model`] (weights on every node), [`metrics`]
 //!   (a node's figures for Prometheus, read like [`host`]'s facts), over
-//!   [`ssh`], [`remote`], [`proc`] and [`shell`];
+//!   [`ssh`], [`remote`], [`http`], [`proc`] and [`shell`];
 //! - the library's entry points for commands over the cluster:
 //!   [`cluster::up`], [`cluster::down`], [`cluster::refresh`],
 //!   [`serve::start`](mod@serve::start), [`bench::collective::run()`],
@@ -48,6 +48,7 @@ pub mod doctor;
 pub mod engine;
 pub mod error;
 pub mod host;
+pub mod http;
 pub mod image;
 pub mod image_ref;
 pub mod metrics;

@@ -347,7 +347,10 @@ const FLOORS: &[(&str, &[&str])] = &[
             "proc",
         ],
     ),
-    ("the host and ssh", &["ssh", "remote", "host", "dataplane"]),
+    (
+        "the host and ssh",
+        &["ssh", "remote", "http", "host", "dataplane"],
+    ),
     (
         "the engine and the settings",
         &[

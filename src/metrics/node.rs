@@ -5,19 +5,22 @@
 //! serve record on this host says one was started). The readers are the
 //! effects; [`families`] turns what they saw into metric families (pure).
 
-use std::io::{Read, Write};
-use std::net::{SocketAddr, TcpStream};
+use std::net::SocketAddr;
 use std::time::Duration;
 
 use crate::cluster::config::NodeBackend;
 use crate::host::Reader;
 #[cfg(doc)]
 use crate::host::procs;
+use crate::http;
 
 use super::exposition::{Family, Kind, Sample};
 
 /// How long the serve's `/health` may take to answer a scrape.
 pub const HEALTH_TIMEOUT: Duration = Duration::from_millis(500);
+
+/// The most of `/health`'s body that is read (only its status counts).
+const HEALTH_BODY: usize = 4096;
 
 /// The processes that say Ray runs on a node (`comm`, 15 characters at
 /// most): the raylet runs on every Ray node, the GCS on the head.
@@ -162,35 +165,8 @@ pub fn container_running(name: &str) -> Option<bool> {
 
 /// Whether `GET /health` on `addr` answers 200 within [`HEALTH_TIMEOUT`].
 pub fn healthy(addr: SocketAddr) -> bool {
-    let Ok(mut s) = TcpStream::connect_timeout(&addr, HEALTH_TIMEOUT) else {
-        return false;
-    };
-    let _ = s.set_read_timeout(Some(HEALTH_TIMEOUT));
-    let _ = s.set_write_timeout(Some(HEALTH_TIMEOUT));
-    let req = format!("GET /health HTTP/1.0\r\nHost: {addr}\r\nConnection: close\r\n\r\n");
-    if s.write_all(req.as_bytes()).is_err() {
-        return false;
-    }
-    let mut head = [0u8; 32];
-    let mut n = 0;
-    while n < head.len() {
-        match s.read(&mut head[n..]) {
-            Ok(0) | Err(_) => break,
-            Ok(k) => n += k,
-        }
-    }
-    status_ok(&head[..n])
-}
-
-/// Whether a response starts with an HTTP status line of 200.
-pub fn status_ok(head: &[u8]) -> bool {
-    let line = head.split(|b| *b == b'\n').next().unwrap_or_default();
-    let line = line.strip_suffix(b"\r").unwrap_or(line);
-    let mut parts = line.split(|b| *b == b' ');
-    matches!(
-        (parts.next(), parts.next()),
-        (Some(v), Some(b"200")) if v.starts_with(b"HTTP/1.")
-    )
+    http::get_up_to(addr, "/health", None, HEALTH_TIMEOUT, HEALTH_BODY)
+        .is_ok_and(|r| r.status == 200)
 }
 
 /// `IP:PORT` of a recorded endpoint (`http://IP:PORT`).
@@ -247,12 +223,7 @@ mod tests {
     }
 
     #[test]
-    fn health_answers_and_endpoints() {
-        assert!(status_ok(b"HTTP/1.1 200 OK\r\n"));
-        assert!(status_ok(b"HTTP/1.0 200\r\n"));
-        assert!(!status_ok(b"HTTP/1.1 503 Service Unavailable\r\n"));
-        assert!(!status_ok(b"SSH-2.0-OpenSSH\r\n"));
-        assert!(!status_ok(b""));
+    fn endpoints() {
         assert_eq!(
             endpoint_addr("http://10.0.0.1:8000"),
             Some("10.0.0.1:8000".parse().unwrap())
@@ -277,6 +248,30 @@ mod tests {
         assert!(!ray_running(&r()));
         proc_dir("4243", "gcs_server\n");
         assert!(ray_running(&r()));
+    }
+
+    #[test]
+    fn healthy_is_a_200_answer() {
+        use std::io::{Read, Write};
+        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let addr = l.local_addr().unwrap();
+        let answers = [
+            "HTTP/1.0 200\r\n\r\n",
+            "HTTP/1.1 200 OK\r\nContent-Length: 15\r\n\r\n{\"status\":\"ok\"}",
+            "HTTP/1.1 503 Service Unavailable\r\n\r\n",
+            "SSH-2.0-OpenSSH\r\n",
+        ];
+        let t = std::thread::spawn(move || {
+            for a in answers {
+                let (mut s, _) = l.accept().unwrap();
+                let mut buf = [0u8; 1024];
+                let _ = s.read(&mut buf);
+                s.write_all(a.as_bytes()).unwrap();
+            }
+        });
+        let seen: Vec<bool> = answers.iter().map(|_| healthy(addr)).collect();
+        assert_eq!(seen, [true, true, false, false]);
+        t.join().unwrap();
     }
 
     #[test]

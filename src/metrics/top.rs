@@ -1,11 +1,12 @@
 //! `cluster top`'s figures: one scrape of a node's `halobox metrics` (and
 //! of the serve's engine `/metrics` on the head) read into a [`Reading`],
 //! two readings into a row (rates from counter deltas). Pure but for
-//! [`fetch`], the bounded `GET` that reads an endpoint.
+//! [`fetch`], an endpoint's body through [`crate::http`].
 
-use std::io::{Read, Write};
-use std::net::{SocketAddr, TcpStream};
+use std::net::SocketAddr;
 use std::time::Duration;
+
+use crate::http;
 
 /// Largest body read from an endpoint.
 pub const MAX_BODY: usize = 4 << 20;
@@ -241,38 +242,27 @@ pub fn row(node: &str, now: &Result<Reading, String>, prev: Option<&Reading>, dt
     .to_string()
 }
 
-/// `GET http://ADDR{path}` within `timeout` (connect, and each read and
-/// write), with `bearer` as the API key when given (llama-server's
-/// `/metrics` is behind its key): the body of a 200 answer (at most
-/// [`MAX_BODY`] bytes), or why not.
+/// `GET http://ADDR{path}` within `timeout` (connect, request and body),
+/// with `bearer` as the API key when given (llama-server's `/metrics` is
+/// behind its key): the body of a 200 answer (at most [`MAX_BODY`] bytes),
+/// or why not.
 pub fn fetch(
     addr: SocketAddr,
     path: &str,
     timeout: Duration,
     bearer: Option<&str>,
 ) -> Result<String, String> {
-    let mut s = TcpStream::connect_timeout(&addr, timeout).map_err(|e| format!("{addr}: {e}"))?;
-    let _ = s.set_read_timeout(Some(timeout));
-    let _ = s.set_write_timeout(Some(timeout));
-    let auth = bearer
-        .filter(|k| !k.chars().any(char::is_control))
-        .map_or(String::new(), |k| format!("Authorization: Bearer {k}\r\n"));
-    let req = format!("GET {path} HTTP/1.0\r\nHost: {addr}\r\n{auth}Connection: close\r\n\r\n");
-    s.write_all(req.as_bytes())
-        .map_err(|e| format!("{addr}: {e}"))?;
-    let mut body = Vec::new();
-    s.take(MAX_BODY as u64 + 16384)
-        .read_to_end(&mut body)
-        .map_err(|e| format!("{addr}: {e}"))?;
-    let text = String::from_utf8_lossy(&body);
-    let (head, rest) = text
-        .split_once("\r\n\r\n")
-        .ok_or_else(|| format!("{addr}: not an HTTP answer"))?;
-    let status = head.lines().next().unwrap_or_default();
-    if !super::node::status_ok(status.as_bytes()) {
-        return Err(format!("{addr}: answered {}", clean(status, 60)));
+    let r = http::get_up_to(addr, path, bearer, timeout, MAX_BODY).map_err(|e| e.to_string())?;
+    if r.status != 200 {
+        let reason = hyper::StatusCode::from_u16(r.status)
+            .ok()
+            .and_then(|s| s.canonical_reason())
+            .unwrap_or_default();
+        return Err(format!("{addr}: answered HTTP {} {reason}", r.status)
+            .trim_end()
+            .to_string());
     }
-    Ok(rest.to_string())
+    Ok(r.body)
 }
 
 #[cfg(test)]
@@ -364,6 +354,7 @@ mod tests {
 
     #[test]
     fn fetch_reads_a_body_and_says_why_not() {
+        use std::io::{Read, Write};
         let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
         let addr = l.local_addr().unwrap();
         let t = std::thread::spawn(move || {
@@ -379,11 +370,15 @@ mod tests {
         });
         let t1 = Duration::from_secs(5);
         assert_eq!(fetch(addr, "/metrics", t1, None).unwrap(), "m 1\n");
+        assert_eq!(
+            fetch(addr, "/metrics", t1, None).unwrap_err(),
+            format!("{addr}: answered HTTP 404 Not Found")
+        );
+        t.join().unwrap();
         assert!(
             fetch(addr, "/metrics", t1, None)
                 .unwrap_err()
-                .contains("404")
+                .starts_with(&format!("{addr}: "))
         );
-        t.join().unwrap();
     }
 }

@@ -9,8 +9,9 @@ use serde::Serialize;
 use super::engine::{self, EngineState, Head};
 use super::restart::{self, Restarts};
 use super::state::{self, ServeState};
-use super::{http, program, watch};
+use super::{program, watch};
 use crate::cluster::config::ClusterConfig;
+use crate::http;
 
 /// What `serve status` reports.
 #[derive(Debug, Clone, Serialize)]

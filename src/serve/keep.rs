@@ -24,9 +24,10 @@ use super::engine::{EngineState, Head, Held};
 use super::request::{Request, Spec};
 use super::restart::{self, Check, Decision, Event, Hung, Outcome, Policy, Restarts, Stall};
 use super::state::{self, Process, ServeState};
-use super::{api_key, http, interrupt, llama, plan, start, watch};
+use super::{api_key, interrupt, llama, plan, start, watch};
 use crate::cluster::config::{ClusterConfig, Engine};
 use crate::error::UsageError;
+use crate::http;
 use crate::reporter::Reporter;
 
 /// The secrets a serve reads from the environment at every start, handed

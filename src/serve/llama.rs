@@ -17,9 +17,10 @@ use std::net::{IpAddr, SocketAddr};
 use std::time::Duration;
 
 use super::engine::Head;
-use super::{http, program, rpc};
+use super::{program, rpc};
 use crate::cluster::config::ClusterConfig;
 use crate::error::UsageError;
+use crate::http;
 use crate::serve::rpc_servers as cluster_rpc;
 
 /// How long the tiny completion that proves every node answers may take.

@@ -16,8 +16,8 @@
 //!   state, stop with its shm segments, logs);
 //! - [`engine`]: running them in the head's container, following the log;
 //! - [`watch`]: judging log lines (fatal, worker nodes, progress);
-//! - [`http`]: `/health`, `/v1/models`, a completion;
-//! - [`supervise`]: ready, then serving, then the end, named;
+//! - [`supervise`]: ready, then serving, then the end, named (the API's
+//!   `/health`, `/v1/models` and a completion through [`crate::http`]);
 //! - [`control`]: status, logs and stop of a recorded serve;
 //! - [`state`]: what a serve recorded on the head; [`interrupt`]: Ctrl-C;
 //! - [`restart`]: `--restart`'s policy, events and progress probe (pure);
@@ -27,7 +27,6 @@ pub mod api_key;
 pub mod control;
 pub mod engine;
 pub mod fit;
-pub mod http;
 pub mod interrupt;
 pub mod keep;
 pub mod llama;

@@ -12,9 +12,10 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use super::engine::{EngineState, Head};
 use super::state::{self, ServeState};
-use super::{http, interrupt, watch};
+use super::{interrupt, watch};
 use crate::cluster::config::{ClusterConfig, Engine};
 use crate::cluster::run as cluster_run;
+use crate::http;
 use crate::proc::Proc;
 use crate::reporter::Reporter;
 

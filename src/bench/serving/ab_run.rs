@@ -14,9 +14,10 @@ use super::plan::{Endpoint, ServingOptions};
 use crate::cluster::auth;
 use crate::cluster::config::ClusterConfig;
 use crate::error::UsageError;
+use crate::http;
 use crate::reporter::Reporter;
 use crate::serve::request::{Request, Spec};
-use crate::serve::{control, http, interrupt};
+use crate::serve::{control, interrupt};
 
 /// Asks the engine twice, a second apart, whether anybody uses it;
 /// refuses when somebody does or when it cannot tell.
@@ -33,7 +34,7 @@ pub fn refuse_if_used(p: &AbPlan, e: &Endpoint, key: Option<&Key>) -> anyhow::Re
             key.map(|k| k.0.as_str()),
             Duration::from_secs(5),
         )
-        .map_err(|err| format!("{}{path} did not answer: {err}", e.url()))?;
+        .map_err(|err| format!("{}{path} did not answer: {}", e.url(), err.why))?;
         if r.status != 200 {
             return Err(format!(
                 "{}{path} answered HTTP {}: {}",

@@ -1,17 +1,17 @@
-//! HTTP/1.1 to the endpoint over hyper, one connection per request (as a
-//! user's client would open): small JSON requests, and a streamed
-//! completion timed chunk by chunk. The key goes in an `Authorization`
-//! header and nowhere else.
+//! `bench serving`'s requests to the endpoint through [`crate::http`], one
+//! connection per request (as a user's client would open): small JSON
+//! requests, and a streamed completion timed chunk by chunk. The key goes
+//! in an `Authorization` header and nowhere else.
 
 use std::fmt;
 use std::time::{Duration, Instant};
 
-use http_body_util::{BodyExt, Full};
-use hyper::body::{Bytes, Incoming};
-use hyper::{Method, Request, Response};
-use hyper_util::rt::TokioIo;
+use http_body_util::BodyExt;
+use hyper::body::Incoming;
+use hyper::{Method, Response};
 
 use super::sse::{self, Event, Lines};
+use crate::http::{self, Why};
 
 /// The most of a JSON answer that is read.
 const BODY_LIMIT: usize = 4 << 20;
@@ -73,39 +73,20 @@ async fn send(
     body: Option<String>,
     key: Option<&Key>,
 ) -> Result<Response<Incoming>, Failure> {
-    let stream = tokio::net::TcpStream::connect(authority)
+    let key = key.map(|k| k.0.as_str());
+    http::send(authority, method, path, body, key)
         .await
-        .map_err(|e| Failure::Unreachable(format!("{authority}: {e}")))?;
-    let _ = stream.set_nodelay(true);
-    let (mut sender, conn) = hyper::client::conn::http1::handshake(TokioIo::new(stream))
-        .await
-        .map_err(|e| Failure::Broken(e.to_string()))?;
-    tokio::spawn(async move {
-        let _ = conn.await;
-    });
-    let mut req = Request::builder()
-        .method(method)
-        .uri(path)
-        .header("Host", authority)
-        .header("Accept", "application/json, text/event-stream");
-    if let Some(k) = key {
-        req = req.header("Authorization", format!("Bearer {}", k.0));
-    }
-    if body.is_some() {
-        req = req.header("Content-Type", "application/json");
-    }
-    let req = req
-        .body(Full::new(Bytes::from(body.unwrap_or_default())))
-        .map_err(|e| Failure::Protocol(format!("cannot make the request: {e}")))?;
-    sender.send_request(req).await.map_err(|e| {
-        if e.is_incomplete_message() || e.is_canceled() || e.is_closed() {
-            Failure::Broken(format!(
+        .map_err(|why| match why {
+            Why::Connect(e) => Failure::Unreachable(format!("{authority}: {e}")),
+            Why::Broken(_) => Failure::Broken(format!(
                 "{authority} closed the connection without an answer"
-            ))
-        } else {
-            Failure::Protocol(format!("{authority} does not speak HTTP/1.1: {e}"))
-        }
-    })
+            )),
+            Why::Timeout(t) => Failure::Timeout(t.as_secs()),
+            Why::NotHttp(e) => {
+                Failure::Protocol(format!("{authority} does not speak HTTP/1.1: {e}"))
+            }
+            Why::BadRequest => Failure::Protocol(why.to_string()),
+        })
 }
 
 /// The server's message in an error body (`{"error":{"message":…}}`, or
@@ -123,18 +104,10 @@ fn message(body: &str) -> String {
 }
 
 async fn collect(resp: Response<Incoming>, limit: usize) -> Result<String, Failure> {
-    let mut body = resp.into_body();
-    let mut out = Vec::new();
-    while let Some(frame) = body.frame().await {
-        let frame = frame.map_err(|e| Failure::Broken(e.to_string()))?;
-        if let Ok(data) = frame.into_data() {
-            out.extend_from_slice(&data);
-            if out.len() > limit {
-                break;
-            }
-        }
-    }
-    Ok(String::from_utf8_lossy(&out).into_owned())
+    http::read_body(resp, limit).await.map_err(|why| match why {
+        Why::Broken(e) => Failure::Broken(e),
+        other => Failure::Broken(other.to_string()),
+    })
 }
 
 /// A JSON request (`GET` without a body, `POST` with one): the status and
