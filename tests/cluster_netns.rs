@@ -512,6 +512,27 @@ fn cluster_up_status_down_and_failures() {
         "{all}"
     );
 
+    // The head's GCS dies (its raylet and agents outlive it for a while):
+    // `up` stops those stale processes on each node and starts the cluster
+    // again, rather than failing on "already running".
+    let kill = nodes
+        .nodes
+        .on_node('a', &["pkill", "-KILL", "-x", "gcs_server"])
+        .output()
+        .expect("pkill on a");
+    assert!(kill.status.success(), "{}", text(&kill));
+    let out = nodes.halobox(&["up"], &two);
+    let all = text(&out);
+    assert!(out.status.success(), "{all}");
+    assert!(
+        all.contains("Ray's processes of a cluster that is gone still run here (raylet")
+            && all.contains("Ray lists all 2 node(s)"),
+        "{all}"
+    );
+    let out = nodes.halobox(&["status", "--json"], &two);
+    let s: Value = serde_json::from_slice(&out.stdout).unwrap_or(Value::Null);
+    assert_eq!(s["alive"], 2, "{}", text(&out));
+
     // The head's Ray is gone and uid 4242 starts a Ray head of its own on
     // the port, even with this cluster's token: `up` has a record (with
     // its session) but neither keeps that Ray nor sends it the token; it

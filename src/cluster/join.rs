@@ -269,6 +269,7 @@ pub fn start(
         }
         let token_file = node_token(req.auth.as_ref())?;
         let (prog, args) = env.ray_start.split_first().expect("ray start argv");
+        stop_leftovers(prog, r)?;
         let status = crate::proc::command(prog)
             .args(args)
             .envs(env.vars.iter().map(|v| (&v.name, &v.value)))
@@ -319,6 +320,58 @@ pub fn start(
         bail!(
             "`halobox cluster join` failed in container {name} on {}",
             env.ip
+        );
+    }
+    Ok(())
+}
+
+/// How `join` says it stopped [`leftovers`] (`up` shows that line).
+pub const STALE_NOTE: &str = "Ray's processes of a cluster that is gone still run here";
+
+/// Ray's daemons of this user left on this node (in this PID namespace)
+/// when their cluster's GCS is gone: `up` starts Ray only on a node its
+/// head does not list alive, so whatever runs here is stale. A raylet
+/// still naming the old head makes `ray start --head` refuse (`Ray is
+/// trying to start at …, but is already running`). Their pid and name.
+fn leftovers() -> Vec<(u32, String)> {
+    let me = nix::unistd::geteuid().as_raw();
+    let r = crate::host::Reader::new(crate::host::HostRoot::live());
+    crate::host::procs::find(&r, crate::metrics::node::RAY_PROCESSES)
+        .into_iter()
+        .filter(|p| p.uid == Some(me))
+        .map(|p| (p.pid, p.comm))
+        .collect()
+}
+
+/// Stops the [`leftovers`] with `ray stop --force` (`ray`: the node's
+/// `ray` command) before Ray starts, saying so to `r`.
+fn stop_leftovers(ray: &str, r: &mut dyn crate::reporter::Reporter) -> anyhow::Result<()> {
+    let left = leftovers();
+    if left.is_empty() {
+        return Ok(());
+    }
+    let named: Vec<String> = left.iter().map(|(pid, c)| format!("{c} {pid}")).collect();
+    r.note(&format!(
+        "{STALE_NOTE} ({}): `ray stop --force` first\n",
+        named.join(", ")
+    ));
+    let done = crate::proc::run(
+        &[ray.to_string(), "stop".into(), "--force".into()],
+        Duration::from_secs(60),
+    )
+    .map_err(|e| anyhow::anyhow!("cannot run {ray} stop: {e}"))?;
+    let gone = (0..50).any(|_| {
+        let none = leftovers().is_empty();
+        if !none {
+            std::thread::sleep(Duration::from_millis(100));
+        }
+        none
+    });
+    if !done.status.is_some_and(|s| s.success()) || !gone {
+        bail!(
+            "Ray's stale processes here ({}) did not stop: {}\n  hint: `{ray} stop --force` on this node, then `halobox cluster up` again",
+            named.join(", "),
+            crate::remote::tail(&done.output, 2)
         );
     }
     Ok(())

@@ -552,7 +552,9 @@ pub fn up(
         auth::Mode::Token => Some(auth::load_or_create(&token_file)?),
         auth::Mode::Insecure => None,
     };
-    let start = |node: &NodeConfig| -> Result<(), String> {
+    // A start's stale-Ray note (`cluster join` stopped what was left of a
+    // cluster that is gone) is shown, named by its node.
+    let start = |node: &NodeConfig| -> Result<Vec<String>, String> {
         let what = "`halobox cluster join`";
         let argv = start_command(cfg, node, mode);
         let n = remote_node(cfg, node).through(&masters);
@@ -560,7 +562,13 @@ pub fn up(
             Some(t) => n.run_ok_with_line(what, &argv, t.secret(), JOIN_TIMEOUT),
             None => n.run_ok(what, &argv, JOIN_TIMEOUT),
         }
-        .map(|_| ())
+        .map(|done| {
+            done.output
+                .lines()
+                .filter(|l| l.starts_with(super::join::STALE_NOTE))
+                .map(|l| format!("node {} ({}): {l}", node.label(), node.ip))
+                .collect()
+        })
         .map_err(|e| e.to_string())
     };
     let cleanup =
@@ -574,7 +582,11 @@ pub fn up(
         writeln!(out, "{}", kept_line(cfg, &join))?;
     } else {
         let t = Instant::now();
-        start(head).map_err(|e| anyhow::anyhow!("starting the Ray head failed: {e}{cleanup}"))?;
+        let notes = start(head)
+            .map_err(|e| anyhow::anyhow!("starting the Ray head failed: {e}{cleanup}"))?;
+        for n in notes {
+            writeln!(out, "{n}")?;
+        }
         writeln!(
             out,
             "head {} ({}) started in {:.1} s",
@@ -592,7 +604,13 @@ pub fn up(
     if !workers.is_empty() {
         let t = Instant::now();
         let results = each_node(workers, start);
-        let errors: Vec<String> = results.into_iter().filter_map(Result::err).collect();
+        let mut errors = Vec::new();
+        for r in results {
+            match r {
+                Ok(notes) => notes.iter().try_for_each(|n| writeln!(out, "{n}"))?,
+                Err(e) => errors.push(e),
+            }
+        }
         if !errors.is_empty() {
             bail!(
                 "{} of {} worker(s) failed to start:\n  {}{cleanup}",
