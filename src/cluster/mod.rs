@@ -20,7 +20,7 @@
 //! runs (the head's table, else Ray's daemons in every node's processes),
 //! [`install`] `cluster install`, [`doctor`] the probe, cross-node checks
 //! and table (pure) and [`doctor_run`] every node's probe over ssh,
-//! [`bench`] pairs, matrices and flagged links with causes (pure) and
+//! [`bench`](mod@bench) pairs, matrices and flagged links with causes (pure) and
 //! [`bench_run`] one pair at a time over ssh, its saved run unpacked here.
 //! [`crate::serve`] runs vLLM or llama.cpp on the head.
 
