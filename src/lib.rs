@@ -21,9 +21,10 @@
 //!   llama.cpp on the head), [`model`] (weights on every node), [`metrics`]
 //!   (a node's figures for Prometheus, read like [`host`]'s facts), over
 //!   [`ssh`], [`remote`], [`http`], [`proc`] and [`shell`];
-//! - the library's entry points for commands over the cluster:
+//! - the library's entry points (the doors each [`cmd`] file calls, listed
+//!   in `DOORS` in `tests/layering.rs`) for commands over the cluster:
 //!   [`cluster::up`], [`cluster::down`], [`cluster::refresh`],
-//!   [`serve::start`](mod@serve::start), [`bench::collective::run()`],
+//!   [`serve::keep::serve`], [`bench::collective::run()`],
 //!   [`bench::serving::ab_run`] and [`mod@bench`]; for the others:
 //!   [`refresh::flow`], [`setup::flow`], [`bench::flow`], [`model::flow`],
 //!   [`image::publish_flow`] and [`image::add_layer`], each asking through

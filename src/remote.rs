@@ -3,6 +3,8 @@
 //! (halobox killed, timed out, or done waiting), output kept within
 //! [`OUTPUT_LIMIT`] with terminal control characters removed before
 //! anything prints it, and one wording for what went wrong, naming the node.
+//! A command that reads its own stdin runs without the guard.
+//! [`last_json`] is the one reader of a node's JSON report.
 
 use std::path::PathBuf;
 use std::process::Stdio;

@@ -1,7 +1,11 @@
 //! `halobox bench`: Ethernet (TCP) against RDMA between two nodes, in the
 //! right units, with failures diagnosed.
 //!
-//! [`flow`] is `bench run` from start to end; [`plan`] decides what runs (pure), [`run`] runs it (ssh to the peer,
+//! [`flow`] is `bench run` from start to end (the peer from the flags and
+//! the cluster file, where each end runs, the run, its report; `bench
+//! serve`'s server); [`probe`] is what the benchmark needs to know about
+//! one end (`bench probe`), [`tcp`] is halobox's
+//! own TCP client and server; [`plan`] decides what runs (pure), [`run`] runs it (ssh to the peer,
 //! clients here), [`results`] derives the table from the saved raw logs and
 //! [`report`] prints it. The parsers ([`perftest`], [`iperf3`]) and
 //! [`diagnose`] read the tools' own output ([`wc_status`] decodes completion

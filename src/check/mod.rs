@@ -1,6 +1,6 @@
 //! `halobox check`: proves a container on its node. A probe runs inside the
 //! container the way `halobox enter` gets in ([`probe`]: what the container
-//! user sees), then pure checks (`system`, `python`) judge it against
+//! user sees, from `probe.sh` and `probe.py`, and its parser), then pure checks (`system`, `python`) judge it against
 //! what halobox knows from outside ([`Context`]: the image's labels, how the
 //! container was made, the host's own facts), each PASS / WARN / FAIL / SKIP
 //! with the fix, as `doctor` does. [`run`] does the effects.

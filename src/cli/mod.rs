@@ -1,6 +1,9 @@
 //! The command-line interface definition (also used for completions and the
-//! man page): the top level here, one file per command group, and the
-//! argument groups several commands share in `common.rs`.
+//! man page): the top level here, one file per command group (`host`,
+//! `container`, `cluster`, `image`, `bench`, ...), and the argument groups
+//! several commands share in `common.rs` (`--engine`, `--json`,
+//! `--dry-run`, `--yes`, `--sysroot`, `--cluster`). The flags become the
+//! library's request here (as `ServeArgs::request`).
 //!
 //! Doc comments here are clap's help text, written for a terminal
 //! (`SRC:DEST[:MODE]`, `<UTC time>`), not as rustdoc markup.

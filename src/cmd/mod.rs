@@ -1,5 +1,13 @@
-//! One module per command: each turns parsed arguments into output and an
-//! exit status.
+//! One module per command: each turns parsed arguments into one call of
+//! its library door (listed in `DOORS` in `tests/layering.rs`), output and
+//! an exit status. A folder per command family: `bench/` (`run` in its
+//! `mod.rs`, `ab.rs`, `collective.rs`, `serving.rs`, `html.rs` for
+//! `report`/`compare --html`) and `cluster/` (the dispatch and the menu in
+//! its `mod.rs`, `init.rs`, `lifecycle.rs` for up and down, `boot.rs` for
+//! enable and disable, `join.rs`, `status.rs`, `menu.rs` for the menu's
+//! serve item, `bench.rs`, `doctor.rs`, `fleet.rs` for refresh and install,
+//! `metrics.rs`, `top.rs` for `cluster top`'s loop: the terminal in raw
+//! mode, put back however it ends).
 
 pub mod bench;
 pub mod build;

@@ -2,6 +2,8 @@
 //! with one line of why and, for every non-pass, the exact fix.
 //!
 //! Everything here is pure: the same facts always give the same report.
+//! One file per area; [`render`] is the report's text form and
+//! [`facts_render`] `detect`'s text of the facts.
 
 pub mod facts_render;
 mod firewall;

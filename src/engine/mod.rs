@@ -1,5 +1,10 @@
 //! The container engine client: Podman's Docker-compatible API or Docker,
-//! through bollard. One client for every command that talks to an engine.
+//! through bollard. One client for every command that talks to an engine:
+//! discovery and connecting (`--engine`, config, sockets), the runtime for
+//! sync callers, the bound on every call (`bound.rs`), one raw request over
+//! the socket (`raw.rs`), images, containers' lifecycle (start, stop, run
+//! state, filesystem changes), exec, logs, build, push, load, podman's own
+//! API (`libpod.rs`), registry credentials (`auth.rs`) and progress.
 
 pub mod auth;
 pub mod bound;

@@ -1,5 +1,9 @@
 //! Host facts: everything halobox reads about a machine, as plain data.
 //!
+//! One file per fact source (GPU, RDMA, network, limits, memlock,
+//! processes, users, kernel, tools, …). [`snapshot`] records them into an
+//! archive that `--sysroot` reads back the same way; [`redact`] redacts one.
+//!
 //! Readers only read and decode; decisions live in [`crate::doctor`] and the
 //! commands. [`gather`] reads the live host or a snapshot tree alike.
 //!

@@ -1,7 +1,8 @@
 //! Images halobox makes: definitions (`images/<name>.toml`), the build plan,
 //! reproducible layers added without a rebuild (`image add-layer` from start
-//! to end: [`add_layer`]), image archives both podman
-//! and docker load, the publish plan and `halobox publish` from start to
+//! to end: [`add_layer`]), a new config from a base, image archives both
+//! podman and docker load (OCI and docker), rewriting an image (layers and
+//! labels; an archive or loaded), the publish plan and `halobox publish` from start to
 //! end ([`publish_flow`]), and the git revision they are labelled with.
 
 pub mod add_layer;

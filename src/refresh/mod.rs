@@ -1,5 +1,9 @@
 //! `halobox refresh`: pull, pin, create beside the old container, check it
 //! stays up, then swap and keep the old one as `NAME-prev`, then prune.
+//! [`flow`] is the whole run as one entry point (dry run, staged or at
+//! once, the check from inside; it asks before a replace through an
+//! `Ask`); [`render`] is what it shows (the dry run's plan, what a replace
+//! does to the containers that exist). The start check has a settle window.
 //! [`prepare`] gathers what the plan needs (config, environment, engine),
 //! [`plan`] decides ([`pull`]: whether the image is pulled), [`run`] carries it out ([`check`] is its start check,
 //! [`signals`] holds SIGINT/SIGTERM across the swap; [`word`] is how a

@@ -4,24 +4,35 @@
 //! it fails or Ctrl-C stops it; `serve status`, `logs` and `stop` for a
 //! serve left running with `--detach`.
 //!
+//! - [`keep::serve`]: the library's entry point for `serve` (what
+//!   `src/cmd/serve.rs` calls): it starts the serve through [`start`](mod@start),
+//!   then a detached supervisor or the foreground supervises it;
 //! - [`start`](mod@start): a [`request::Request`] checked, planned and
-//!   started (the library's `serve`); [`request`]: what a serve is, as
-//!   asked and as recorded;
+//!   started, vLLM or llama.cpp; [`request`]: what a serve is, as asked and
+//!   as recorded (`Spec`, `Request`);
+//! - [`api_key`]: the API key; [`llama`]: llama-server's command and
+//!   checks; [`rpc`]: llama.cpp's RPC server programs; [`rpc_servers`]: the
+//!   RPC servers on every worker (`cluster up`/`status`/`down` for engine
+//!   llama.cpp);
+//! - [`plan`]: `vllm serve`'s command, environment and parallelism (pure);
 //! - [`preflight`]: cluster up, GPUs, port, vLLM, the model on every node;
 //! - [`fit`]: the model's weights and KV cache against each node's GPU
 //!   memory;
 //! - [`prepare`]: the plan (vLLM's argv and the head's env) from the
 //!   cluster file and the head's facts;
-//! - [`program`]: the `sh` programs run in the container (start detached,
-//!   state, stop with its shm segments, logs);
+//! - [`program`]: the `sh` programs run in the head's container (start
+//!   detached, state, stop with its shm segments, logs);
 //! - [`engine`]: running them in the head's container, following the log;
-//! - [`watch`]: judging log lines (fatal, worker nodes, progress);
+//! - [`watch`]: judging vLLM's log lines (fatal, worker nodes, progress,
+//!   errors);
 //! - [`supervise`]: ready, then serving, then the end, named (the API's
 //!   `/health`, `/v1/models` and a completion through [`crate::http`]);
 //! - [`control`]: status, logs and stop of a recorded serve;
-//! - [`state`]: what a serve recorded on the head; [`interrupt`]: Ctrl-C;
-//! - [`restart`]: `--restart`'s policy, events and progress probe (pure);
-//!   [`keep`]: the supervisor that acts on them.
+//! - [`state`]: what a serve recorded on the head (the serve, its
+//!   restarts, its supervisor's pid file); [`interrupt`]: Ctrl-C;
+//! - [`restart`]: `--restart`'s policy, window, events and progress probe
+//!   (pure); [`keep`]: the supervisor that acts on them (stop, wait for the
+//!   nodes, `cluster up`, start again from the record).
 
 pub mod api_key;
 pub mod control;

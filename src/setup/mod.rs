@@ -1,6 +1,11 @@
 //! Setup: the host fixes `doctor` prints, as a plan of file writes and
-//! commands that [`apply`] carries out and [`journal`] can undo; [`flow`]
-//! is the whole `halobox setup` run.
+//! commands that [`apply`] carries out and [`journal`] can undo (backups,
+//! atomic writes); [`flow`] is the whole `halobox setup` run (plan, confirm
+//! per group through an `Ask`, refuse without root, apply, checks before
+//! and after, `--undo`). `facts.rs` reads the files a fix touches, the next
+//! boot's command line, the user to fix and the tools; one planner per fix
+//! family (`memlock.rs`, `groups.rs`, `kernel.rs`, `network.rs`: MTU,
+//! firewall, RoCE mode); `diff.rs` and `render.rs` are its diffs and text.
 //!
 //! [`plan`] is pure: doctor's report, the host facts and the current content
 //! of every file a fix would touch ([`SetupFacts`]) give the same steps every

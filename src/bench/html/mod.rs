@@ -4,7 +4,10 @@
 //! [`load()`] reads any saved run (`bench run`, `bench serving`, its
 //! `--ab-transport`, `bench collective`); [`chart`] turns results into
 //! charts (series, axes with units; pure), [`svg`] draws one (pure), [`page`]
-//! assembles the page (pure) and [`write()`] puts it in place atomically.
+//! assembles the page (pure: no script, no outside resource) and
+//! [`write()`] puts it in place atomically. The SVG has ticks, a legend and
+//! every string escaped; charts have horizontal lines. `fixtures.rs` writes
+//! `tests/fixtures/bench-runs/` (an ignored test).
 
 pub mod chart;
 pub mod page;

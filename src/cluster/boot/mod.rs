@@ -3,7 +3,7 @@
 //! into unit files and commands, [`manifest`] keeps what was written (and
 //! the serve kept for boot) in the state folder, [`run`] reads the facts
 //! over ssh, writes and enables, or disables and removes exactly what
-//! `enable` wrote.
+//! `enable` wrote (the probe, the writes and `systemctl` over ssh).
 
 pub mod manifest;
 pub mod plan;
