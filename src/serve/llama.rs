@@ -20,7 +20,6 @@ use super::engine::Head;
 use super::{program, rpc};
 use crate::cluster::config::ClusterConfig;
 use crate::error::UsageError;
-use crate::http;
 use crate::serve::rpc_servers as cluster_rpc;
 
 /// How long the tiny completion that proves every node answers may take.
@@ -269,10 +268,15 @@ pub fn refusal(cfg: &ClusterConfig, model: &str, word: &str) -> String {
     }
 }
 
-/// A 1-token completion finishes within [`PROBE_TIMEOUT`].
-pub fn answers(api: SocketAddr, key: Option<&str>) -> bool {
+/// Whether a 1-token completion finishes within [`PROBE_TIMEOUT`]; `Err`
+/// (why) when the key was not sent: the port's listener is not proven
+/// this user's ([`super::api_key::post_json`]).
+pub fn answers(api: SocketAddr, key: Option<&str>) -> Result<bool, String> {
     let body = r#"{"prompt": "a", "n_predict": 1, "temperature": 0, "cache_prompt": false}"#;
-    http::post_json(api, "/completion", body, key, PROBE_TIMEOUT).is_ok_and(|r| r.status == 200)
+    match super::api_key::post_json(api, "/completion", body, key, PROBE_TIMEOUT) {
+        Ok(r) => Ok(r.status == 200),
+        Err(e) => super::api_key::not_ours(&e).map_or(Ok(false), Err),
+    }
 }
 
 /// The first worker whose RPC port refuses a TCP connection: its node is
