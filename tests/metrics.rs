@@ -445,12 +445,13 @@ fn cluster_metrics_prints_a_scrape_config_promtool_accepts() {
     for want in [
         "      - targets: [\"192.168.100.1:9837\"]\n        labels:\n          node: \"n1\"\n",
         "      - targets: [\"192.168.100.2:9837\"]\n        labels:\n          node: \"root@n2\"\n",
-        "  - job_name: \"halobox-engine\"\n    metrics_path: /metrics\n    static_configs:\n      - targets: [\"192.168.100.1:8000\"]\n",
+        "  - job_name: \"halobox-engine\"\n    metrics_path: /metrics\n    authorization:\n      type: Bearer\n      credentials_file: ",
+        "    static_configs:\n      - targets: [\"192.168.100.1:8000\"]\n",
     ] {
         assert!(yaml.contains(want), "{want} in:\n{yaml}");
     }
 
-    // llama-server's /metrics is behind the API key: the key file's path, never the key.
+    // The engine's /metrics is behind the API key: the key file's path, never the key.
     std::fs::write(
         &file,
         "engine = \"llama.cpp\"\n[[node]]\nssh = \"root@n1\"\nip = \"192.168.100.1\"\n[[node]]\nssh = \"root@n2\"\nip = \"192.168.100.2\"\n",
