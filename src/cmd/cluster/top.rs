@@ -50,15 +50,14 @@ impl Drop for Raw {
     }
 }
 
+/// A node's reading and why its engine's figures are missing, or why it has none.
+type NodeRead = Result<(Reading, Option<String>), String>;
+
 /// One node's reading now (the head's with its engine's figures, asked
 /// with the serving API's key, which goes only to a listener proven this
 /// user's), and why the engine's figures are missing when the key was not
 /// sent.
-fn read_node(
-    addr: SocketAddr,
-    engine: Option<SocketAddr>,
-    key: Option<&str>,
-) -> Result<(Reading, Option<String>), String> {
+fn read_node(addr: SocketAddr, engine: Option<SocketAddr>, key: Option<&str>) -> NodeRead {
     let body = top::fetch(addr, "/metrics", SCRAPE_TIMEOUT, None).map_err(|e| e.to_string())?;
     let mut r = top::reading(&body);
     let mut why = None;
@@ -101,19 +100,18 @@ pub fn run(a: &ClusterTopArgs) -> anyhow::Result<ExitCode> {
     let mut prev: Vec<Option<(Instant, Reading)>> = vec![None; nodes.len()];
     let mut stdin = std::io::stdin();
     loop {
-        let now: Vec<(Instant, Result<(Reading, Option<String>), String>)> =
-            std::thread::scope(|s| {
-                let handles: Vec<_> = nodes
-                    .iter()
-                    .map(|(_, addr, engine)| {
-                        s.spawn(move || (Instant::now(), read_node(*addr, *engine, key)))
-                    })
-                    .collect();
-                handles
-                    .into_iter()
-                    .map(|h| h.join().expect("scrape thread"))
-                    .collect()
-            });
+        let now: Vec<(Instant, NodeRead)> = std::thread::scope(|s| {
+            let handles: Vec<_> = nodes
+                .iter()
+                .map(|(_, addr, engine)| {
+                    s.spawn(move || (Instant::now(), read_node(*addr, *engine, key)))
+                })
+                .collect();
+            handles
+                .into_iter()
+                .map(|h| h.join().expect("scrape thread"))
+                .collect()
+        });
         let mut screen = format!(
             "\x1b[H\x1b[2Jhalobox cluster top: {} node(s), every 1 s; q or Ctrl-C ends\r\n\r\n{}\r\n",
             nodes.len(),
