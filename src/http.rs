@@ -510,47 +510,11 @@ mod tests {
             eprintln!("skipped the squatter: needs root to run one as uid 65534");
             return;
         }
-        let dir = tempfile::tempdir().unwrap();
-        std::fs::set_permissions(
-            dir.path(),
-            std::os::unix::fs::PermissionsExt::from_mode(0o777),
-        )
-        .unwrap();
-        let seen = dir.path().join("seen");
-        let port = closed_port().port();
-        let script = "import socket, sys\n\
-            s = socket.socket(); s.bind(('127.0.0.1', int(sys.argv[1]))); s.listen()\n\
-            open(sys.argv[2] + '.up', 'w').close()\n\
-            while True:\n    c, _ = s.accept(); c.settimeout(1)\n    got = b''\n\
-            \x20   try:\n        while True:\n            b = c.recv(4096)\n            if not b: break\n            got += b\n\
-            \x20   except OSError: pass\n\
-            \x20   open(sys.argv[2], 'ab').write(got + b'|'); c.close()\n";
-        let mut squatter = crate::proc::command("setpriv")
-            .args([
-                "--reuid=65534",
-                "--regid=65534",
-                "--clear-groups",
-                "/usr/bin/python3",
-                "-c",
-                script,
-                &port.to_string(),
-                &seen.display().to_string(),
-            ])
-            .spawn()
-            .unwrap();
-        let up = dir.path().join("seen.up");
-        for _ in 0..100 {
-            if up.exists() {
-                break;
-            }
-            std::thread::sleep(Duration::from_millis(50));
-        }
-        let at: SocketAddr = ([127, 0, 0, 1], port).into();
+        let squatter = crate::host::sockets::Squatter::start();
+        let at = squatter.addr;
         let got = get_ours(at, "/metrics", KEY, Duration::from_secs(5), 100);
         let posted = post_json_ours(at, "/v1/completions", "{}", KEY, Duration::from_secs(5));
-        std::thread::sleep(Duration::from_millis(1500));
-        let _ = squatter.kill();
-        let _ = squatter.wait();
+        let heard = squatter.heard();
         for e in [got.unwrap_err(), posted.unwrap_err()] {
             assert!(
                 matches!(&e.why, Why::NotOurs(w) if w.contains("uid 65534")),
@@ -558,11 +522,10 @@ mod tests {
             );
             assert!(!e.to_string().contains(KEY));
         }
-        let heard = std::fs::read(&seen).unwrap_or_default();
-        assert!(
-            heard.iter().all(|&b| b == b'|'),
-            "the squatter was sent {}",
-            String::from_utf8_lossy(&heard)
+        assert_eq!(
+            String::from_utf8_lossy(&heard),
+            "||",
+            "the squatter was sent more than two closed connections"
         );
     }
 }

@@ -65,6 +65,79 @@ fn decode(s: &str) -> Option<SocketAddr> {
     Some(plain(SocketAddr::new(ip, port)))
 }
 
+/// A listener of another user's on a free local port, for tests: uid
+/// 65534 (through `setpriv` and the system python; the tests run as root)
+/// that records every byte each connection sends it, then `|`.
+#[cfg(test)]
+pub(crate) struct Squatter {
+    /// Where it listens.
+    pub addr: SocketAddr,
+    child: std::process::Child,
+    dir: tempfile::TempDir,
+}
+
+#[cfg(test)]
+impl Squatter {
+    /// Starts one and waits (up to 5 s) until it listens.
+    pub fn start() -> Squatter {
+        use std::os::unix::fs::PermissionsExt;
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o777)).unwrap();
+        let port = std::net::TcpListener::bind("127.0.0.1:0")
+            .unwrap()
+            .local_addr()
+            .unwrap()
+            .port();
+        let script = "import socket, sys\n\
+            s = socket.socket(); s.bind(('127.0.0.1', int(sys.argv[1]))); s.listen()\n\
+            open(sys.argv[2] + '.up', 'w').close()\n\
+            while True:\n    c, _ = s.accept(); c.settimeout(1)\n    got = b''\n\
+            \x20   try:\n        while True:\n            b = c.recv(4096)\n            if not b: break\n            got += b\n\
+            \x20   except OSError: pass\n\
+            \x20   open(sys.argv[2], 'ab').write(got + b'|'); c.close()\n";
+        let seen = dir.path().join("seen");
+        let child = crate::proc::command("setpriv")
+            .args([
+                "--reuid=65534",
+                "--regid=65534",
+                "--clear-groups",
+                "/usr/bin/python3",
+                "-c",
+                script,
+                &port.to_string(),
+                &seen.display().to_string(),
+            ])
+            .spawn()
+            .unwrap();
+        for _ in 0..100 {
+            if dir.path().join("seen.up").exists() {
+                break;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(50));
+        }
+        Squatter {
+            addr: SocketAddr::from(([127, 0, 0, 1], port)),
+            child,
+            dir,
+        }
+    }
+
+    /// Everything it was sent so far (after a second for the last
+    /// connection to be written down), each connection ended by `|`.
+    pub fn heard(&self) -> Vec<u8> {
+        std::thread::sleep(std::time::Duration::from_millis(1500));
+        std::fs::read(self.dir.path().join("seen")).unwrap_or_default()
+    }
+}
+
+#[cfg(test)]
+impl Drop for Squatter {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -109,32 +182,8 @@ mod tests {
             eprintln!("skipped: needs root to run a listener as uid 65534");
             return;
         }
-        let port = TcpListener::bind("127.0.0.1:0")
-            .unwrap()
-            .local_addr()
-            .unwrap()
-            .port();
-        let script = format!(
-            "import socket, time; s = socket.socket(); s.bind(('127.0.0.1', {port})); s.listen(); time.sleep(30)"
-        );
-        let mut child = crate::proc::command("setpriv")
-            .args([
-                "--reuid=65534",
-                "--regid=65534",
-                "--clear-groups",
-                "/usr/bin/python3",
-                "-c",
-                &script,
-            ])
-            .spawn()
-            .unwrap();
-        let c = (0..100).find_map(|_| {
-            std::thread::sleep(Duration::from_millis(50));
-            TcpStream::connect(("127.0.0.1", port)).ok()
-        });
-        let got = c.as_ref().map(owner);
-        let _ = child.kill();
-        let _ = child.wait();
+        let squatter = Squatter::start();
+        let got = TcpStream::connect(squatter.addr).ok().as_ref().map(owner);
         assert_eq!(got, Some(Some(65534)));
         let far = "192.0.2.1:80".parse().unwrap();
         assert_eq!(peer_owner("127.0.0.1:1".parse().unwrap(), far), None);

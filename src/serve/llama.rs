@@ -369,6 +369,25 @@ pub fn render(cfg: &ClusterConfig, argv: &[String], start: &[String]) -> String 
 mod tests {
     use super::*;
 
+    /// The supervisors' 1-token probe sends nothing to a squatter on the
+    /// API port (a listener of uid 65534: the engine died, another user
+    /// took the port): it says whose the port is instead.
+    #[test]
+    fn the_probe_sends_no_key_to_a_squatter() {
+        if !nix::unistd::getuid().is_root() {
+            eprintln!("skipped: needs root to run a listener as uid 65534");
+            return;
+        }
+        let squatter = crate::host::sockets::Squatter::start();
+        let why = answers(squatter.addr, Some("sekrit-key")).unwrap_err();
+        assert!(
+            why.contains("not ours") && why.contains("uid 65534"),
+            "{why}"
+        );
+        assert!(!why.contains("sekrit-key"), "{why}");
+        assert_eq!(String::from_utf8_lossy(&squatter.heard()), "|");
+    }
+
     /// The start check against real files: a GGUF, another file, none; its
     /// refusals as [`refusal`] says them.
     #[test]
