@@ -7,7 +7,10 @@
 //! [`read_body`]: `bench serving`'s many streamed completions) get the same
 //! request with the head bounded, and set their own deadlines. The API key
 //! goes in an `Authorization` header and nowhere else (no error names it),
-//! and an error's text is printable.
+//! and an error's text is printable. [`get_ours`] and [`post_json_ours`]
+//! send it only to a listener proven to be this user's (or root's): the
+//! connection's far end looked up in this machine's socket table
+//! ([`crate::host::sockets`]) before a byte is written.
 
 use std::fmt;
 use std::net::SocketAddr;
@@ -55,6 +58,8 @@ pub enum Why {
     NotHttp(String),
     /// The path or the key cannot go in a request.
     BadRequest,
+    /// The listener is not proven this user's: nothing was sent (why).
+    NotOurs(String),
 }
 
 impl fmt::Display for Why {
@@ -67,6 +72,7 @@ impl fmt::Display for Why {
             Why::BadRequest => f.write_str(
                 "the request cannot be made (the path or the API key holds characters a header cannot)",
             ),
+            Why::NotOurs(why) => write!(f, "the API key was not sent: {why}"),
         }
     }
 }
@@ -98,7 +104,49 @@ pub fn get_up_to(
     timeout: Duration,
     max_body: usize,
 ) -> Result<Reply, HttpError> {
-    blocking(addr, Method::GET, path, None, key, timeout, max_body)
+    blocking(addr, Method::GET, path, None, key, timeout, max_body, false)
+}
+
+/// [`get_up_to`] with the key, sent only when the listener at `addr` is
+/// proven this user's or root's ([`Why::NotOurs`] else, and nothing sent).
+pub fn get_ours(
+    addr: SocketAddr,
+    path: &str,
+    key: &str,
+    timeout: Duration,
+    max_body: usize,
+) -> Result<Reply, HttpError> {
+    blocking(
+        addr,
+        Method::GET,
+        path,
+        None,
+        Some(key),
+        timeout,
+        max_body,
+        true,
+    )
+}
+
+/// [`post_json`] with the key, sent only when the listener at `addr` is
+/// proven this user's or root's ([`Why::NotOurs`] else, and nothing sent).
+pub fn post_json_ours(
+    addr: SocketAddr,
+    path: &str,
+    body: &str,
+    key: &str,
+    timeout: Duration,
+) -> Result<Reply, HttpError> {
+    blocking(
+        addr,
+        Method::POST,
+        path,
+        Some(body.to_string()),
+        Some(key),
+        timeout,
+        BODY_LIMIT,
+        true,
+    )
 }
 
 /// `POST path` with a JSON body within `timeout`; the answer's body cut at
@@ -118,12 +166,15 @@ pub fn post_json(
         key,
         timeout,
         BODY_LIMIT,
+        false,
     )
 }
 
 /// Runs one request on a runtime of its own (shut down without waiting, so
 /// nothing outlives the deadline); not for a caller already on a tokio
-/// runtime (that one uses [`send`]).
+/// runtime (that one uses [`send`]). With `prove`, only to a listener
+/// [`ours`].
+#[allow(clippy::too_many_arguments)]
 fn blocking(
     addr: SocketAddr,
     method: Method,
@@ -132,6 +183,7 @@ fn blocking(
     key: Option<&str>,
     timeout: Duration,
     max_body: usize,
+    prove: bool,
 ) -> Result<Reply, HttpError> {
     let fail = |why| HttpError { addr, why };
     let rt = tokio::runtime::Builder::new_current_thread()
@@ -139,7 +191,7 @@ fn blocking(
         .build()
         .map_err(|e| fail(Why::Connect(format!("no runtime for the request: {e}"))))?;
     let ask = async {
-        let resp = send(&addr.to_string(), method, path, body, key).await?;
+        let resp = send_to(&addr.to_string(), method, path, body, key, prove).await?;
         let status = resp.status().as_u16();
         let body = read_body(resp, max_body).await?;
         Ok(Reply { status, body })
@@ -163,6 +215,19 @@ pub async fn send(
     body: Option<String>,
     key: Option<&str>,
 ) -> Result<Response<Incoming>, Why> {
+    send_to(authority, method, path, body, key, false).await
+}
+
+/// [`send`]; with `prove`, the connection's far end must be [`ours`]
+/// before anything is written on it.
+async fn send_to(
+    authority: &str,
+    method: Method,
+    path: &str,
+    body: Option<String>,
+    key: Option<&str>,
+    prove: bool,
+) -> Result<Response<Incoming>, Why> {
     let mut req = Request::builder()
         .method(method)
         .uri(path)
@@ -182,6 +247,9 @@ pub async fn send(
     let stream = tokio::net::TcpStream::connect(authority)
         .await
         .map_err(|e| Why::Connect(crate::remote::printable(&e.to_string())))?;
+    if prove {
+        ours(&stream).await?;
+    }
     let _ = stream.set_nodelay(true);
     let (mut sender, conn) = hyper::client::conn::http1::Builder::new()
         .title_case_headers(true)
@@ -197,6 +265,33 @@ pub async fn send(
             Why::Broken(shown(&e))
         }
     })
+}
+
+/// Whether the far end of `stream` is a socket of this user's or root's
+/// on this machine (root reads the key's file and the engine's environment
+/// anyway): the engine's listener, whose container runs as this user
+/// (toolbox, distrobox, rootless podman's root) or as root (rootful
+/// podman and docker). The accepted socket shows in the table as the
+/// handshake ends, so it is looked for up to 0.3 s.
+async fn ours(stream: &tokio::net::TcpStream) -> Result<(), Why> {
+    let (Ok(local), Ok(peer)) = (stream.local_addr(), stream.peer_addr()) else {
+        return Err(Why::NotOurs("the connection has no addresses".into()));
+    };
+    let me = nix::unistd::getuid().as_raw();
+    for _ in 0..30 {
+        match crate::host::sockets::peer_owner(local, peer) {
+            Some(uid) if uid == me || uid == 0 => return Ok(()),
+            Some(uid) => {
+                return Err(Why::NotOurs(format!(
+                    "not ours: {peer} is a socket of uid {uid}, not of this user (uid {me}) nor root, so it is not the serve's engine"
+                )));
+            }
+            None => tokio::time::sleep(Duration::from_millis(10)).await,
+        }
+    }
+    Err(Why::NotOurs(format!(
+        "{peer} is not a socket on this machine: whose it is cannot be proven here (run this on the head)"
+    )))
 }
 
 /// An answer's body as lossy UTF-8, cut at `max` bytes (the rest is not
@@ -395,5 +490,42 @@ mod tests {
         let e = get(addr, "/", Some(KEY), Duration::from_secs(5)).unwrap_err();
         assert!(matches!(e.why, Why::Broken(_)), "{e:?}");
         assert!(!e.to_string().contains(KEY));
+    }
+
+    /// Our own listener gets the key; a listener of another user's (uid
+    /// 65534 through `setpriv`, which records every byte it is sent) gets
+    /// nothing at all, and the error says whose it is.
+    #[test]
+    fn the_key_goes_only_to_our_own_listener() {
+        let (tx, rx) = std::sync::mpsc::channel();
+        let addr = server(move |mut c, req| {
+            tx.send(req).unwrap();
+            let _ = c.write_all(b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok");
+        });
+        let r = get_ours(addr, "/metrics", KEY, Duration::from_secs(5), 100).unwrap();
+        assert_eq!((r.status, r.body.as_str()), (200, "ok"));
+        assert!(rx.recv().unwrap().contains(&format!("Bearer {KEY}")));
+
+        if !nix::unistd::getuid().is_root() {
+            eprintln!("skipped the squatter: needs root to run one as uid 65534");
+            return;
+        }
+        let squatter = crate::host::sockets::Squatter::start();
+        let at = squatter.addr;
+        let got = get_ours(at, "/metrics", KEY, Duration::from_secs(5), 100);
+        let posted = post_json_ours(at, "/v1/completions", "{}", KEY, Duration::from_secs(5));
+        let heard = squatter.heard();
+        for e in [got.unwrap_err(), posted.unwrap_err()] {
+            assert!(
+                matches!(&e.why, Why::NotOurs(w) if w.contains("uid 65534")),
+                "{e}"
+            );
+            assert!(!e.to_string().contains(KEY));
+        }
+        assert_eq!(
+            String::from_utf8_lossy(&heard),
+            "||",
+            "the squatter was sent more than two closed connections"
+        );
     }
 }

@@ -220,7 +220,7 @@ fn serve_dry_run_masks_the_token() {
     assert!(stdout.contains("VLLM_API_KEY=********"), "{stdout}");
     assert!(!keyfile.exists());
     assert!(stdout.contains(
-        "vllm serve Qwen/Qwen3-30B-A3B --tensor-parallel-size 2 --distributed-executor-backend ray --gpu-memory-utilization 0.9 --host 192.168.100.1 --port 8000 --enforce-eager --max-num-seqs 4\n"
+        "vllm serve Qwen/Qwen3-30B-A3B --tensor-parallel-size 2 --distributed-executor-backend ray --gpu-memory-utilization 0.9 --host 192.168.100.1 --port 8000 --enforce-eager --middleware halobox_require_key.RequireKey --max-num-seqs 4\n"
     ), "{stdout}");
     assert!(!stdout.contains("--preflight"), "{stdout}");
 }
@@ -704,7 +704,7 @@ fn serve_on_the_head_hands_secrets_on_stdin_and_clears_the_cache() {
     assert_eq!(
         lines[2],
         format!(
-            "ARGS=serve m --tensor-parallel-size 1 --distributed-executor-backend ray --gpu-memory-utilization 0.9 --host {ip} --port 8000 --enforce-eager"
+            "ARGS=serve m --tensor-parallel-size 1 --distributed-executor-backend ray --gpu-memory-utilization 0.9 --host {ip} --port 8000 --enforce-eager --middleware halobox_require_key.RequireKey"
         )
     );
     // The compile cache is gone, the rest of vLLM's cache stays.

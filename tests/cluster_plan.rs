@@ -458,6 +458,23 @@ fn serve_refuses_what_cannot_work() {
     let p = splan::serve(&r, head, 2).unwrap();
     assert_eq!(p.notes.len(), 2, "{:?}", p.notes);
     assert!(!p.command.contains(&"--enforce-eager".to_string()));
+    assert!(!p.command.contains(&"--middleware".to_string()));
+    let keyed = splan::serve(
+        &ServeRequest {
+            api_key: true,
+            ..serve_req()
+        },
+        None,
+        2,
+    )
+    .unwrap();
+    let at = keyed
+        .command
+        .iter()
+        .position(|a| a == "--middleware")
+        .unwrap();
+    assert_eq!(keyed.command[at + 1], "halobox_require_key.RequireKey");
+    assert!(keyed.secrets.contains(&"VLLM_API_KEY".to_string()));
     r.gpu_memory_utilization = 1.5;
     assert!(splan::serve(&r, head, 2).is_err());
 }

@@ -55,6 +55,71 @@ s = socket.socket(); s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1); s.
 while True:
     c, _ = s.accept(); c.recv(64); c.sendall(struct.pack('<Q', 28) + bytes([3, 0, 0, 0]) + bytes(24)); c.close()";
 
+/// The routes llama-server registers (tools/server/server.cpp of the
+/// llama.cpp llama-cpp-python 0.3.36 vendors), as `METHOD PATH`.
+const LLAMA_ROUTES: &[&str] = &[
+    "GET /health",
+    "GET /v1/health",
+    "GET /metrics",
+    "GET /props",
+    "POST /props",
+    "POST /api/show",
+    "GET /models",
+    "GET /v1/models",
+    "GET /api/tags",
+    "POST /completion",
+    "POST /completions",
+    "POST /v1/completions",
+    "POST /chat/completions",
+    "POST /v1/chat/completions",
+    "POST /api/chat",
+    "POST /v1/responses",
+    "POST /v1/messages",
+    "POST /v1/messages/count_tokens",
+    "POST /infill",
+    "POST /embedding",
+    "POST /embeddings",
+    "POST /v1/embeddings",
+    "POST /rerank",
+    "POST /reranking",
+    "POST /v1/rerank",
+    "POST /v1/reranking",
+    "POST /tokenize",
+    "POST /detokenize",
+    "POST /apply-template",
+    "GET /lora-adapters",
+    "POST /lora-adapters",
+    "GET /slots",
+    "POST /slots/0",
+    "GET /",
+];
+
+/// Every route llama-server registers answers 401 without the key but
+/// `GET /health` and `/v1/health` (its own public ones: they say only
+/// "ok") and `GET /` (no web UI in this build: 404); with the key every GET
+/// one answers something else.
+fn every_route_needs_the_key(s: &Serving, key: &std::path::Path) {
+    let routes = s.route_codes('a', 8000, key, false, LLAMA_ROUTES);
+    let open: Vec<_> = routes
+        .iter()
+        .filter(|(m, p, without, _)| match (m.as_str(), p.as_str()) {
+            ("GET", "/health" | "/v1/health") => *without != 200,
+            ("GET", "/") => *without == 200,
+            _ => *without != 401,
+        })
+        .collect();
+    assert!(
+        open.is_empty(),
+        "not as documented without the key: {open:?}"
+    );
+    let refused: Vec<_> = routes
+        .iter()
+        .filter(|(_, _, _, with)| *with == Some(401))
+        .collect();
+    assert!(refused.is_empty(), "refused with the key: {refused:?}");
+    assert_eq!(routes.len(), LLAMA_ROUTES.len());
+}
+
 fn llama_e2e(case: LlamaCase) {
     let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
     let s = Serving::llama(case.backend, case.nodes, case.model, [2, 128, 4, 2]);
@@ -225,6 +290,7 @@ fn llama_e2e(case: LlamaCase) {
         "401",
         "llama-server answered without the key"
     );
+    every_route_needs_the_key(&s, &key);
     let cluster = s.complete('a', 8000, TOKENS, Some(&key));
     eprintln!("{cluster}");
 

@@ -433,6 +433,9 @@ fn cluster_metrics_prints_a_scrape_config_promtool_accepts() {
         list,
         "halobox  n1               http://192.168.100.1:9837/metrics\nhalobox  root@n2          http://192.168.100.2:9837/metrics\nengine   n1               http://192.168.100.1:8000/metrics\n"
     );
+    // vLLM's /metrics is behind the key too (halobox's middleware).
+    let key = dir.path().join("cluster.api-key");
+    std::fs::write(&key, "sk-secret-never-printed\n").unwrap();
     let yaml = ok(&run(&[
         "cluster",
         "metrics",
@@ -442,22 +445,26 @@ fn cluster_metrics_prints_a_scrape_config_promtool_accepts() {
     ]));
     let (passed, said) = promtool_config(dir.path(), &yaml);
     assert!(passed, "promtool check config: {said}\n{yaml}");
+    let engine_job = format!(
+        "  - job_name: \"halobox-engine\"\n    metrics_path: /metrics\n    authorization:\n      type: Bearer\n      credentials_file: \"{}\"\n",
+        key.display()
+    );
+    assert!(!yaml.contains("sk-secret"), "{yaml}");
     for want in [
         "      - targets: [\"192.168.100.1:9837\"]\n        labels:\n          node: \"n1\"\n",
         "      - targets: [\"192.168.100.2:9837\"]\n        labels:\n          node: \"root@n2\"\n",
-        "  - job_name: \"halobox-engine\"\n    metrics_path: /metrics\n    static_configs:\n      - targets: [\"192.168.100.1:8000\"]\n",
+        engine_job.as_str(),
+        "    static_configs:\n      - targets: [\"192.168.100.1:8000\"]\n",
     ] {
         assert!(yaml.contains(want), "{want} in:\n{yaml}");
     }
 
-    // llama-server's /metrics is behind the API key: the key file's path, never the key.
+    // The engine's /metrics is behind the API key: the key file's path, never the key.
     std::fs::write(
         &file,
         "engine = \"llama.cpp\"\n[[node]]\nssh = \"root@n1\"\nip = \"192.168.100.1\"\n[[node]]\nssh = \"root@n2\"\nip = \"192.168.100.2\"\n",
     )
     .unwrap();
-    let key = dir.path().join("cluster.api-key");
-    std::fs::write(&key, "sk-secret-never-printed\n").unwrap();
     let yaml = ok(&run(&[
         "cluster",
         "metrics",

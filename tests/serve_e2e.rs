@@ -43,6 +43,59 @@ const VLLM_PROCESSES: &[&str] = &[
     "VllmWorker",
 ];
 
+/// Routes of vLLM v0.32.0's app named besides those its `/openapi.json`
+/// lists: its mounted `/metrics`, the docs, the SageMaker router's (always
+/// registered) and the others its own key left open (tests/vllm_routes.rs
+/// asks every one of the app), and a CORS preflight.
+const VLLM_UNLISTED: &[&str] = &[
+    "POST /invocations",
+    "GET /ping",
+    "POST /ping",
+    "GET /metrics",
+    "GET /openapi.json",
+    "GET /docs",
+    "GET /redoc",
+    "GET /docs/oauth2-redirect",
+    "GET /load",
+    "GET /version",
+    "POST /tokenize",
+    "POST /detokenize",
+    "OPTIONS /v1/models",
+];
+
+/// Every route the running vLLM registers (its `/openapi.json`, asked with
+/// the key, and [`VLLM_UNLISTED`]) answers 401 without the key, but
+/// `GET /health`; every GET one answers something else with it. vLLM's own
+/// `--api-key` left `/invocations` (inference) and the rest open: halobox's
+/// middleware closes them.
+fn every_route_needs_the_key(s: &Serving, key: &std::path::Path) {
+    let routes = s.route_codes('a', 8000, key, true, VLLM_UNLISTED);
+    let open: Vec<_> = routes
+        .iter()
+        .filter(|(m, p, without, _)| *without != 401 && !(m == "GET" && p == "/health"))
+        .collect();
+    assert!(open.is_empty(), "answered without the key: {open:?}");
+    assert!(
+        routes
+            .iter()
+            .any(|(m, p, w, _)| m == "GET" && p == "/health" && *w == 200),
+        "/health is not open: {routes:?}"
+    );
+    let refused: Vec<_> = routes
+        .iter()
+        .filter(|(_, _, _, with)| *with == Some(401))
+        .collect();
+    assert!(refused.is_empty(), "refused with the key: {refused:?}");
+    assert!(
+        routes.len() > 15 && routes.iter().any(|(_, p, _, _)| p == "/v1/completions"),
+        "too few routes asked: {routes:?}"
+    );
+    eprintln!(
+        "{} route(s) of vLLM asked: 401 without the key",
+        routes.len()
+    );
+}
+
 fn vllm_e2e(case: VllmCase) {
     let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
     let s = Serving::vllm(case.backend, case.nodes, None, case.shape);
@@ -169,6 +222,9 @@ fn vllm_e2e(case: VllmCase) {
         "401",
         "the API answered without the key"
     );
+    let key_file = s.path("api_key");
+    std::fs::write(&key_file, &key).unwrap();
+    every_route_needs_the_key(&s, &key_file);
     for &x in &all {
         assert!(
             serve.out.contains(&format!("{x} ({})", s.ip(x))),
@@ -190,8 +246,6 @@ fn vllm_e2e(case: VllmCase) {
     assert!(!logs.out.is_empty(), "serve logs printed nothing: {logs}");
 
     // One greedy completion over the nodes.
-    let key_file = s.path("api_key");
-    std::fs::write(&key_file, &key).unwrap();
     let cluster = s.complete('a', 8000, TOKENS, Some(&key_file));
     eprintln!("{cluster}");
 

@@ -35,6 +35,7 @@ pub mod reader;
 pub mod redact;
 pub mod routes;
 pub mod snapshot;
+pub mod sockets;
 pub mod tools;
 pub mod unit_limits;
 pub mod users;

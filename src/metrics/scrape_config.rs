@@ -49,9 +49,10 @@ fn engine_name(engine: Engine) -> &'static str {
     }
 }
 
-/// A `scrape_configs:` document for `prometheus.yml`. vLLM's `/metrics` is
-/// outside its API key; llama-server's needs it, so that job reads the key
-/// from `api_key_file` (its path, never the key).
+/// A `scrape_configs:` document for `prometheus.yml`. The engine's
+/// `/metrics` is behind the serve's API key (llama-server's own, vLLM's
+/// through halobox's middleware), so that job reads the key from
+/// `api_key_file` (its path, never the key).
 pub fn prometheus_config(
     cfg: &ClusterConfig,
     metrics_port: u16,
@@ -76,7 +77,7 @@ pub fn prometheus_config(
     for job in ["halobox", "engine"] {
         let _ = writeln!(o, "  - job_name: {}", q(&format!("halobox-{job}")));
         let _ = writeln!(o, "    metrics_path: /metrics");
-        if job == "engine" && cfg.engine == Engine::LlamaCpp {
+        if job == "engine" {
             let _ = writeln!(o, "    authorization:");
             let _ = writeln!(o, "      type: Bearer");
             let _ = writeln!(

@@ -242,25 +242,52 @@ pub fn row(node: &str, now: &Result<Reading, String>, prev: Option<&Reading>, dt
     .to_string()
 }
 
+/// Why [`fetch`] has no body.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Failed {
+    /// The key was not sent: the listener is not proven this user's (why).
+    NotOurs(String),
+    /// No answer, or not a 200 one (why).
+    Other(String),
+}
+
+impl std::fmt::Display for Failed {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Failed::NotOurs(w) | Failed::Other(w) => f.write_str(w),
+        }
+    }
+}
+
 /// `GET http://ADDR{path}` within `timeout` (connect, request and body),
-/// with `bearer` as the API key when given (llama-server's `/metrics` is
-/// behind its key): the body of a 200 answer (at most [`MAX_BODY`] bytes),
-/// or why not.
+/// with `bearer` as the API key when given (the engine's `/metrics` is
+/// behind its key), sent only to a listener proven this user's
+/// ([`http::get_ours`]): the body of a 200 answer (at most [`MAX_BODY`]
+/// bytes), or why not.
 pub fn fetch(
     addr: SocketAddr,
     path: &str,
     timeout: Duration,
     bearer: Option<&str>,
-) -> Result<String, String> {
-    let r = http::get_up_to(addr, path, bearer, timeout, MAX_BODY).map_err(|e| e.to_string())?;
+) -> Result<String, Failed> {
+    let r = match bearer {
+        Some(k) => http::get_ours(addr, path, k, timeout, MAX_BODY),
+        None => http::get_up_to(addr, path, None, timeout, MAX_BODY),
+    }
+    .map_err(|e| match e.why {
+        http::Why::NotOurs(_) => Failed::NotOurs(e.to_string()),
+        _ => Failed::Other(e.to_string()),
+    })?;
     if r.status != 200 {
         let reason = hyper::StatusCode::from_u16(r.status)
             .ok()
             .and_then(|s| s.canonical_reason())
             .unwrap_or_default();
-        return Err(format!("{addr}: answered HTTP {} {reason}", r.status)
-            .trim_end()
-            .to_string());
+        return Err(Failed::Other(
+            format!("{addr}: answered HTTP {} {reason}", r.status)
+                .trim_end()
+                .to_string(),
+        ));
     }
     Ok(r.body)
 }
@@ -372,12 +399,13 @@ mod tests {
         assert_eq!(fetch(addr, "/metrics", t1, None).unwrap(), "m 1\n");
         assert_eq!(
             fetch(addr, "/metrics", t1, None).unwrap_err(),
-            format!("{addr}: answered HTTP 404 Not Found")
+            Failed::Other(format!("{addr}: answered HTTP 404 Not Found"))
         );
         t.join().unwrap();
         assert!(
             fetch(addr, "/metrics", t1, None)
                 .unwrap_err()
+                .to_string()
                 .starts_with(&format!("{addr}: "))
         );
     }

@@ -3,12 +3,62 @@
 //! else one made once per cluster and kept 0600 next to its file
 //! (`cluster.toml` → `cluster.api-key`), unless the user turns it off
 //! (`--no-api-key`). The key only ever goes to the engine on stdin and to
-//! the API in a header; plans and messages name where it is, never its value.
+//! the API in a header, and that only to a listener proven this user's
+//! ([`get`], [`post_json`]); plans and messages name where it is, never
+//! its value. vLLM's own `--api-key` guards a few route prefixes only, so
+//! halobox adds [`VLLM_MIDDLEWARE`], which asks for the key on every route
+//! but `GET /health`.
 
-use std::net::IpAddr;
+use std::net::{IpAddr, SocketAddr};
 use std::path::{Path, PathBuf};
+use std::time::Duration;
 
 use crate::cluster::auth;
+use crate::http::{self, HttpError, Reply, Why};
+
+/// The Python module (its file's stem) that holds [`VLLM_MIDDLEWARE`].
+pub const VLLM_MODULE: &str = "halobox_require_key";
+/// `vllm serve --middleware`'s import path of halobox's key check.
+pub const VLLM_MIDDLEWARE: &str = "halobox_require_key.RequireKey";
+/// The module's source: a pure ASGI middleware that answers 401 to every
+/// request without `Authorization: Bearer $VLLM_API_KEY` (constant-time
+/// compare) but `GET`/`HEAD /health`, and closes such a WebSocket.
+pub const VLLM_MODULE_SOURCE: &str = include_str!("require_key.py");
+
+/// `GET path` on the serve's API at `api`: with `key` only when its
+/// listener is proven this user's ([`http::get_ours`]), else plain.
+pub fn get(
+    api: SocketAddr,
+    path: &str,
+    key: Option<&str>,
+    timeout: Duration,
+) -> Result<Reply, HttpError> {
+    match key {
+        Some(k) => http::get_ours(api, path, k, timeout, http::BODY_LIMIT),
+        None => http::get(api, path, None, timeout),
+    }
+}
+
+/// `POST path` with a JSON `body` on the serve's API at `api`, the key
+/// sent as [`get`] sends it.
+pub fn post_json(
+    api: SocketAddr,
+    path: &str,
+    body: &str,
+    key: Option<&str>,
+    timeout: Duration,
+) -> Result<Reply, HttpError> {
+    match key {
+        Some(k) => http::post_json_ours(api, path, body, k, timeout),
+        None => http::post_json(api, path, body, None, timeout),
+    }
+}
+
+/// Why a request of [`get`] or [`post_json`] sent nothing: its listener is
+/// not proven this user's (`None` for any other failure).
+pub fn not_ours(e: &HttpError) -> Option<String> {
+    matches!(e.why, Why::NotOurs(_)).then(|| e.to_string())
+}
 
 /// Where a serve's key comes from.
 #[derive(Debug, Clone, PartialEq, Eq)]

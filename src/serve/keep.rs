@@ -393,7 +393,8 @@ fn watch_engine(
         }
         if Instant::now() >= next_health {
             next_health = Instant::now() + Duration::from_secs(1);
-            let ok = http::get(api, "/health", key, Duration::from_secs(5))
+            // `/health` needs no key: none is sent to whatever listens.
+            let ok = http::get(api, "/health", None, Duration::from_secs(5))
                 .is_ok_and(|h| h.status == 200);
             fails = if ok { 0 } else { fails + 1 };
             if !ok {
@@ -424,9 +425,11 @@ fn watch_engine(
             }
         }
         if cfg.engine == Engine::LlamaCpp && Instant::now() >= next_probe {
-            if !llama::answers(api, key)
-                && let Some(b) = llama::blame(cfg)
-            {
+            let answered = llama::answers(api, key).unwrap_or_else(|why| {
+                r.note(&format!("{} {why}\n", stamp()));
+                true
+            });
+            if !answered && let Some(b) = llama::blame(cfg) {
                 return Seen::Failed(blamed(
                     Check::Probe,
                     &b,
@@ -485,10 +488,17 @@ fn watch_engine(
                 Engine::Vllm => ("/metrics", restart::vllm_sample),
                 Engine::LlamaCpp => ("/slots", restart::llama_sample),
             };
-            let sample = http::get(api, path_, key, Duration::from_secs(5))
-                .ok()
-                .filter(|h| h.status == 200)
-                .and_then(|h| parse(&h.body));
+            let sample = match api_key::get(api, path_, key, Duration::from_secs(5)) {
+                Ok(h) => Some(h)
+                    .filter(|h| h.status == 200)
+                    .and_then(|h| parse(&h.body)),
+                Err(e) => {
+                    if let Some(why) = api_key::not_ours(&e) {
+                        r.note(&format!("{} {why}\n", stamp()));
+                    }
+                    None
+                }
+            };
             tokens = sample.map(|s| s.tokens);
             if stall.look(sample, t0.elapsed(), stall_after) {
                 return failed(
@@ -553,7 +563,7 @@ fn vllm_probe(
     let key = key.map(str::to_string);
     std::thread::spawn(move || {
         let body = r#"{"prompt": "a", "max_tokens": 1, "temperature": 0}"#;
-        let _ = http::post_json(
+        let _ = api_key::post_json(
             api,
             "/v1/completions",
             body,

@@ -20,7 +20,6 @@ use super::engine::Head;
 use super::{program, rpc};
 use crate::cluster::config::ClusterConfig;
 use crate::error::UsageError;
-use crate::http;
 use crate::serve::rpc_servers as cluster_rpc;
 
 /// How long the tiny completion that proves every node answers may take.
@@ -269,10 +268,15 @@ pub fn refusal(cfg: &ClusterConfig, model: &str, word: &str) -> String {
     }
 }
 
-/// A 1-token completion finishes within [`PROBE_TIMEOUT`].
-pub fn answers(api: SocketAddr, key: Option<&str>) -> bool {
+/// Whether a 1-token completion finishes within [`PROBE_TIMEOUT`]; `Err`
+/// (why) when the key was not sent: the port's listener is not proven
+/// this user's ([`super::api_key::post_json`]).
+pub fn answers(api: SocketAddr, key: Option<&str>) -> Result<bool, String> {
     let body = r#"{"prompt": "a", "n_predict": 1, "temperature": 0, "cache_prompt": false}"#;
-    http::post_json(api, "/completion", body, key, PROBE_TIMEOUT).is_ok_and(|r| r.status == 200)
+    match super::api_key::post_json(api, "/completion", body, key, PROBE_TIMEOUT) {
+        Ok(r) => Ok(r.status == 200),
+        Err(e) => super::api_key::not_ours(&e).map_or(Ok(false), Err),
+    }
 }
 
 /// The first worker whose RPC port refuses a TCP connection: its node is
@@ -364,6 +368,25 @@ pub fn render(cfg: &ClusterConfig, argv: &[String], start: &[String]) -> String 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The supervisors' 1-token probe sends nothing to a squatter on the
+    /// API port (a listener of uid 65534: the engine died, another user
+    /// took the port): it says whose the port is instead.
+    #[test]
+    fn the_probe_sends_no_key_to_a_squatter() {
+        if !nix::unistd::getuid().is_root() {
+            eprintln!("skipped: needs root to run a listener as uid 65534");
+            return;
+        }
+        let squatter = crate::host::sockets::Squatter::start();
+        let why = answers(squatter.addr, Some("sekrit-key")).unwrap_err();
+        assert!(
+            why.contains("not ours") && why.contains("uid 65534"),
+            "{why}"
+        );
+        assert!(!why.contains("sekrit-key"), "{why}");
+        assert_eq!(String::from_utf8_lossy(&squatter.heard()), "|");
+    }
 
     /// The start check against real files: a GGUF, another file, none; its
     /// refusals as [`refusal`] says them.

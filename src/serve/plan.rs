@@ -234,6 +234,12 @@ pub fn serve_with(
     if req.eager {
         c.push("--enforce-eager".into());
     }
+    if req.api_key {
+        // vLLM's --api-key guards /v1, /v2, /inference and /cohere only:
+        // halobox's middleware asks for the key on every other route too.
+        c.push("--middleware".into());
+        c.push(super::api_key::VLLM_MIDDLEWARE.into());
+    }
     c.extend(req.extra.iter().cloned());
     let mut env = head.map(|h| h.vars.clone()).unwrap_or_default();
     if req.nccl_debug && head.is_some_and(|h| h.per_node.iter().any(|n| n == "NCCL_DEBUG")) {

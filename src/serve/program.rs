@@ -110,6 +110,9 @@ pub fn start_with(
     for name in secrets {
         s.push_str(&format!("IFS= read -r {name} || exit 97; export {name}; "));
     }
+    if secrets.iter().any(|n| n == super::plan::SECRETS[1]) {
+        s.push_str(&vllm_key_module());
+    }
     // vLLM is a Ray driver: it needs the cluster's token where `cluster up`
     // left it for the container's user.
     s.push_str(&crate::cluster::auth::driver_exports(None));
@@ -120,6 +123,23 @@ pub fn start_with(
          record \"$d/engine.pid\"; echo \"halobox-serve-pid $!\"",
     );
     s
+}
+
+/// Writes [`super::api_key::VLLM_MODULE_SOURCE`] to `$d/python` (the
+/// folder of this user's own) and puts that folder first on `PYTHONPATH`,
+/// for `vllm serve --middleware` ([`super::api_key::VLLM_MIDDLEWARE`]) to
+/// import: the key vLLM takes is then asked for on every route. The source
+/// goes as one line (`printf %b` turns its `\n` back into line breaks).
+fn vllm_key_module() -> String {
+    let one_line = super::api_key::VLLM_MODULE_SOURCE
+        .replace('\\', "\\\\")
+        .replace('\n', "\\n");
+    format!(
+        "mkdir -p -m 0700 \"$d/python\" && printf %b {src} >\"$d/python/{module}.py\" || exit 95; \
+         export PYTHONPATH=\"$d/python${{PYTHONPATH:+:$PYTHONPATH}}\"; ",
+        src = crate::shell::quote(&one_line),
+        module = super::api_key::VLLM_MODULE
+    )
 }
 
 /// Takes `$d/start.lock` on fd 9 for the rest of the program, without
@@ -642,5 +662,92 @@ mod tests {
             p.contains("</dev/null"),
             "the engine must not keep the secrets' stdin"
         );
+    }
+
+    /// With `VLLM_API_KEY` handed over, the start program writes halobox's
+    /// middleware where the engine's python imports it (`PYTHONPATH`), and
+    /// the middleware (driven as ASGI with a stand-in app) answers 401
+    /// without the key on every route but `GET /health`, closes a
+    /// WebSocket without it, and lets the key through.
+    #[test]
+    fn the_key_middleware_reaches_the_engine_and_guards_every_route() {
+        use std::io::Write;
+        let driver = r#"
+import asyncio
+from halobox_require_key import RequireKey
+async def app(scope, receive, send):
+    await send({"type": "http.response.start", "status": 200, "headers": []})
+    await send({"type": "http.response.body", "body": b"ok"})
+async def ask(kind, method, path, auth):
+    sent = []
+    async def send(m):
+        sent.append(m)
+    async def receive():
+        return {"type": "http.request", "body": b""}
+    headers = [(b"authorization", auth.encode())] if auth != "-" else []
+    scope = {"type": kind, "method": method, "path": path, "headers": headers}
+    await RequireKey(app)(scope, receive, send)
+    return sent[0].get("status", sent[0].get("code"))
+for case in [
+    ("http", "POST", "/invocations", "-"), ("http", "GET", "/ping", "-"),
+    ("http", "GET", "/metrics", "-"), ("http", "GET", "/metrics", "Bearer nope"),
+    ("http", "GET", "/metrics", "Basic k3y"), ("http", "GET", "/health/", "-"),
+    ("http", "POST", "/health", "-"), ("http", "OPTIONS", "/v1/models", "-"),
+    ("websocket", "GET", "/v1/realtime", "-"), ("http", "GET", "/health", "-"),
+    ("http", "GET", "/metrics", "Bearer k3y"), ("http", "POST", "/invocations", "bearer k3y"),
+]:
+    print(case[1], case[2], case[3], asyncio.run(ask(*case)))
+print("end")
+"#;
+        let dir = tempfile::tempdir().unwrap();
+        let program = start(&["VLLM_API_KEY".into()], None, None)
+            .replace(DIR, &dir.path().display().to_string());
+        let mut child = crate::proc::command("sh")
+            .arg("-c")
+            .arg(program)
+            .args(["halobox-serve", "/usr/bin/python3", "-c", driver])
+            .stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        child.stdin.take().unwrap().write_all(b"k3y\n").unwrap();
+        let out = child.wait_with_output().unwrap();
+        assert!(out.status.success(), "{out:?}");
+        let log = dir.path().join("engine.log");
+        let mut text = String::new();
+        for _ in 0..100 {
+            text = std::fs::read_to_string(&log).unwrap_or_default();
+            if text.contains("end\n") || text.contains("Error") {
+                break;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(100));
+        }
+        let got: Vec<&str> = text.lines().collect();
+        assert_eq!(
+            got,
+            [
+                "POST /invocations - 401",
+                "GET /ping - 401",
+                "GET /metrics - 401",
+                "GET /metrics Bearer nope 401",
+                "GET /metrics Basic k3y 401",
+                "GET /health/ - 401",
+                "POST /health - 401",
+                "OPTIONS /v1/models - 401",
+                "GET /v1/realtime - 1008",
+                "GET /health - 200",
+                "GET /metrics Bearer k3y 200",
+                "POST /invocations bearer k3y 200",
+                "end",
+            ],
+            "{text}"
+        );
+        let module = dir.path().join("python/halobox_require_key.py");
+        assert_eq!(
+            std::fs::read_to_string(module).unwrap(),
+            super::super::api_key::VLLM_MODULE_SOURCE
+        );
+        assert!(!String::from_utf8_lossy(&out.stdout).contains("k3y"));
     }
 }

@@ -334,13 +334,15 @@ fn ready(s: &Start) -> bool {
     // `/health` and `/v1/models` as vLLM v0.32.0 serves them
     // (vllm/entrypoints/serve/instrumentator/health.py,
     // vllm/entrypoints/openai/models/api_router.py).
-    let Ok(h) = http::get(s.api, "/health", s.api_key.as_deref(), t) else {
+    // `/health` needs no key (halobox's middleware and llama-server leave
+    // it open); the key goes only to a listener proven this user's.
+    let Ok(h) = http::get(s.api, "/health", None, t) else {
         return false;
     };
     if h.status != 200 {
         return false;
     }
-    let Ok(m) = http::get(s.api, "/v1/models", s.api_key.as_deref(), t) else {
+    let Ok(m) = super::api_key::get(s.api, "/v1/models", s.api_key.as_deref(), t) else {
         return false;
     };
     m.status == 200 && lists(&m.body, &s.served_name)
@@ -453,7 +455,12 @@ fn watch_serving(
             )));
         }
         if s.engine == Engine::LlamaCpp && Instant::now() >= next_probe {
-            if !super::llama::answers(s.api, s.api_key.as_deref()) {
+            let answered =
+                super::llama::answers(s.api, s.api_key.as_deref()).unwrap_or_else(|why| {
+                    r.note(&format!("halobox: {why}\n"));
+                    true
+                });
+            if !answered {
                 // A dead node makes llama-server abort: its log says so.
                 let until = Instant::now() + Duration::from_secs(2);
                 while Instant::now() < until {
@@ -484,13 +491,8 @@ fn watch_serving(
         }
         if Instant::now() >= next_health {
             next_health = Instant::now() + Duration::from_secs(2);
-            let ok = http::get(
-                s.api,
-                "/health",
-                s.api_key.as_deref(),
-                Duration::from_secs(5),
-            )
-            .is_ok_and(|r| r.status == 200);
+            let ok = http::get(s.api, "/health", None, Duration::from_secs(5))
+                .is_ok_and(|r| r.status == 200);
             failed_checks = if ok { 0 } else { failed_checks + 1 };
             if failed_checks >= 3 {
                 return Err(NotServing(match head.state() {

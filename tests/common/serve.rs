@@ -734,6 +734,42 @@ impl Serving {
         self.run("curl", self.in_netns(x, &argv)).out
     }
 
+    /// Every route `routes` names (`METHOD PATH`) and, with `openapi`, every
+    /// one the API's `/openapi.json` lists, asked on node `x`'s API on `port`
+    /// without the key and (GET only) with the one in `key`
+    /// (scripts/serve/routes.py): `(method, path, without, with)`.
+    pub fn route_codes(
+        &self,
+        x: char,
+        port: u16,
+        key: &Path,
+        openapi: bool,
+        routes: &[&str],
+    ) -> Vec<(String, String, u64, Option<u64>)> {
+        let url = format!("http://{}:{port}", self.ip(x));
+        let script = repo("scripts/serve/routes.py").display().to_string();
+        let key = key.display().to_string();
+        let mut argv = vec!["python3", script.as_str(), url.as_str(), key.as_str()];
+        if openapi {
+            argv.push("--openapi");
+        }
+        argv.extend_from_slice(routes);
+        let r = self.run("routes", self.in_netns(x, &argv));
+        assert!(r.ok(), "asking the routes of {url}: {r}");
+        r.out
+            .lines()
+            .map(|l| {
+                let v: Value = serde_json::from_str(l).unwrap_or_else(|e| panic!("{e}: {l}"));
+                (
+                    v["method"].as_str().unwrap_or_default().to_string(),
+                    v["path"].as_str().unwrap_or_default().to_string(),
+                    v["without"].as_u64().unwrap_or_default(),
+                    v["with"].as_u64(),
+                )
+            })
+            .collect()
+    }
+
     /// Waits (up to 10 min) until node `x`'s API on `port` answers /health.
     pub fn wait_api(&self, x: char, port: u16) -> bool {
         let url = format!("http://{}:{port}/health", self.ip(x));

@@ -14,13 +14,13 @@ use super::plan::{Endpoint, ServingOptions};
 use crate::cluster::auth;
 use crate::cluster::config::ClusterConfig;
 use crate::error::UsageError;
-use crate::http;
 use crate::reporter::Reporter;
 use crate::serve::request::{Request, Spec};
-use crate::serve::{control, interrupt};
+use crate::serve::{api_key, control, interrupt};
 
 /// Asks the engine twice, a second apart, whether anybody uses it;
-/// refuses when somebody does or when it cannot tell.
+/// refuses when somebody does or when it cannot tell (the key goes only to
+/// a listener proven this user's: [`api_key::get`]).
 pub fn refuse_if_used(p: &AbPlan, e: &Endpoint, key: Option<&Key>) -> anyhow::Result<()> {
     let addr: SocketAddr = e
         .authority
@@ -28,7 +28,7 @@ pub fn refuse_if_used(p: &AbPlan, e: &Endpoint, key: Option<&Key>) -> anyhow::Re
         .map_err(|_| UsageError(format!("{}: not an IP:PORT endpoint", e.url())))?;
     let path = ab::usage_path(p.engine);
     let ask = || -> Result<String, String> {
-        let r = http::get(
+        let r = api_key::get(
             addr,
             path,
             key.map(|k| k.0.as_str()),

@@ -85,7 +85,7 @@ async fn send(
             Why::NotHttp(e) => {
                 Failure::Protocol(format!("{authority} does not speak HTTP/1.1: {e}"))
             }
-            Why::BadRequest => Failure::Protocol(why.to_string()),
+            Why::BadRequest | Why::NotOurs(_) => Failure::Protocol(why.to_string()),
         })
 }
 

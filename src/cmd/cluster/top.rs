@@ -50,20 +50,25 @@ impl Drop for Raw {
     }
 }
 
+/// A node's reading and why its engine's figures are missing, or why it has none.
+type NodeRead = Result<(Reading, Option<String>), String>;
+
 /// One node's reading now (the head's with its engine's figures, asked
-/// with the serving API's key when there is one).
-fn read_node(
-    addr: SocketAddr,
-    engine: Option<SocketAddr>,
-    key: Option<&str>,
-) -> Result<Reading, String> {
-    let mut r = top::reading(&top::fetch(addr, "/metrics", SCRAPE_TIMEOUT, None)?);
+/// with the serving API's key, which goes only to a listener proven this
+/// user's), and why the engine's figures are missing when the key was not
+/// sent.
+fn read_node(addr: SocketAddr, engine: Option<SocketAddr>, key: Option<&str>) -> NodeRead {
+    let body = top::fetch(addr, "/metrics", SCRAPE_TIMEOUT, None).map_err(|e| e.to_string())?;
+    let mut r = top::reading(&body);
+    let mut why = None;
     if let Some(e) = engine {
-        r.engine = top::fetch(e, "/metrics", SCRAPE_TIMEOUT, key)
-            .ok()
-            .map(|t| top::engine_reading(&t));
+        match top::fetch(e, "/metrics", SCRAPE_TIMEOUT, key) {
+            Ok(t) => r.engine = Some(top::engine_reading(&t)),
+            Err(top::Failed::NotOurs(w)) => why = Some(w),
+            Err(top::Failed::Other(_)) => {}
+        }
     }
-    Ok(r)
+    Ok((r, why))
 }
 
 /// Runs `cluster top` until `q` or Ctrl-C.
@@ -95,7 +100,7 @@ pub fn run(a: &ClusterTopArgs) -> anyhow::Result<ExitCode> {
     let mut prev: Vec<Option<(Instant, Reading)>> = vec![None; nodes.len()];
     let mut stdin = std::io::stdin();
     loop {
-        let now: Vec<(Instant, Result<Reading, String>)> = std::thread::scope(|s| {
+        let now: Vec<(Instant, NodeRead)> = std::thread::scope(|s| {
             let handles: Vec<_> = nodes
                 .iter()
                 .map(|(_, addr, engine)| {
@@ -112,7 +117,12 @@ pub fn run(a: &ClusterTopArgs) -> anyhow::Result<ExitCode> {
             nodes.len(),
             top::HEADER
         );
-        for (i, ((name, _, _), (at, reading))) in nodes.iter().zip(&now).enumerate() {
+        let mut notes = String::new();
+        for (i, ((name, _, _), (at, read))) in nodes.iter().zip(&now).enumerate() {
+            if let Ok((_, Some(w))) = read {
+                notes.push_str(&format!("\r\nengine figures not shown: {w}"));
+            }
+            let reading = &read.clone().map(|(r, _)| r);
             let (last, dt) = match &prev[i] {
                 Some((t, r)) => (Some(r), at.duration_since(*t).as_secs_f64()),
                 None => (None, 0.0),
@@ -123,7 +133,7 @@ pub fn run(a: &ClusterTopArgs) -> anyhow::Result<ExitCode> {
                 prev[i] = Some((*at, r.clone()));
             }
         }
-        print!("{screen}");
+        print!("{screen}{notes}");
         std::io::stdout().flush()?;
         let deadline = Instant::now() + Duration::from_secs(1);
         while Instant::now() < deadline {
