@@ -1,15 +1,21 @@
 //! `cluster top`'s figures: one scrape of a node's `halobox metrics` (and
 //! of the serve's engine `/metrics` on the head) read into a [`Reading`],
 //! two readings into a row (rates from counter deltas). Pure but for
-//! [`fetch`], an endpoint's body through [`crate::http`].
+//! [`fetch`], an endpoint's body through [`crate::http`], and [`watch`],
+//! every node scraped in a thread of its own so that a slow node holds
+//! nothing else back.
 
 use std::net::SocketAddr;
-use std::time::Duration;
+use std::sync::mpsc;
+use std::time::{Duration, Instant};
 
 use crate::http;
 
 /// Largest body read from an endpoint.
 pub const MAX_BODY: usize = 4 << 20;
+/// How long one scrape (a node's, and the head's engine's) may take; a
+/// node that takes longer, trickling or silent, is shown as not answering.
+pub const SCRAPE_TIMEOUT: Duration = Duration::from_secs(3);
 
 /// One sample of the text format: name, labels, value.
 #[derive(Debug, Clone, PartialEq)]
@@ -263,6 +269,73 @@ pub fn fetch(
             .to_string());
     }
     Ok(r.body)
+}
+
+/// One node `cluster top` watches: its `halobox metrics`, and on the head
+/// the serve's engine.
+#[derive(Debug, Clone, Copy)]
+pub struct Watched {
+    /// Where its `halobox metrics` listens.
+    pub addr: SocketAddr,
+    /// The engine's API (the head's only).
+    pub engine: Option<SocketAddr>,
+}
+
+/// One scrape's result: which node (its index), when the scrape started,
+/// and the reading or why there is none.
+#[derive(Debug)]
+pub struct Scraped {
+    /// Index of the node in what [`watch`] was given.
+    pub node: usize,
+    /// When the scrape started.
+    pub at: Instant,
+    /// The reading, or why the node did not answer.
+    pub reading: Result<Reading, String>,
+}
+
+/// One node's reading now (the head's with its engine's figures, asked
+/// with the serving API's key when there is one).
+pub fn read_node(node: Watched, key: Option<&str>) -> Result<Reading, String> {
+    let mut r = reading(&fetch(node.addr, "/metrics", SCRAPE_TIMEOUT, None)?);
+    if let Some(e) = node.engine {
+        r.engine = fetch(e, "/metrics", SCRAPE_TIMEOUT, key)
+            .ok()
+            .map(|t| engine_reading(&t));
+    }
+    Ok(r)
+}
+
+/// Scrapes every node in a thread of its own, each at most once per
+/// `every`, and sends each result as it comes; a thread ends after its
+/// scrape once the receiver is gone.
+pub fn watch(nodes: &[Watched], key: Option<String>, every: Duration) -> mpsc::Receiver<Scraped> {
+    let (tx, rx) = mpsc::channel();
+    for (i, node) in nodes.iter().copied().enumerate() {
+        let (tx, key) = (tx.clone(), key.clone());
+        std::thread::spawn(move || {
+            loop {
+                let at = Instant::now();
+                let reading = read_node(node, key.as_deref());
+                if tx
+                    .send(Scraped {
+                        node: i,
+                        at,
+                        reading,
+                    })
+                    .is_err()
+                {
+                    return;
+                }
+                std::thread::sleep(every.saturating_sub(at.elapsed()));
+            }
+        });
+    }
+    rx
+}
+
+/// A node's row before its first scrape ends.
+pub fn waiting_row(node: &str) -> String {
+    format!("{:<12} asking...", clean(node, 12))
 }
 
 #[cfg(test)]
