@@ -3,11 +3,98 @@
 //! launcher asks (model, tensor parallel size, context length, eager, erase
 //! the compile cache) and shows the plan, errors keep the menu alive, and
 //! quit leaves with status 0. Its ssh targets are loopback addresses
-//! where nothing listens, so nothing leaves this machine.
+//! where nothing listens, so nothing leaves this machine. `cluster top`
+//! against a node (on this machine's own address) whose `/metrics` trickles in: the screen is live while
+//! the scrape runs, the node is shown as not answering once its deadline
+//! passes, and `q` ends it while a scrape is under way.
 
 mod common;
 
+use std::io::{Read, Write};
+use std::net::TcpListener;
+use std::sync::mpsc;
+use std::time::{Duration, Instant};
+
 use common::tmux::Tmux;
+
+/// A `/metrics` on `ip` (an address of this machine) that answers a byte
+/// every 100 ms, forever; its port, and a message for each connection it
+/// takes.
+fn trickling_node(ip: &str) -> (u16, mpsc::Receiver<()>) {
+    let l = TcpListener::bind((ip, 0)).unwrap();
+    let port = l.local_addr().unwrap().port();
+    let (tx, rx) = mpsc::channel();
+    std::thread::spawn(move || {
+        for mut s in l.incoming().map_while(Result::ok) {
+            if tx.send(()).is_err() {
+                return;
+            }
+            std::thread::spawn(move || {
+                let mut head = [0u8; 1024];
+                let _ = s.read(&mut head);
+                let answer = b"HTTP/1.1 200 OK\r\nContent-Length: 100000\r\n\r\n# slow\n";
+                for b in answer.iter().chain(std::iter::repeat(&b'#')) {
+                    if s.write_all(&[*b]).is_err() {
+                        return;
+                    }
+                    std::thread::sleep(Duration::from_millis(100));
+                }
+            });
+        }
+    });
+    (port, rx)
+}
+
+#[test]
+fn top_stays_live_while_a_node_trickles_and_q_ends_it() {
+    // A node's address cannot be loopback: one of this machine's (the
+    // scrapes stay on it).
+    let ip = common::local_ipv4();
+    let (port, scrapes) = trickling_node(&ip);
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("cluster.toml");
+    std::fs::write(
+        &file,
+        format!("[[node]]\nname = \"slow\"\nssh = \"root@127.0.0.9\"\nip = \"{ip}\"\nbackend = \"host\"\n"),
+    )
+    .unwrap();
+    let command = format!(
+        "{} cluster top --cluster {} --metrics-port {port} --serve-port 9; echo EXIT=$?; sleep 60",
+        env!("CARGO_BIN_EXE_halobox"),
+        file.display()
+    );
+    let tmux = Tmux::start("halobox-top", &command);
+    // Drawn while the first scrape still trickles in.
+    scrapes
+        .recv_timeout(Duration::from_secs(30))
+        .unwrap_or_else(|_| panic!("cluster top never scraped the node:\n{}", tmux.screen()));
+    tmux.wait_for("slow         asking...");
+    // Past its deadline the node is shown as not answering, and why.
+    let s = tmux.wait_for("not answering");
+    assert!(
+        s.lines()
+            .any(|l| l.starts_with("slow ") && l.contains("no answer within")),
+        "{s}"
+    );
+    // The next scrape is under way (it trickles for seconds): `q` ends it now.
+    while scrapes.try_recv().is_ok() {}
+    scrapes
+        .recv_timeout(Duration::from_secs(30))
+        .expect("cluster top did not scrape the node again");
+    tmux.keys(&["q"]);
+    let deadline = Instant::now() + Duration::from_secs(2);
+    loop {
+        let s = tmux.screen();
+        if s.contains("EXIT=0") {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "q did not end cluster top within 2 s while a scrape trickled in:\n{s}"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
 
 #[test]
 fn menu_shows_the_config_survives_errors_and_quits() {
@@ -62,7 +149,7 @@ fn menu_shows_the_config_survives_errors_and_quits() {
         .unwrap_or_else(|| panic!("no plan:\n{s}"));
     assert_eq!(
         plan,
-        "vllm serve Qwen/Qwen3-0.6B --tensor-parallel-size 1 --distributed-executor-backend ray --gpu-memory-utilization 0.9 --host 10.9.0.1 --port 8000 --max-model-len 4096"
+        "vllm serve Qwen/Qwen3-0.6B --tensor-parallel-size 1 --distributed-executor-backend ray --gpu-memory-utilization 0.9 --host 10.9.0.1 --port 8000 --max-model-len 4096 --middleware halobox_require_key.RequireKey"
     );
     assert!(
         s.contains("# first, in the head's container: rm -rf --")

@@ -358,6 +358,60 @@ fn serves_get_metrics_only_bounded() {
     assert!(after.starts_with("HTTP/1.1 200 OK\r\n"), "{after}");
 }
 
+/// A client that trickles its request head (a byte a second) neither holds
+/// a scrape back while it is connected nor keeps its connection: it is
+/// answered 408 once the head's deadline passes.
+#[test]
+fn a_trickling_client_does_not_hold_a_scrape_back() {
+    let server = Server::start();
+    let mut slow = TcpStream::connect(("127.0.0.1", server.1)).unwrap();
+    slow.set_read_timeout(Some(Duration::from_millis(10)))
+        .unwrap();
+    let (done, trickled) = std::sync::mpsc::channel::<String>();
+    let trickler = std::thread::spawn(move || {
+        let mut out = Vec::new();
+        for b in b"GET /metrics HTTP/1.1\r\nX-Slow: ".iter().cycle().take(40) {
+            if slow.write_all(&[*b]).is_err() {
+                break;
+            }
+            let start = Instant::now();
+            while start.elapsed() < Duration::from_secs(1) {
+                let mut buf = [0u8; 256];
+                match slow.read(&mut buf) {
+                    Ok(0) => {
+                        let _ = done.send(String::from_utf8_lossy(&out).into_owned());
+                        return;
+                    }
+                    Ok(n) => out.extend_from_slice(&buf[..n]),
+                    Err(_) => {}
+                }
+            }
+        }
+        let _ = done.send(String::from_utf8_lossy(&out).into_owned());
+    });
+    // The trickler is connected and has sent its first bytes.
+    std::thread::sleep(Duration::from_millis(1500));
+    let (tx, rx) = std::sync::mpsc::channel();
+    let port = server.1;
+    std::thread::spawn(move || {
+        let mut s = TcpStream::connect(("127.0.0.1", port)).unwrap();
+        s.set_read_timeout(Some(Duration::from_secs(60))).unwrap();
+        s.write_all(b"GET /metrics HTTP/1.0\r\n\r\n").unwrap();
+        let mut out = Vec::new();
+        let _ = s.read_to_end(&mut out);
+        let _ = tx.send(String::from_utf8_lossy(&out).into_owned());
+    });
+    let scraped = rx
+        .recv_timeout(Duration::from_secs(20))
+        .expect("no answer to a scrape within 20 s while a client trickled its head");
+    assert!(scraped.starts_with("HTTP/1.1 200 OK\r\n"), "{scraped}");
+    let answered = trickled
+        .recv_timeout(Duration::from_secs(30))
+        .expect("the trickling client kept its connection for 30 s");
+    assert!(answered.starts_with("HTTP/1.1 408 "), "{answered}");
+    trickler.join().unwrap();
+}
+
 #[test]
 fn never_every_interface_and_snapshots_only_print() {
     let out = run(&["metrics", "--listen", "0.0.0.0:9837"]);

@@ -4,7 +4,8 @@
 //! safetensors shards plus config is laid out in node a's cache at test
 //! time, as the hub lays it out (blobs named by sha256, snapshot links,
 //! refs/main). Needs root, iproute2, tc and openssh-server; a missing piece
-//! fails. Traffic stays inside the namespaces.
+//! fails. Traffic stays inside the namespaces. One test drives the stream's
+//! two ends (`node-receive`, `node-send`) on loopback, without the nodes.
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
@@ -849,4 +850,136 @@ fn a_full_disk_leaves_no_partial_file() {
     let b_repo = n.root('b').join(".cache/huggingface/hub").join(FOLDER);
     assert!(!b_repo.join("refs/main").exists(), "node b has refs/main");
     assert_eq!(contents(&n.repo('c')), want, "node c\n{}", text(&o));
+}
+
+/// The job `node-receive` (`listen` set) or `node-send` (`next` set) gets
+/// for every file of the model in `repo`, with its hub `hub`.
+fn local_job(repo: &Path, hub: &Path, listen: bool, next: Option<String>) -> String {
+    let snap = repo.join("snapshots").join(COMMIT);
+    let mut files = vec![];
+    let mut names: Vec<String> = std::fs::read_dir(&snap)
+        .unwrap()
+        .flatten()
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .collect();
+    names.sort();
+    for n in names {
+        let link = std::fs::read_link(snap.join(&n)).unwrap();
+        let blob = link.file_name().unwrap().to_string_lossy().into_owned();
+        let data = std::fs::read(snap.join(&n)).unwrap();
+        files.push(serde_json::json!({
+            "path": n, "blob": blob, "size": data.len(), "sha256": sha(&data),
+        }));
+    }
+    let all: Vec<usize> = (0..files.len()).collect();
+    serde_json::json!({
+        "token": "cd".repeat(32),
+        "id": MODEL,
+        "ref_name": "main",
+        "commit": COMMIT,
+        "files": files,
+        "send": all,
+        "keep": if listen { all.clone() } else { vec![] },
+        "listen": listen.then_some("127.0.0.1"),
+        "next": next,
+        "hub": hub,
+    })
+    .to_string()
+}
+
+/// `halobox model ARG` on this machine with `HF_HUB_CACHE=hub` and `job`
+/// on its stdin; its stdout lines as they come.
+fn local_node(
+    arg: &str,
+    hub: &Path,
+    job: &str,
+) -> (std::process::Child, std::sync::mpsc::Receiver<String>) {
+    use std::io::{BufRead, Write};
+    let mut child = Command::new(env!("CARGO_BIN_EXE_halobox"))
+        .args(["model", arg])
+        .env_remove("HF_HOME")
+        .env("HF_HUB_CACHE", hub)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut stdin = child.stdin.take().unwrap();
+    stdin.write_all(format!("{job}\n").as_bytes()).unwrap();
+    drop(stdin);
+    let (tx, rx) = std::sync::mpsc::channel();
+    let stdout = child.stdout.take().unwrap();
+    std::thread::spawn(move || {
+        for l in std::io::BufReader::new(stdout)
+            .lines()
+            .map_while(Result::ok)
+        {
+            if tx.send(l).is_err() {
+                break;
+            }
+        }
+    });
+    (child, rx)
+}
+
+/// Connections that never present the token (40 of them, opened before
+/// the sender's) do not keep a receiver from its sender: the real
+/// `node-receive` and `node-send` on loopback still move every byte. No
+/// test nodes needed.
+#[test]
+fn idle_connections_do_not_hold_a_receiver_from_its_sender() {
+    let dir = tempfile::tempdir().unwrap();
+    let (hub_a, hub_b) = (dir.path().join("a"), dir.path().join("b"));
+    std::fs::create_dir_all(&hub_b).unwrap();
+    let repo_a = hub_a.join(FOLDER);
+    make_model_of(&repo_a, 1 << 20);
+    let (mut recv, lines) = local_node(
+        "node-receive",
+        &hub_b,
+        &local_job(&repo_a, &hub_b, true, None),
+    );
+    let port = loop {
+        let l = lines
+            .recv_timeout(Duration::from_secs(30))
+            .expect("node-receive did not listen within 30 s");
+        if let Some(p) = l.strip_prefix("listening ") {
+            break p.trim().to_string();
+        }
+    };
+    let idle: Vec<std::net::TcpStream> = (0..40)
+        .map(|_| std::net::TcpStream::connect(format!("127.0.0.1:{port}")).unwrap())
+        .collect();
+    let (mut send, _sent) = local_node(
+        "node-send",
+        &hub_a,
+        &local_job(&repo_a, &hub_a, false, Some(format!("127.0.0.1:{port}"))),
+    );
+    let deadline = Instant::now() + Duration::from_secs(45);
+    while recv.try_wait().unwrap().is_none() {
+        if Instant::now() > deadline {
+            let _ = recv.kill();
+            let _ = send.kill();
+            let _ = send.wait();
+            let o = recv.wait_with_output().unwrap();
+            panic!(
+                "the receiver did not finish within 45 s behind 40 idle connections\n{}",
+                text(&o)
+            );
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    drop(idle);
+    let o = recv.wait_with_output().unwrap();
+    assert!(o.status.success(), "{}", text(&o));
+    let s = send.wait_with_output().unwrap();
+    assert!(s.status.success(), "{}", text(&s));
+    let repo_b = hub_b.join(FOLDER);
+    let want = contents(&repo_a);
+    assert_eq!(want.len(), SHARDS + 1);
+    assert_eq!(contents(&repo_b), want);
+    blobs_sound(&repo_b);
+    assert_eq!(
+        std::fs::read_to_string(repo_b.join("refs/main")).unwrap(),
+        COMMIT
+    );
 }

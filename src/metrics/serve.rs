@@ -1,11 +1,14 @@
-//! A small, bounded HTTP/1.1 server for `GET /metrics`: one connection at a
-//! time, the request head capped at [`MAX_REQUEST_BYTES`], reads and writes
+//! A small, bounded HTTP/1.1 server for `GET /metrics`: at most
+//! [`MAX_CONNECTIONS`] connections at once (the next waits in the listen
+//! queue), the request head capped at [`MAX_REQUEST_BYTES`] and read within
+//! [`HEAD_DEADLINE`] (a client that trickles it is answered 408), writes
 //! time out after [`IO_TIMEOUT`], every response closes the connection. It
 //! serves nothing else and reads no body.
 
 use std::io::{Read, Write};
 use std::net::{IpAddr, SocketAddr, TcpListener, TcpStream};
-use std::time::Duration;
+use std::sync::{Condvar, Mutex};
+use std::time::{Duration, Instant};
 
 use crate::dataplane::{self, Selection};
 use crate::host::HostFacts;
@@ -14,8 +17,12 @@ use crate::host::HostFacts;
 pub const DEFAULT_PORT: u16 = 9837;
 /// Largest request head read; a longer one is answered 431.
 pub const MAX_REQUEST_BYTES: usize = 8192;
-/// Read and write timeout of one connection.
+/// Write timeout of one connection.
 pub const IO_TIMEOUT: Duration = Duration::from_secs(5);
+/// How long the whole request head may take to arrive.
+pub const HEAD_DEADLINE: Duration = Duration::from_secs(5);
+/// Connections served at once.
+pub const MAX_CONNECTIONS: usize = 8;
 /// The Content-Type of the text format.
 pub const CONTENT_TYPE: &str = "text/plain; version=0.0.4; charset=utf-8";
 
@@ -84,15 +91,56 @@ pub fn interface_for(facts: &HostFacts, ip: IpAddr) -> Option<String> {
     }
 }
 
-/// Answers connections on `listener` until it fails; `scrape` makes each
+/// Answers connections on `listener` until it fails, each in a thread of
+/// its own, at most [`MAX_CONNECTIONS`] at once; `scrape` makes each
 /// `/metrics` body. A connection that misbehaves is answered or dropped,
 /// never fatal.
-pub fn serve(listener: &TcpListener, scrape: impl Fn() -> String) -> std::io::Result<()> {
-    loop {
-        let (stream, _) = listener.accept()?;
-        if let Err(e) = answer(stream, &scrape) {
-            eprintln!("halobox metrics: connection: {e}");
+pub fn serve(listener: &TcpListener, scrape: impl Fn() -> String + Sync) -> std::io::Result<()> {
+    let busy = Slots {
+        taken: Mutex::new(0),
+        freed: Condvar::new(),
+    };
+    std::thread::scope(|s| {
+        loop {
+            busy.take();
+            let stream = match listener.accept() {
+                Ok((stream, _)) => stream,
+                Err(e) => {
+                    busy.give_back();
+                    return Err(e);
+                }
+            };
+            let (busy, scrape) = (&busy, &scrape);
+            s.spawn(move || {
+                if let Err(e) = answer(stream, scrape) {
+                    eprintln!("halobox metrics: connection: {e}");
+                }
+                busy.give_back();
+            });
         }
+    })
+}
+
+/// The connections being served, at most [`MAX_CONNECTIONS`].
+struct Slots {
+    taken: Mutex<usize>,
+    freed: Condvar,
+}
+
+impl Slots {
+    /// Waits for a free slot and takes it.
+    fn take(&self) {
+        let mut n = self.taken.lock().unwrap_or_else(|p| p.into_inner());
+        while *n >= MAX_CONNECTIONS {
+            n = self.freed.wait(n).unwrap_or_else(|p| p.into_inner());
+        }
+        *n += 1;
+    }
+
+    fn give_back(&self) {
+        let mut n = self.taken.lock().unwrap_or_else(|p| p.into_inner());
+        *n = n.saturating_sub(1);
+        self.freed.notify_one();
     }
 }
 
@@ -135,32 +183,70 @@ pub fn route(head: &[u8]) -> Route {
     }
 }
 
-fn answer(mut stream: TcpStream, scrape: &impl Fn() -> String) -> std::io::Result<()> {
-    stream.set_read_timeout(Some(IO_TIMEOUT))?;
-    stream.set_write_timeout(Some(IO_TIMEOUT))?;
+/// How reading a request head ended.
+enum Head {
+    /// The head, whole.
+    Complete(Vec<u8>),
+    /// Past [`MAX_REQUEST_BYTES`].
+    TooLarge,
+    /// Not whole within [`HEAD_DEADLINE`].
+    TooSlow,
+    /// The client closed the connection first.
+    Closed,
+}
+
+/// Reads a request head, all of it within [`HEAD_DEADLINE`].
+fn read_head(stream: &mut TcpStream) -> std::io::Result<Head> {
+    let deadline = Instant::now() + HEAD_DEADLINE;
     let mut head = Vec::with_capacity(1024);
     let mut buf = [0u8; 1024];
-    let complete = loop {
+    loop {
         if head.windows(4).any(|w| w == b"\r\n\r\n") || head.windows(2).any(|w| w == b"\n\n") {
-            break true;
+            return Ok(Head::Complete(head));
         }
         if head.len() >= MAX_REQUEST_BYTES {
-            break false;
+            return Ok(Head::TooLarge);
         }
-        let n = stream.read(&mut buf)?;
-        if n == 0 {
-            return Ok(());
+        let left = deadline.saturating_duration_since(Instant::now());
+        if left.is_zero() {
+            return Ok(Head::TooSlow);
         }
-        head.extend_from_slice(&buf[..n]);
-    };
-    let (status, extra, body) = if !complete {
-        (
+        stream.set_read_timeout(Some(left))?;
+        match stream.read(&mut buf) {
+            Ok(0) => return Ok(Head::Closed),
+            Ok(n) => head.extend_from_slice(&buf[..n]),
+            Err(e)
+                if matches!(
+                    e.kind(),
+                    std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut
+                ) =>
+            {
+                return Ok(Head::TooSlow);
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(e),
+        }
+    }
+}
+
+fn answer(mut stream: TcpStream, scrape: &impl Fn() -> String) -> std::io::Result<()> {
+    stream.set_write_timeout(Some(IO_TIMEOUT))?;
+    let (status, extra, body) = match read_head(&mut stream)? {
+        Head::Closed => return Ok(()),
+        Head::TooLarge => (
             "431 Request Header Fields Too Large",
             "",
             "request head too large\n".to_string(),
-        )
-    } else {
-        match route(&head) {
+        ),
+        Head::TooSlow => (
+            "408 Request Timeout",
+            "",
+            format!(
+                "the request head took longer than {} s\n",
+                HEAD_DEADLINE.as_secs()
+            ),
+        ),
+        Head::Complete(head) => match route(&head) {
             Route::Metrics => ("200 OK", "", scrape()),
             Route::NotFound => (
                 "404 Not Found",
@@ -173,7 +259,7 @@ fn answer(mut stream: TcpStream, scrape: &impl Fn() -> String) -> std::io::Resul
                 "only GET /metrics\n".into(),
             ),
             Route::BadRequest => ("400 Bad Request", "", "not an HTTP/1 request\n".into()),
-        }
+        },
     };
     let content_type = if status.starts_with("200") {
         CONTENT_TYPE

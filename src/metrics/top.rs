@@ -1,15 +1,21 @@
 //! `cluster top`'s figures: one scrape of a node's `halobox metrics` (and
 //! of the serve's engine `/metrics` on the head) read into a [`Reading`],
 //! two readings into a row (rates from counter deltas). Pure but for
-//! [`fetch`], an endpoint's body through [`crate::http`].
+//! [`fetch`], an endpoint's body through [`crate::http`], and [`watch`],
+//! every node scraped in a thread of its own so that a slow node holds
+//! nothing else back.
 
 use std::net::SocketAddr;
-use std::time::Duration;
+use std::sync::mpsc;
+use std::time::{Duration, Instant};
 
 use crate::http;
 
 /// Largest body read from an endpoint.
 pub const MAX_BODY: usize = 4 << 20;
+/// How long one scrape (a node's, and the head's engine's) may take; a
+/// node that takes longer, trickling or silent, is shown as not answering.
+pub const SCRAPE_TIMEOUT: Duration = Duration::from_secs(3);
 
 /// One sample of the text format: name, labels, value.
 #[derive(Debug, Clone, PartialEq)]
@@ -290,6 +296,85 @@ pub fn fetch(
         ));
     }
     Ok(r.body)
+}
+
+/// One node `cluster top` watches: its `halobox metrics`, and on the head
+/// the serve's engine.
+#[derive(Debug, Clone, Copy)]
+pub struct Watched {
+    /// Where its `halobox metrics` listens.
+    pub addr: SocketAddr,
+    /// The engine's API (the head's only).
+    pub engine: Option<SocketAddr>,
+}
+
+/// One scrape's result: which node (its index), when the scrape started,
+/// and the reading or why there is none.
+#[derive(Debug)]
+pub struct Scraped {
+    /// Index of the node in what [`watch`] was given.
+    pub node: usize,
+    /// When the scrape started.
+    pub at: Instant,
+    /// The reading, or why the node did not answer.
+    pub reading: Result<Reading, String>,
+    /// Why the engine's figures are missing: the key was not sent.
+    pub not_ours: Option<String>,
+}
+
+/// One node's reading now (the head's with its engine's figures, asked
+/// with the serving API's key, which goes only to a listener proven this
+/// user's), and why the engine's figures are missing when the key was not
+/// sent.
+pub fn read_node(node: Watched, key: Option<&str>) -> Result<(Reading, Option<String>), String> {
+    let body = fetch(node.addr, "/metrics", SCRAPE_TIMEOUT, None).map_err(|e| e.to_string())?;
+    let mut r = reading(&body);
+    let mut why = None;
+    if let Some(e) = node.engine {
+        match fetch(e, "/metrics", SCRAPE_TIMEOUT, key) {
+            Ok(t) => r.engine = Some(engine_reading(&t)),
+            Err(Failed::NotOurs(w)) => why = Some(w),
+            Err(Failed::Other(_)) => {}
+        }
+    }
+    Ok((r, why))
+}
+
+/// Scrapes every node in a thread of its own, each at most once per
+/// `every`, and sends each result as it comes; a thread ends after its
+/// scrape once the receiver is gone.
+pub fn watch(nodes: &[Watched], key: Option<String>, every: Duration) -> mpsc::Receiver<Scraped> {
+    let (tx, rx) = mpsc::channel();
+    for (i, node) in nodes.iter().copied().enumerate() {
+        let (tx, key) = (tx.clone(), key.clone());
+        std::thread::spawn(move || {
+            loop {
+                let at = Instant::now();
+                let (reading, not_ours) = match read_node(node, key.as_deref()) {
+                    Ok((r, why)) => (Ok(r), why),
+                    Err(e) => (Err(e), None),
+                };
+                if tx
+                    .send(Scraped {
+                        node: i,
+                        at,
+                        reading,
+                        not_ours,
+                    })
+                    .is_err()
+                {
+                    return;
+                }
+                std::thread::sleep(every.saturating_sub(at.elapsed()));
+            }
+        });
+    }
+    rx
+}
+
+/// A node's row before its first scrape ends.
+pub fn waiting_row(node: &str) -> String {
+    format!("{:<12} asking...", clean(node, 12))
 }
 
 #[cfg(test)]

@@ -33,7 +33,8 @@ use std::io::{BufWriter, Read, Write};
 use std::net::{IpAddr, SocketAddr, TcpListener, TcpStream};
 use std::os::unix::fs::{FileExt, MetadataExt};
 use std::path::Path;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
@@ -50,6 +51,8 @@ const CHUNK: usize = 1 << 20;
 pub const STALL: Duration = Duration::from_secs(60);
 /// How long a connection may take to present the token.
 const TOKEN_WAIT: Duration = Duration::from_secs(2);
+/// Connections whose token is awaited at once.
+const CHECKING: usize = 16;
 /// How often each end prints its count.
 pub const TICK: Duration = Duration::from_millis(200);
 
@@ -281,29 +284,51 @@ pub fn send(job: &Job, hub: &Path, out: &mut (dyn Write + Send)) -> Result<u64, 
     })
 }
 
-/// Accepts connections on `l` until one presents `token` (others are
-/// dropped, each given at most [`TOKEN_WAIT`]), within [`STALL`].
+/// Accepts connections on `l` until one presents `token`, within [`STALL`].
+/// Each connection is checked in a thread of its own (at most
+/// [`CHECKING`] at once), given at most [`TOKEN_WAIT`]; one that does not
+/// present the token is dropped, and idle ones do not hold the sender back.
 fn accept(l: &TcpListener, token: &[u8; 32]) -> Result<TcpStream, String> {
     let deadline = Instant::now() + STALL;
     l.set_nonblocking(true).map_err(|e| e.to_string())?;
+    let (found, arrived) = mpsc::channel::<TcpStream>();
+    let checking = Arc::new(AtomicUsize::new(0));
     loop {
+        if let Ok(s) = arrived.try_recv() {
+            s.set_read_timeout(Some(STALL)).ok();
+            return Ok(s);
+        }
         let left = deadline.saturating_duration_since(Instant::now());
+        if left.is_zero() {
+            return Err(format!("no sender connected within {} s", STALL.as_secs()));
+        }
+        if checking.load(Ordering::Acquire) >= CHECKING {
+            if let Ok(s) = arrived.recv_timeout(Duration::from_millis(20)) {
+                s.set_read_timeout(Some(STALL)).ok();
+                return Ok(s);
+            }
+            continue;
+        }
         match l.accept() {
             Ok((s, _)) => {
                 s.set_nonblocking(false).map_err(|e| e.to_string())?;
                 let wait = TOKEN_WAIT.min(left).max(Duration::from_millis(10));
                 s.set_read_timeout(Some(wait)).ok();
-                let mut got = [0u8; 32];
-                if (&s).read_exact(&mut got).is_ok() && same(&got, token) {
+                checking.fetch_add(1, Ordering::AcqRel);
+                let (found, checking, token) = (found.clone(), Arc::clone(&checking), *token);
+                std::thread::spawn(move || {
+                    let mut got = [0u8; 32];
+                    if (&s).read_exact(&mut got).is_ok() && same(&got, &token) {
+                        let _ = found.send(s);
+                    }
+                    checking.fetch_sub(1, Ordering::AcqRel);
+                });
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {
+                if let Ok(s) = arrived.recv_timeout(Duration::from_millis(20)) {
                     s.set_read_timeout(Some(STALL)).ok();
                     return Ok(s);
                 }
-            }
-            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {
-                if left.is_zero() {
-                    return Err(format!("no sender connected within {} s", STALL.as_secs()));
-                }
-                std::thread::sleep(Duration::from_millis(20));
             }
             Err(e) => return Err(e.to_string()),
         }

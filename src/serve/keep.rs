@@ -9,22 +9,24 @@
 //! probe ([`super::restart::Stall`]). On a failure it stops the engine and
 //! its process group, waits with a bounded backoff until every node of the
 //! split is back (Ray lists it alive, or its RPC server answers `HELLO`;
-//! `cluster up` brings back what is missing), then starts the recorded
-//! serve again. Each restart is an event in the state folder; past the
+//! `cluster up` brings back what is missing), waits while another process
+//! holds the API port (not this serve's: no restart is spent on it), then
+//! starts the recorded serve again; after a start that failed, the next
+//! restart waits longer ([`super::restart::pause_before`]). Each restart is an event in the state folder; past the
 //! policy's limit it gives up, leaving nothing running. It never restarts a
 //! serve a `serve stop`, `cluster down` or `--ab-transport` holds
 //! ([`super::program::HELD_FILE`]).
 
 use std::io::{BufRead as _, Write as _};
-use std::net::SocketAddr;
+use std::net::{IpAddr, SocketAddr};
 use std::path::Path;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use super::engine::{EngineState, Head, Held};
 use super::request::{Request, Spec};
-use super::restart::{self, Check, Decision, Event, Hung, Outcome, Policy, Restarts, Stall};
+use super::restart::{self, Check, Decision, Event, Hung, Outcome, Policy, Port, Restarts, Stall};
 use super::state::{self, Process, ServeState};
-use super::{api_key, interrupt, llama, plan, start, watch};
+use super::{api_key, interrupt, llama, plan, preflight, start, watch};
 use crate::cluster::config::{ClusterConfig, Engine};
 use crate::error::UsageError;
 use crate::http;
@@ -43,6 +45,10 @@ const NODES_WITHIN: Duration = Duration::from_secs(600);
 /// second, as llama.cpp's RPC ports): vLLM notices a lost worker only once
 /// Ray tells it, or at its next request.
 const RAY_EVERY: Duration = Duration::from_secs(30);
+
+/// How often a supervisor looks again whether another process still holds
+/// the API port.
+const PORT_EVERY: Duration = Duration::from_secs(2);
 
 /// How long after one 1-token probe of vLLM ends the next starts.
 const VLLM_PROBE_EVERY: Duration = Duration::from_secs(10);
@@ -653,6 +659,8 @@ fn restart_after(
     let policy: Policy = spec
         .restart
         .unwrap_or("on-failure".parse().expect("policy"));
+    // Starts again that failed in a row: each waits longer before the next.
+    let mut failed = 0u32;
     loop {
         if matches!(head.look(), Ok((_, true))) {
             r.note(&format!(
@@ -707,6 +715,17 @@ fn restart_after(
                 ));
                 kept.events.push(event.clone());
                 state::save_restarts(path, &kept)?;
+                let pause = restart::pause_before(failed);
+                if !pause.is_zero() {
+                    r.note(&format!(
+                        "{} restart {n} in {} s (the start again failed {failed} time(s) in a row)\n",
+                        stamp(),
+                        pause.as_secs()
+                    ));
+                    if !pause_unless_stopped(pause, head, r) {
+                        return Ok(false);
+                    }
+                }
             }
         }
         let said = head.stop(grace(cfg.engine), false);
@@ -724,6 +743,26 @@ fn restart_after(
             Wait::Signal => return Ok(false),
             Wait::Missing(why) => Err(why),
             Wait::Back => {
+                match wait_port(cfg, spec, head, &policy, r) {
+                    PortEnd::Free => {}
+                    PortEnd::Stopped => return Ok(false),
+                    PortEnd::GaveUp(why) => {
+                        let _ = head.stop(grace(cfg.engine), true);
+                        let mut kept = state::restarts(path);
+                        state::remove(path);
+                        if let Some(e) = kept.events.iter_mut().rev().find(|e| e.at == event.at) {
+                            e.outcome = Outcome::GaveUp;
+                        }
+                        kept.gave_up = Some(format!(
+                            "{}; the last failure: {}",
+                            why.lines().next().unwrap_or(&why),
+                            event.line()
+                        ));
+                        state::save_restarts(path, &kept)?;
+                        r.note(&format!("{} {why}\n", stamp()));
+                        return Ok(false);
+                    }
+                }
                 let mut req = Request::again(spec.clone());
                 req.restarted = true;
                 match start::start(&req, path, cfg, r) {
@@ -756,11 +795,88 @@ fn restart_after(
                 }
                 state::save_restarts(path, &kept)?;
                 r.note(&format!("{} the start again failed: {why}\n", stamp()));
+                failed += 1;
                 f = Failure {
                     check: Check::Start,
                     node: None,
                     cause: why,
                 };
+            }
+        }
+    }
+}
+
+/// Waits `pause` (a signal cuts it short), then looks whether a
+/// deliberate stop holds the serve: false when either ended the wait.
+fn pause_unless_stopped(pause: Duration, head: &Head, r: &mut dyn Reporter) -> bool {
+    let until = Instant::now() + pause;
+    while Instant::now() < until {
+        if interrupt::arrived().is_some() {
+            return false;
+        }
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    if matches!(head.look(), Ok((_, true))) {
+        r.note(&format!(
+            "{} a serve stop, cluster down or --ab-transport holds the serve: no restart\n",
+            stamp()
+        ));
+        return false;
+    }
+    true
+}
+
+/// How waiting for the API port ended.
+enum PortEnd {
+    /// Free: start.
+    Free,
+    /// A signal or a deliberate stop ended the wait.
+    Stopped,
+    /// Still taken after the policy's window (why).
+    GaveUp(String),
+}
+
+/// With the engine stopped, waits while another process holds the API
+/// port (not this serve's: no restart is spent on it), at most the
+/// policy's window ([`restart::port_verdict`]).
+fn wait_port(
+    cfg: &ClusterConfig,
+    spec: &Spec,
+    head: &Head,
+    policy: &Policy,
+    r: &mut dyn Reporter,
+) -> PortEnd {
+    let host = Some(spec.host.unwrap_or(IpAddr::V4(cfg.head().ip)));
+    let since = Instant::now();
+    let mut said = false;
+    loop {
+        let taken = preflight::port_taken(host, spec.port);
+        match restart::port_verdict(
+            taken,
+            since.elapsed(),
+            policy,
+            spec.port,
+            cfg.engine.title(),
+        ) {
+            Port::Start => {
+                if said {
+                    r.note(&format!("{} port {} is free again\n", stamp(), spec.port));
+                }
+                return PortEnd::Free;
+            }
+            Port::GiveUp(why) => return PortEnd::GaveUp(why),
+            Port::Wait => {
+                if !said {
+                    r.note(&format!(
+                        "{} {}\n",
+                        stamp(),
+                        restart::not_ours(spec.port, cfg.engine.title())
+                    ));
+                    said = true;
+                }
+                if !pause_unless_stopped(PORT_EVERY, head, r) {
+                    return PortEnd::Stopped;
+                }
             }
         }
     }

@@ -27,7 +27,7 @@ pub fn check(
     host: Option<IpAddr>,
     port: u16,
 ) -> anyhow::Result<()> {
-    port_free(host, port)?;
+    port_free(host, port, cfg.engine.title())?;
     let (complete, ray, vllm, everywhere) = std::thread::scope(|s| {
         let complete = s.spawn(|| model_complete(cfg, model, extra, false));
         let ray = s.spawn(|| ray_has(cfg, gpus_needed));
@@ -107,21 +107,30 @@ pub fn served_name(model: &str, extra: &[String]) -> String {
 
 /// The port is free where the API binds (the head shares its network with
 /// the container).
-pub fn port_free(host: Option<IpAddr>, port: u16) -> anyhow::Result<()> {
+/// `engine` names the serve's engine in the words.
+pub fn port_free(host: Option<IpAddr>, port: u16, engine: &str) -> anyhow::Result<()> {
     let ip = host.unwrap_or(IpAddr::V4(Ipv4Addr::UNSPECIFIED));
     match TcpListener::bind(SocketAddr::new(ip, port)) {
         Ok(_) => Ok(()),
         Err(e) if e.kind() == std::io::ErrorKind::AddrInUse => Err(UsageError(format!(
-            "port {port} is already taken on the head{}: vLLM could not listen there\n  hint: `halobox serve status` (a serve of halobox?), `ss -ltnp 'sport = :{port}'` shows who holds it; or choose another with --port",
+            "port {port} is already taken on the head{}: {engine} could not listen there\n  hint: `halobox serve status` (a serve of halobox?), `ss -ltnp 'sport = :{port}'` shows who holds it; or choose another with --port",
             host.map(|h| format!(" ({h})")).unwrap_or_default()
         ))
         .into()),
         Err(e) if e.kind() == std::io::ErrorKind::AddrNotAvailable => Err(UsageError(format!(
-            "--host {ip}: this machine holds no such address, so vLLM could not listen there\n  hint: give an address of the head (its data-plane {ip}?) or leave --host out"
+            "--host {ip}: this machine holds no such address, so {engine} could not listen there\n  hint: give an address of the head (its data-plane {ip}?) or leave --host out"
         ))
         .into()),
         Err(_) => Ok(()),
     }
+}
+
+/// Whether another socket listens on `port` where the API binds (`host`,
+/// else every address).
+pub fn port_taken(host: Option<IpAddr>, port: u16) -> bool {
+    let ip = host.unwrap_or(IpAddr::V4(Ipv4Addr::UNSPECIFIED));
+    TcpListener::bind(SocketAddr::new(ip, port))
+        .is_err_and(|e| e.kind() == std::io::ErrorKind::AddrInUse)
 }
 
 /// Ray answers and has `needed` GPUs over its alive nodes.
@@ -278,12 +287,17 @@ mod tests {
     fn a_taken_port_is_named() {
         let l = TcpListener::bind("127.0.0.1:0").unwrap();
         let port = l.local_addr().unwrap().port();
-        let e = port_free(Some(IpAddr::V4(Ipv4Addr::LOCALHOST)), port).unwrap_err();
+        let e = port_free(Some(IpAddr::V4(Ipv4Addr::LOCALHOST)), port, "llama.cpp").unwrap_err();
         assert!(
             e.to_string()
                 .contains(&format!("port {port} is already taken")),
             "{e}"
         );
+        assert!(e.to_string().contains("llama.cpp could not listen"), "{e}");
+        assert!(!e.to_string().contains("vLLM"), "{e}");
         assert!(e.to_string().contains("--port"), "{e}");
+        assert!(port_taken(Some(IpAddr::V4(Ipv4Addr::LOCALHOST)), port));
+        drop(l);
+        assert!(!port_taken(Some(IpAddr::V4(Ipv4Addr::LOCALHOST)), port));
     }
 }

@@ -223,6 +223,59 @@ pub fn backoff(attempt: u32) -> Duration {
     Duration::from_secs(2u64.saturating_mul(1 << attempt.min(4)).min(30))
 }
 
+/// How long to wait before the next restart after `failed` starts in a
+/// row failed: none after a serve that ran, then [`backoff`] (2 s, 4 s,
+/// 8 s, 16 s, then 30 s), so a start that fails at once does not spend
+/// every restart of the window in a second.
+pub fn pause_before(failed: u32) -> Duration {
+    match failed {
+        0 => Duration::ZERO,
+        n => backoff(n - 1),
+    }
+}
+
+/// What to do about the API port before a restart's start, the engine
+/// being stopped: anything still listening there is not this serve's.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Port {
+    /// Free: start.
+    Start,
+    /// Taken by another process: wait and look again, no restart spent.
+    Wait,
+    /// Still taken after the policy's window: give up (why).
+    GiveUp(String),
+}
+
+/// The verdict on the API port `port`, `taken` or not, after waiting
+/// `waited` for it to free, under `policy`; `engine` names the serve's
+/// engine in the words.
+pub fn port_verdict(
+    taken: bool,
+    waited: Duration,
+    policy: &Policy,
+    port: u16,
+    engine: &str,
+) -> Port {
+    if !taken {
+        return Port::Start;
+    }
+    if waited < Duration::from_secs(policy.window_s) {
+        return Port::Wait;
+    }
+    Port::GiveUp(format!(
+        "gave up: port {port} on the head stayed taken by another process (not this serve's {engine}) for {} minutes; nothing is left running\n  hint: `ss -ltnp 'sport = :{port}'` shows who holds it; stop it, then `halobox serve` again (or serve on another --port)",
+        policy.window_s / 60
+    ))
+}
+
+/// What the supervisor says while the API port is taken by another
+/// process.
+pub fn not_ours(port: u16, engine: &str) -> String {
+    format!(
+        "port {port} on the head is taken by another process, not this serve's {engine}: waiting for it to free (no restart spent)\n  hint: `ss -ltnp 'sport = :{port}'` shows who holds it"
+    )
+}
+
 /// The progress an engine reports: requests running, tokens generated so
 /// far (a counter).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -451,6 +504,47 @@ mod tests {
         };
         assert_eq!(r.made(), 3);
         assert_eq!(Restarts::default().made(), 0);
+    }
+
+    #[test]
+    fn restarts_after_failed_starts_back_off() {
+        let secs: Vec<u64> = (0..8).map(|n| pause_before(n).as_secs()).collect();
+        assert_eq!(secs, [0, 2, 4, 8, 16, 30, 30, 30]);
+    }
+
+    #[test]
+    fn a_port_taken_by_another_process_is_waited_for_not_restarted() {
+        let p: Policy = "on-failure:3".parse().unwrap();
+        let window = Duration::from_secs(p.window_s);
+        assert_eq!(
+            port_verdict(false, Duration::ZERO, &p, 8080, "llama.cpp"),
+            Port::Start
+        );
+        assert_eq!(
+            port_verdict(false, window * 2, &p, 8080, "llama.cpp"),
+            Port::Start
+        );
+        assert_eq!(
+            port_verdict(true, Duration::ZERO, &p, 8080, "llama.cpp"),
+            Port::Wait
+        );
+        assert_eq!(
+            port_verdict(true, window - Duration::from_secs(1), &p, 8080, "llama.cpp"),
+            Port::Wait
+        );
+        let Port::GiveUp(why) = port_verdict(true, window, &p, 8080, "llama.cpp") else {
+            panic!("not given up after the window");
+        };
+        assert!(
+            why.contains("port 8080") && why.contains("llama.cpp") && why.contains("hint:"),
+            "{why}"
+        );
+        assert!(!why.contains("vLLM"), "{why}");
+        let said = not_ours(8080, "llama.cpp");
+        assert!(
+            said.contains("not this serve's llama.cpp") && said.contains("no restart spent"),
+            "{said}"
+        );
     }
 
     #[test]

@@ -336,7 +336,7 @@ fn run_llama(
     if let Some(w) = api_key::no_key_warning(&key_source, host) {
         r.note(&format!("{w}\n"));
     }
-    preflight::port_free(Some(host), a.port)?;
+    preflight::port_free(Some(host), a.port, cfg.engine.title())?;
     let mem = llama::check_workers(cfg)?;
     let head_mem = kernel.mem_total_kib.map(|k| k * 1024);
     let argv = llama::command(cfg, &lreq, &llama::split(&mem, head_mem)).map_err(UsageError)?;
