@@ -325,7 +325,7 @@ pub fn start(
     Ok(())
 }
 
-/// How `join` says it stopped [`leftovers`] (`up` shows that line).
+/// How `join` says it stopped the stale Ray daemons it found (`up` shows that line).
 pub const STALE_NOTE: &str = "Ray's processes of a cluster that is gone still run here";
 
 /// Ray's daemons of this user left on this node (in this PID namespace)
