@@ -697,7 +697,7 @@ const DOORS: &[(&str, &[&str])] = &[
         "cmd::cluster::status",
         &["cluster::run::status", "serve::rpc_servers::status"],
     ),
-    ("cmd::cluster::top", &["metrics::top::fetch"]),
+    ("cmd::cluster::top", &["metrics::top::watch"]),
     ("cmd::completions", &[]),
     ("cmd::detect", &["host::gather"]),
     ("cmd::doctor", &["host::gather", "doctor::diagnose"]),

@@ -10,7 +10,8 @@
 //! - [`start`](mod@start): a [`request::Request`] checked, planned and
 //!   started, vLLM or llama.cpp; [`request`]: what a serve is, as asked and
 //!   as recorded (`Spec`, `Request`);
-//! - [`api_key`]: the API key; [`llama`]: llama-server's command and
+//! - [`api_key`]: the API key (and `require_key.py`, the vLLM middleware
+//!   that asks for it on every route); [`llama`]: llama-server's command and
 //!   checks; [`rpc`]: llama.cpp's RPC server programs; [`rpc_servers`]: the
 //!   RPC servers on every worker (`cluster up`/`status`/`down` for engine
 //!   llama.cpp);
