@@ -116,6 +116,10 @@ pub fn start_with(
     // vLLM is a Ray driver: it needs the cluster's token where `cluster up`
     // left it for the container's user.
     s.push_str(&crate::cluster::auth::driver_exports(None));
+    // Every worker's lines reach the log with its node's prefix: Ray's
+    // dedup would fold a remote worker's line into the head's same line,
+    // and the log is where halobox names the nodes the workers run on.
+    s.push_str("export RAY_DEDUP_LOGS=0; ");
     s.push_str(
         "ls /dev/shm 2>/dev/null | grep '^psm_' >\"$d/shm.before\"; \
          : >\"$d/engine.log\"; \
