@@ -1686,8 +1686,9 @@ fn check_of_an_image_whose_probe_sends_escapes_and_300_mb() {
         "{head:?}"
     );
     assert!(
-        text.lines().any(|l| l.starts_with("FAIL  torch ")
-            && l.ends_with(" import torch: boom-from-the-image")),
+        text.lines()
+            .any(|l| l.starts_with("FAIL  torch ")
+                && l.ends_with(" import torch: boom-from-the-image")),
         "{head}"
     );
     assert!(!text.contains("pwned-title"), "{head}");
