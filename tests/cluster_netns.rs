@@ -28,6 +28,17 @@ fn ray() -> String {
     ray
 }
 
+/// Waits for `child`'s first line, which must be `ready`.
+fn await_ready(child: &mut Child) {
+    let mut line = String::new();
+    std::io::BufRead::read_line(
+        &mut std::io::BufReader::new(child.stdout.as_mut().unwrap()),
+        &mut line,
+    )
+    .unwrap();
+    assert_eq!(line.trim(), "ready");
+}
+
 /// Test nodes a, b, c (scripts/netns/nodes.sh).
 struct Nodes {
     nodes: netns::Nodes,
@@ -123,13 +134,7 @@ impl Nodes {
             .stdout(Stdio::piped())
             .spawn()
             .expect("/usr/bin/python3");
-        let mut line = String::new();
-        std::io::BufRead::read_line(
-            &mut std::io::BufReader::new(child.stdout.as_mut().unwrap()),
-            &mut line,
-        )
-        .unwrap();
-        assert_eq!(line.trim(), "ready");
+        await_ready(&mut child);
         child
     }
 }
@@ -181,13 +186,7 @@ sys.stdin.read()
             .stdout(Stdio::piped())
             .spawn()
             .expect("nsenter");
-        let mut line = String::new();
-        std::io::BufRead::read_line(
-            &mut std::io::BufReader::new(child.stdout.as_mut().unwrap()),
-            &mut line,
-        )
-        .unwrap();
-        assert_eq!(line.trim(), "ready");
+        await_ready(&mut child);
         let probe = r#"
 import sys, grpc
 ch = grpc.insecure_channel(sys.argv[1])
