@@ -3,15 +3,32 @@
 # nodes and containers (scripts/serve/lib.sh): by hand is what the guides do
 # (`ray start --head` / `ray start --address` in each container with the
 # node's GLOO_SOCKET_IFNAME and VLLM_HOST_IP, then `vllm serve --tp N
-# --distributed-executor-backend ray` on the head). Each round times both
-# from the command to an API that lists the model, then one greedy request
-# of 64 tokens for decode tokens per second, after a 4-token warm-up request
-# (the first request compiles torch's CPU kernels). Which side goes first
-# alternates between rounds, and the medians are compared. Its last two lines are the ratios:
-#   time until the API answers: halobox / by hand   (goal <= 1.10x)
-#   decode tokens per second:   halobox / by hand   (goal >= 0.97x)
+# --distributed-executor-backend ray` on the head). Each round times every
+# side from the command to an API that lists the model, then measures decode
+# with scripts/serve/decode.py: a 4-token warm-up (the first request
+# compiles torch's CPU kernels), then REQUESTS greedy requests of TOKENS
+# tokens, each timed by the client and by vLLM's own counters (/metrics:
+# generation tokens over decode seconds). The order of the sides rotates
+# between rounds, and the medians are compared, with each side's spread.
+#
+# --variants: the halobox sides, each holding one difference from the
+# default alone (comma-separated; default `halobox`):
+#   halobox       cluster up + serve --detach, as a user runs them
+#   no-metrics    cluster up --no-metrics (no `halobox metrics` on the nodes)
+#   insecure-ray  cluster up --insecure-ray (Ray without token authentication)
+#   no-api-key    serve --no-api-key (no key, no key middleware)
+#   bare          all three of the above at once
+#   restart       serve --restart=on-failure --detach (the supervisor and its probes watching)
+#   prometheus    a real Prometheus scraping every node's `halobox metrics`
+#                 and the engine's /metrics once a second
+#   worker-niceN  Ray's workers (vLLM's ranks) at niceness N (0..19; 15 is
+#                 Ray's own default): `RAY_worker_niceness = "N"` in the
+#                 cluster file's [env]
+# Its last lines are the ratios, one line per variant:
+#   VARIANT: ready halobox / by hand (goal <= 1.10x), decode halobox / by hand (goal >= 0.97x)
 # usage (as root): scripts/bench-serve.sh [ROUNDS (default 3)] [--engine vllm]
-#   [--nodes N] [--backend podman|docker]
+#   [--nodes N] [--backend podman|docker] [--variants LIST]
+#   [--requests N (default 5)] [--tokens N (default 128)]
 # With --engine llama.cpp it runs scripts/serve/bench-llama.sh: the same
 # comparison for llama.cpp over RPC (its usage is there).
 #   HALOBOX_BIN: the halobox binary (default: this checkout's release build)
@@ -20,21 +37,30 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 root=$PWD
 for a in "$@"; do [ "$a" = llama.cpp ] && exec bash scripts/serve/bench-llama.sh "$@"; done
-rounds=3 nodes=2 backend=podman
+rounds=3 nodes=2 backend=podman variants=halobox requests=5 tokens=128
 while [ $# -gt 0 ]; do
   case "$1" in
   --engine) [ "$2" = vllm ] || { echo "error: --engine $2: vllm or llama.cpp" >&2; exit 2; }; shift 2 ;;
   --nodes) nodes=$2; shift 2 ;;
   --backend) backend=$2; shift 2 ;;
+  --variants) variants=$2; shift 2 ;;
+  --requests) requests=$2; shift 2 ;;
+  --tokens) tokens=$2; shift 2 ;;
   [0-9]*) rounds=$1; shift ;;
-  *) echo "usage: $0 [ROUNDS] [--engine vllm] [--nodes N] [--backend podman|docker]" >&2; exit 2 ;;
+  *) echo "usage: $0 [ROUNDS] [--engine vllm] [--nodes N] [--backend podman|docker] [--variants LIST] [--requests N] [--tokens N]" >&2; exit 2 ;;
+  esac
+done
+IFS=, read -r -a VARIANTS <<<"$variants"
+for v in "${VARIANTS[@]}"; do
+  case "$v" in
+  halobox | no-metrics | insecure-ray | no-api-key | bare | restart | prometheus | worker-nice[0-9] | worker-nice1[0-9]) ;;
+  *) echo "error: --variants: unknown variant $v (halobox, no-metrics, insecure-ray, no-api-key, bare, restart, prometheus, worker-niceN)" >&2; exit 2 ;;
   esac
 done
 HALOBOX_BIN=${HALOBOX_BIN:-$(bash scripts/release-bin.sh)}
 export HALOBOX_BIN
 # shellcheck source=scripts/serve/lib.sh
 . scripts/serve/lib.sh
-TOKENS=64
 serve_setup "$backend" "$nodes" "" 2,256,4,2
 for x in $NODE_NAMES; do on_node "$x" "$HALOBOX" refresh --backend "$backend" --image "$IMAGE" --memlock 8M --name vllm \
   --volume "$VENV:$VENV:ro" --volume "$MODEL_HOST:$MODEL:ro" --yes >/dev/null; done
@@ -55,19 +81,33 @@ ray_by_hand() {
 }
 ray_stop_all() { for x in $NODE_NAMES; do in_container "$x" "$VENV/bin/ray" stop >/dev/null 2>&1 || true; done; }
 
-declare -a t_hb t_hand d_hb d_hand
-by_halobox() {
-  step "round $r: halobox (cluster up, serve --detach)"
-  hb cluster up --cluster "$CFG" >/dev/null 2>&1 || fail "cluster up"
+# measure NAME [KEY_FILE]: decode_measure (scripts/serve/lib.sh) against the head's API.
+measure() { decode_measure "$1" vllm "http://$(node_ip a):8000" "$tokens" "$requests" "${2:-}"; }
+
+by_halobox() { # VARIANT
+  local v=$1 up=() serve=(--detach) key=$DIR/cluster.api-key cfg=$CFG
+  case "$v" in
+  no-metrics) up=(--no-metrics) ;;
+  insecure-ray) up=(--insecure-ray) ;;
+  no-api-key) serve+=(--no-api-key); key= ;;
+  bare) up=(--no-metrics --insecure-ray); serve+=(--no-api-key); key= ;;
+  restart) serve+=(--restart=on-failure) ;;
+  worker-nice*)
+    cfg=$DIR/$v.toml key=$DIR/$v.api-key
+    sed "s/^\\[env\\]\$/[env]\\nRAY_worker_niceness = \"${v#worker-nice}\"/" "$CFG" >"$cfg"
+    ;;
+  esac
+  step "round $r: $v (cluster up ${up[*]}, serve ${serve[*]})"
+  hb cluster up --cluster "$cfg" "${up[@]}" >/dev/null 2>&1 || fail "cluster up ${up[*]}"
   t0=$(now)
-  hb serve "$MODEL" --tp "$nodes" --detach --cluster "$CFG" --max-model-len 512 -- --dtype float32 >/dev/null 2>"$DIR/serve.err" \
+  hb serve "$MODEL" --tp "$nodes" "${serve[@]}" --cluster "$cfg" --max-model-len 512 -- --dtype float32 >/dev/null 2>"$DIR/serve.err" \
     || { cat "$DIR/serve.err" >&2; fail "halobox serve"; }
-  t_hb+=("$(elapsed "$t0")")
-  complete a 8000 4 "$DIR/cluster.api-key" >/dev/null || fail "warm-up request to halobox serve"
-  complete a 8000 "$TOKENS" "$DIR/cluster.api-key" >"$DIR/hb.json" || fail "request to halobox serve"
-  d_hb+=("$(tps "$DIR/hb.json")")
-  hb serve stop --cluster "$CFG" >/dev/null
-  hb cluster down --cluster "$CFG" >/dev/null 2>&1 || true
+  elapsed "$t0" >>"$DIR/$v.ready"
+  [ "$v" != prometheus ] || prometheus_start "$cfg"
+  measure "$v" "$key"
+  [ "$v" != prometheus ] || prometheus_stop
+  hb serve stop --cluster "$cfg" >/dev/null
+  hb cluster down --cluster "$cfg" >/dev/null 2>&1 || true
 }
 by_hand() {
   step "round $r: by hand (ray start in each container, vllm serve on the head)"
@@ -78,26 +118,22 @@ by_hand() {
     ip netns exec "hb-$TAG-a" python3 -c "import json,sys,urllib.request as u; d=json.load(u.urlopen('http://$(node_ip a):8000/v1/models',timeout=2)); sys.exit(0 if any(m['id']=='$MODEL' for m in d['data']) else 1)" 2>/dev/null && break
     sleep 0.5
   done
-  t_hand+=("$(elapsed "$t0")")
-  complete a 8000 4 >/dev/null || fail "warm-up request to the vLLM started by hand"
-  complete a 8000 >"$DIR/hand.json" || fail "request to the vLLM started by hand"
-  d_hand+=("$(tps "$DIR/hand.json")")
+  elapsed "$t0" >>"$DIR/hand.ready"
+  measure hand
   stop_plain a
   ray_stop_all
 }
-# Odd rounds start with halobox, even rounds by hand: neither side always
-# meets the colder page cache.
+side() { if [ "$1" = hand ]; then by_hand; else by_halobox "$1"; fi; }
+# The sides' order rotates each round: none always meets the colder page cache.
+SIDES=(hand "${VARIANTS[@]}")
 for r in $(seq "$rounds"); do
-  if [ $((r % 2)) = 1 ]; then by_halobox; by_hand; else by_hand; by_halobox; fi
-  echo "round $r: ready ${t_hb[-1]} s vs ${t_hand[-1]} s; decode ${d_hb[-1]} vs ${d_hand[-1]} tokens/s" >&2
+  k=$(((r - 1) % ${#SIDES[@]}))
+  for i in $(seq 0 $((${#SIDES[@]} - 1))); do side "${SIDES[$(((i + k) % ${#SIDES[@]}))]}"; done
+  for s in "${SIDES[@]}"; do
+    echo "round $r: $s ready $(tail -n 1 "$DIR/$s.ready") s, decode (client engine spread) $(tail -n 1 "$DIR/$s.decode")" >&2
+  done
 done
 
-median() { printf '%s\n' "$@" | sort -g | awk '{a[NR]=$1} END {print (NR%2 ? a[(NR+1)/2] : (a[NR/2]+a[NR/2+1])/2)}'; }
-mt_hb=$(median "${t_hb[@]}") mt_hand=$(median "${t_hand[@]}")
-md_hb=$(median "${d_hb[@]}") md_hand=$(median "${d_hand[@]}")
-echo "halobox serve: ready in $mt_hb s, decode $md_hb tokens/s (median of $rounds, $nodes nodes, $backend)"
-echo "by hand:       ready in $mt_hand s, decode $md_hand tokens/s"
-python3 -c "import sys; a,b=map(float,sys.argv[1:3]); print(f'time until the API answers: halobox / by hand = {a/b:.2f}x (goal <= 1.10x)')" "$mt_hb" "$mt_hand"
-python3 -c "import sys; a,b=map(float,sys.argv[1:3]); print(f'decode tokens per second: halobox / by hand = {a/b:.2f}x (goal >= 0.97x)')" "$md_hb" "$md_hand"
+bench_summary "$rounds" "$nodes nodes, $backend, $requests requests of $tokens tokens each per round" "${SIDES[@]}"
 exit 0
 }

@@ -1,22 +1,28 @@
 #!/usr/bin/env bash
-# scripts/bench-serve.sh --engine llama.cpp: `halobox serve` against the same
-# RPC servers and llama-server started by hand, in the same containers on
-# the same test nodes (scripts/serve/lib.sh's llama_setup). By hand is what
-# the guides do: `ggml-rpc-server -H ADDR -p 50052 -c` in every worker's
-# container, then `llama-server -m MODEL -ngl 99 --rpc W1:50052,...` on the
-# head. The RPC servers run before the clock starts on both sides (`cluster
-# up` for halobox): each round times the command to an answering /health
-# (halobox: `serve --detach` returning, which waits for it), then a greedy
-# request of 64 tokens, three times, for decode tokens per second (their median),
-# after a 4-token warm-up.
-# Which side goes first alternates between rounds; medians are compared.
-# Then, as information, decode tokens per second by llama-server alone on
-# the head, and over 1 and 2 RPC workers (2 and 3 nodes).
-# Its last two lines are the ratios:
-#   time until the API answers: halobox / by hand   (goal <= 1.10x)
-#   decode tokens per second:   halobox / by hand   (goal >= 0.97x)
+# scripts/bench-serve.sh --engine llama.cpp: `halobox serve` against
+# the same RPC servers and llama-server started by hand, in the same
+# containers on the same test nodes (scripts/serve/lib.sh's llama_setup). By
+# hand is what the guides do: `ggml-rpc-server -H ADDR -p 50052 -c` in every
+# worker's container, then `llama-server -m MODEL -ngl 99 --rpc
+# W1:50052,...` on the head. The RPC servers run before the clock starts on
+# both sides (`cluster up` for halobox): each round times the command to an
+# answering /health (halobox: `serve --detach` returning, which waits for
+# it), then one greedy request whose tokens both sides must agree on, then
+# decode with scripts/serve/decode.py: REQUESTS requests of TOKENS tokens,
+# each timed by the client and by llama-server's own
+# `timings.predicted_per_second`. The sides' order rotates between rounds;
+# medians are compared. Then, as information, decode tokens per second by
+# llama-server alone on the head, and over 1 and 2 RPC workers.
+# --variants: the halobox sides, each holding one difference alone
+# (comma-separated; default `halobox`): halobox (as a user runs it),
+# no-metrics (`cluster up --no-metrics`), no-api-key (`serve --no-api-key`),
+# restart (`serve --restart=on-failure --detach`: the supervisor watching), prometheus
+# (a real Prometheus scraping the cluster's metrics once a second).
+# Its last lines are the ratios, one per variant:
+#   VARIANT: ready halobox / by hand (goal <= 1.10x), decode halobox / by hand (goal >= 0.97x)
 # usage (as root): scripts/bench-serve.sh --engine llama.cpp [ROUNDS (default 3)]
 #   [--nodes N (default 2)] [--backend podman|docker] [--model FILE.gguf]
+#   [--variants LIST] [--requests N (default 5)] [--tokens N (default 128)]
 #   --model: default SmolLM2-135M-Instruct Q4_1, which scripts/llama-cpp.sh
 #   keeps in $HALOBOX_LLAMA_CPP/models.
 #   HALOBOX_BIN: the halobox binary (default: this checkout's release build)
@@ -24,15 +30,25 @@ set -euo pipefail
 {
 cd "$(dirname "$0")/../.."
 root=$PWD
-rounds=3 nodes=2 backend=podman model=
+rounds=3 nodes=2 backend=podman model='' variants=halobox requests=5 tokens=128
 while [ $# -gt 0 ]; do
   case "$1" in
   --engine) [ "$2" = llama.cpp ] || { echo "error: this script benches --engine llama.cpp" >&2; exit 2; }; shift 2 ;;
   --nodes) nodes=$2; shift 2 ;;
   --backend) backend=$2; shift 2 ;;
   --model) model=$2; shift 2 ;;
+  --variants) variants=$2; shift 2 ;;
+  --requests) requests=$2; shift 2 ;;
+  --tokens) tokens=$2; shift 2 ;;
   [0-9]*) rounds=$1; shift ;;
-  *) echo "usage: scripts/bench-serve.sh --engine llama.cpp [ROUNDS] [--nodes N] [--backend podman|docker] [--model FILE.gguf]" >&2; exit 2 ;;
+  *) echo "usage: scripts/bench-serve.sh --engine llama.cpp [ROUNDS] [--nodes N] [--backend podman|docker] [--model FILE.gguf] [--variants LIST] [--requests N] [--tokens N]" >&2; exit 2 ;;
+  esac
+done
+IFS=, read -r -a VARIANTS <<<"$variants"
+for v in "${VARIANTS[@]}"; do
+  case "$v" in
+  halobox | no-metrics | no-api-key | restart | prometheus) ;;
+  *) echo "error: --variants: unknown variant $v (halobox, no-metrics, no-api-key, restart, prometheus)" >&2; exit 2 ;;
   esac
 done
 [ "$nodes" -ge 2 ] 2>/dev/null && [ "$nodes" -le 4 ] || { echo "error: --nodes must be 2..4" >&2; exit 2; }
@@ -41,7 +57,6 @@ HALOBOX_BIN=${HALOBOX_BIN:-$(bash scripts/release-bin.sh)}
 export HALOBOX_BIN
 # shellcheck source=scripts/serve/lib.sh
 . scripts/serve/lib.sh
-TOKENS=64
 total=$((nodes > 3 ? nodes : 3))
 llama_setup lb "$backend" "$total" "$model"
 llama_refresh
@@ -84,28 +99,31 @@ health_poll() {
   done
   return 1
 }
-# decode [KEY_FILE]: the warm-up, then 3 measured requests (the last's JSON in $DIR/last.json); the median tokens per second.
+# decode NAME [KEY_FILE]: one request for the tokens (its JSON in $DIR/NAME.tokens.json,
+# and the warm-up), then decode_measure (scripts/serve/lib.sh).
 decode() {
-  ip netns exec "hb-$TAG-a" python3 scripts/serve/complete-llama.py "http://$HEAD_IP:8000" "$PROMPT" 4 ${1:+"$1"} >/dev/null \
-    || fail "warm-up request"
-  for _ in 1 2 3; do
-    ip netns exec "hb-$TAG-a" python3 scripts/serve/complete-llama.py "http://$HEAD_IP:8000" "$PROMPT" "$TOKENS" ${1:+"$1"} >"$DIR/last.json" \
-      || fail "request"
-    tps "$DIR/last.json"
-  done | sort -g | sed -n 2p
+  ip netns exec "hb-$TAG-a" python3 scripts/serve/complete-llama.py "http://$HEAD_IP:8000" "$PROMPT" 64 ${2:+"$2"} \
+    >"$DIR/$1.tokens.json" || fail "first request to $1"
+  decode_measure "$1" llama.cpp "http://$HEAD_IP:8000" "$tokens" "$requests" "${2:-}"
 }
 
 WORKER_LIST=$(echo "$NODE_NAMES" | cut -d' ' -f2-"$nodes")
-declare -a t_hb t_hand d_hb d_hand
-by_halobox() {
-  step "round $r: halobox (cluster up, serve --detach)"
-  hb cluster up --cluster "$BENCH_CFG" >/dev/null 2>&1 || fail "cluster up"
+by_halobox() { # VARIANT
+  local v=$1 up=() serve=(--detach) key=$KEY
+  case "$v" in
+  no-metrics) up=(--no-metrics) ;;
+  no-api-key) serve+=(--no-api-key); key= ;;
+  restart) serve+=(--restart=on-failure) ;;
+  esac
+  step "round $r: $v (cluster up ${up[*]}, serve ${serve[*]})"
+  hb cluster up --cluster "$BENCH_CFG" "${up[@]}" >/dev/null 2>&1 || fail "cluster up ${up[*]}"
   t0=$(now)
-  hb serve "$MODEL" --detach --cluster "$BENCH_CFG" >/dev/null 2>"$DIR/serve.err" \
+  hb serve "$MODEL" "${serve[@]}" --cluster "$BENCH_CFG" >/dev/null 2>"$DIR/serve.err" \
     || { cat "$DIR/serve.err" >&2; fail "halobox serve"; }
-  t_hb+=("$(elapsed "$t0")")
-  d_hb+=("$(decode "$KEY")")
-  cp "$DIR/last.json" "$DIR/hb.json"
+  elapsed "$t0" >>"$DIR/$v.ready"
+  [ "$v" != prometheus ] || prometheus_start "$BENCH_CFG"
+  decode "$v" "$key"
+  [ "$v" != prometheus ] || prometheus_stop
   hb serve stop --cluster "$BENCH_CFG" >/dev/null
   hb cluster down --cluster "$BENCH_CFG" >/dev/null 2>&1 || true
 }
@@ -117,41 +135,43 @@ by_hand() {
   # shellcheck disable=SC2086
   head_by_hand $WORKER_LIST
   health_poll || fail "llama-server by hand did not come up: $(in_container a tail -n 20 /tmp/halobox-e2e/ref.log)"
-  t_hand+=("$(elapsed "$t0")")
-  d_hand+=("$(decode)")
-  cp "$DIR/last.json" "$DIR/hand.json"
+  elapsed "$t0" >>"$DIR/hand.ready"
+  decode hand
   stop_plain a
   # shellcheck disable=SC2086
   rpc_stop $WORKER_LIST
 }
+side() { if [ "$1" = hand ]; then by_hand; else by_halobox "$1"; fi; }
+SIDES=(hand "${VARIANTS[@]}")
 for r in $(seq "$rounds"); do
-  if [ $((r % 2)) = 1 ]; then by_halobox; by_hand; else by_hand; by_halobox; fi
-  echo "round $r: ready ${t_hb[-1]} s vs ${t_hand[-1]} s; decode ${d_hb[-1]} vs ${d_hand[-1]} tokens/s" >&2
+  k=$(((r - 1) % ${#SIDES[@]}))
+  for i in $(seq 0 $((${#SIDES[@]} - 1))); do side "${SIDES[$(((i + k) % ${#SIDES[@]}))]}"; done
+  for s in "${SIDES[@]}"; do
+    echo "round $r: $s ready $(tail -n 1 "$DIR/$s.ready") s, decode (client engine spread) $(tail -n 1 "$DIR/$s.decode")" >&2
+  done
 done
-same_tokens "$DIR/hb.json" "$DIR/hand.json" || fail "halobox serve and the servers by hand gave different tokens"
+for v in "${VARIANTS[@]}"; do
+  same_tokens "$DIR/$v.tokens.json" "$DIR/hand.tokens.json" || fail "halobox serve ($v) and the servers by hand gave different tokens"
+done
 
 step "information: decode by llama-server alone, and over 1 and 2 RPC workers"
 declare -a scale
 for workers in "" "b" "b c"; do
+  n=$(echo "$workers" | wc -w)
   # shellcheck disable=SC2086
   [ -z "$workers" ] || rpc_by_hand $workers
   # shellcheck disable=SC2086
   head_by_hand $workers
   health_poll || fail "llama-server by hand did not come up"
-  scale+=("$(decode)")
+  decode "scale$n"
+  scale+=("$(tail -n 1 "$DIR/scale$n.decode" | cut -d' ' -f1)")
   stop_plain a
   # shellcheck disable=SC2086
   [ -z "$workers" ] || rpc_stop $workers
 done
 
-median() { printf '%s\n' "$@" | sort -g | awk '{a[NR]=$1} END {print (NR%2 ? a[(NR+1)/2] : (a[NR/2]+a[NR/2+1])/2)}'; }
-mt_hb=$(median "${t_hb[@]}") mt_hand=$(median "${t_hand[@]}")
-md_hb=$(median "${d_hb[@]}") md_hand=$(median "${d_hand[@]}")
-echo "model: $(basename "$MODEL"); $backend test nodes; $TOKENS tokens greedy"
+echo "model: $(basename "$MODEL"); $backend test nodes; greedy"
 echo "decode by hand, information: 1 node ${scale[0]}, 2 nodes ${scale[1]}, 3 nodes ${scale[2]} tokens/s"
-echo "halobox serve: ready in $mt_hb s, decode $md_hb tokens/s (median of $rounds, $nodes nodes)"
-echo "by hand:       ready in $mt_hand s, decode $md_hand tokens/s"
-python3 -c "import sys; a,b=map(float,sys.argv[1:3]); print(f'time until the API answers: halobox / by hand = {a/b:.2f}x (goal <= 1.10x)')" "$mt_hb" "$mt_hand"
-python3 -c "import sys; a,b=map(float,sys.argv[1:3]); print(f'decode tokens per second: halobox / by hand = {a/b:.2f}x (goal >= 0.97x)')" "$md_hb" "$md_hand"
+bench_summary "$rounds" "$nodes nodes, $backend, $requests requests of $tokens tokens each per round" "${SIDES[@]}"
 exit 0
 }

@@ -210,3 +210,52 @@ llama_refresh() {
   for x in $NODE_NAMES; do on_node "$x" "$HALOBOX" refresh --backend "$BACKEND" --image "$IMAGE" --memlock 8M --name vllm \
     --volume "$LLAMA:$LLAMA:ro" --volume "$DIR/models:/models:ro" --yes >/dev/null; done
 }
+
+# decode_measure NAME ENGINE URL TOKENS REQUESTS [KEY_FILE]: scripts/serve/
+# decode.py against URL from the head's namespace; appends "CLIENT ENGINE
+# SPREAD" (the medians in tokens per second, the client's spread) to
+# $DIR/NAME.decode and the whole JSON to $DIR/NAME.json.
+decode_measure() {
+  ip netns exec "hb-$TAG-a" python3 scripts/serve/decode.py "$3" "$2" "$MODEL" "$PROMPT" "$4" "$5" ${6:+"$6"} \
+    >"$DIR/decode.last" || fail "decode requests to $1"
+  cat "$DIR/decode.last" >>"$DIR/$1.json"
+  python3 -c "import json,sys; d=json.load(open(sys.argv[1])); print(d['client']['median'], (d['engine'] or {}).get('median', 0), d['client']['spread'])" \
+    "$DIR/decode.last" >>"$DIR/$1.decode"
+}
+
+# prometheus_start CLUSTER_FILE: a real Prometheus in the head's namespace
+# scraping the cluster's targets (`halobox cluster metrics
+# --prometheus-config`: every node's `halobox metrics` and the engine's
+# /metrics) once a second; prometheus_stop stops it.
+prometheus_start() {
+  hb cluster metrics --cluster "$1" --prometheus-config >"$DIR/scrape.yml" || fail "cluster metrics --prometheus-config"
+  { printf 'global:\n  scrape_interval: 1s\n  scrape_timeout: 1s\n'; cat "$DIR/scrape.yml"; } >"$DIR/prometheus.yml"
+  rm -rf "$DIR/prom"
+  ip netns exec "hb-$TAG-a" setsid prometheus --config.file="$DIR/prometheus.yml" --storage.tsdb.path="$DIR/prom" \
+    --web.listen-address=127.0.0.1:9090 </dev/null >"$DIR/prometheus.log" 2>&1 &
+  PROM_PID=$!
+}
+prometheus_stop() { kill "$PROM_PID" 2>/dev/null; wait "$PROM_PID" 2>/dev/null || true; }
+
+# bench_summary ROUNDS WHAT SIDE...: the medians of each side's rounds
+# ($DIR/SIDE.ready, $DIR/SIDE.decode), then each side after the first (by
+# hand) as a ratio to it, one line per side.
+bench_summary() {
+  python3 - "$DIR" "$@" <<'PY'
+import statistics, sys
+d, rounds, what, *sides = sys.argv[1:]
+def col(side, ext, i=0):
+    return [float(l.split()[i]) for l in open(f"{d}/{side}.{ext}") if l.strip()]
+med = {s: (statistics.median(col(s, "ready")), statistics.median(col(s, "decode", 0)),
+           statistics.median(col(s, "decode", 1)), max(col(s, "decode", 2))) for s in sides}
+print(f"medians of {rounds} rounds, {what}:")
+for s in sides:
+    r, c, e, sp = med[s]
+    print(f"  {s:13} ready {r:6.1f} s  decode {c:7.2f} tokens/s (engine's own {e:7.2f}; widest spread in a round {sp:.0%})")
+hr, hc, he, _ = med[sides[0]]
+for s in sides[1:]:
+    r, c, e, _ = med[s]
+    print(f"{s}: ready halobox / by hand = {r / hr:.2f}x (goal <= 1.10x), decode halobox / by hand = {c / hc:.2f}x "
+          f"(engine's own {e / he:.2f}x; goal >= 0.97x)")
+PY
+}
