@@ -26,6 +26,9 @@ pub struct Spec {
     /// `--max-model-len`.
     #[serde(default)]
     pub max_model_len: Option<u32>,
+    /// `--max-model-len auto`: the longest context `plan` says fits.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub max_model_len_auto: bool,
     /// `--gpu-memory-utilization`, when not the default.
     #[serde(default)]
     pub gpu_memory_utilization: Option<f64>,
@@ -75,7 +78,13 @@ impl Spec {
             }
         };
         flag("tp", self.tp.map(|v| v.to_string()));
-        flag("max-model-len", self.max_model_len.map(|v| v.to_string()));
+        flag(
+            "max-model-len",
+            match (self.max_model_len_auto, self.max_model_len) {
+                (true, _) => Some("auto".into()),
+                (false, v) => v.map(|v| v.to_string()),
+            },
+        );
         flag(
             "gpu-memory-utilization",
             self.gpu_memory_utilization.map(|v| v.to_string()),
@@ -118,6 +127,27 @@ impl Spec {
             self.stall_timeout
                 .unwrap_or(super::restart::DEFAULT_STALL_S),
         )
+    }
+}
+
+/// `--max-model-len`: a number of tokens, or `auto`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum MaxLen {
+    /// This many tokens.
+    Tokens(u32),
+    /// The longest context the chosen split fits ([`super::decide`]).
+    Auto,
+}
+
+impl std::str::FromStr for MaxLen {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        if s == "auto" {
+            return Ok(MaxLen::Auto);
+        }
+        s.parse()
+            .map(MaxLen::Tokens)
+            .map_err(|_| format!("{s}: a number of tokens, or auto"))
     }
 }
 
