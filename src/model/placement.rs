@@ -670,6 +670,44 @@ mod tests {
     }
 
     #[test]
+    fn the_fastest_split_is_chosen_with_its_runner_up_and_concurrency() {
+        use crate::model::speed::{Conditions, Link, SpeedModel};
+        // A dense 60 GiB model on two nodes of 100 GiB: one node fits, but
+        // two halve the reads.
+        let m = model(60 * GIB, Some(gqa(48, 64, 131072)));
+        let speed = SpeedModel {
+            active_bytes: 60 * GIB,
+            active_params: Some(30_000_000_000),
+            layers: 48,
+            hidden: 8192,
+        };
+        let conditions = Conditions {
+            link: Link::Roce,
+            bandwidth_gbs: vec![215.0, 215.0],
+            concurrency: 1,
+        };
+        let mut a = ask(Some(32768));
+        a.speed = Some((speed, conditions));
+        a.prefer = Prefer::Fastest;
+        let p = place(&m, &a, &nodes(2, 100));
+        let c = &p.splits[p.chosen.unwrap()];
+        assert_eq!(c.split, "tp 2 × pp 1");
+        let r = &p.splits[p.runner_up.unwrap()];
+        assert_eq!(r.split, "tp 1 × pp 1");
+        assert!(c.decode_tokens_per_s.unwrap() > 1.5 * r.decode_tokens_per_s.unwrap());
+        assert!(p.why.contains("the fastest split that fits with room"), "{}", p.why);
+        assert!(p.why.contains("runner-up tp 1 × pp 1 at"), "{}", p.why);
+        // One node: (100 − 60) GiB over 6 GiB for a sequence of 32768 tokens.
+        assert_eq!(r.max_concurrency, Some(6));
+        // tp 2: (100 − 30) GiB over 3 GiB.
+        assert_eq!(c.max_concurrency, Some(23));
+        a.prefer = Prefer::FewestNodes;
+        let p = place(&m, &a, &nodes(2, 100));
+        assert_eq!(p.splits[p.chosen.unwrap()].split, "tp 1 × pp 1");
+        assert!(render(&p, false).contains("est. decode"));
+    }
+
+    #[test]
     fn sizes() {
         assert_eq!(parse_size("128G").unwrap(), 128 * GIB);
         assert_eq!(parse_size("96GiB").unwrap(), 96 * GIB);

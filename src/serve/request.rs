@@ -189,3 +189,26 @@ impl Request {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn max_model_len_auto_is_recorded_and_started_again_as_auto() {
+        assert_eq!("auto".parse::<MaxLen>(), Ok(MaxLen::Auto));
+        assert_eq!("4096".parse::<MaxLen>(), Ok(MaxLen::Tokens(4096)));
+        assert!("lots".parse::<MaxLen>().unwrap_err().contains("or auto"));
+        let spec: Spec =
+            serde_json::from_str(r#"{"model": "m", "port": 8000, "timeout": 600}"#).unwrap();
+        assert!(!spec.max_model_len_auto);
+        let auto = Spec {
+            max_model_len_auto: true,
+            ..spec
+        };
+        let argv = auto.argv(Path::new("/c.toml"));
+        assert!(argv.contains(&"--max-model-len=auto".to_string()), "{argv:?}");
+        let back: Spec = serde_json::from_str(&serde_json::to_string(&auto).unwrap()).unwrap();
+        assert!(back.max_model_len_auto);
+    }
+}
