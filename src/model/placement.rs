@@ -695,7 +695,11 @@ mod tests {
         let r = &p.splits[p.runner_up.unwrap()];
         assert_eq!(r.split, "tp 1 × pp 1");
         assert!(c.decode_tokens_per_s.unwrap() > 1.5 * r.decode_tokens_per_s.unwrap());
-        assert!(p.why.contains("the fastest split that fits with room"), "{}", p.why);
+        assert!(
+            p.why.contains("the fastest split that fits with room"),
+            "{}",
+            p.why
+        );
         assert!(p.why.contains("runner-up tp 1 × pp 1 at"), "{}", p.why);
         // One node: (100 − 60) GiB over 6 GiB for a sequence of 32768 tokens.
         assert_eq!(r.max_concurrency, Some(6));

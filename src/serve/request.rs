@@ -207,7 +207,10 @@ mod tests {
             ..spec
         };
         let argv = auto.argv(Path::new("/c.toml"));
-        assert!(argv.contains(&"--max-model-len=auto".to_string()), "{argv:?}");
+        assert!(
+            argv.contains(&"--max-model-len=auto".to_string()),
+            "{argv:?}"
+        );
         let back: Spec = serde_json::from_str(&serde_json::to_string(&auto).unwrap()).unwrap();
         assert!(back.max_model_len_auto);
     }
