@@ -283,6 +283,56 @@ pub fn for_serve(
 mod tests {
     use super::*;
 
+    fn query(bandwidth: Option<f64>, link: Option<Link>) -> Query {
+        Query {
+            model: "/nonexistent/m".into(),
+            extra: vec![],
+            flags: Flags::default(),
+            link,
+            bandwidth_gbs: bandwidth,
+            concurrency: 1,
+            prefer: Prefer::Fastest,
+        }
+    }
+
+    #[test]
+    fn each_nodes_bandwidth_and_the_transport_come_from_cluster_toml_unless_flagged() {
+        let cfg = config::parse(
+            "transport = \"ethernet\"\n[[node]]\nssh = \"n1\"\nip = \"10.0.0.1\"\nmemory_bandwidth_gbs = 120\n[[node]]\nssh = \"n2\"\nip = \"10.0.0.2\"\n",
+        )
+        .unwrap();
+        assert_eq!(cfg.nodes[0].memory_bandwidth_gbs, Some(120.0));
+        let size = ModelSize {
+            weights_bytes: 10 << 30,
+            source: "test".into(),
+            kv: None,
+            kv_unknown: None,
+        };
+        let nodes = placement::hypothetical(2, 64 << 30);
+        let p = decide(&query(None, None), &size, &nodes, Some(&cfg)).unwrap();
+        let c = p.conditions.as_ref().unwrap();
+        assert_eq!(c.link, Link::Tcp);
+        assert_eq!(c.bandwidth_gbs, [120.0, STRIX_HALO_BANDWIDTH_GBS]);
+        let p = decide(
+            &query(Some(300.0), Some(Link::Usb4)),
+            &size,
+            &nodes,
+            Some(&cfg),
+        )
+        .unwrap();
+        let c = p.conditions.as_ref().unwrap();
+        assert_eq!(
+            (c.link, c.bandwidth_gbs.clone()),
+            (Link::Usb4, vec![300.0, 300.0])
+        );
+        // Without a config.json every weight is read: 10 GiB at 300 GB/s.
+        let one = p.splits.iter().find(|s| s.split == "tp 1 × pp 1").unwrap();
+        let read = one.speed.as_ref().unwrap().read_s;
+        assert!((read - (10u64 << 30) as f64 / 300e9).abs() < 1e-9, "{read}");
+        let e = decide(&query(Some(0.0), None), &size, &nodes, None).unwrap_err();
+        assert!(e.0.contains("--memory-bandwidth-gbs 0"), "{}", e.0);
+    }
+
     #[test]
     fn ethernet_is_tcp_and_rdma_transports_are_roce() {
         assert_eq!(link_of(Transport::Ethernet), Link::Tcp);
