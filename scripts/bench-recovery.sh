@@ -123,9 +123,14 @@ for r in $(seq "$rounds"); do
     sleep 0.5
     s=$(served_after "$t0")
     hbs[$kind]="${hbs[$kind]:-} $s"
+    # Where the supervisor's seconds went: its timestamped log of this round.
+    for log in "$DIR"/state/halobox/serve/*.supervisor.log; do
+      [ -f "$log" ] && sed 's/^/  supervisor: /' "$log" >&2 && : >"$log"
+    done
     hb serve stop --cluster "$CFG" >/dev/null
 
     step "round $r, $kind: by hand (serve stop; cluster up; serve --detach)"
+    hb cluster up --cluster "$CFG" >/dev/null 2>&1 || fail "cluster up"
     hb serve --detach --cluster "$CFG" "${serve_args[@]}" >/dev/null 2>"$DIR/serve.err" \
       || { cat "$DIR/serve.err" >&2; fail "halobox serve"; }
     t0=$(now)
