@@ -51,7 +51,7 @@ pub struct Spec {
     /// `--restart on-failure[:MAX]`: a supervisor restarts the serve
     /// after a failure ([`super::restart`]).
     #[serde(default)]
-    pub restart: Option<super::restart::Policy>,
+    pub restart: Option<super::restart_policy::Policy>,
     /// `--stall-timeout` (seconds), when not the default.
     #[serde(default)]
     pub stall_timeout: Option<u64>,
@@ -116,7 +116,7 @@ impl Spec {
     pub fn stall(&self) -> std::time::Duration {
         std::time::Duration::from_secs(
             self.stall_timeout
-                .unwrap_or(super::restart::DEFAULT_STALL_S),
+                .unwrap_or(super::restart_policy::DEFAULT_STALL_S),
         )
     }
 }

@@ -269,6 +269,6 @@ impl Run<'_> {
     /// The recorded serve, started again (detached) with `cfg`.
     fn serve(&mut self, cfg: &ClusterConfig) -> anyhow::Result<()> {
         let req = Request::again(self.spec.clone());
-        crate::serve::keep::serve(&req, self.path, cfg, self.r)
+        crate::serve::supervisor::serve(&req, self.path, cfg, self.r)
     }
 }
