@@ -49,7 +49,7 @@ pub struct Spec {
     #[serde(default)]
     pub no_fit_check: bool,
     /// `--restart on-failure[:MAX]`: a supervisor restarts the serve
-    /// after a failure ([`super::restart`]).
+    /// after a failure ([`super::restart_policy`]).
     #[serde(default)]
     pub restart: Option<super::restart_policy::Policy>,
     /// `--stall-timeout` (seconds), when not the default.
