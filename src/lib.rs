@@ -24,7 +24,7 @@
 //! - the library's entry points (the doors each [`cmd`] file calls, listed
 //!   in `DOORS` in `tests/layering.rs`) for commands over the cluster:
 //!   [`cluster::up`], [`cluster::down`], [`cluster::refresh`],
-//!   [`serve::keep::serve`], [`bench::collective::run()`],
+//!   [`serve::supervisor::serve`], [`bench::collective::run()`],
 //!   [`bench::serving::ab_run`] and [`mod@bench`]; for the others:
 //!   [`refresh::flow`], [`setup::flow`], [`bench::flow`], [`model::flow`],
 //!   [`image::publish_flow`] and [`image::add_layer`], each asking through

@@ -1,18 +1,11 @@
 //! `halobox bench` without a peer: the dry-run plan, refused ssh options,
 //! and clear errors for folders that are not saved runs.
 
-use std::process::{Command, Output};
-
-fn halobox(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_halobox"))
-        .args(args)
-        .output()
-        .unwrap()
-}
+mod common;
 
 #[test]
 fn dry_run_prints_every_command_and_runs_nothing() {
-    let out = halobox(&[
+    let out = common::run(&[
         "bench",
         "run",
         "--peer",
@@ -57,7 +50,7 @@ fn dry_run_prints_every_command_and_runs_nothing() {
 
 #[test]
 fn host_key_checking_cannot_be_turned_off() {
-    let out = halobox(&[
+    let out = common::run(&[
         "bench",
         "run",
         "--peer",
@@ -77,7 +70,7 @@ fn host_key_checking_cannot_be_turned_off() {
 #[test]
 fn report_of_a_folder_that_is_not_a_run() {
     let dir = tempfile::tempdir().unwrap();
-    let out = halobox(&["bench", "report", dir.path().to_str().unwrap()]);
+    let out = common::run(&["bench", "report", dir.path().to_str().unwrap()]);
     assert_eq!(out.status.code(), Some(1));
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.contains("run.json") && err.contains("--save"), "{err}");
@@ -85,7 +78,7 @@ fn report_of_a_folder_that_is_not_a_run() {
 
 #[test]
 fn mismatched_iface_ips_are_refused() {
-    let out = halobox(&[
+    let out = common::run(&[
         "bench",
         "run",
         "--peer",
@@ -119,7 +112,7 @@ fn cluster_file(dir: &std::path::Path) -> String {
 fn peer_node_from_the_cluster_file() {
     let dir = tempfile::tempdir().unwrap();
     let file = cluster_file(dir.path());
-    let out = halobox(&[
+    let out = common::run(&[
         "bench",
         "run",
         "--cluster",
@@ -147,7 +140,7 @@ fn peer_node_from_the_cluster_file() {
         assert!(text.contains(want), "missing {want:?} in:\n{text}");
     }
     // --peer without --peer-ip names a node by its ssh target.
-    let out = halobox(&[
+    let out = common::run(&[
         "bench",
         "run",
         "--cluster",
@@ -168,7 +161,7 @@ fn cluster_file_errors_say_what_to_do() {
     let run = |extra: &[&str]| {
         let mut args = vec!["bench", "run", "--dry-run"];
         args.extend_from_slice(extra);
-        let out = halobox(&args);
+        let out = common::run(&args);
         assert_eq!(out.status.code(), Some(2), "{extra:?}");
         String::from_utf8_lossy(&out.stderr).into_owned()
     };

@@ -4,9 +4,11 @@
 //! markup; a bad path is named with what to do; and headless Chromium
 //! renders the page to a picture that is not blank.
 
+mod common;
+
 use std::io::Read;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output, Stdio};
+use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 fn runs() -> PathBuf {
@@ -17,13 +19,6 @@ fn run(name: &str) -> String {
     runs().join(name).display().to_string()
 }
 
-fn halobox(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_halobox"))
-        .args(args)
-        .output()
-        .unwrap()
-}
-
 /// `halobox ARGS --html OUT` in a fresh folder: the page.
 fn page(args: &[&str]) -> String {
     let dir = tempfile::tempdir().unwrap();
@@ -31,7 +26,7 @@ fn page(args: &[&str]) -> String {
     let mut all = args.to_vec();
     let o = out.display().to_string();
     all.extend(["--html", &o]);
-    let res = halobox(&all);
+    let res = common::run(&all);
     assert!(
         res.status.success(),
         "{all:?}: {}",
@@ -217,7 +212,7 @@ fn compare_draws_before_against_after() {
     // Two kinds of run: refused, nothing written.
     let dir = tempfile::tempdir().unwrap();
     let out = dir.path().join("x.html");
-    let o = halobox(&[
+    let o = common::run(&[
         "bench",
         "compare",
         &run("rdma-before"),
@@ -270,7 +265,7 @@ fn a_hostile_record_cannot_inject_markup() {
 fn a_bad_html_path_is_named_with_what_to_do() {
     let tmp = tempfile::tempdir().unwrap();
     let missing = tmp.path().join("no/such/folder/out.html");
-    let o = halobox(&[
+    let o = common::run(&[
         "bench",
         "report",
         &run("serving-before"),
@@ -284,7 +279,7 @@ fn a_bad_html_path_is_named_with_what_to_do() {
         err.contains("does not exist") && err.contains("hint:"),
         "{err}"
     );
-    let o = halobox(&[
+    let o = common::run(&[
         "bench",
         "report",
         &run("serving-before"),
@@ -294,7 +289,7 @@ fn a_bad_html_path_is_named_with_what_to_do() {
     assert_eq!(o.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&o.stderr).contains("is a folder"));
     // --html with --json: one output at a time.
-    let o = halobox(&[
+    let o = common::run(&[
         "bench",
         "report",
         &run("serving-before"),
@@ -305,7 +300,7 @@ fn a_bad_html_path_is_named_with_what_to_do() {
     assert_eq!(o.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&o.stderr).contains("--json"));
     // Several runs need --html.
-    let o = halobox(&["bench", "report", &run("serving-before"), &run("ab")]);
+    let o = common::run(&["bench", "report", &run("serving-before"), &run("ab")]);
     assert_eq!(o.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&o.stderr).contains("--html"));
 }
@@ -448,7 +443,7 @@ fn rgb(hex: &str) -> [u8; 3] {
 fn chromium_renders_the_charts() {
     let tmp = tempfile::tempdir().unwrap();
     let out = tmp.path().join("bench.html");
-    let o = halobox(&[
+    let o = common::run(&[
         "bench",
         "report",
         &run("rdma-before"),

@@ -133,13 +133,6 @@ fn rows<'a>(res: &'a Value, leg_part: &str) -> Vec<&'a Value> {
         .collect()
 }
 
-fn halobox(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_halobox"))
-        .args(args)
-        .output()
-        .unwrap()
-}
-
 #[test]
 fn tcp_leg_between_namespaces_over_real_sshd() {
     let hosts = Hosts::up();
@@ -220,10 +213,10 @@ fn tcp_leg_between_namespaces_over_real_sshd() {
     let saved: Value =
         serde_json::from_str(&std::fs::read_to_string(save.join("results.json")).unwrap()).unwrap();
     assert_eq!(saved, res);
-    let again = halobox(&["bench", "report", save_s, "--json"]);
+    let again = common::run(&["bench", "report", save_s, "--json"]);
     assert_eq!(json(&again), res);
-    let t1 = halobox(&["bench", "report", save_s]);
-    let t2 = halobox(&["bench", "report", save_s]);
+    let t1 = common::run(&["bench", "report", save_s]);
+    let t2 = common::run(&["bench", "report", save_s]);
     assert_eq!(t1.stdout, t2.stdout);
     assert!(
         text(&t1.stdout).contains("tcp iperf3 x2"),
@@ -279,7 +272,7 @@ fn tcp_leg_between_namespaces_over_real_sshd() {
     }
     assert_eq!(hosts.leftovers_in_peer(), Vec::<String>::new());
 
-    let cmp = halobox(&["bench", "compare", save_s, save2.to_str().unwrap()]);
+    let cmp = common::run(&["bench", "compare", save_s, save2.to_str().unwrap()]);
     assert!(cmp.status.success());
     let cmp = text(&cmp.stdout);
     assert!(

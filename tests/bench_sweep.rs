@@ -2,25 +2,19 @@
 //! perftest output, tests/fixtures/perftest/write_bw_gbits_sweep.txt) shown
 //! as one row per message size.
 
+mod common;
+
 use std::fs;
 use std::path::Path;
-use std::process::Command;
 
 use halobox::bench::plan::{BenchOptions, LegKind, PathSpec, RdmaMode};
 use halobox::bench::probe::NodeContext;
 use halobox::bench::report;
 use halobox::bench::results::{self, LegRecord, LegStatus, PathRecord, RunRecord};
 
-fn halobox(args: &[&str]) -> std::process::Output {
-    Command::new(env!("CARGO_BIN_EXE_halobox"))
-        .args(args)
-        .output()
-        .unwrap()
-}
-
 #[test]
 fn dry_run_adds_the_size_sweep() {
-    let out = halobox(&[
+    let out = common::run(&[
         "bench",
         "run",
         "--peer",
@@ -47,7 +41,7 @@ fn dry_run_adds_the_size_sweep() {
         text.contains("local: ib_write_bw -F -p 18518 -m 4096 --report_gbits -a -q 1 10.77.250.2"),
         "{text}"
     );
-    let out = halobox(&[
+    let out = common::run(&[
         "bench",
         "run",
         "--peer",

@@ -388,7 +388,7 @@ const FLOORS: &[(&str, &[&str])] = &[
         "workflows over the cluster",
         &[
             "serve::start",
-            "serve::keep",
+            "serve::supervisor",
             "cluster::lifecycle",
             "cluster::metrics_nodes",
             "cluster::boot",
@@ -688,7 +688,7 @@ const DOORS: &[(&str, &[&str])] = &[
         &["cluster::join::report", "cluster::join::start"],
     ),
     ("cmd::cluster::lifecycle", &["cluster::up", "cluster::down"]),
-    ("cmd::cluster::menu", &["serve::start::start"]),
+    ("cmd::cluster::menu", &["serve::supervisor::serve"]),
     (
         "cmd::cluster::metrics",
         &["metrics::scrape_config::prometheus_config"],
@@ -731,7 +731,7 @@ const DOORS: &[(&str, &[&str])] = &[
     (
         "cmd::serve",
         &[
-            "serve::keep::serve",
+            "serve::supervisor::serve",
             "serve::control::status",
             "serve::control::logs",
             "serve::control::stop",
@@ -858,16 +858,16 @@ fn every_cmd_file_goes_through_its_doors() {
 #[test]
 fn the_checker_sees_a_door() {
     let code = "use crate::image::publish_flow as flow;\nuse crate::cluster::{self, run};\n\
-                fn f() { flow::run(); cluster::up(); crate::serve::keep::serve(); x_run::go(); }";
+                fn f() { flow::run(); cluster::up(); crate::serve::supervisor::serve(); x_run::go(); }";
     assert!(calls(code, "image::publish_flow::run"));
     assert!(calls(code, "cluster::up"));
-    assert!(calls(code, "serve::keep::serve"));
+    assert!(calls(code, "serve::supervisor::serve"));
     assert!(!calls(code, "cluster::run::status"));
     assert!(!calls(code, "bench::run::go"));
     let files = modules();
     assert!(is_library_fn(&files, "cluster::up"));
-    assert!(is_library_fn(&files, "serve::keep::serve"));
-    assert!(!is_library_fn(&files, "serve::keep::nothing_here"));
+    assert!(is_library_fn(&files, "serve::supervisor::serve"));
+    assert!(!is_library_fn(&files, "serve::supervisor::nothing_here"));
 }
 
 /// The boxes of CONTRIBUTING.md's first picture besides the doors.

@@ -328,7 +328,7 @@ pub struct ServeArgs {
     #[arg(long, value_name = "ADDR")]
     pub host: Option<IpAddr>,
     /// The API port.
-    #[arg(long, value_name = "P", default_value_t = 8000)]
+    #[arg(long, value_name = "P", default_value_t = crate::serve::DEFAULT_PORT)]
     pub port: u16,
     /// Serve without an API key (by default one is required: VLLM_API_KEY from the environment, else the cluster's, made once and kept 0600 next to cluster.toml).
     #[arg(long)]
@@ -349,13 +349,13 @@ pub struct ServeArgs {
     #[arg(long)]
     pub no_fit_check: bool,
     /// Seconds vLLM may take until its API answers and lists the model.
-    #[arg(long, value_name = "S", default_value_t = 1800, value_parser = clap::value_parser!(u64).range(1..=86400))]
+    #[arg(long, value_name = "S", default_value_t = crate::serve::DEFAULT_TIMEOUT_S, value_parser = clap::value_parser!(u64).range(1..=86400))]
     pub timeout: u64,
     /// Restart the serve after a failure, at most MAX times (default 5) in 10 minutes: `on-failure` or `on-failure:MAX`. A supervisor watches it (detached with --detach, else this process): the log, /health, llama.cpp's 1-token probe and RPC ports, and requests running with no token for --stall-timeout.
     #[arg(long, value_name = "on-failure[:MAX]")]
-    pub restart: Option<crate::serve::restart::Policy>,
+    pub restart: Option<crate::serve::restart_policy::Policy>,
     /// Under --restart: seconds requests may run without a new token before the engine counts as stalled.
-    #[arg(long, value_name = "S", default_value_t = crate::serve::restart::DEFAULT_STALL_S, value_parser = clap::value_parser!(u64).range(10..=86400), requires = "restart")]
+    #[arg(long, value_name = "S", default_value_t = crate::serve::restart_policy::DEFAULT_STALL_S, value_parser = clap::value_parser!(u64).range(10..=86400), requires = "restart")]
     pub stall_timeout: u64,
     #[command(flatten)]
     pub source: SourceArgs,
@@ -391,7 +391,8 @@ impl ServeArgs {
                 no_fit_check: self.no_fit_check,
                 timeout: self.timeout,
                 restart: self.restart,
-                stall_timeout: (self.stall_timeout != crate::serve::restart::DEFAULT_STALL_S)
+                stall_timeout: (self.stall_timeout
+                    != crate::serve::restart_policy::DEFAULT_STALL_S)
                     .then_some(self.stall_timeout),
                 extra: self.extra.clone(),
             },
@@ -464,7 +465,7 @@ pub struct ClusterTopArgs {
     #[arg(long, value_name = "P", default_value_t = crate::metrics::serve::DEFAULT_PORT)]
     pub metrics_port: u16,
     /// The port of the serve's API on the head (`halobox serve --port`).
-    #[arg(long, value_name = "P", default_value_t = 8000)]
+    #[arg(long, value_name = "P", default_value_t = crate::serve::DEFAULT_PORT)]
     pub serve_port: u16,
 }
 
@@ -480,7 +481,7 @@ pub struct ClusterMetricsArgs {
     #[arg(long, value_name = "P", default_value_t = crate::metrics::serve::DEFAULT_PORT)]
     pub metrics_port: u16,
     /// The port of the serve's API on the head (`halobox serve --port`).
-    #[arg(long, value_name = "P", default_value_t = 8000)]
+    #[arg(long, value_name = "P", default_value_t = crate::serve::DEFAULT_PORT)]
     pub serve_port: u16,
 }
 

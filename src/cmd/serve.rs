@@ -44,7 +44,7 @@ pub fn run(a: &ServeArgs) -> anyhow::Result<ExitCode> {
     } else {
         a.request()
     };
-    crate::serve::keep::serve(&req, &path, &cfg, &mut Terminal)?;
+    crate::serve::supervisor::serve(&req, &path, &cfg, &mut Terminal)?;
     Ok(ExitCode::SUCCESS)
 }
 
@@ -75,7 +75,7 @@ fn act(action: &ServeAction) -> anyhow::Result<ExitCode> {
         }
         ServeAction::Supervise { file } => {
             let (path, cfg) = config::open(file.cluster.as_deref())?;
-            crate::serve::keep::supervise_detached(&path, &cfg, &mut Terminal)?;
+            crate::serve::supervisor::supervise_detached(&path, &cfg, &mut Terminal)?;
             Ok(ExitCode::SUCCESS)
         }
         ServeAction::Stop { file } => {

@@ -7,9 +7,9 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use serde::Serialize;
 
 use super::engine::{self, EngineState, Head};
-use super::restart::{self, Restarts};
+use super::restart_policy::{self, Restarts};
 use super::state::{self, ServeState};
-use super::{program, watch};
+use super::{log_lines, program};
 use crate::cluster::config::ClusterConfig;
 use crate::http;
 
@@ -76,7 +76,7 @@ pub fn status(cfg: &ClusterConfig, path: &Path) -> anyhow::Result<Status> {
     let log = head.log_tail(100_000).unwrap_or_default();
     let mut ips: Vec<std::net::Ipv4Addr> = log
         .lines()
-        .filter_map(|l| watch::worker_ip(l, head.ip))
+        .filter_map(|l| log_lines::worker_ip(l, head.ip))
         .collect();
     ips.dedup();
     let llama = cfg.engine == crate::cluster::config::Engine::LlamaCpp;
@@ -126,7 +126,7 @@ pub fn render(s: &Status) -> String {
     let restarts = s
         .restarts
         .as_ref()
-        .and_then(restart::summary)
+        .and_then(restart_policy::summary)
         .map(|l| {
             format!(
                 "  restarts: {l}{}\n",

@@ -229,6 +229,14 @@ impl Head {
         Ok(done.stdout)
     }
 
+    /// How many lines the engine's log has now (0 when it cannot be read).
+    pub fn log_length(&self) -> usize {
+        self.run(program::log_length(), &[])
+            .ok()
+            .and_then(|d| d.stdout.trim().parse().ok())
+            .unwrap_or(0)
+    }
+
     /// Follows the engine's log: `last` lines back (`+1`: from its start), then what it writes.
     pub fn follow(&self, last: &str) -> std::io::Result<Proc> {
         let argv = self.argv(&program::argv(

@@ -24,12 +24,6 @@ use crate::serve::rpc_servers as cluster_rpc;
 
 /// How long the tiny completion that proves every node answers may take.
 pub const PROBE_TIMEOUT: Duration = Duration::from_secs(20);
-/// How often it is asked while serving.
-pub const PROBE_EVERY: Duration = Duration::from_secs(10);
-/// How often every RPC server's port is tried while serving: a server that
-/// died is seen within this, not at the next probe (llama-server itself
-/// notices only when it next computes).
-pub const PORT_EVERY: Duration = Duration::from_secs(1);
 /// How long a try of an RPC server's port may take (one that does not
 /// answer in time is left to the probe: only a refusal counts).
 const PORT_TIMEOUT: Duration = Duration::from_millis(500);

@@ -4,9 +4,12 @@
 //! it fails or Ctrl-C stops it; `serve status`, `logs` and `stop` for a
 //! serve left running with `--detach`.
 //!
-//! - [`keep::serve`]: the library's entry point for `serve` (what
-//!   `src/cmd/serve.rs` calls): it starts the serve through [`start`](mod@start),
-//!   then a detached supervisor or the foreground supervises it;
+//! - [`supervisor::serve`]: the library's one entry point for `serve` (what
+//!   `src/cmd/serve.rs` and the cluster menu call): it starts the serve
+//!   through [`start`](mod@start), then a detached supervisor or the
+//!   foreground supervises it (a plain foreground serve too, under the
+//!   policy "never restart"); [`DEFAULT_PORT`] and [`DEFAULT_TIMEOUT_S`]:
+//!   its defaults;
 //! - [`start`](mod@start): a [`request::Request`] checked, planned and
 //!   started, vLLM or llama.cpp; [`request`]: what a serve is, as asked and
 //!   as recorded (`Spec`, `Request`);
@@ -26,34 +29,46 @@
 //! - [`program`]: the `sh` programs run in the head's container (start
 //!   detached, state, stop with its shm segments, logs);
 //! - [`engine`]: running them in the head's container, following the log;
-//! - [`watch`]: judging vLLM's log lines (fatal, worker nodes, progress,
+//! - [`log_lines`]: judging vLLM's log lines (fatal, worker nodes, progress,
 //!   errors);
-//! - [`supervise`]: ready, then serving, then the end, named (the API's
-//!   `/health`, `/v1/models` and a completion through [`crate::http`]);
+//! - [`launch`]: the engine started and awaited until ready (the API's
+//!   `/health` and `/v1/models` through [`crate::http`]), a failure named;
+//! - [`checks`]: each check of a serving engine, its interval and its
+//!   verdict (pure); [`watcher`]: the one loop that runs them and says how
+//!   watching ended;
 //! - [`control`]: status, logs and stop of a recorded serve;
 //! - [`state`]: what a serve recorded on the head (the serve, its
 //!   restarts, its supervisor's pid file); [`interrupt`]: Ctrl-C;
-//! - [`restart`]: `--restart`'s policy, window, events and progress probe
-//!   (pure); [`keep`]: the supervisor that acts on them (stop, wait for the
-//!   nodes, `cluster up`, start again from the record).
+//! - [`restart_policy`]: `--restart`'s policy, window, events and progress
+//!   probe (pure); [`supervisor`]: the supervisor that acts on them (stop,
+//!   wait for the nodes, `cluster up`, start again from the record).
 
 pub mod api_key;
+pub mod checks;
 pub mod control;
 pub mod decide;
 pub mod engine;
 pub mod fit;
 pub mod interrupt;
-pub mod keep;
+pub mod launch;
 pub mod llama;
+pub mod log_lines;
 pub mod plan;
 pub mod preflight;
 pub mod prepare;
 pub mod program;
 pub mod request;
-pub mod restart;
+pub mod restart_policy;
 pub mod rpc;
 pub mod rpc_servers;
 pub mod start;
 pub mod state;
-pub mod supervise;
-pub mod watch;
+pub mod supervisor;
+pub mod watcher;
+
+/// The API port a serve listens on unless `--port` says otherwise.
+pub const DEFAULT_PORT: u16 = 8000;
+
+/// The seconds an engine may take to become ready unless `--timeout` says
+/// otherwise.
+pub const DEFAULT_TIMEOUT_S: u64 = 1800;

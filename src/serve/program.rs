@@ -224,6 +224,15 @@ pub fn logs() -> String {
     )
 }
 
+/// Prints how many whole lines the engine's log has (0 without a log): where
+/// a watcher that starts after the launch follows on from.
+pub fn log_length() -> String {
+    format!(
+        "{PID_FNS}; d=\"{DIR}\"; f=\"$d/engine.log\"; if [ -e \"$d\" ] || [ -L \"$d\" ]; then owndir; fi; \
+         if [ -f \"$f\" ]; then wc -l <\"$f\"; else echo 0; fi"
+    )
+}
+
 /// `sh -c PROGRAM halobox-serve ARGS…` as argv.
 pub fn argv(program: String, args: &[String]) -> Vec<String> {
     let mut a = vec![
@@ -305,6 +314,17 @@ mod tests {
         let out = tail.wait_with_output().unwrap();
         assert!(ended, "tail -F still follows 15 s after the engine ended");
         assert_eq!(String::from_utf8_lossy(&out.stdout), "one\ntwo\n");
+    }
+
+    /// The log's length in a real `sh`: 0 without a log, then its whole lines.
+    #[test]
+    fn log_length_counts_whole_lines() {
+        let dir = tempfile::tempdir().unwrap();
+        let engine = dir.path().join("engine");
+        std::fs::create_dir(&engine).unwrap();
+        assert_eq!(run_in(&log_length(), &[], &engine).trim(), "0");
+        std::fs::write(engine.join("engine.log"), "one\ntwo\nthr").unwrap();
+        assert_eq!(run_in(&log_length(), &[], &engine).trim(), "2");
     }
 
     /// What the engine started is stopped with it (its process group), in

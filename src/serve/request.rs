@@ -52,9 +52,9 @@ pub struct Spec {
     #[serde(default)]
     pub no_fit_check: bool,
     /// `--restart on-failure[:MAX]`: a supervisor restarts the serve
-    /// after a failure ([`super::restart`]).
+    /// after a failure ([`super::restart_policy`]).
     #[serde(default)]
-    pub restart: Option<super::restart::Policy>,
+    pub restart: Option<super::restart_policy::Policy>,
     /// `--stall-timeout` (seconds), when not the default.
     #[serde(default)]
     pub stall_timeout: Option<u64>,
@@ -125,7 +125,7 @@ impl Spec {
     pub fn stall(&self) -> std::time::Duration {
         std::time::Duration::from_secs(
             self.stall_timeout
-                .unwrap_or(super::restart::DEFAULT_STALL_S),
+                .unwrap_or(super::restart_policy::DEFAULT_STALL_S),
         )
     }
 }

@@ -1,15 +1,15 @@
 //! `serve`'s start: a [`Request`] against the cluster, checked (secrets,
 //! preflight, the model's fit, the optional collective), planned and
-//! handed to [`supervise`]; a dry run reports the plan instead. vLLM runs
+//! handed to [`launch`]; a dry run reports the plan instead. vLLM runs
 //! over Ray as `cluster up` left it; llama.cpp's llama-server on the head
 //! over the RPC servers `cluster up` started.
 
 use std::path::Path;
 use std::time::Duration;
 
+use super::launch::{self, Start};
 use super::plan::{self, ServeRequest};
 use super::request::Request;
-use super::supervise::{self, Ended, Start};
 use super::{api_key, decide, engine, fit, llama, preflight, prepare, program};
 use crate::cluster::config::{ClusterConfig, Engine};
 use crate::cluster::plan::with_env;
@@ -22,7 +22,7 @@ use crate::reporter::Reporter;
 
 /// Starts the serve `req` asks for with the cluster `cfg` (read from
 /// `path`, perhaps changed in memory: `bench serving --ab-transport`);
-/// returns once it was left running (`detach`) or stopped. A dry run
+/// returns once it is ready (the caller watches it from then on). A dry run
 /// reports the plan and starts nothing.
 pub fn start(
     req: &Request,
@@ -213,9 +213,7 @@ pub fn start(
         args: Some(a.clone()),
         restart: req.restarted,
     };
-    match supervise::serve(&start, r)? {
-        Ended::Detached | Ended::Stopped(_) => Ok(()),
-    }
+    launch::serve(&start, r)
 }
 
 /// The split and context `serve` starts with: `plan`'s choice unless
@@ -423,8 +421,8 @@ fn run_llama(
         args: Some(a.clone()),
         restart: req.restarted,
     };
-    match supervise::serve(&start, r) {
-        Ok(Ended::Detached | Ended::Stopped(_)) => Ok(()),
+    match launch::serve(&start, r) {
+        Ok(()) => Ok(()),
         Err(e) => match e.downcast_ref::<engine::Refused>() {
             Some(r) => Err(UsageError(llama::refusal(cfg, &start.model, &r.0)).into()),
             None => Err(e),

@@ -99,7 +99,7 @@ pub fn file(cluster: &Path, suffix: &str) -> Option<PathBuf> {
 
 /// The restarts of `cluster`'s serve (`--restart`), as its supervisor
 /// recorded them.
-pub fn restarts(cluster: &Path) -> super::restart::Restarts {
+pub fn restarts(cluster: &Path) -> super::restart_policy::Restarts {
     file(cluster, "restarts.json")
         .and_then(|p| std::fs::read_to_string(p).ok())
         .and_then(|t| serde_json::from_str(&t).ok())
@@ -108,7 +108,7 @@ pub fn restarts(cluster: &Path) -> super::restart::Restarts {
 
 /// Records the restarts of `cluster`'s serve (0600, written beside and
 /// renamed).
-pub fn save_restarts(cluster: &Path, r: &super::restart::Restarts) -> std::io::Result<()> {
+pub fn save_restarts(cluster: &Path, r: &super::restart_policy::Restarts) -> std::io::Result<()> {
     write(
         file(cluster, "restarts.json"),
         &serde_json::to_string_pretty(r).expect("serialises"),

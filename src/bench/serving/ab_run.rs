@@ -277,6 +277,6 @@ impl Run<'_> {
             spec.tp = u32::try_from(cfg.nodes.len()).ok();
         }
         let req = Request::again(spec);
-        crate::serve::keep::serve(&req, self.path, cfg, self.r)
+        crate::serve::supervisor::serve(&req, self.path, cfg, self.r)
     }
 }

@@ -11,7 +11,7 @@ use crate::reporter::Terminal;
 /// then the plan (`serve --dry-run`) and, confirmed, `serve`.
 pub fn serve_menu(a: &ClusterFileArgs) -> anyhow::Result<ExitCode> {
     use crate::serve::request::{Request, Spec};
-    use crate::serve::start::start;
+    use crate::serve::supervisor::serve;
     use dialoguer::{Confirm, Input};
     let (path, cfg) = config::open(a.cluster.as_deref())?;
     let n = u32::try_from(cfg.nodes.len()).unwrap_or(u32::MAX);
@@ -56,11 +56,11 @@ pub fn serve_menu(a: &ClusterFileArgs) -> anyhow::Result<ExitCode> {
             gpu_memory_utilization: None,
             no_eager: !eager,
             host: None,
-            port: 8000,
+            port: crate::serve::DEFAULT_PORT,
             no_api_key: false,
             nccl_debug: false,
             no_fit_check: false,
-            timeout: 1800,
+            timeout: crate::serve::DEFAULT_TIMEOUT_S,
             restart: None,
             stall_timeout: None,
             extra: vec![],
@@ -73,9 +73,9 @@ pub fn serve_menu(a: &ClusterFileArgs) -> anyhow::Result<ExitCode> {
         sysroot: None,
         restarted: false,
     };
-    start(&req(true), &path, &cfg, &mut Terminal)?;
+    serve(&req(true), &path, &cfg, &mut Terminal)?;
     if Confirm::new().with_prompt("start it?").interact()? {
-        start(&req(false), &path, &cfg, &mut Terminal)?;
+        serve(&req(false), &path, &cfg, &mut Terminal)?;
     }
     Ok(ExitCode::SUCCESS)
 }

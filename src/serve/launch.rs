@@ -1,9 +1,9 @@
-//! Starting the engine and watching it: it counts as served only once its
-//! API answers `/health` and lists the model; from then on (in the
-//! foreground) its log is copied through and judged, and `/health` asked,
-//! because vLLM exits 0 after a fatal engine error. A failure stops the
-//! engine, names the node it lost where one is to blame, and ends non-zero;
-//! Ctrl-C (or SIGTERM) stops it on every node and ends cleanly.
+//! Launching the engine: it counts as served only once its API answers
+//! `/health` and lists the model. A failure before then stops the engine,
+//! names the node it lost where one is to blame, and ends non-zero; once
+//! ready, [`super::watcher`] watches it (in the foreground, and under a
+//! supervisor). [`Log`] and [`end`] are shared with the watcher: the log as
+//! it arrives, judged, and the error a failed serve ends with.
 
 use std::collections::VecDeque;
 use std::net::{Ipv4Addr, SocketAddr};
@@ -12,7 +12,7 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use super::engine::{EngineState, Head};
 use super::state::{self, ServeState};
-use super::{interrupt, watch};
+use super::{interrupt, log_lines};
 use crate::cluster::config::{ClusterConfig, Engine};
 use crate::cluster::run as cluster_run;
 use crate::http;
@@ -36,7 +36,7 @@ const STOP_GRACE: Duration = Duration::from_secs(20);
 const LLAMA_STOP_GRACE: Duration = Duration::from_secs(5);
 
 /// The grace period of `engine`.
-fn grace(engine: Engine) -> Duration {
+pub fn grace(engine: Engine) -> Duration {
     match engine {
         Engine::Vllm => STOP_GRACE,
         Engine::LlamaCpp => LLAMA_STOP_GRACE,
@@ -92,15 +92,6 @@ pub struct Start<'a> {
     pub restart: bool,
 }
 
-/// How a serve ended.
-#[derive(Debug)]
-pub enum Ended {
-    /// Stopped by a signal (its number), cleanly.
-    Stopped(i32),
-    /// Ready and left running (`--detach`).
-    Detached,
-}
-
 /// Why the engine is not (or no longer) serving: the error `serve` ends with.
 #[derive(Debug, thiserror::Error)]
 #[error("{0}")]
@@ -108,22 +99,24 @@ pub struct NotServing(pub String);
 
 /// The log as it arrives: kept lines, worker nodes seen, NCCL's transport,
 /// the first fatal line.
-struct Log {
+pub struct Log {
     follower: Option<Proc>,
     seen: usize,
     kept: VecDeque<String>,
     errors: Vec<String>,
     workers: Vec<Ipv4Addr>,
-    fatal: Option<String>,
+    /// The first fatal line read.
+    pub fatal: Option<String>,
     transport_said: bool,
     nccl_debug: bool,
 }
 
 impl Log {
-    fn new(nccl_debug: bool) -> Log {
+    /// The log followed from after its line `seen` (0: from its start).
+    pub fn new(nccl_debug: bool, seen: usize) -> Log {
         Log {
             follower: None,
-            seen: 0,
+            seen,
             kept: VecDeque::new(),
             errors: Vec::new(),
             workers: Vec::new(),
@@ -134,7 +127,7 @@ impl Log {
     }
 
     /// The lines that came within `wait`, judged and kept.
-    fn read(&mut self, head: &Head, wait: Duration, r: &mut dyn Reporter) -> Vec<String> {
+    pub fn read(&mut self, head: &Head, wait: Duration, r: &mut dyn Reporter) -> Vec<String> {
         let ended = self
             .follower
             .as_mut()
@@ -153,18 +146,18 @@ impl Log {
                 self.kept.pop_front();
             }
             self.kept.push_back(l.clone());
-            if let Some(e) = watch::error(l)
+            if let Some(e) = log_lines::error(l)
                 && self.errors.len() < FIRST_ERRORS
                 && !self.errors.iter().any(|k| k == e)
             {
                 self.errors.push(e.to_string());
             }
-            if let Some(ip) = watch::worker_ip(l, head.ip)
+            if let Some(ip) = log_lines::worker_ip(l, head.ip)
                 && !self.workers.contains(&ip)
             {
                 self.workers.push(ip);
             }
-            if self.fatal.is_none() && watch::fatal(l) {
+            if self.fatal.is_none() && log_lines::fatal(l) {
                 self.fatal = Some(l.clone());
             }
             if self.nccl_debug
@@ -188,9 +181,8 @@ impl Log {
     }
 }
 
-/// Starts the engine and watches it until it is ready, then (unless
-/// `--detach`) until it fails or a signal stops it.
-pub fn serve(s: &Start, r: &mut dyn Reporter) -> anyhow::Result<Ended> {
+/// Starts the engine and waits until it is ready (or fails, named).
+pub fn serve(s: &Start, r: &mut dyn Reporter) -> anyhow::Result<()> {
     let head = Head::of(s.cfg);
     interrupt::catch()?;
     let pid = head.start(
@@ -233,33 +225,15 @@ pub fn serve(s: &Start, r: &mut dyn Reporter) -> anyhow::Result<Ended> {
         head.label,
         record.endpoint
     ));
-    let mut log = Log::new(s.nccl_debug);
+    let mut log = Log::new(s.nccl_debug, 0);
     let t0 = Instant::now();
     if let Err(e) = wait_ready(s, &head, &mut log, t0, r) {
-        return Err(end(s, &head, &log, e));
+        return Err(end(s.cfg, s.cluster_path, &head, &log, e));
     }
     let ready_in = t0.elapsed().as_secs_f64();
     await_workers(s, &head, &mut log, r);
     print_ready(s, &head, &log, ready_in, r);
-    if s.detach {
-        drop(log.follower.take());
-        return Ok(Ended::Detached);
-    }
-    match watch_serving(s, &head, &mut log, r) {
-        Ok(sig) => {
-            r.note(&format!(
-                "==> {}: stopping {} on every node\n",
-                crate::refresh::signals::name(sig),
-                s.engine.title()
-            ));
-            drop(log.follower.take());
-            let said = head.stop(grace(s.engine), true)?;
-            state::remove(s.cluster_path);
-            r.note(&format!("==> {} stopped ({said})\n", s.engine.title()));
-            Ok(Ended::Stopped(sig))
-        }
-        Err(e) => Err(end(s, &head, &log, e)),
-    }
+    Ok(())
 }
 
 /// Waits until `/health` answers 200 and `/v1/models` lists the model.
@@ -294,7 +268,7 @@ fn wait_ready(
             log.read(head, HEALTH_EVERY, r)
         };
         for l in lines {
-            if let Some(w) = watch::progress(&l)
+            if let Some(w) = log_lines::progress(&l)
                 && w != last_word
             {
                 last_word = w;
@@ -305,7 +279,7 @@ fn wait_ready(
             return Err(NotServing(format!(
                 "{} failed while starting: {}",
                 s.engine.title(),
-                watch::cause(f)
+                log_lines::cause(f)
             )));
         }
         if Instant::now() >= next_state {
@@ -422,102 +396,22 @@ fn node_names(cfg: &ClusterConfig, head: &Head, workers: &[Ipv4Addr]) -> String 
     names.join(", ")
 }
 
-/// Copies the log through and judges it until a fatal line, an API that
-/// stops answering with the engine gone, or a signal (returned).
-fn watch_serving(
-    s: &Start,
-    head: &Head,
-    log: &mut Log,
-    r: &mut dyn Reporter,
-) -> Result<i32, NotServing> {
-    let mut next_health = Instant::now() + Duration::from_secs(2);
-    let mut next_probe = Instant::now() + super::llama::PROBE_EVERY;
-    let mut failed_checks = 0u32;
-    loop {
-        if let Some(sig) = interrupt::arrived() {
-            return Ok(sig);
-        }
-        for l in log.read(head, Duration::from_millis(500), r) {
-            r.out(&format!("{l}\n"));
-        }
-        if let Some(f) = log.fatal.clone() {
-            // The lines right after the first fatal one usually name the node.
-            let until = Instant::now() + Duration::from_secs(2);
-            while Instant::now() < until {
-                for l in log.read(head, Duration::from_millis(300), r) {
-                    r.out(&format!("{l}\n"));
-                }
-            }
-            return Err(NotServing(format!(
-                "{} stopped serving: {}",
-                s.engine.title(),
-                watch::cause(&f)
-            )));
-        }
-        if s.engine == Engine::LlamaCpp && Instant::now() >= next_probe {
-            let answered =
-                super::llama::answers(s.api, s.api_key.as_deref()).unwrap_or_else(|why| {
-                    r.note(&format!("halobox: {why}\n"));
-                    true
-                });
-            if !answered {
-                // A dead node makes llama-server abort: its log says so.
-                let until = Instant::now() + Duration::from_secs(2);
-                while Instant::now() < until {
-                    for l in log.read(head, Duration::from_millis(300), r) {
-                        r.out(&format!("{l}\n"));
-                    }
-                }
-                if let Some(sig) = interrupt::arrived() {
-                    return Ok(sig);
-                }
-                if log.fatal.is_some() {
-                    continue;
-                }
-                // Every slot busy also delays it: only a node that is frozen,
-                // gone or unreachable ends the serve.
-                if super::llama::blame(s.cfg).is_some() {
-                    return Err(NotServing(format!(
-                        "llama-server did not finish a 1-token completion within {} s",
-                        super::llama::PROBE_TIMEOUT.as_secs()
-                    )));
-                }
-                r.note(&format!(
-                    "halobox: a 1-token completion took over {} s, but every node's RPC server runs (busy slots?)\n",
-                    super::llama::PROBE_TIMEOUT.as_secs()
-                ));
-            }
-            next_probe = Instant::now() + super::llama::PROBE_EVERY;
-        }
-        if Instant::now() >= next_health {
-            next_health = Instant::now() + Duration::from_secs(2);
-            let ok = http::get(s.api, "/health", None, Duration::from_secs(5))
-                .is_ok_and(|r| r.status == 200);
-            failed_checks = if ok { 0 } else { failed_checks + 1 };
-            if failed_checks >= 3 {
-                return Err(NotServing(match head.state() {
-                    Ok(EngineState::Running(_)) => {
-                        format!(
-                            "{}'s API stopped answering /health (3 checks in a row)",
-                            s.engine.title()
-                        )
-                    }
-                    _ => format!("{} exited", s.engine.title()),
-                }));
-            }
-        }
-    }
-}
-
 /// Ends a failed serve: names the node to blame, stops the engine, forgets
 /// the serve; the error to report.
-fn end(s: &Start, head: &Head, log: &Log, e: NotServing) -> anyhow::Error {
-    let blame = match s.engine {
-        Engine::Vllm => blame(s.cfg, head, log),
-        Engine::LlamaCpp => super::llama::blame(s.cfg),
+pub fn end(
+    cfg: &ClusterConfig,
+    cluster_path: &Path,
+    head: &Head,
+    log: &Log,
+    e: NotServing,
+) -> anyhow::Error {
+    let engine = cfg.engine;
+    let blame = match engine {
+        Engine::Vllm => blame(cfg, head, log),
+        Engine::LlamaCpp => super::llama::blame(cfg),
     };
-    let stopped = head.stop(grace(s.engine), false);
-    state::remove(s.cluster_path);
+    let stopped = head.stop(grace(engine), false);
+    state::remove(cluster_path);
     let mut msg = match &blame {
         Some(b) => format!("{b}: {}", e.0),
         None => e.0,
@@ -536,8 +430,8 @@ fn end(s: &Start, head: &Head, log: &Log, e: NotServing) -> anyhow::Error {
     match stopped {
         Ok(said) => msg.push_str(&format!(
             "  {} on the head: {said}{}\n",
-            s.engine.title(),
-            if s.engine == Engine::Vllm {
+            engine.title(),
+            if engine == Engine::Vllm {
                 " (its shm segments removed)"
             } else {
                 ""
@@ -545,10 +439,10 @@ fn end(s: &Start, head: &Head, log: &Log, e: NotServing) -> anyhow::Error {
         )),
         Err(e) => msg.push_str(&format!(
             "  could not stop {} on the head: {e}\n",
-            s.engine.title()
+            engine.title()
         )),
     }
-    msg.push_str(match s.engine {
+    msg.push_str(match engine {
         Engine::Vllm => "  hint: `halobox cluster status` shows which nodes Ray still has; `halobox serve logs` shows the whole log; fix the node, then `halobox cluster up` and `halobox serve` again",
         Engine::LlamaCpp => "  hint: `halobox cluster status` shows every node's RPC server; `halobox serve logs` shows the whole log; fix the node, then `halobox cluster down`, `halobox cluster up` and `halobox serve` again",
     });
@@ -563,12 +457,12 @@ fn blame(cfg: &ClusterConfig, head: &Head, log: &Log) -> Option<String> {
     if workers.is_empty() {
         return None;
     }
-    let cause = log.fatal.as_deref().map(watch::cause);
+    let cause = log.fatal.as_deref().map(log_lines::cause);
     let named = log
         .kept
         .iter()
-        .filter(|l| watch::fatal(l))
-        .flat_map(|l| watch::addresses(l))
+        .filter(|l| log_lines::fatal(l))
+        .flat_map(|l| log_lines::addresses(l))
         .find_map(|ip| workers.iter().find(|n| n.ip == ip));
     if let Some(n) = named {
         return Some(format!(
