@@ -31,6 +31,9 @@ pub enum Transport {
     Ib,
     /// TCP sockets (`NCCL_IB_DISABLE=1`).
     Ethernet,
+    /// TCP sockets over a USB4/Thunderbolt cable (a thunderbolt-net
+    /// interface must hold the node's address).
+    Usb4,
 }
 
 impl fmt::Display for Transport {
@@ -40,6 +43,7 @@ impl fmt::Display for Transport {
             Transport::Roce => "roce",
             Transport::Ib => "ib",
             Transport::Ethernet => "ethernet",
+            Transport::Usb4 => "usb4",
         })
     }
 }
@@ -48,7 +52,7 @@ impl FromStr for Transport {
     type Err = String;
     fn from_str(s: &str) -> Result<Self, String> {
         <Transport as ValueEnum>::from_str(s, true)
-            .map_err(|_| format!("unknown transport {s:?}: use auto, roce, ib or ethernet"))
+            .map_err(|_| format!("unknown transport {s:?}: use auto, roce, ib, ethernet or usb4"))
     }
 }
 
