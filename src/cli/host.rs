@@ -26,7 +26,7 @@ pub struct DoctorArgs {
     pub source: SourceArgs,
     #[command(flatten)]
     pub output: OutputArgs,
-    /// The node's data-plane IPv4 address (default: the only address on an RDMA interface).
+    /// The node's data-plane IPv4 address (default: the only address on an RDMA interface, else on a USB4 one).
     #[arg(long, value_name = "ADDR")]
     pub ip: Option<Ipv4Addr>,
     /// A peer's data-plane IPv4 address whose route to check (repeatable; default: the other nodes of cluster.toml).

@@ -22,7 +22,7 @@ pub const DEFAULT_TIMEOUT_S: u64 = 120;
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, ValueEnum, Serialize)]
 #[serde(rename_all = "lowercase")]
 pub enum Transport {
-    /// RoCE when an ACTIVE RoCE v2 port serves the node's address, else Ethernet.
+    /// RoCE when an ACTIVE RoCE v2 port serves the node's address, else USB4 on a thunderbolt-net interface, else Ethernet.
     #[default]
     Auto,
     /// RoCE v2 (fails when a node has no ACTIVE RoCE v2 port for its address).

@@ -66,12 +66,12 @@ fn device_checks(facts: &HostFacts, plane: Option<&DataPlane>) -> Vec<Check> {
             .map(|id| Check::skip(id, why))
             .collect::<Vec<_>>()
     };
-    if chose_usb4(facts, plane) {
-        if let Some(c) = usb4_instead(facts, plane) {
-            let mut out = vec![c];
-            out.extend(skip_rest("the data plane is a USB4 link (TCP sockets)"));
-            return out;
-        }
+    if chose_usb4(facts, plane)
+        && let Some(c) = usb4_instead(facts, plane)
+    {
+        let mut out = vec![c];
+        out.extend(skip_rest("the data plane is a USB4 link (TCP sockets)"));
+        return out;
     }
     if !has_rdma(facts) {
         let mut out = vec![Check::warn(
