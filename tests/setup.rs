@@ -799,6 +799,11 @@ fn usb4_address_writes_one_networkmanager_connection_and_undo_removes_it() {
         step["actions"][2]["cmd"]["undo"],
         serde_json::json!(["nmcli", "connection", "down", "halobox-usb4-thunderbolt0"])
     );
+    assert_eq!(step["checks"][0], "net.usb4", "{step:#}");
+    assert!(
+        !plan["manual"].to_string().contains("net.usb4"),
+        "the connection fixes the missing address: {plan:#}"
+    );
     assert_eq!(state(r), before, "--dry-run changed the tree");
     let bad = setup(&[
         "--sysroot",

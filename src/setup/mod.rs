@@ -240,7 +240,7 @@ pub const FAMILIES: [&str; 8] = [
 ];
 
 /// The doctor checks setup can fix.
-pub const FIXED_CHECKS: [&str; 12] = [
+pub const FIXED_CHECKS: [&str; 13] = [
     "memlock.user",
     "memlock.podman_service",
     "gpu.kfd_access",
@@ -252,6 +252,7 @@ pub const FIXED_CHECKS: [&str; 12] = [
     "kernel.gtt",
     "net.mtu",
     "net.firewall",
+    "net.usb4",
     "rdma.mode",
 ];
 

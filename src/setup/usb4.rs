@@ -48,6 +48,16 @@ pub(super) fn steps(input: &Input) -> Vec<Step> {
     let [iface] = usb4.as_slice() else {
         return vec![by_hand(&usb4)];
     };
+    // The connection fixes a link without an address, not a cable that is out.
+    let unaddressed = input
+        .facts
+        .network
+        .interface(iface)
+        .is_some_and(|i| i.ipv4.is_empty());
+    let mut checks: Vec<String> = vec!["net.mtu".into(), "net.firewall".into()];
+    if unaddressed {
+        checks.insert(0, "net.usb4".into());
+    }
     // A link whose frames of the MTU set now did not come back keeps 1500.
     let mtu = match input.report.checks.iter().find(|c| c.id == "net.jumbo") {
         Some(c) if c.status == Status::Fail => 1500,
@@ -76,7 +86,7 @@ pub(super) fn steps(input: &Input) -> Vec<Step> {
     )));
     vec![Step {
         family: "usb4".into(),
-        checks: vec!["net.usb4".into(), "net.mtu".into(), "net.firewall".into()],
+        checks,
         title: format!(
             "{}/{} on the USB4 link {iface}, MTU {mtu}, in firewalld's trusted zone (NetworkManager connection {id})",
             addr.address, addr.prefix_len
