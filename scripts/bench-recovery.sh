@@ -12,22 +12,28 @@
 #   vLLM (--engine vllm, TP 2 over Ray, vLLM's CPU build):
 #     kill9:  vLLM killed with kill -9 in the head's container;
 #     worker: node b's whole container killed (`cluster up` starts it
-#             again and b rejoins the head's Ray).
+#             again and b rejoins the head's Ray);
+#     raylet: node b's raylet killed with kill -9 (its container stays);
+#     gcs:    the head's gcs_server killed with kill -9 (Ray's control
+#             store: the head's raylet and the engine outlive it a while).
+# --faults LIST picks some of the engine's faults (comma-separated; default
+# kill9,rpc for llama.cpp, kill9,worker,raylet,gcs for vLLM).
 # Medians over the rounds; the last lines are the ratios halobox / by hand,
 # one per fault, each ending in `x` (goal <= 1.2x, with no person involved).
-# usage (as root): scripts/bench-recovery.sh [ROUNDS (default 3)] [--engine llama.cpp|vllm] [--backend podman|docker]
+# usage (as root): scripts/bench-recovery.sh [ROUNDS (default 3)] [--engine llama.cpp|vllm] [--backend podman|docker] [--faults LIST]
 #   HALOBOX_BIN: the halobox binary (default: this checkout's release build)
 set -euo pipefail
 {
 cd "$(dirname "$0")/.."
 root=$PWD
-rounds=3 backend=podman engine=llama.cpp
+rounds=3 backend=podman engine=llama.cpp only=
 while [ $# -gt 0 ]; do
   case "$1" in
   --backend) backend=$2; shift 2 ;;
   --engine) engine=$2; shift 2 ;;
+  --faults) only=$2; shift 2 ;;
   [0-9]*) rounds=$1; shift ;;
-  *) echo "usage: scripts/bench-recovery.sh [ROUNDS] [--engine llama.cpp|vllm] [--backend podman|docker]" >&2; exit 2 ;;
+  *) echo "usage: scripts/bench-recovery.sh [ROUNDS] [--engine llama.cpp|vllm] [--backend podman|docker] [--faults LIST]" >&2; exit 2 ;;
   esac
 done
 HALOBOX_BIN=${HALOBOX_BIN:-$(bash scripts/release-bin.sh)}
@@ -46,12 +52,18 @@ vllm)
   serve_setup "$backend" 2 "" 2,256,4,2
   for x in $NODE_NAMES; do on_node "$x" "$HALOBOX" refresh --backend "$backend" --image "$IMAGE" --memlock 8M --name vllm \
     --volume "$VENV:$VENV:ro" --volume "$MODEL_HOST:$MODEL:ro" --yes >/dev/null; done
-  faults="kill9 worker"
+  faults="kill9 worker raylet gcs"
   serve_args=("$MODEL" --tp 2 --max-model-len 512 -- --dtype float32)
   client=(scripts/serve/complete.py)
   ;;
 *) fail "--engine $engine: llama.cpp or vllm" ;;
 esac
+if [ -n "$only" ]; then
+  for kind in ${only//,/ }; do
+    case " $faults " in *" $kind "*) ;; *) fail "--faults: $kind is not a $engine fault (one of: $faults)" ;; esac
+  done
+  faults=${only//,/ }
+fi
 KEY=$DIR/cluster.api-key
 HEAD_IP=$(node_ip a)
 [ "$engine" = vllm ] && client+=("http://$HEAD_IP:8000" "$MODEL") || client+=("http://$HEAD_IP:8000")
@@ -94,6 +106,8 @@ fault() {
   kill9) in_container a kill -KILL "$(engine_pid)" ;;
   rpc) in_container b kill -KILL "$(rpc_pid)" ;;
   worker) engine_cli b kill vllm >/dev/null ;;
+  raylet) on_node b pkill -KILL -x raylet ;;
+  gcs) on_node a pkill -KILL -x gcs_server ;;
   esac
 }
 
@@ -109,9 +123,14 @@ for r in $(seq "$rounds"); do
     sleep 0.5
     s=$(served_after "$t0")
     hbs[$kind]="${hbs[$kind]:-} $s"
+    # Where the supervisor's seconds went: its timestamped log of this round.
+    for log in "$DIR"/state/halobox/serve/*.supervisor.log; do
+      [ -f "$log" ] && sed 's/^/  supervisor: /' "$log" >&2 && : >"$log"
+    done
     hb serve stop --cluster "$CFG" >/dev/null
 
     step "round $r, $kind: by hand (serve stop; cluster up; serve --detach)"
+    hb cluster up --cluster "$CFG" >/dev/null 2>&1 || fail "cluster up"
     hb serve --detach --cluster "$CFG" "${serve_args[@]}" >/dev/null 2>"$DIR/serve.err" \
       || { cat "$DIR/serve.err" >&2; fail "halobox serve"; }
     t0=$(now)

@@ -40,6 +40,7 @@ fn spec() -> Spec {
         model: "/models/m".into(),
         tp: Some(2),
         max_model_len: Some(512),
+        max_model_len_auto: false,
         gpu_memory_utilization: None,
         no_eager: false,
         host: None,
@@ -63,6 +64,7 @@ fn node(name: &str, ip: &str, backend: NodeBackend) -> NodeConfig {
         backend,
         cpus: None,
         env: Default::default(),
+        memory_bandwidth_gbs: None,
     }
 }
 

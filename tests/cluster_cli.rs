@@ -278,9 +278,16 @@ fn serve_dry_run_from_a_machine_that_is_not_the_head() {
         .unwrap();
     let (stdout, stderr) = out(&o);
     assert!(o.status.success(), "{stderr}");
-    // The env is unknown off the head: only the key (masked) comes first.
+    // The split first: the model is not here, so plan cannot choose and
+    // every node serves, as before.
+    let (first, rest) = stdout.split_once('\n').unwrap();
     assert!(
-        stdout.starts_with(
+        first.starts_with("# split: every node, as before: plan could not choose (cannot read the model: m@main is not in this machine's Hugging Face cache"),
+        "{stdout}"
+    );
+    // The env is unknown off the head: only the key (masked) comes next.
+    assert!(
+        rest.starts_with(
             "VLLM_API_KEY=******** (passed on stdin)\nvllm serve m --tensor-parallel-size 2 --distributed-executor-backend ray"
         ),
         "{stdout}"

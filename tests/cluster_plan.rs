@@ -200,6 +200,7 @@ fn node(name: &str, ip: &str, backend: NodeBackend) -> NodeConfig {
         backend,
         cpus: None,
         env: Default::default(),
+        memory_bandwidth_gbs: None,
     }
 }
 

@@ -724,7 +724,7 @@ const DOORS: &[(&str, &[&str])] = &[
             "model::flow::rm",
         ],
     ),
-    ("cmd::plan", &["model::placement::place"]),
+    ("cmd::plan", &["serve::decide::plan"]),
     ("cmd::publish", &["image::publish_flow::run"]),
     ("cmd::refresh", &["refresh::flow::run"]),
     (

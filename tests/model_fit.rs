@@ -65,7 +65,20 @@ fn model(dir: &Path) {
     .unwrap();
 }
 
+/// `serve --dry-run` over the two nodes with `--tp 2` (the fit check's
+/// arithmetic of a two-node split); [`serve_as_planned`] gives no split.
 fn serve(dir: &Path, model: &str, sysroot: &str, extra: &[&str]) -> (Option<i32>, String, String) {
+    let mut args = vec!["--tp", "2"];
+    args.extend(extra);
+    serve_as_planned(dir, model, sysroot, &args)
+}
+
+fn serve_as_planned(
+    dir: &Path,
+    model: &str,
+    sysroot: &str,
+    extra: &[&str],
+) -> (Option<i32>, String, String) {
     let cluster = dir.join("cluster.toml");
     std::fs::write(&cluster, E810_PAIR).unwrap();
     let o = Command::new(env!("CARGO_BIN_EXE_halobox"))
@@ -324,7 +337,7 @@ fn plan_previews_every_split_offline() {
         "  tp 1 × pp 1: does not fit; longest context that fits: none",
         "* tp 2 × pp 1: fits; longest context that fits: 40960",
         "    node node2: weights 20 GiB + KV 3 GiB = 23 GiB of 27 GiB usable; 4 GiB left",
-        "chosen: tp 2 × pp 1: it fits with room on the fewest nodes (2)",
+        "chosen: tp 2 × pp 1: the fastest split that fits with room, about",
     ] {
         assert!(stdout.contains(want), "missing {want:?} in\n{stdout}");
     }
@@ -359,7 +372,211 @@ fn plan_previews_every_split_offline() {
         stdout.contains("none chosen: no split fits: the nearest is tp 1 × pp 1"),
         "{stdout}"
     );
+    // Every split carries its estimate and concurrency.
+    let (code, stdout, _) = plan(&[
+        m.to_str().unwrap(),
+        "--nodes",
+        "2",
+        "--gtt",
+        "30G",
+        "--max-model-len",
+        "32768",
+        "--prefer",
+        "fewest-nodes",
+    ]);
+    assert_eq!(code, Some(0), "{stdout}");
+    assert!(
+        stdout.contains("speed estimate: link roce, memory bandwidth 215 / 215 GB/s (node by node), 1 sequence(s) decoding at once; chosen by: fewest nodes"),
+        "{stdout}"
+    );
+    // (27 GiB − 20 GiB) / 3 GiB for one sequence of 32768 tokens.
+    assert!(
+        stdout.contains("2 sequence(s) of 32768 tokens fit at once"),
+        "{stdout}"
+    );
     // --gtt without --nodes is a usage error.
     let (code, _, stderr) = plan(&[m.to_str().unwrap(), "--gtt", "16G"]);
     assert_eq!(code, Some(2), "{stderr}");
+}
+
+/// `plan --json` on `--nodes 2 --gtt SIZE` for a published config of `gib`
+/// GiB, and the chosen split's index.
+fn plan_json(dir: &Path, name: &str, gib: u64, gtt: &str, args: &[&str]) -> serde_json::Value {
+    let m = dir.join(name);
+    if !m.exists() {
+        published(&m, name, gib);
+    }
+    let mut all = vec![m.to_str().unwrap(), "--nodes", "2", "--gtt", gtt, "--json"];
+    all.extend(args);
+    let (code, stdout, stderr) = plan(&all);
+    assert_eq!(code, Some(0), "{stdout}\n{stderr}");
+    serde_json::from_str(&stdout).unwrap()
+}
+
+fn chosen(doc: &serde_json::Value) -> (String, f64) {
+    let s = &doc["splits"][doc["chosen"].as_u64().unwrap() as usize];
+    (
+        s["split"].as_str().unwrap().to_string(),
+        s["decode_tokens_per_s"].as_f64().unwrap(),
+    )
+}
+
+#[test]
+fn the_link_decides_between_tensor_parallel_and_one_node() {
+    let d = tempfile::tempdir().unwrap();
+    // Qwen3-Next-80B-A3B, 150 GiB, fits one node of 256 GiB: 3B active
+    // parameters read little, so 96 all-reduces a token decide.
+    let name = "Qwen--Qwen3-Next-80B-A3B-Instruct";
+    let roce = plan_json(
+        d.path(),
+        name,
+        150,
+        "256G",
+        &["--transport", "roce", "--max-model-len", "32768"],
+    );
+    let tcp = plan_json(
+        d.path(),
+        name,
+        150,
+        "256G",
+        &["--transport", "tcp", "--max-model-len", "32768"],
+    );
+    assert_eq!(chosen(&roce).0, "tp 2 × pp 1", "{roce:#}");
+    assert_eq!(chosen(&tcp).0, "tp 1 × pp 1", "{tcp:#}");
+    assert!(
+        roce["why"]
+            .as_str()
+            .unwrap()
+            .contains("runner-up tp 1 × pp 1 at"),
+        "{}",
+        roce["why"]
+    );
+    // Every split has both estimates; prefill is compute-bound.
+    for s in roce["splits"].as_array().unwrap() {
+        assert!(s["decode_tokens_per_s"].as_f64().unwrap() > 0.0, "{s:#}");
+        assert!(s["prefill_tokens_per_s"].as_f64().unwrap() > 0.0, "{s:#}");
+        assert!(s["max_concurrency"].as_u64().unwrap() >= 1, "{s:#}");
+    }
+    // A dense 61 GiB model: tensor parallel halves the reads, over RoCE
+    // and even over TCP; --prefer fewest-nodes keeps one node.
+    let dense = "Qwen--Qwen3-32B";
+    for link in ["roce", "tcp"] {
+        let doc = plan_json(
+            d.path(),
+            dense,
+            61,
+            "128G",
+            &["--transport", link, "--max-model-len", "32768"],
+        );
+        assert_eq!(chosen(&doc).0, "tp 2 × pp 1", "{link}: {doc:#}");
+    }
+    let fewest = plan_json(
+        d.path(),
+        dense,
+        61,
+        "128G",
+        &["--prefer", "fewest-nodes", "--max-model-len", "32768"],
+    );
+    let (split, one) = chosen(&fewest);
+    assert_eq!(split, "tp 1 × pp 1");
+    // Half the memory bandwidth: about half the tokens/s on one node.
+    let slow = plan_json(
+        d.path(),
+        dense,
+        61,
+        "128G",
+        &[
+            "--prefer",
+            "fewest-nodes",
+            "--memory-bandwidth-gbs",
+            "107.5",
+            "--max-model-len",
+            "32768",
+        ],
+    );
+    let ratio = chosen(&slow).1 / one;
+    assert!((0.5..0.6).contains(&ratio), "{ratio}");
+    // Eight sequences share each read.
+    let busy = plan_json(
+        d.path(),
+        dense,
+        61,
+        "128G",
+        &[
+            "--prefer",
+            "fewest-nodes",
+            "--concurrency",
+            "8",
+            "--max-model-len",
+            "32768",
+        ],
+    );
+    assert!(chosen(&busy).1 > 7.0 * one, "{busy:#}");
+}
+
+#[test]
+fn serve_without_a_split_starts_the_one_plan_chooses() {
+    let d = tempfile::tempdir().unwrap();
+    let m = d.path().join("m");
+    model(&m);
+    // The head fits the 40 GiB model alone; the other node is not read
+    // from a snapshot, so plan can choose only the head.
+    let snap = head_snapshot(d.path(), 120, 2);
+    let (code, stdout, stderr) = serve_as_planned(
+        d.path(),
+        m.to_str().unwrap(),
+        &snap,
+        &["--max-model-len", "32768"],
+    );
+    assert_eq!(code, Some(0), "{stdout}\n{stderr}");
+    let first = stdout.lines().next().unwrap();
+    assert!(
+        first.starts_with("# split: tp 1 × pp 1 on 1 of 2 node(s), chosen by `halobox plan`: tp 1 × pp 1: the fastest split that fits with room, about"),
+        "{stdout}"
+    );
+    assert!(stdout.contains("--tensor-parallel-size 1"), "{stdout}");
+    assert!(
+        stdout.contains("# fit check (tensor-parallel 1 × pipeline-parallel 1"),
+        "{stdout}"
+    );
+    // A split given is kept, and said so.
+    let (code, stdout, _) = serve(
+        d.path(),
+        m.to_str().unwrap(),
+        &snap,
+        &["--max-model-len", "32768"],
+    );
+    assert_eq!(code, Some(0), "{stdout}");
+    assert!(
+        stdout.starts_with("# split: as given (--tp or --pipeline-parallel-size), not plan's\n"),
+        "{stdout}"
+    );
+    assert!(stdout.contains("--tensor-parallel-size 2"), "{stdout}");
+    // --max-model-len auto: the longest context the head fits, in 16-token
+    // blocks: (48 GiB × 0.9 − 40 GiB) / 196608 B per token.
+    let small = d.path().join("small");
+    std::fs::create_dir_all(&small).unwrap();
+    let snap = head_snapshot(&small, 50, 2);
+    let (code, stdout, stderr) = serve_as_planned(
+        d.path(),
+        m.to_str().unwrap(),
+        &snap,
+        &["--max-model-len", "auto"],
+    );
+    assert_eq!(code, Some(0), "{stdout}\n{stderr}");
+    let fits = (((48 * GIB) as f64 * 0.9) as u64 - 40 * GIB) / 196608 / 16 * 16;
+    assert!(
+        stdout.contains(&format!(
+            "--max-model-len auto: {fits} (the longest that fits"
+        )),
+        "{stdout}"
+    );
+    assert!(
+        stdout.contains(&format!("--max-model-len {fits}")),
+        "{stdout}"
+    );
+    assert!(
+        stdout.contains(&format!("one request of {fits} tokens")),
+        "{stdout}"
+    );
 }

@@ -309,12 +309,12 @@ pub struct ServeArgs {
     /// The engine; cluster.toml's `engine` names it (default vllm), as `cluster up` starts what it needs: given, it must agree. llama.cpp runs llama-server on the head and uses the RPC servers `cluster up` started on the other nodes (llama.cpp's MPI backend was removed upstream, PR #7395: RPC replaces it).
     #[arg(long, value_enum, value_name = "ENGINE")]
     pub engine: Option<crate::cluster::config::Engine>,
-    /// Tensor-parallel size (default: the nodes divided by `--pipeline-parallel-size` given after `--`, else the number of nodes); tp × pp must fit one GPU per node.
+    /// Tensor-parallel size (default: the split `halobox plan` chooses for this cluster; with `--pipeline-parallel-size` given after `--`, the nodes divided by it); tp × pp must fit one GPU per node.
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..))]
     pub tp: Option<u32>,
-    /// `--max-model-len`.
-    #[arg(long, value_name = "L")]
-    pub max_model_len: Option<u32>,
+    /// `--max-model-len`: tokens, or `auto` for the longest context `halobox plan` says the split fits (vLLM).
+    #[arg(long, value_name = "L|auto")]
+    pub max_model_len: Option<crate::serve::request::MaxLen>,
     /// Fraction of GPU memory vLLM may take (above 0.90 unified-memory hosts may swap).
     #[arg(long, value_name = "U", default_value_t = 0.90)]
     pub gpu_memory_utilization: f64,
@@ -375,7 +375,11 @@ impl ServeArgs {
             spec: Spec {
                 model: self.model.clone().unwrap_or_default(),
                 tp: self.tp,
-                max_model_len: self.max_model_len,
+                max_model_len: match self.max_model_len {
+                    Some(crate::serve::request::MaxLen::Tokens(n)) => Some(n),
+                    _ => None,
+                },
+                max_model_len_auto: self.max_model_len == Some(crate::serve::request::MaxLen::Auto),
                 gpu_memory_utilization: (self.gpu_memory_utilization
                     != crate::serve::plan::SAFE_GPU_MEMORY)
                     .then_some(self.gpu_memory_utilization),

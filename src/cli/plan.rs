@@ -3,6 +3,10 @@
 use clap::Args;
 
 use super::common::{ClusterFileArgs, OutputArgs};
+use crate::model::memory_args::Flags;
+use crate::model::placement::{self, Prefer};
+use crate::model::speed::Link;
+use crate::serve::decide::{PlanRequest, Query};
 
 /// `halobox plan MODEL`.
 #[derive(Debug, Args)]
@@ -26,7 +30,19 @@ pub struct PlanArgs {
     /// Fraction of each node's free GTT the engine may take (default 0.90, serve's).
     #[arg(long, value_name = "U")]
     pub gpu_memory_utilization: Option<f64>,
-    /// Print the KV arithmetic of every split, not only the chosen one's.
+    /// What `chosen` favours: the fastest split that fits (estimated decode tokens/s), or the fewest nodes that fit.
+    #[arg(long, value_enum, value_name = "RULE", default_value_t = Prefer::Fastest)]
+    pub prefer: Prefer,
+    /// The link to estimate for (default: cluster.toml's transport, RoCE without a cluster): roce, tcp or usb4.
+    #[arg(long, value_enum, value_name = "LINK")]
+    pub transport: Option<Link>,
+    /// Every node's memory bandwidth in GB/s (default: each node's `memory_bandwidth_gbs` in cluster.toml, else 215, Strix Halo's measured).
+    #[arg(long, value_name = "N")]
+    pub memory_bandwidth_gbs: Option<f64>,
+    /// Sequences decoding at once for the tokens/s estimate.
+    #[arg(long, value_name = "N", default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=4096))]
+    pub concurrency: u32,
+    /// Print the KV and speed arithmetic of every split, not only the chosen one's.
     #[arg(long)]
     pub verbose: bool,
     #[command(flatten)]
@@ -34,4 +50,31 @@ pub struct PlanArgs {
     /// The `vllm serve` arguments you would give serve after `--` (--kv-cache-dtype, --max-num-seqs, --max-num-batched-tokens, --pipeline-parallel-size, --revision…).
     #[arg(last = true)]
     pub extra: Vec<String>,
+}
+
+impl PlanArgs {
+    /// The flags as the library's request; an error names a bad `--gtt`.
+    pub fn request(&self) -> Result<PlanRequest, String> {
+        let planned = match (self.nodes, &self.gtt) {
+            (Some(n), Some(g)) => Some((n, placement::parse_size(g)?)),
+            _ => None,
+        };
+        Ok(PlanRequest {
+            query: Query {
+                model: self.model.clone(),
+                extra: self.extra.clone(),
+                flags: Flags {
+                    max_model_len: self.max_model_len,
+                    tp: self.tp,
+                    gpu_memory_utilization: self.gpu_memory_utilization,
+                },
+                link: self.transport,
+                bandwidth_gbs: self.memory_bandwidth_gbs,
+                concurrency: self.concurrency,
+                prefer: self.prefer,
+            },
+            planned,
+            cluster: self.file.cluster.clone(),
+        })
+    }
 }

@@ -163,6 +163,10 @@ pub struct NodeConfig {
     /// the head's values of these to the workers.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub env: BTreeMap<String, String>,
+    /// The node's memory bandwidth in GB/s for `plan`'s speed estimate
+    /// (default: Strix Halo's, `crate::model::speed::STRIX_HALO_BANDWIDTH_GBS`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub memory_bandwidth_gbs: Option<f64>,
 }
 
 impl NodeConfig {

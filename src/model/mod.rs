@@ -8,8 +8,11 @@
 //! from its files' headers ([`weights`]), its KV cache layer by layer as
 //! the engine counts it ([`kv`]), the engine arguments that change memory
 //! ([`memory_args`]), whether a serve plan fits each node's GPU memory
-//! ([`fit`], pure) and every split the nodes allow ([`placement`], pure).
+//! ([`fit`], pure) and every split the nodes allow ([`placement`], pure);
+//! the weights one decoded token reads ([`active`]) and how fast each
+//! split decodes ([`speed`], pure).
 
+pub mod active;
 pub mod cache;
 pub mod complete;
 pub mod facts;
@@ -21,6 +24,7 @@ pub mod placement;
 pub mod plan;
 pub mod pull;
 pub mod record;
+pub mod speed;
 pub mod sync;
 pub mod transfer;
 pub mod weights;

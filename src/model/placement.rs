@@ -1,12 +1,16 @@
 //! Where a model fits (pure): every split the nodes allow (vLLM's
 //! tensor × pipeline parallel sizes, or llama.cpp's layers over the first
 //! k nodes, shared by their memory), each judged by [`fit::judge`], the
-//! longest context each fits, and the split to choose with the reason.
+//! longest context each fits, how many sequences of it fit at once, how
+//! fast each decodes ([`super::speed`]), and the split to choose with the
+//! reason: the fastest that fits, or the fewest nodes.
 
+use clap::ValueEnum;
 use serde::Serialize;
 
 use super::fit::{self, Fit, FitRequest, ModelSize, NodeMemory, Split, Verdict};
 use super::kv::Rules;
+use super::speed::{self, Conditions, Estimate, Shape, SpeedModel};
 use crate::units::format_bytes;
 
 /// One split and its numbers.
@@ -36,6 +40,18 @@ pub struct Candidate {
     pub fits: bool,
     /// The worst node's verdict.
     pub verdict: Verdict,
+    /// Sequences of the context checked whose KV cache fits at once on
+    /// every node (`None`: memory unknown, or no cache that grows).
+    pub max_concurrency: Option<u64>,
+    /// Estimated decode tokens/s at the concurrency asked (`None`: no estimate).
+    pub decode_tokens_per_s: Option<f64>,
+    /// Estimated prompt tokens/s.
+    pub prefill_tokens_per_s: Option<f64>,
+    /// Estimated seconds to the first token of a 2048-token prompt.
+    pub ttft_s: Option<f64>,
+    /// The estimate's terms.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub speed: Option<Estimate>,
     /// Each node's weights, KV cache, usable memory and verdict.
     pub per_node: Vec<super::fit::NodeFit>,
     /// The whole check (its text: [`fit::render`]).
@@ -50,8 +66,14 @@ pub struct Placement {
     pub splits: Vec<Candidate>,
     /// Index of the chosen split in `splits`.
     pub chosen: Option<usize>,
+    /// The next best split by the same rule.
+    pub runner_up: Option<usize>,
     /// Why that one (or why none).
     pub why: String,
+    /// The rule the choice followed.
+    pub prefer: Prefer,
+    /// The estimate's link, memory bandwidth and concurrency.
+    pub conditions: Option<Conditions>,
     /// Splits left out and why (`tp 3: 64 attention heads do not divide by 3`).
     pub left_out: Vec<String>,
 }
@@ -65,6 +87,36 @@ pub struct Ask {
     pub pp: Option<u32>,
     /// The context, utilization and cache options (its split is replaced).
     pub request: FitRequest,
+    /// What the speed estimate needs (`None`: no estimate).
+    pub speed: Option<(SpeedModel, Conditions)>,
+    /// The rule to choose by.
+    pub prefer: Prefer,
+}
+
+/// What `chosen` favours.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, ValueEnum, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Prefer {
+    /// The highest estimated decode tokens/s among the splits that fit.
+    #[default]
+    Fastest,
+    /// The fewest nodes that fit (tensor before pipeline parallel).
+    FewestNodes,
+}
+
+/// How many sequences of `context` fit at once: each node's room after its
+/// weights over one sequence's cache, the smallest.
+fn concurrency(f: &Fit) -> Option<u64> {
+    f.nodes
+        .iter()
+        .map(|n| {
+            let room = n.usable_bytes?.checked_sub(n.weights_bytes)?;
+            Some(room.checked_div(n.kv_bytes))
+        })
+        .collect::<Option<Vec<Option<u64>>>>()?
+        .into_iter()
+        .flatten()
+        .min()
 }
 
 /// The longest context every used node (of known memory) fits, up to the
@@ -111,7 +163,13 @@ pub fn max_context(model: &ModelSize, req: &FitRequest, nodes: &[NodeMemory]) ->
     Some(lo)
 }
 
-fn candidate(model: &ModelSize, req: FitRequest, nodes: &[NodeMemory], used: usize) -> Candidate {
+fn candidate(
+    model: &ModelSize,
+    req: FitRequest,
+    nodes: &[NodeMemory],
+    used: usize,
+    speed: Option<&(SpeedModel, Conditions)>,
+) -> Candidate {
     let (split, tp, pp, shares) = match &req.split {
         Split::Tensor { tp, pp } => (format!("tp {tp} × pp {pp}"), *tp, *pp, None),
         Split::Layers { shares } => (
@@ -127,6 +185,11 @@ fn candidate(model: &ModelSize, req: FitRequest, nodes: &[NodeMemory], used: usi
     let f = fit::judge(model, &req, &nodes[..used]);
     let per_token = model.kv.as_ref().map_or(0, |k| k.bytes_per_token(&req.kv));
     let verdict = f.verdict();
+    let shape = match &req.split {
+        Split::Tensor { tp, pp } => Shape::Tensor { tp: *tp, pp: *pp },
+        Split::Layers { shares } => Shape::Layers(shares.clone()),
+    };
+    let est = speed.map(|(m, c)| speed::estimate(m, &shape, c));
     Candidate {
         split,
         tp,
@@ -139,6 +202,11 @@ fn candidate(model: &ModelSize, req: FitRequest, nodes: &[NodeMemory], used: usi
         max_context_that_fits: max_context(model, &req, &nodes[..used]),
         fits: matches!(verdict, Verdict::Fits | Verdict::Close),
         verdict,
+        max_concurrency: concurrency(&f),
+        decode_tokens_per_s: est.as_ref().map(|e| e.decode_tokens_per_s),
+        prefill_tokens_per_s: est.as_ref().and_then(|e| e.prefill_tokens_per_s),
+        ttft_s: est.as_ref().and_then(|e| e.ttft_s),
+        speed: est,
         per_node: f.nodes.clone(),
         fit: f,
     }
@@ -174,7 +242,7 @@ pub fn place(model: &ModelSize, ask: &Ask, nodes: &[NodeMemory]) -> Placement {
                 },
                 ..ask.request.clone()
             };
-            splits.push(candidate(model, req, nodes, used));
+            splits.push(candidate(model, req, nodes, used, ask.speed.as_ref()));
         }
     } else {
         let heads = model.kv.as_ref().and_then(|k| k.attention_heads);
@@ -199,49 +267,91 @@ pub fn place(model: &ModelSize, ask: &Ask, nodes: &[NodeMemory]) -> Placement {
                     split: Split::Tensor { tp, pp },
                     ..ask.request.clone()
                 };
-                splits.push(candidate(model, req, nodes, (tp * pp) as usize));
+                splits.push(candidate(
+                    model,
+                    req,
+                    nodes,
+                    (tp * pp) as usize,
+                    ask.speed.as_ref(),
+                ));
             }
         }
         splits.sort_by_key(|c| (c.nodes, c.pp));
     }
-    let (chosen, why) = choose(&splits);
+    let (chosen, runner_up, why) = choose(&splits, ask.prefer);
     Placement {
         splits,
         chosen,
+        runner_up,
         why,
+        prefer: ask.prefer,
+        conditions: ask.speed.as_ref().map(|s| s.1.clone()),
         left_out,
     }
 }
 
-/// The split to use: one that fits with room, on the fewest nodes (each
-/// node more puts the network in every step), tensor- before
-/// pipeline-parallel at the same count (vLLM's default; pipeline stages
-/// idle without many requests), then the longest context; else one that
-/// fits closely, by the same order.
-fn choose(splits: &[Candidate]) -> (Option<usize>, String) {
+/// `a` before `b` under `prefer`: the faster (when both are estimated),
+/// else the fewer nodes, tensor- before pipeline-parallel at the same count
+/// (vLLM's default; pipeline stages idle without many requests), then the
+/// longer context.
+fn order(a: &Candidate, b: &Candidate, prefer: Prefer) -> std::cmp::Ordering {
+    use std::cmp::Reverse;
+    let fewest = (a.nodes, a.pp, Reverse(a.max_context_that_fits)).cmp(&(
+        b.nodes,
+        b.pp,
+        Reverse(b.max_context_that_fits),
+    ));
+    match (prefer, a.decode_tokens_per_s, b.decode_tokens_per_s) {
+        (Prefer::Fastest, Some(x), Some(y)) => y.total_cmp(&x).then(fewest),
+        _ => fewest,
+    }
+}
+
+/// The split to use and the runner-up: among the splits that fit with
+/// room, else those that fit closely, the first by [`order`].
+fn choose(splits: &[Candidate], prefer: Prefer) -> (Option<usize>, Option<usize>, String) {
+    let mut ranked: Vec<usize> = Vec::new();
     for want in [Verdict::Fits, Verdict::Close] {
-        let best = splits
-            .iter()
-            .enumerate()
-            .filter(|(_, c)| c.verdict == want)
-            .min_by_key(|(_, c)| (c.nodes, c.pp, std::cmp::Reverse(c.max_context_that_fits)));
-        if let Some((i, c)) = best {
-            let room = if want == Verdict::Fits {
-                "fits with room"
-            } else {
-                "fits, but with less than 10% to spare (no split fits with more)"
-            };
-            return (
-                Some(i),
-                format!(
-                    "{}: it {room} on the fewest nodes ({}); fewer nodes keep the network out of every step, and at the same count tensor parallel keeps every GPU busy where pipeline stages wait",
-                    c.split, c.nodes
-                ),
-            );
-        }
+        let mut these: Vec<usize> = (0..splits.len())
+            .filter(|&i| splits[i].verdict == want)
+            .collect();
+        these.sort_by(|&a, &b| order(&splits[a], &splits[b], prefer));
+        ranked.extend(these);
+    }
+    if let Some(&i) = ranked.first() {
+        let c = &splits[i];
+        let runner = ranked.get(1).copied();
+        let room = if c.verdict == Verdict::Fits {
+            "fits with room"
+        } else {
+            "fits, but with less than 10% to spare (no split fits with more)"
+        };
+        let why = match (prefer, c.decode_tokens_per_s) {
+            (Prefer::Fastest, Some(x)) => format!(
+                "{}: the fastest split that {room}, about {x:.1} tokens/s decode; {}",
+                c.split,
+                match runner.map(|r| &splits[r]) {
+                    Some(r) => match r.decode_tokens_per_s {
+                        Some(y) => format!(
+                            "runner-up {} at {y:.1} tokens/s ({:.0}% slower)",
+                            r.split,
+                            (1.0 - y / x) * 100.0
+                        ),
+                        None => format!("runner-up {}", r.split),
+                    },
+                    None => "no other split fits".into(),
+                }
+            ),
+            _ => format!(
+                "{}: it {room} on the fewest nodes ({}); fewer nodes keep the network out of every step, and at the same count tensor parallel keeps every GPU busy where pipeline stages wait",
+                c.split, c.nodes
+            ),
+        };
+        return (Some(i), runner, why);
     }
     if splits.iter().all(|c| c.verdict == Verdict::Unknown) && !splits.is_empty() {
         return (
+            None,
             None,
             "no node's GPU memory is known: nothing to choose by (give --nodes N --gtt SIZE, or run it on the head)".into(),
         );
@@ -259,6 +369,7 @@ fn choose(splits: &[Candidate]) -> (Option<usize>, String) {
         })
         .min_by_key(|(s, _)| *s);
     (
+        None,
         None,
         match nearest {
             Some((short, c)) => format!(
@@ -287,6 +398,19 @@ pub fn render(p: &Placement, verbose: bool) -> String {
             }
         ));
     }
+    if let Some(c) = &p.conditions {
+        let bw: Vec<String> = c.bandwidth_gbs.iter().map(|b| format!("{b:.0}")).collect();
+        s.push_str(&format!(
+            "speed estimate: link {}, memory bandwidth {} GB/s (node by node), {} sequence(s) decoding at once; chosen by: {}\n",
+            c.link,
+            bw.join(" / "),
+            c.concurrency,
+            match p.prefer {
+                Prefer::Fastest => "fastest",
+                Prefer::FewestNodes => "fewest nodes",
+            }
+        ));
+    }
     for (i, c) in p.splits.iter().enumerate() {
         let word = match c.verdict {
             Verdict::Fits => "fits",
@@ -304,6 +428,7 @@ pub fn render(p: &Placement, verbose: bool) -> String {
                 None => "unknown".to_string(),
             }
         ));
+        s.push_str(&speed_line(p, c));
         if let Some(sh) = &c.shares {
             s.push_str(&format!(
                 "    llama.cpp --tensor-split: {}\n",
@@ -336,6 +461,9 @@ pub fn render(p: &Placement, verbose: bool) -> String {
             ));
         }
         if verbose || p.chosen == Some(i) {
+            for t in c.speed.iter().flat_map(|e| &e.terms) {
+                s.push_str(&format!("    speed: {t}\n"));
+            }
             for l in fit::render(&c.fit).lines().skip(1) {
                 if l.starts_with("  KV") || l.starts_with("    ") {
                     s.push_str(&format!("  {l}\n"));
@@ -359,6 +487,34 @@ pub fn render(p: &Placement, verbose: bool) -> String {
         p.why
     ));
     s
+}
+
+/// A split's estimate and its concurrency, as one line (empty without either).
+fn speed_line(p: &Placement, c: &Candidate) -> String {
+    let mut parts = Vec::new();
+    if let (Some(d), Some(cond)) = (c.decode_tokens_per_s, &p.conditions) {
+        parts.push(if cond.concurrency > 1 {
+            format!(
+                "est. decode {d:.1} tokens/s over {} sequences",
+                cond.concurrency
+            )
+        } else {
+            format!("est. decode {d:.1} tokens/s")
+        });
+    }
+    if let (Some(pre), Some(t)) = (c.prefill_tokens_per_s, c.ttft_s) {
+        parts.push(format!(
+            "prefill {pre:.0} tokens/s (first token of a {}-token prompt in {t:.2} s)",
+            speed::TTFT_PROMPT_TOKENS
+        ));
+    }
+    if let (Some(n), Some(ctx)) = (c.max_concurrency, c.fit.context) {
+        parts.push(format!("{n} sequence(s) of {ctx} tokens fit at once"));
+    }
+    if parts.is_empty() {
+        return String::new();
+    }
+    format!("    {}\n", parts.join("; "))
 }
 
 /// `n` nodes of `gtt` bytes each with nothing in use: hardware being
@@ -448,6 +604,8 @@ mod tests {
                 utilization: 1.0,
                 kv: KvOptions::default(),
             },
+            speed: None,
+            prefer: Prefer::FewestNodes,
         }
     }
 
@@ -509,6 +667,48 @@ mod tests {
         let p = place(&m, &ask(None), &nodes(3, 100));
         assert!(p.splits.iter().all(|c| c.tp != 3));
         assert!(p.left_out[0].contains("64 attention heads do not divide by 3"));
+    }
+
+    #[test]
+    fn the_fastest_split_is_chosen_with_its_runner_up_and_concurrency() {
+        use crate::model::speed::{Conditions, Link, SpeedModel};
+        // A dense 60 GiB model on two nodes of 100 GiB: one node fits, but
+        // two halve the reads.
+        let m = model(60 * GIB, Some(gqa(48, 64, 131072)));
+        let speed = SpeedModel {
+            active_bytes: 60 * GIB,
+            active_params: Some(30_000_000_000),
+            layers: 48,
+            hidden: 8192,
+        };
+        let conditions = Conditions {
+            link: Link::Roce,
+            bandwidth_gbs: vec![215.0, 215.0],
+            concurrency: 1,
+        };
+        let mut a = ask(Some(32768));
+        a.speed = Some((speed, conditions));
+        a.prefer = Prefer::Fastest;
+        let p = place(&m, &a, &nodes(2, 100));
+        let c = &p.splits[p.chosen.unwrap()];
+        assert_eq!(c.split, "tp 2 × pp 1");
+        let r = &p.splits[p.runner_up.unwrap()];
+        assert_eq!(r.split, "tp 1 × pp 1");
+        assert!(c.decode_tokens_per_s.unwrap() > 1.5 * r.decode_tokens_per_s.unwrap());
+        assert!(
+            p.why.contains("the fastest split that fits with room"),
+            "{}",
+            p.why
+        );
+        assert!(p.why.contains("runner-up tp 1 × pp 1 at"), "{}", p.why);
+        // One node: (100 − 60) GiB over 6 GiB for a sequence of 32768 tokens.
+        assert_eq!(r.max_concurrency, Some(6));
+        // tp 2: (100 − 30) GiB over 3 GiB.
+        assert_eq!(c.max_concurrency, Some(23));
+        a.prefer = Prefer::FewestNodes;
+        let p = place(&m, &a, &nodes(2, 100));
+        assert_eq!(p.splits[p.chosen.unwrap()].split, "tp 1 × pp 1");
+        assert!(render(&p, false).contains("est. decode"));
     }
 
     #[test]

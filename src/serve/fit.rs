@@ -153,16 +153,10 @@ pub fn node_memory(cfg: &ClusterConfig, node: &NodeConfig) -> NodeMemory {
     }
 }
 
-/// The check: the head from `head` (its facts, when this machine is the
-/// head), the other nodes (and a head not read here) over ssh when
-/// `read_nodes`, else left unread.
-pub fn check(
-    cfg: &ClusterConfig,
-    head: Option<&HostFacts>,
-    size: &ModelSize,
-    req: &FitRequest,
-    read_nodes: bool,
-) -> Fit {
+/// Every node's GPU memory: the head from `head` (its facts, when this
+/// machine is the head), the other nodes (and a head not read here) over
+/// ssh when `read_nodes`, else left unread.
+pub fn memory(cfg: &ClusterConfig, head: Option<&HostFacts>, read_nodes: bool) -> Vec<NodeMemory> {
     let read = |n: &NodeConfig| -> NodeMemory {
         if read_nodes {
             node_memory(cfg, n)
@@ -177,7 +171,18 @@ pub fn check(
         None => head_memory(cfg, None),
     });
     nodes.extend(cluster_run::each_node(&cfg.nodes[1..], read));
-    fit::judge(size, req, &nodes)
+    nodes
+}
+
+/// The check over [`memory`]'s nodes.
+pub fn check(
+    cfg: &ClusterConfig,
+    head: Option<&HostFacts>,
+    size: &ModelSize,
+    req: &FitRequest,
+    read_nodes: bool,
+) -> Fit {
+    fit::judge(size, req, &memory(cfg, head, read_nodes))
 }
 
 /// Every node's GPU memory for `halobox plan`: the head's from this

@@ -19,6 +19,8 @@
 //! - [`preflight`]: cluster up, GPUs, port, vLLM, the model on every node;
 //! - [`fit`]: the model's weights and KV cache against each node's GPU
 //!   memory;
+//! - [`decide`]: the split `plan` shows and `serve` starts (one function
+//!   for both), and `--max-model-len auto`;
 //! - [`prepare`]: the plan (vLLM's argv and the head's env) from the
 //!   cluster file and the head's facts;
 //! - [`program`]: the `sh` programs run in the head's container (start
@@ -37,6 +39,7 @@
 
 pub mod api_key;
 pub mod control;
+pub mod decide;
 pub mod engine;
 pub mod fit;
 pub mod interrupt;

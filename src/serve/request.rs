@@ -26,6 +26,9 @@ pub struct Spec {
     /// `--max-model-len`.
     #[serde(default)]
     pub max_model_len: Option<u32>,
+    /// `--max-model-len auto`: the longest context `plan` says fits.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub max_model_len_auto: bool,
     /// `--gpu-memory-utilization`, when not the default.
     #[serde(default)]
     pub gpu_memory_utilization: Option<f64>,
@@ -75,7 +78,13 @@ impl Spec {
             }
         };
         flag("tp", self.tp.map(|v| v.to_string()));
-        flag("max-model-len", self.max_model_len.map(|v| v.to_string()));
+        flag(
+            "max-model-len",
+            match (self.max_model_len_auto, self.max_model_len) {
+                (true, _) => Some("auto".into()),
+                (false, v) => v.map(|v| v.to_string()),
+            },
+        );
         flag(
             "gpu-memory-utilization",
             self.gpu_memory_utilization.map(|v| v.to_string()),
@@ -121,6 +130,27 @@ impl Spec {
     }
 }
 
+/// `--max-model-len`: a number of tokens, or `auto`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum MaxLen {
+    /// This many tokens.
+    Tokens(u32),
+    /// The longest context the chosen split fits ([`super::decide`]).
+    Auto,
+}
+
+impl std::str::FromStr for MaxLen {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        if s == "auto" {
+            return Ok(MaxLen::Auto);
+        }
+        s.parse()
+            .map(MaxLen::Tokens)
+            .map_err(|_| format!("{s}: a number of tokens, or auto"))
+    }
+}
+
 /// One start of a serve: the [`Spec`] and what this start alone asks.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Request {
@@ -157,5 +187,31 @@ impl Request {
             sysroot: None,
             restarted: false,
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn max_model_len_auto_is_recorded_and_started_again_as_auto() {
+        assert_eq!("auto".parse::<MaxLen>(), Ok(MaxLen::Auto));
+        assert_eq!("4096".parse::<MaxLen>(), Ok(MaxLen::Tokens(4096)));
+        assert!("lots".parse::<MaxLen>().unwrap_err().contains("or auto"));
+        let spec: Spec =
+            serde_json::from_str(r#"{"model": "m", "port": 8000, "timeout": 600}"#).unwrap();
+        assert!(!spec.max_model_len_auto);
+        let auto = Spec {
+            max_model_len_auto: true,
+            ..spec
+        };
+        let argv = auto.argv(Path::new("/c.toml"));
+        assert!(
+            argv.contains(&"--max-model-len=auto".to_string()),
+            "{argv:?}"
+        );
+        let back: Spec = serde_json::from_str(&serde_json::to_string(&auto).unwrap()).unwrap();
+        assert!(back.max_model_len_auto);
     }
 }

@@ -10,12 +10,14 @@ use std::time::Duration;
 use super::plan::{self, ServeRequest};
 use super::request::Request;
 use super::supervise::{self, Ended, Start};
-use super::{api_key, engine, fit, llama, preflight, prepare, program};
+use super::{api_key, decide, engine, fit, llama, preflight, prepare, program};
 use crate::cluster::config::{ClusterConfig, Engine};
 use crate::cluster::plan::with_env;
 use crate::error::UsageError;
 use crate::host::{self, GatherOptions, HostRoot};
 use crate::model::fit as fit_model;
+use crate::model::memory_args::Flags;
+use crate::model::placement::Prefer;
 use crate::reporter::Reporter;
 
 /// Starts the serve `req` asks for with the cluster `cfg` (read from
@@ -67,25 +69,22 @@ pub fn start(
         secrets[1].is_some().then_some(plan::SECRETS[1]),
         path,
     );
-    let planned = ServeRequest {
-        model: model.clone(),
-        tp: a.tp,
-        max_model_len: a.max_model_len,
-        gpu_memory_utilization: a.gpu_memory(),
-        eager: !a.no_eager,
-        host: Some(host),
-        port: a.port,
-        nccl_debug: a.nccl_debug,
-        clear_cache: req.clear_cache,
-        extra: a.extra.clone(),
-        hf_token: secrets[0].is_some(),
-        api_key: key_source != api_key::Source::Off,
-    };
-    let (p, argv) = prepare::prepare(cfg, &facts, &planned, req.dry_run)?;
     let is_head = matches!(
         crate::dataplane::select(&facts, Some(cfg.head().ip)),
         crate::dataplane::Selection::Chosen(_)
     );
+    let choice = serve_split(req, cfg, &facts, is_head)?;
+    r.out(&format!(
+        "{}{}\n",
+        if req.dry_run { "# " } else { "" },
+        choice.line
+    ));
+    let planned = ServeRequest {
+        hf_token: secrets[0].is_some(),
+        api_key: key_source != api_key::Source::Off,
+        ..planned_request(req, host, &choice)
+    };
+    let (p, argv) = prepare::prepare(cfg, &facts, &planned, req.dry_run)?;
     let fit_req = fit::request(&p, &planned).map_err(UsageError)?;
     let size = fit::model_size(
         &model,
@@ -219,6 +218,67 @@ pub fn start(
     }
 }
 
+/// The split and context `serve` starts with: `plan`'s choice unless
+/// `--tp` or `--pipeline-parallel-size` was given ([`decide::for_serve`]).
+fn serve_split(
+    req: &Request,
+    cfg: &ClusterConfig,
+    facts: &host::HostFacts,
+    is_head: bool,
+) -> Result<decide::ServeChoice, UsageError> {
+    let a = &req.spec;
+    let user_split = a.tp.is_some()
+        || plan::extra_value(&a.extra, &["--pipeline-parallel-size", "-pp"]).is_some();
+    let query = decide::Query {
+        model: a.model.clone(),
+        extra: a.extra.clone(),
+        flags: Flags {
+            max_model_len: a.max_model_len.map(u64::from),
+            tp: a.tp,
+            gpu_memory_utilization: a.gpu_memory_utilization,
+        },
+        link: None,
+        bandwidth_gbs: None,
+        concurrency: 1,
+        prefer: Prefer::Fastest,
+    };
+    decide::for_serve(
+        cfg,
+        is_head.then_some(facts),
+        req.sysroot.is_none(),
+        &query,
+        user_split,
+        a.max_model_len_auto,
+    )
+}
+
+/// `vllm serve`'s request from the spec and the split chosen (no secrets).
+fn planned_request(
+    req: &Request,
+    host: std::net::IpAddr,
+    choice: &decide::ServeChoice,
+) -> ServeRequest {
+    let a = &req.spec;
+    let mut extra = a.extra.clone();
+    if let Some(pp) = choice.pp {
+        extra.extend(["--pipeline-parallel-size".to_string(), pp.to_string()]);
+    }
+    ServeRequest {
+        model: a.model.clone(),
+        tp: choice.tp,
+        max_model_len: choice.max_model_len.or(a.max_model_len),
+        gpu_memory_utilization: a.gpu_memory(),
+        eager: !a.no_eager,
+        host: Some(host),
+        port: a.port,
+        nccl_debug: a.nccl_debug,
+        clear_cache: req.clear_cache,
+        extra,
+        hf_token: false,
+        api_key: false,
+    }
+}
+
 /// `--dry-run`'s line about `--restart`.
 fn restart_line(a: &super::request::Spec, r: &mut dyn Reporter) {
     match a.restart {
@@ -277,6 +337,7 @@ fn run_llama(
         (a.nccl_debug, "--nccl-debug"),
         (a.no_eager, "--no-eager"),
         (req.preflight, "--preflight"),
+        (a.max_model_len_auto, "--max-model-len auto"),
         (
             a.gpu_memory_utilization.is_some(),
             "--gpu-memory-utilization",

@@ -434,6 +434,7 @@ mod tests {
                     backend: NodeBackend::Podman,
                     cpus: Some(1),
                     env: Default::default(),
+                    memory_bandwidth_gbs: None,
                 })
                 .collect(),
         );

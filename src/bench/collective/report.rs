@@ -528,6 +528,7 @@ mod tests {
                 backend: NodeBackend::Podman,
                 cpus: None,
                 env: Default::default(),
+                memory_bandwidth_gbs: None,
             })
             .collect();
         let cfg = ClusterConfig::new(nodes);

@@ -230,6 +230,7 @@ fn collective_record(speed: f64) -> Record {
             backend: NodeBackend::Podman,
             cpus: None,
             env: Default::default(),
+            memory_bandwidth_gbs: None,
         })
         .collect();
     let cfg = ClusterConfig::new(nodes);

@@ -531,6 +531,7 @@ mod tests {
                 model: "Qwen/Qwen3-0.6B".into(),
                 tp: Some(2),
                 max_model_len: Some(2048),
+                max_model_len_auto: false,
                 gpu_memory_utilization: None,
                 no_eager: false,
                 host: None,

@@ -266,9 +266,17 @@ impl Run<'_> {
         (res, reached)
     }
 
-    /// The recorded serve, started again (detached) with `cfg`.
+    /// The recorded serve, started again (detached) with `cfg`. A vLLM
+    /// serve recorded without a split takes every node in every leg: the
+    /// split `plan` would choose depends on the transport, and the legs
+    /// must differ in the transport alone.
     fn serve(&mut self, cfg: &ClusterConfig) -> anyhow::Result<()> {
-        let req = Request::again(self.spec.clone());
+        let mut spec = self.spec.clone();
+        let pp = crate::serve::plan::extra_value(&spec.extra, &["--pipeline-parallel-size", "-pp"]);
+        if cfg.engine == crate::cluster::config::Engine::Vllm && spec.tp.is_none() && pp.is_none() {
+            spec.tp = u32::try_from(cfg.nodes.len()).ok();
+        }
+        let req = Request::again(spec);
         crate::serve::keep::serve(&req, self.path, cfg, self.r)
     }
 }

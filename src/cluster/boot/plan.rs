@@ -644,6 +644,7 @@ mod tests {
             backend,
             cpus: None,
             env: Default::default(),
+            memory_bandwidth_gbs: None,
         }
     }
 
@@ -675,6 +676,7 @@ mod tests {
             model: "m".into(),
             tp: None,
             max_model_len: None,
+            max_model_len_auto: false,
             gpu_memory_utilization: None,
             no_eager: false,
             host: None,

@@ -24,6 +24,7 @@ fn parse_node(spec: &str, a: &ClusterInitArgs) -> Result<NodeConfig, String> {
         backend: a.ray_node.backend,
         cpus: a.cpus,
         env: Default::default(),
+        memory_bandwidth_gbs: None,
     })
 }
 

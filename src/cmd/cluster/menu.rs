@@ -52,6 +52,7 @@ pub fn serve_menu(a: &ClusterFileArgs) -> anyhow::Result<ExitCode> {
             model: model.clone(),
             tp: Some(tp),
             max_model_len: context.trim().parse().ok(),
+            max_model_len_auto: false,
             gpu_memory_utilization: None,
             no_eager: !eager,
             host: None,
