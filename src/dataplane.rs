@@ -1,6 +1,7 @@
 //! The data plane: the interface, RDMA port and RoCE v2 GID that carry a
 //! node's NCCL/RCCL traffic, resolved from host facts (never guessed: no /24,
-//! no fixed GID index, no `eth0` fallback).
+//! no fixed GID index, no `eth0` fallback). A USB4 cable (a thunderbolt-net
+//! interface) is a data plane too: TCP, with no RDMA port behind it.
 
 use std::net::Ipv4Addr;
 
@@ -10,6 +11,7 @@ use serde::Serialize;
 use crate::host::HostFacts;
 use crate::host::net::Interface;
 use crate::host::rdma::{RdmaDevice, RdmaPort, RdmaTransport};
+use crate::host::thunderbolt::Usb4Link;
 
 /// The RDMA side of a data-plane interface.
 #[derive(Debug, Clone, PartialEq, Serialize, JsonSchema)]
@@ -37,6 +39,16 @@ pub struct DataPlane {
     pub mtu: Option<u32>,
     /// The RDMA port behind the interface, when there is one.
     pub rdma: Option<RdmaEndpoint>,
+    /// The USB4 link, when the interface is thunderbolt-net's.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub usb4: Option<Usb4Link>,
+}
+
+impl DataPlane {
+    /// True when the interface is a USB4/Thunderbolt link (thunderbolt-net).
+    pub fn is_usb4(&self) -> bool {
+        self.usb4.is_some()
+    }
 }
 
 /// The outcome of looking for the data plane.
@@ -55,12 +67,12 @@ pub enum Selection {
         /// The addresses to choose from.
         candidates: Vec<Ipv4Addr>,
     },
-    /// No `--ip`, and no RDMA interface has an IPv4 address.
+    /// No `--ip`, and no RDMA or USB4 interface has an IPv4 address.
     NoCandidate,
 }
 
 /// Resolves the data plane for `ip`, or for the only IPv4 address on an
-/// RDMA-capable interface when `ip` is `None`.
+/// RDMA-capable interface (else on a USB4 one) when `ip` is `None`.
 pub fn select(facts: &HostFacts, ip: Option<Ipv4Addr>) -> Selection {
     let ip = match ip {
         Some(ip) => ip,
@@ -107,8 +119,22 @@ pub fn select_towards(facts: &HostFacts, ip: Option<Ipv4Addr>, peers: &[Ipv4Addr
     }
 }
 
-/// IPv4 addresses of interfaces that have an RDMA device, up ports first.
+/// IPv4 addresses of interfaces that have an RDMA device, up ports first;
+/// without any, those of up USB4 (thunderbolt-net) interfaces.
 pub fn candidates(facts: &HostFacts) -> Vec<Ipv4Addr> {
+    let rdma = rdma_candidates(facts);
+    if !rdma.is_empty() {
+        return rdma;
+    }
+    let usb4: Vec<&Interface> = facts.network.usb4().collect();
+    let up: Vec<&Interface> = usb4.iter().copied().filter(|i| i.is_up()).collect();
+    let pick = if up.is_empty() { usb4 } else { up };
+    pick.iter()
+        .flat_map(|i| i.ipv4.iter().map(|a| a.address))
+        .collect()
+}
+
+fn rdma_candidates(facts: &HostFacts) -> Vec<Ipv4Addr> {
     let mut with_state: Vec<(bool, Ipv4Addr)> = Vec::new();
     for iface in &facts.network.interfaces {
         if let Some((dev, port)) = rdma_port_for_netdev(facts, &iface.name) {
@@ -139,6 +165,7 @@ fn resolve(facts: &HostFacts, ip: Ipv4Addr, iface: &Interface) -> DataPlane {
         interface: iface.name.clone(),
         mtu: iface.mtu,
         rdma,
+        usb4: iface.usb4.clone(),
     }
 }
 

@@ -619,6 +619,8 @@ fn cluster_up_status_down_and_failures() {
         "{all}"
     );
 
+    usb4_link_by_its_driver(&nodes, &two);
+
     // Another process holds the head's port: a clear error naming the head.
     let mut holder = nodes.hold_port(6379);
     let out = nodes.halobox(&["up"], &two);
@@ -656,6 +658,118 @@ fn cluster_up_status_down_and_failures() {
     for side in ['a', 'b', 'c'] {
         let left = nodes.ray_processes(side);
         assert!(left.is_empty(), "left on {side}: {left:?}");
+    }
+}
+
+/// Nodes a and b's `dp0` as thunderbolt-net sees it: in each node's own
+/// mount namespace, `/sys/devices/virtual/net/dp0` is covered by a copy
+/// whose `device` is an XDomain service driven by `thunderbolt-net` (the
+/// layout of tests/fixtures/hosts/strix-usb4). The name stays `dp0`: the
+/// driver, not the name, makes it USB4. The veths keep their real MTUs, so
+/// the DF-bit ping is real: 9000 holds from a to b, not to c (1500).
+fn usb4_link_by_its_driver(nodes: &Nodes, two: &Path) {
+    for side in ['a', 'b'] {
+        let fake = nodes.nodes.path(&format!("tb-{side}"));
+        let script = format!(
+            "set -e; f={f}; real=/sys/devices/virtual/net/dp0; mkdir -p $f/net $f/0-1.0
+             for a in mtu operstate ifindex address type; do cat $real/$a > $f/net/$a; done
+             ln -s ../../bus/thunderbolt/drivers/thunderbolt-net $f/0-1.0/driver
+             ln -s $f/0-1.0 $f/net/device
+             mount --bind $f/net $real",
+            f = fake.display()
+        );
+        let out = nodes
+            .nodes
+            .on_node(side, &["sh", "-c", &script])
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{}", text(&out));
+    }
+    let doctor = |peers: &[u32]| {
+        let mut args: Vec<String> = [env!("CARGO_BIN_EXE_halobox"), "doctor", "--json", "--ip"]
+            .map(String::from)
+            .to_vec();
+        args.push(nodes.ip(1));
+        for p in peers {
+            args.push("--peer".into());
+            args.push(nodes.ip(*p));
+        }
+        let argv: Vec<&str> = args.iter().map(String::as_str).collect();
+        let out = nodes.nodes.on_node('a', &argv).output().unwrap();
+        serde_json::from_slice::<Value>(&out.stdout).unwrap_or_else(|_| panic!("{}", text(&out)))
+    };
+    let r = doctor(&[2]);
+    let check = |r: &Value, id: &str| {
+        r["checks"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|c| c["id"] == id)
+            .unwrap()
+            .clone()
+    };
+    assert_eq!(
+        r["data_plane"]["usb4"]["xdomain"], "0-1",
+        "{:#}",
+        r["data_plane"]
+    );
+    assert_eq!(
+        check(&r, "net.usb4")["status"],
+        "PASS",
+        "{:#}",
+        check(&r, "net.usb4")
+    );
+    let jumbo = check(&r, "net.jumbo");
+    assert_eq!(jumbo["status"], "PASS", "{jumbo:#}");
+    assert!(
+        jumbo["summary"]
+            .as_str()
+            .unwrap()
+            .contains("ping -M do -s 8972"),
+        "{jumbo:#}"
+    );
+    let jumbo = check(&doctor(&[2, 3]), "net.jumbo");
+    assert_eq!(jumbo["status"], "FAIL", "{jumbo:#}");
+    assert!(
+        jumbo["summary"].as_str().unwrap().contains(&nodes.ip(3)),
+        "{jumbo:#}"
+    );
+
+    // transport = "usb4": every node gets TCP sockets on its USB4 link.
+    let usb4 = nodes.nodes.path("usb4.toml");
+    let body = std::fs::read_to_string(two).unwrap();
+    std::fs::write(&usb4, format!("transport = \"usb4\"\n{body}")).unwrap();
+    let out = nodes.halobox(&["up", "--dry-run"], &usb4);
+    assert!(out.status.success(), "{}", text(&out));
+    let all = text(&out);
+    for want in [
+        "transport usb4 asked for: TCP sockets over the USB4 link dp0",
+        "NCCL_SOCKET_IFNAME==dp0",
+        "NCCL_IB_DISABLE=1",
+    ] {
+        assert!(all.contains(want), "{want} not in {all}");
+    }
+    assert!(!all.contains("NCCL_IB_HCA="), "{all}");
+    let out = nodes.halobox(&["up"], &usb4);
+    assert!(out.status.success(), "{}", text(&out));
+    let out = nodes.halobox(&["status", "--json"], &usb4);
+    assert!(out.status.success(), "{}", text(&out));
+    let s: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(s["alive"], 2, "{s:#}");
+    for n in s["nodes"].as_array().unwrap() {
+        assert_eq!(n["env"]["transport"], "usb4", "{n:#}");
+        assert_eq!(n["env"]["interface"], "dp0", "{n:#}");
+    }
+    let out = nodes.halobox(&["down"], &usb4);
+    assert!(out.status.success(), "{}", text(&out));
+    assert!(nodes.ray_processes('a').is_empty());
+    for side in ['a', 'b'] {
+        let out = nodes
+            .nodes
+            .on_node(side, &["umount", "/sys/devices/virtual/net/dp0"])
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{}", text(&out));
     }
 }
 

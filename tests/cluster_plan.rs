@@ -1330,3 +1330,38 @@ fn view_from_facts_says_who_can_open_what() {
         devices.message
     );
 }
+
+#[test]
+fn usb4_gives_tcp_sockets_on_the_thunderbolt_interface() {
+    let usb4 = facts("strix-usb4");
+    for asked in [Transport::Usb4, Transport::Auto] {
+        let e = env::plan(&usb4, &req("10.0.0.1", "10.0.0.1", asked)).unwrap();
+        assert_eq!(e.transport, env::Resolved::Usb4, "{asked}: {}", e.reason);
+        assert!(!e.transport.is_rdma());
+        assert_eq!(e.interface, "thunderbolt0");
+        assert_eq!(var(&e, "NCCL_SOCKET_IFNAME"), Some("=thunderbolt0"));
+        assert_eq!(var(&e, "GLOO_SOCKET_IFNAME"), Some("thunderbolt0"));
+        assert_eq!(var(&e, "NCCL_IB_DISABLE"), Some("1"));
+        assert_eq!(var(&e, "NCCL_IB_HCA"), None);
+        assert_eq!(var(&e, "VLLM_HOST_IP"), Some("10.0.0.1"));
+        assert!(
+            e.ray_start
+                .contains(&"--node-ip-address=10.0.0.1".to_string())
+        );
+    }
+    let e = env::plan(&usb4, &req("10.0.0.1", "10.0.0.1", Transport::Usb4)).unwrap();
+    assert!(e.reason.contains("at 40 Gb/s"), "{}", e.reason);
+    // An RDMA NIC's address is no USB4 link.
+    let err = env::plan(
+        &facts("strix-e810"),
+        &req("192.168.100.1", "192.168.100.1", Transport::Usb4),
+    )
+    .unwrap_err()
+    .to_string();
+    assert!(
+        err.contains("enp194s0np0 (which holds 192.168.100.1) is not a USB4/Thunderbolt interface"),
+        "{err}"
+    );
+    assert!(env::Resolved::Roce.is_rdma() && env::Resolved::Ib.is_rdma());
+    assert_eq!("usb4".parse::<Transport>().unwrap(), Transport::Usb4);
+}

@@ -8,13 +8,16 @@ use std::fs;
 use common::{check, copy_tree, fixture, fixture_path, run, run_json};
 use serde_json::Value;
 
-const HOSTS: [&str; 6] = [
+const HOSTS: [&str; 9] = [
     "strix-e810",
     "strix-e810-iwarp",
     "strix-e810-partial",
     "strix-cx5",
     "no-gpu-no-rdma",
     "broken-e810",
+    "strix-usb4",
+    "strix-usb4-20g",
+    "strix-usb4-down",
 ];
 
 #[test]
@@ -71,7 +74,12 @@ fn healthy_e810_passes_everything_but_the_x4_slot() {
     let (r, code) = doctor("strix-e810", &["--peer", "192.168.100.2"]);
     assert_eq!(code, 0);
     for (id, status) in statuses(&r) {
-        let want = if id == "rdma.pcie" { "WARN" } else { "PASS" };
+        let want = match id.as_str() {
+            "rdma.pcie" => "WARN",
+            // No USB4 interface; a snapshot cannot ping.
+            "net.usb4" | "net.jumbo" => "SKIP",
+            _ => "PASS",
+        };
         assert_eq!(status, want, "{id}");
     }
     assert!(
@@ -860,4 +868,63 @@ fn a_partial_snapshot_reads_what_it_has() {
     );
     let (r, _) = doctor_at(p, &[]);
     assert_eq!(check(&r, "memlock.user")["pending"], "re-login");
+}
+
+#[test]
+fn a_usb4_link_is_known_by_its_driver_and_judged_as_usb4() {
+    let (r, _) = doctor("strix-usb4", &[]);
+    assert_eq!(r["data_plane"]["interface"], "thunderbolt0");
+    assert_eq!(r["data_plane"]["usb4"]["xdomain"], "0-1");
+    let usb4 = check(&r, "net.usb4");
+    assert_eq!(usb4["status"], "PASS", "{usb4:#}");
+    assert!(summary(&r, "net.usb4").contains("2 × 20 Gb/s = 40 Gb/s"));
+    let device = check(&r, "rdma.device");
+    assert_eq!(device["status"], "INFO", "{device:#}");
+    assert!(!r.to_string().contains("install an RDMA NIC"));
+    assert!(!summary(&r, "net.mtu").contains("RoCE path MTU"));
+    assert!(!summary(&r, "net.firewall").contains("RoCE"));
+
+    let (r, _) = doctor("strix-usb4-20g", &[]);
+    assert_eq!(check(&r, "net.usb4")["status"], "WARN");
+    assert!(summary(&r, "net.usb4").contains("= 20 Gb/s"));
+    assert!(fix(&r, "net.usb4").contains("/sys/bus/thunderbolt/devices/0-1/"));
+
+    // The name says nothing: with another driver it is a plain NIC.
+    let other = host_copy("strix-usb4");
+    let link = other
+        .path()
+        .join("sys/devices/pci0000:00/0000:00:08.3/0000:c6:00.5/domain0/0-0/0-1/0-1.0/driver");
+    fs::remove_file(&link).unwrap();
+    std::os::unix::fs::symlink("../../../../../../../../bus/pci/drivers/igc", &link).unwrap();
+    let (r, _) = doctor_at(other.path(), &[]);
+    assert_eq!(check(&r, "net.usb4")["status"], "SKIP");
+    assert!(
+        r["data_plane"].get("usb4").is_none(),
+        "{:#}",
+        r["data_plane"]
+    );
+}
+
+#[test]
+fn a_usb4_link_down_or_without_an_address_says_what_to_do() {
+    let (r, _) = doctor("strix-usb4-down", &[]);
+    assert_eq!(check(&r, "net.usb4")["status"], "WARN");
+    assert!(fix(&r, "net.usb4").contains("setup --usb4-address"));
+    assert!(summary(&r, "net.data_plane").contains("USB4 link thunderbolt0"));
+    assert!(!r.to_string().contains("install an RDMA NIC"));
+
+    let down = host_copy("strix-usb4");
+    write(
+        down.path(),
+        "sys/class/net/thunderbolt0/operstate",
+        "down\n",
+    );
+    let (r, code) = doctor_at(down.path(), &[]);
+    assert_eq!(code, 1);
+    assert_eq!(check(&r, "net.usb4")["status"], "FAIL");
+    assert!(fix(&r, "net.usb4").contains("modprobe thunderbolt-net"));
+    // A snapshot cannot ping: the jumbo proof is skipped, never guessed.
+    let (r, _) = doctor("strix-usb4", &["--peer", "10.0.0.2"]);
+    assert_eq!(check(&r, "net.route")["status"], "PASS");
+    assert_eq!(check(&r, "net.jumbo")["status"], "SKIP");
 }

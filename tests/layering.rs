@@ -700,7 +700,10 @@ const DOORS: &[(&str, &[&str])] = &[
     ("cmd::cluster::top", &["metrics::top::watch"]),
     ("cmd::completions", &[]),
     ("cmd::detect", &["host::gather"]),
-    ("cmd::doctor", &["host::gather", "doctor::diagnose"]),
+    (
+        "cmd::doctor",
+        &["host::gather", "host::jumbo::prove", "doctor::diagnose"],
+    ),
     ("cmd::enter", &["container::enter::run"]),
     ("cmd::image", &["image::add_layer::run"]),
     (

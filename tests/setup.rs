@@ -762,3 +762,91 @@ fn two_runs_at_once_lose_nothing() {
         );
     }
 }
+
+#[test]
+fn usb4_address_writes_one_networkmanager_connection_and_undo_removes_it() {
+    let (_dir, root) = copy("strix-usb4-down");
+    let r = Path::new(&root);
+    let before = state(r);
+    let keyfile = "etc/NetworkManager/system-connections/halobox-usb4-thunderbolt0.nmconnection";
+    let plan = setup(&[
+        "--sysroot",
+        &root,
+        "--dry-run",
+        "--json",
+        "--usb4-address",
+        "10.0.0.1/30",
+    ]);
+    assert!(plan.status.success(), "{}", text(&plan));
+    let plan: serde_json::Value = serde_json::from_slice(&plan.stdout).unwrap();
+    let step = plan["steps"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|s| s["family"] == "usb4")
+        .unwrap_or_else(|| panic!("{plan:#}"));
+    let new = step["actions"][0]["new"].as_str().unwrap();
+    for line in [
+        "interface-name=thunderbolt0",
+        "zone=trusted",
+        "mtu=65520",
+        "address1=10.0.0.1/30",
+    ] {
+        assert!(new.lines().any(|l| l == line), "{line} not in {new}");
+    }
+    assert_eq!(step["actions"][0]["mode"], 0o600);
+    assert_eq!(
+        step["actions"][2]["cmd"]["undo"],
+        serde_json::json!(["nmcli", "connection", "down", "halobox-usb4-thunderbolt0"])
+    );
+    assert_eq!(step["checks"][0], "net.usb4", "{step:#}");
+    assert!(
+        !plan["manual"].to_string().contains("net.usb4"),
+        "the connection fixes the missing address: {plan:#}"
+    );
+    assert_eq!(state(r), before, "--dry-run changed the tree");
+    let bad = setup(&[
+        "--sysroot",
+        &root,
+        "--dry-run",
+        "--usb4-address",
+        "10.0.0.1",
+    ]);
+    assert_eq!(bad.status.code(), Some(2), "{}", text(&bad));
+
+    let out = setup(&[
+        "--sysroot",
+        &root,
+        "--yes",
+        "--only",
+        "usb4",
+        "--usb4-address",
+        "10.0.0.1/30",
+    ]);
+    assert!(out.status.success(), "{}", text(&out));
+    assert_eq!(std::fs::read_to_string(r.join(keyfile)).unwrap(), new);
+    let again = setup(&[
+        "--sysroot",
+        &root,
+        "--dry-run",
+        "--only",
+        "usb4",
+        "--usb4-address",
+        "10.0.0.1/30",
+    ]);
+    assert!(!text(&again).contains(keyfile), "{}", text(&again));
+    let out = setup(&["--sysroot", &root, "--undo", "--yes"]);
+    assert!(out.status.success(), "{}", text(&out));
+    assert_eq!(state(r), before, "undo did not restore the tree");
+
+    // No thunderbolt-net interface: said, nothing written.
+    let (_e810, other) = copy("strix-e810");
+    let out = text(&setup(&[
+        "--sysroot",
+        &other,
+        "--dry-run",
+        "--usb4-address",
+        "10.0.0.1/30",
+    ]));
+    assert!(out.contains("no thunderbolt-net interface here"), "{out}");
+}

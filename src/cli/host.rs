@@ -26,7 +26,7 @@ pub struct DoctorArgs {
     pub source: SourceArgs,
     #[command(flatten)]
     pub output: OutputArgs,
-    /// The node's data-plane IPv4 address (default: the only address on an RDMA interface).
+    /// The node's data-plane IPv4 address (default: the only address on an RDMA interface, else on a USB4 one).
     #[arg(long, value_name = "ADDR")]
     pub ip: Option<Ipv4Addr>,
     /// A peer's data-plane IPv4 address whose route to check (repeatable; default: the other nodes of cluster.toml).
@@ -106,7 +106,10 @@ pub struct SetupArgs {
     /// The user whose memlock, groups and rootless podman unit are fixed (default: SUDO_USER under sudo, else you).
     #[arg(long, value_name = "NAME")]
     pub user: Option<String>,
+    /// Configure the USB4/Thunderbolt link (the thunderbolt-net interface) with this address: a NetworkManager connection with MTU 65520 in firewalld's trusted zone.
+    #[arg(long, value_name = "ADDR/PREFIX")]
+    pub usb4_address: Option<crate::host::net::Ipv4Net>,
     /// Put back everything earlier runs of setup changed, from its journal.
-    #[arg(long, conflicts_with_all = ["only", "skip", "ip", "user"])]
+    #[arg(long, conflicts_with_all = ["only", "skip", "ip", "user", "usb4_address"])]
     pub undo: bool,
 }

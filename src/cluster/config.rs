@@ -22,7 +22,7 @@ pub const DEFAULT_TIMEOUT_S: u64 = 120;
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, ValueEnum, Serialize)]
 #[serde(rename_all = "lowercase")]
 pub enum Transport {
-    /// RoCE when an ACTIVE RoCE v2 port serves the node's address, else Ethernet.
+    /// RoCE when an ACTIVE RoCE v2 port serves the node's address, else USB4 on a thunderbolt-net interface, else Ethernet.
     #[default]
     Auto,
     /// RoCE v2 (fails when a node has no ACTIVE RoCE v2 port for its address).
@@ -31,6 +31,9 @@ pub enum Transport {
     Ib,
     /// TCP sockets (`NCCL_IB_DISABLE=1`).
     Ethernet,
+    /// TCP sockets over a USB4/Thunderbolt cable (a thunderbolt-net
+    /// interface must hold the node's address).
+    Usb4,
 }
 
 impl fmt::Display for Transport {
@@ -40,6 +43,7 @@ impl fmt::Display for Transport {
             Transport::Roce => "roce",
             Transport::Ib => "ib",
             Transport::Ethernet => "ethernet",
+            Transport::Usb4 => "usb4",
         })
     }
 }
@@ -48,7 +52,7 @@ impl FromStr for Transport {
     type Err = String;
     fn from_str(s: &str) -> Result<Self, String> {
         <Transport as ValueEnum>::from_str(s, true)
-            .map_err(|_| format!("unknown transport {s:?}: use auto, roce, ib or ethernet"))
+            .map_err(|_| format!("unknown transport {s:?}: use auto, roce, ib, ethernet or usb4"))
     }
 }
 

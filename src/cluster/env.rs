@@ -23,6 +23,15 @@ pub enum Resolved {
     Ib,
     /// TCP sockets.
     Ethernet,
+    /// TCP sockets over a USB4/Thunderbolt link (thunderbolt-net).
+    Usb4,
+}
+
+impl Resolved {
+    /// True when NCCL/RCCL move tensors over RDMA verbs (RoCE, InfiniBand).
+    pub fn is_rdma(self) -> bool {
+        matches!(self, Resolved::Roce | Resolved::Ib)
+    }
 }
 
 impl std::fmt::Display for Resolved {
@@ -31,6 +40,7 @@ impl std::fmt::Display for Resolved {
             Resolved::Roce => "roce",
             Resolved::Ib => "ib",
             Resolved::Ethernet => "ethernet",
+            Resolved::Usb4 => "usb4",
         })
     }
 }
@@ -167,6 +177,18 @@ pub enum EnvError {
         /// How to fix it.
         fix: String,
     },
+    /// USB4 asked for, but the address is not on a thunderbolt-net interface.
+    #[error(
+        "transport usb4 asked for, but {interface} (which holds {ip}) is not a USB4/Thunderbolt interface (its driver is {driver}, not thunderbolt-net)\n  hint: put the node's address on its thunderbolt-net interface (`halobox setup --usb4-address {ip}/30`), or pick the transport that matches the link"
+    )]
+    NotUsb4 {
+        /// The address.
+        ip: Ipv4Addr,
+        /// The interface that holds it.
+        interface: String,
+        /// Its driver, for the message.
+        driver: String,
+    },
 }
 
 /// Computes a node's environment from its facts.
@@ -185,8 +207,18 @@ pub fn plan(facts: &HostFacts, req: &EnvRequest) -> Result<NodeEnv, EnvError> {
             });
         }
     };
-    let (transport, reason) = choose(&dp, req.transport)?;
-    let rdma = dp.rdma.as_ref().filter(|_| transport != Resolved::Ethernet);
+    let (transport, reason) = match req.transport {
+        Transport::Usb4 => usb4(facts, &dp)?,
+        Transport::Auto if dp.is_usb4() && dp.rdma.is_none() => (
+            Resolved::Usb4,
+            format!(
+                "auto: {} is a USB4 link (thunderbolt-net): TCP sockets",
+                dp.interface
+            ),
+        ),
+        asked => choose(&dp, asked)?,
+    };
+    let rdma = dp.rdma.as_ref().filter(|_| transport.is_rdma());
     let mut vars = vec![
         var("NCCL_SOCKET_IFNAME", format!("={}", dp.interface)),
         var("GLOO_SOCKET_IFNAME", dp.interface.clone()),
@@ -329,12 +361,38 @@ fn rdma_problem(dp: &DataPlane, want: RdmaTransport) -> Option<(String, String)>
     None
 }
 
+/// `transport = "usb4"`: the address must be on a thunderbolt-net interface.
+fn usb4(facts: &HostFacts, dp: &DataPlane) -> Result<(Resolved, String), EnvError> {
+    let Some(link) = &dp.usb4 else {
+        return Err(EnvError::NotUsb4 {
+            ip: dp.ip,
+            interface: dp.interface.clone(),
+            driver: facts
+                .network
+                .interface(&dp.interface)
+                .and_then(|i| i.driver.clone())
+                .unwrap_or_else(|| "unknown".into()),
+        });
+    };
+    let rate = link
+        .total_gbps()
+        .map(|g| format!(" at {g} Gb/s"))
+        .unwrap_or_default();
+    Ok((
+        Resolved::Usb4,
+        format!(
+            "transport usb4 asked for: TCP sockets over the USB4 link {}{rate}",
+            dp.interface
+        ),
+    ))
+}
+
 fn choose(dp: &DataPlane, asked: Transport) -> Result<(Resolved, String), EnvError> {
     let endpoint = |r: &RdmaEndpoint| format!("{}:{} behind {}", r.device, r.port, dp.interface);
     match asked {
-        Transport::Ethernet => Ok((
+        Transport::Ethernet | Transport::Usb4 => Ok((
             Resolved::Ethernet,
-            format!("transport ethernet asked for: TCP over {}", dp.interface),
+            format!("transport {asked} asked for: TCP over {}", dp.interface),
         )),
         Transport::Roce | Transport::Ib => {
             let want = if asked == Transport::Roce {

@@ -68,9 +68,7 @@ pub fn preflight(
             Err(e) => out.push(finding(Level::Fail, "reach", Some(node), e.clone())),
         }
     }
-    let rdma = ok
-        .iter()
-        .any(|(_, r)| r.env.transport != Resolved::Ethernet);
+    let rdma = ok.iter().any(|(_, r)| r.env.transport.is_rdma());
     for (node, r) in &ok {
         let found = node_findings(cfg, node, r, version, rdma);
         let failed = found.iter().any(|f| f.level == Level::Fail);

@@ -21,6 +21,7 @@ fn options(args: &DoctorArgs, facts: &HostFacts) -> DoctorOptions {
             })
             .collect(),
         cluster_error: None,
+        jumbo: Vec::new(),
     };
     if args.source.sysroot.is_some() {
         return opts;
@@ -48,7 +49,10 @@ fn options(args: &DoctorArgs, facts: &HostFacts) -> DoctorOptions {
 pub fn run(args: &DoctorArgs, color: bool) -> anyhow::Result<ExitCode> {
     let root = args.source.root()?;
     let facts = host::gather(root, GatherOptions::default());
-    let report = doctor::diagnose(&facts, options(args, &facts));
+    let mut opts = options(args, &facts);
+    let peers: Vec<_> = opts.peers.iter().map(|p| p.ip).collect();
+    opts.jumbo = host::jumbo::prove(&facts, &peers);
+    let report = doctor::diagnose(&facts, opts);
     if args.output.json {
         println!("{}", serde_json::to_string_pretty(&report)?);
     } else {

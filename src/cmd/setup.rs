@@ -18,6 +18,7 @@ pub fn run(args: &SetupArgs) -> anyhow::Result<ExitCode> {
         skip: args.skip.clone(),
         ip: args.ip,
         user: args.user.clone(),
+        usb4_address: args.usb4_address,
         undo: args.undo,
     };
     Ok(match flow::run(&o, &mut Terminal, &mut Prompt)? {

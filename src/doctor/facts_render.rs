@@ -123,9 +123,21 @@ pub fn human(f: &HostFacts) -> String {
             .iter()
             .map(|a| format!("{}/{}", a.address, a.prefix_len))
             .collect();
+        let usb4 = i.usb4.as_ref().map(|l| {
+            format!(
+                ", USB4 link (thunderbolt-net{}{})",
+                l.xdomain
+                    .as_ref()
+                    .map(|x| format!(" {x}"))
+                    .unwrap_or_default(),
+                l.total_gbps()
+                    .map(|g| format!(", {g} Gb/s"))
+                    .unwrap_or_default()
+            )
+        });
         let _ = writeln!(
             o,
-            "  {}: mtu {} {} {}",
+            "  {}: mtu {} {} {}{}",
             i.name,
             or_dash(i.mtu),
             or_dash(i.operstate.as_deref()),
@@ -133,7 +145,8 @@ pub fn human(f: &HostFacts) -> String {
                 "no IPv4".into()
             } else {
                 addrs.join(" ")
-            }
+            },
+            usb4.unwrap_or_default()
         );
     }
 

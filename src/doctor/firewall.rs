@@ -211,7 +211,14 @@ pub(super) fn check(facts: &HostFacts, plane: Option<&DataPlane>) -> Check {
     }
     Check::pass(
         id,
-        format!("{iface} accepts RoCE, Ray and NCCL traffic; {context}"),
+        format!(
+            "{iface} accepts {} traffic; {context}",
+            if p.is_usb4() {
+                "Ray and NCCL"
+            } else {
+                "RoCE, Ray and NCCL"
+            }
+        ),
     )
 }
 

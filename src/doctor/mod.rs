@@ -2,7 +2,8 @@
 //! with one line of why and, for every non-pass, the exact fix.
 //!
 //! Everything here is pure: the same facts always give the same report.
-//! One file per area; [`render`] is the report's text form and
+//! One file per area (`usb4.rs`: a USB4/Thunderbolt link and the DF-bit
+//! proof of the MTU); [`render`] is the report's text form and
 //! [`facts_render`] `detect`'s text of the facts.
 
 pub mod facts_render;
@@ -15,6 +16,7 @@ mod platform;
 mod rdma;
 pub mod render;
 mod system;
+mod usb4;
 pub mod versions;
 
 use std::net::Ipv4Addr;
@@ -26,6 +28,7 @@ use crate::dataplane::{self, Selection};
 use crate::host::HostFacts;
 
 pub use memlock::RDMA_MIN_BYTES;
+pub use network::{JUMBO_MTU, USB4_MTU};
 
 /// The outcome of one check.
 #[derive(
@@ -276,6 +279,8 @@ pub struct DoctorOptions {
     pub peers: Vec<Peer>,
     /// Why cluster.toml could not be used, when it exists but is broken.
     pub cluster_error: Option<String>,
+    /// The DF-bit pings sent towards the peers ([`crate::host::jumbo::prove`]).
+    pub jumbo: Vec<crate::host::jumbo::JumboProof>,
 }
 
 impl DoctorOptions {
@@ -317,6 +322,7 @@ pub fn diagnose(facts: &HostFacts, opts: DoctorOptions) -> Report {
     checks.push(network::data_plane(facts, &selection));
     checks.extend(rdma::checks(facts, plane));
     checks.extend(network::checks(facts, plane, &opts));
+    checks.extend(usb4::checks(facts, plane, &opts));
     checks.push(firewall::check(facts, plane));
     checks.extend(platform::checks(facts));
     checks.extend(kernel::checks(facts));
@@ -328,6 +334,15 @@ pub fn diagnose(facts: &HostFacts, opts: DoctorOptions) -> Report {
         data_plane: selection,
         summary: Summary::of(&checks),
         checks,
+    }
+}
+
+/// True when the data plane is a USB4 link, or, with none resolved, the
+/// host has a USB4 (thunderbolt-net) interface: RDMA advice does not fit.
+fn chose_usb4(facts: &HostFacts, plane: Option<&dataplane::DataPlane>) -> bool {
+    match plane {
+        Some(p) => p.is_usb4(),
+        None => facts.network.usb4().next().is_some(),
     }
 }
 

@@ -9,6 +9,9 @@ use crate::units::roce_path_mtu;
 
 /// The MTU the guides verified for the data-plane link.
 pub const JUMBO_MTU: u32 = 9000;
+/// The largest MTU thunderbolt-net takes that halobox sets (its maximum is
+/// 65522; 65520 keeps it a multiple of 4).
+pub const USB4_MTU: u32 = 65520;
 
 pub(super) fn data_plane(facts: &HostFacts, selection: &Selection) -> Check {
     let mut c = data_plane_check(facts, selection);
@@ -75,7 +78,13 @@ fn data_plane_check(facts: &HostFacts, selection: &Selection) -> Check {
         ),
         Selection::NoCandidate => Check::skip(
             id,
-            "no RDMA interface; pass --ip ADDR to check the interface that carries cluster traffic",
+            match facts.network.usb4().next() {
+                Some(i) => format!(
+                    "no RDMA interface, and the USB4 link {} has no IPv4 address (net.usb4); pass --ip ADDR to check the interface that carries cluster traffic",
+                    i.name
+                ),
+                None => "no RDMA interface; pass --ip ADDR to check the interface that carries cluster traffic".into(),
+            },
         ),
     }
 }
@@ -200,6 +209,9 @@ fn mtu(plane: Option<&DataPlane>) -> Check {
             format!("ip link show {}", p.interface),
         );
     };
+    if p.is_usb4() {
+        return usb4_mtu(p, mtu);
+    }
     let path = roce_path_mtu(mtu)
         .map(|m| format!("RoCE path MTU {m}"))
         .unwrap_or_else(|| "too small for RoCE".into());
@@ -221,4 +233,30 @@ fn mtu(plane: Option<&DataPlane>) -> Check {
             ),
         )
     }
+}
+
+/// `net.mtu` on a USB4 link: TCP only, so no RoCE path MTU; thunderbolt-net
+/// takes up to [`USB4_MTU`].
+fn usb4_mtu(p: &DataPlane, mtu: u32) -> Check {
+    let id = "net.mtu";
+    if mtu >= JUMBO_MTU {
+        return Check::pass(
+            id,
+            format!(
+                "{} MTU {mtu} (USB4 link: TCP only, jumbo frames)",
+                p.interface
+            ),
+        );
+    }
+    Check::warn(
+        id,
+        format!(
+            "{} MTU {mtu}: jumbo frames cut TCP's per-packet cost on the USB4 link (thunderbolt-net takes up to {USB4_MTU} where the host controller allows); set it on both ends",
+            p.interface
+        ),
+        format!(
+            "sudo ip link set {0} mtu {JUMBO_MTU}   # then net.jumbo proves it holds; up to {USB4_MTU}\n# persistent: sudo halobox setup --usb4-address ADDR/PREFIX (a NetworkManager connection for {0})",
+            p.interface
+        ),
+    )
 }

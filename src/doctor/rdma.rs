@@ -1,6 +1,6 @@
 //! RDMA checks for the data-plane port: present, up, RoCE, GID, PCIe, firmware.
 
-use super::{Check, Status, has_rdma};
+use super::{Check, Status, chose_usb4, has_rdma};
 use crate::dataplane::{DataPlane, RdmaEndpoint};
 use crate::host::HostFacts;
 use crate::host::rdma::{RdmaDevice, RdmaTransport};
@@ -66,6 +66,13 @@ fn device_checks(facts: &HostFacts, plane: Option<&DataPlane>) -> Vec<Check> {
             .map(|id| Check::skip(id, why))
             .collect::<Vec<_>>()
     };
+    if chose_usb4(facts, plane)
+        && let Some(c) = usb4_instead(facts, plane)
+    {
+        let mut out = vec![c];
+        out.extend(skip_rest("the data plane is a USB4 link (TCP sockets)"));
+        return out;
+    }
     if !has_rdma(facts) {
         let mut out = vec![Check::warn(
             "rdma.device",
@@ -120,6 +127,29 @@ fn device_checks(facts: &HostFacts, plane: Option<&DataPlane>) -> Vec<Check> {
     ];
     out.extend(others(facts, ep));
     out
+}
+
+/// `rdma.device` when the user chose a USB4 link: information, never
+/// "install an RDMA NIC". `None` when the data plane is an RDMA NIC's.
+fn usb4_instead(facts: &HostFacts, plane: Option<&DataPlane>) -> Option<Check> {
+    let iface = match plane {
+        Some(p) if p.rdma.is_some() => return None,
+        Some(p) => p.interface.clone(),
+        None => facts.network.usb4().next()?.name.clone(),
+    };
+    let others = if has_rdma(facts) {
+        format!(" (RDMA devices here, unused by it: {})", device_list(facts))
+    } else {
+        String::new()
+    };
+    let what = match plane {
+        Some(_) => "the data plane is",
+        None => "no data plane resolved; the USB4 link here is",
+    };
+    Some(Check::info(
+        "rdma.device",
+        format!("{what} {iface}: NCCL/RCCL use TCP sockets on it (NCCL_IB_DISABLE=1){others}"),
+    ))
 }
 
 /// RDMA ports other than the data plane's: listed so their state is known,

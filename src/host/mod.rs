@@ -3,6 +3,9 @@
 //! One file per fact source (GPU, RDMA, network, limits, memlock,
 //! processes, users, kernel, tools, …). [`snapshot`] records them into an
 //! archive that `--sysroot` reads back the same way; [`redact`] redacts one.
+//! [`thunderbolt`] reads a USB4 host-to-host link under a thunderbolt-net
+//! interface; [`jumbo`] is the one reader that sends something: a DF-bit
+//! ping proving the MTU towards each peer (live hosts only).
 //!
 //! Readers only read and decode; decisions live in [`crate::doctor`] and the
 //! commands. [`gather`] reads the live host or a snapshot tree alike.
@@ -20,6 +23,7 @@ pub mod ethtool;
 pub mod firewall;
 pub mod firmware;
 pub mod gpu;
+pub mod jumbo;
 pub mod kernel;
 pub mod limits;
 pub mod memlock;
@@ -36,6 +40,7 @@ pub mod redact;
 pub mod routes;
 pub mod snapshot;
 pub mod sockets;
+pub mod thunderbolt;
 pub mod tools;
 pub mod unit_limits;
 pub mod users;

@@ -12,6 +12,7 @@ use serde::{Deserialize, Serialize};
 
 use super::rdma::RdmaFacts;
 use super::reader::Reader;
+use super::thunderbolt::{self, Usb4Link};
 
 /// Where a snapshot keeps `ip -json addr show`.
 pub const IP_ADDR_JSON: &str = "/captured/ip-addr.json";
@@ -23,6 +24,28 @@ pub struct Ipv4Net {
     pub address: Ipv4Addr,
     /// The prefix length (`/30`).
     pub prefix_len: u8,
+}
+
+impl std::str::FromStr for Ipv4Net {
+    type Err = String;
+    /// `a.b.c.d/prefix`, the prefix 1 to 32.
+    fn from_str(s: &str) -> Result<Self, String> {
+        let (addr, prefix) = s
+            .split_once('/')
+            .ok_or_else(|| format!("{s:?} is not ADDR/PREFIX (e.g. 10.0.0.1/30)"))?;
+        let address = addr
+            .parse()
+            .map_err(|_| format!("{addr:?} is not an IPv4 address"))?;
+        let prefix_len = prefix
+            .parse()
+            .ok()
+            .filter(|p| (1..=32).contains(p))
+            .ok_or_else(|| format!("{prefix:?} is not a prefix length from 1 to 32"))?;
+        Ok(Ipv4Net {
+            address,
+            prefix_len,
+        })
+    }
 }
 
 /// One network interface.
@@ -40,6 +63,19 @@ pub struct Interface {
     /// snapshot without `captured/ip-addr.json`); their prefix is unknown.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub gid_ipv4: Vec<Ipv4Addr>,
+    /// The driver of its device (`device/driver`), when it has one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub driver: Option<String>,
+    /// The USB4 link, when the driver is thunderbolt-net.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub usb4: Option<Usb4Link>,
+}
+
+impl Interface {
+    /// True when the interface is up (`operstate` `up`).
+    pub fn is_up(&self) -> bool {
+        self.operstate.as_deref() == Some("up")
+    }
 }
 
 /// Where the interfaces' addresses came from.
@@ -95,6 +131,11 @@ impl NetworkFacts {
     pub fn interface(&self, name: &str) -> Option<&Interface> {
         self.interfaces.iter().find(|i| i.name == name)
     }
+
+    /// The thunderbolt-net interfaces (USB4 host-to-host links).
+    pub fn usb4(&self) -> impl Iterator<Item = &Interface> {
+        self.interfaces.iter().filter(|i| i.usb4.is_some())
+    }
 }
 
 /// Reads every interface; `rdma` supplies GID addresses to a snapshot
@@ -125,7 +166,13 @@ pub fn read(r: &Reader, rdma: &RdmaFacts) -> NetworkFacts {
         .into_iter()
         .map(|name| {
             let base = format!("/sys/class/net/{name}");
+            let driver = r.link_name(&format!("{base}/device/driver"));
+            let usb4 = thunderbolt::is_driver(driver.as_deref()).then(|| {
+                thunderbolt::read_link(r, r.link_name(&format!("{base}/device")).as_deref())
+            });
             Interface {
+                driver,
+                usb4,
                 mtu: r.line(&format!("{base}/mtu")).and_then(|s| s.parse().ok()),
                 operstate: r.line(&format!("{base}/operstate")),
                 ipv4: addrs.get(&name).cloned().unwrap_or_default(),
@@ -301,6 +348,15 @@ mod tests {
     }
 
     #[test]
+    fn address_with_prefix() {
+        let n: Ipv4Net = "10.0.0.1/30".parse().unwrap();
+        assert_eq!((n.address, n.prefix_len), (Ipv4Addr::new(10, 0, 0, 1), 30));
+        assert!("10.0.0.1".parse::<Ipv4Net>().is_err());
+        assert!("10.0.0.1/33".parse::<Ipv4Net>().is_err());
+        assert!("10.0.0/30".parse::<Ipv4Net>().is_err());
+    }
+
+    #[test]
     fn exact_ip_match_only() {
         let net = NetworkFacts {
             interfaces: vec![
@@ -313,6 +369,8 @@ mod tests {
                         prefix_len: 24,
                     }],
                     gid_ipv4: vec![],
+                    driver: None,
+                    usb4: None,
                 },
                 Interface {
                     name: "rdma".into(),
@@ -323,6 +381,8 @@ mod tests {
                         prefix_len: 30,
                     }],
                     gid_ipv4: vec![],
+                    driver: None,
+                    usb4: None,
                 },
             ],
             addresses_from: AddressSource::IpAddrJson,

@@ -73,11 +73,13 @@ fn model_size(q: &Query) -> Result<ModelSize, UsageError> {
 }
 
 /// The link cluster.toml's transport gives: RDMA for `roce`, `ib` and
-/// `auto` (which picks RoCE where a port is ACTIVE), TCP for `ethernet`.
+/// `auto` (which picks RoCE where a port is ACTIVE), TCP for `ethernet`,
+/// the USB4 class for `usb4`.
 pub fn link_of(t: Transport) -> Link {
     match t {
         Transport::Auto | Transport::Roce | Transport::Ib => Link::Roce,
         Transport::Ethernet => Link::Tcp,
+        Transport::Usb4 => Link::Usb4,
     }
 }
 
@@ -336,6 +338,7 @@ mod tests {
     #[test]
     fn ethernet_is_tcp_and_rdma_transports_are_roce() {
         assert_eq!(link_of(Transport::Ethernet), Link::Tcp);
+        assert_eq!(link_of(Transport::Usb4), Link::Usb4);
         assert_eq!(link_of(Transport::Roce), Link::Roce);
         assert_eq!(link_of(Transport::Auto), Link::Roce);
     }

@@ -12,7 +12,7 @@ use serde::Serialize;
 
 use super::{program, rpc};
 use crate::cluster::config::{ClusterConfig, NodeConfig};
-use crate::cluster::env::{EnvVar, NodeEnv, Resolved};
+use crate::cluster::env::{EnvVar, NodeEnv};
 use crate::cluster::plan::{in_container, with_env};
 use crate::cluster::run::{self, each_node, remote_node};
 use crate::remote::Masters;
@@ -36,7 +36,7 @@ pub fn endpoint(cfg: &ClusterConfig, node: &NodeConfig) -> String {
 /// nothing for TCP.
 pub fn rdma_env(env: &NodeEnv) -> Vec<EnvVar> {
     let mut v = Vec::new();
-    if matches!(env.transport, Resolved::Roce | Resolved::Ib)
+    if env.transport.is_rdma()
         && let Some(dev) = &env.rdma_device
     {
         v.push(EnvVar {

@@ -8,7 +8,7 @@ use std::collections::BTreeMap;
 use schemars::JsonSchema;
 use serde::Serialize;
 
-use super::{groups, kernel, memlock, network};
+use super::{groups, kernel, memlock, network, usb4};
 use crate::host::boot::{GrubFile, grub_cmdline};
 use crate::host::{HostFacts, HostRoot, Reader};
 
@@ -134,6 +134,7 @@ pub fn gather(
     if let Some(u) = &user {
         paths.push(memlock::user_dropin(&u.home));
     }
+    paths.extend(facts.network.usb4().map(|i| usb4::keyfile_path(&i.name)));
     for p in paths {
         let content = r.text_quiet(&p);
         files.insert(p, content);

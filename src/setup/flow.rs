@@ -32,6 +32,8 @@ pub struct Options {
     pub ip: Option<Ipv4Addr>,
     /// `--user`: the user to fix.
     pub user: Option<String>,
+    /// `--usb4-address`: this node's address on its USB4 link.
+    pub usb4_address: Option<crate::host::net::Ipv4Net>,
     /// `--undo`: put back what setup changed.
     pub undo: bool,
 }
@@ -55,6 +57,7 @@ pub fn run(o: &Options, r: &mut dyn Reporter, ask: &mut dyn Ask) -> anyhow::Resu
     let sel = Selection {
         only: o.only.clone(),
         skip: o.skip.clone(),
+        usb4: o.usb4_address,
     };
     let unknown = sel.unknown();
     if !unknown.is_empty() {

@@ -5,7 +5,9 @@
 //! and after, `--undo`). `facts.rs` reads the files a fix touches, the next
 //! boot's command line, the user to fix and the tools; one planner per fix
 //! family (`memlock.rs`, `groups.rs`, `kernel.rs`, `network.rs`: MTU,
-//! firewall, RoCE mode); `diff.rs` and `render.rs` are its diffs and text.
+//! firewall, RoCE mode; `usb4.rs`: the NetworkManager connection of a USB4
+//! link, asked for by `--usb4-address`); `diff.rs` and `render.rs` are its
+//! diffs and text.
 //!
 //! [`plan`] is pure: doctor's report, the host facts and the current content
 //! of every file a fix would touch ([`SetupFacts`]) give the same steps every
@@ -24,6 +26,7 @@ pub mod lock;
 mod memlock;
 mod network;
 pub mod render;
+pub mod usb4;
 
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
@@ -32,6 +35,7 @@ pub use facts::{Distro, SetupFacts, gather};
 
 use crate::doctor::{Report, Status};
 use crate::host::HostFacts;
+use crate::host::net::Ipv4Net;
 
 /// When a step's change is seen by the system.
 #[derive(
@@ -197,13 +201,16 @@ impl Plan {
     }
 }
 
-/// Which fixes to plan (`--only`, `--skip`): a check id or a family name.
+/// Which fixes to plan (`--only`, `--skip`: a check id or a family name),
+/// and the USB4 connection asked for (`--usb4-address`).
 #[derive(Debug, Clone, Default)]
 pub struct Selection {
     /// Only these.
     pub only: Vec<String>,
     /// Not these.
     pub skip: Vec<String>,
+    /// The address of this node on its USB4 link.
+    pub usb4: Option<Ipv4Net>,
 }
 
 impl Selection {
@@ -228,12 +235,12 @@ impl Selection {
 }
 
 /// Fix families, as `--only`/`--skip` accept them.
-pub const FAMILIES: [&str; 7] = [
-    "memlock", "podman", "groups", "kernel", "mtu", "firewall", "roce",
+pub const FAMILIES: [&str; 8] = [
+    "memlock", "podman", "groups", "kernel", "mtu", "firewall", "roce", "usb4",
 ];
 
 /// The doctor checks setup can fix.
-pub const FIXED_CHECKS: [&str; 12] = [
+pub const FIXED_CHECKS: [&str; 13] = [
     "memlock.user",
     "memlock.podman_service",
     "gpu.kfd_access",
@@ -245,6 +252,7 @@ pub const FIXED_CHECKS: [&str; 12] = [
     "kernel.gtt",
     "net.mtu",
     "net.firewall",
+    "net.usb4",
     "rdma.mode",
 ];
 
@@ -256,6 +264,8 @@ pub struct Input<'a> {
     pub report: &'a Report,
     /// File contents and tools setup needs.
     pub setup: &'a SetupFacts,
+    /// `--usb4-address`.
+    pub usb4: Option<Ipv4Net>,
 }
 
 impl Input<'_> {
@@ -292,12 +302,14 @@ pub fn plan(facts: &HostFacts, report: &Report, setup: &SetupFacts, sel: &Select
         facts,
         report,
         setup,
+        usb4: sel.usb4,
     };
     let mut steps = Vec::new();
     steps.extend(memlock::steps(&input));
     steps.extend(groups::steps(&input));
     steps.extend(kernel::steps(&input));
     steps.extend(network::steps(&input));
+    steps.extend(usb4::steps(&input));
     let covered: Vec<String> = steps.iter().flat_map(|s| s.checks.clone()).collect();
     steps.retain(|s| sel.keeps(s));
     steps.sort_by_key(|s| s.when);

@@ -26,6 +26,10 @@ pub(super) fn steps(input: &Input) -> Vec<Step> {
         return Vec::new();
     };
     let iface = plane.interface.as_str();
+    // `--usb4-address` writes the link's MTU and zone in its connection.
+    if input.usb4.is_some() && plane.is_usb4() {
+        return Vec::new();
+    }
     let mut steps = Vec::new();
     if input.failing("net.mtu").is_some() {
         steps.push(mtu(input, iface, plane.mtu));

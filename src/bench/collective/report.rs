@@ -316,7 +316,7 @@ fn socket_fallback(
     causes: &[String],
     rank: usize,
 ) -> Option<String> {
-    if transport == Resolved::Ethernet || !matches!(used, Used::Socket { .. }) {
+    if !transport.is_rdma() || !matches!(used, Used::Socket { .. }) {
         return None;
     }
     let cause = causes

@@ -80,9 +80,10 @@ pub fn plan(f: &Facts) -> Result<AbPlan, String> {
             crate::remote::printable(&s.model)
         ));
     };
-    if f.transport == Transport::Ethernet {
+    if matches!(f.transport, Transport::Ethernet | Transport::Usb4) {
         return Err(format!(
-            "{file} sets transport = \"ethernet\": both legs would run on TCP sockets, there is nothing to compare\n  hint: set transport = \"auto\" (or \"roce\"/\"ib\") in {file}, then `halobox cluster down`, `halobox cluster up` and serve again"
+            "{file} sets transport = \"{}\": both legs would run on TCP sockets, there is nothing to compare\n  hint: set transport = \"auto\" (or \"roce\"/\"ib\") in {file}, then `halobox cluster down`, `halobox cluster up` and serve again",
+            f.transport
         ));
     }
     Ok(AbPlan {
@@ -311,7 +312,7 @@ pub fn transports(engine: Engine, envs: &[NodeEnv]) -> Vec<NodeTransport> {
                     .collect(),
             };
             let rdma = match engine {
-                Engine::Vllm => e.transport != Resolved::Ethernet,
+                Engine::Vllm => e.transport.is_rdma(),
                 Engine::LlamaCpp => !vars.is_empty(),
             };
             NodeTransport {
