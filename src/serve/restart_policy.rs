@@ -217,6 +217,15 @@ pub fn decide(policy: &Policy, events: &[Event], now: u64) -> Decision {
     Decision::Restart(made + 1)
 }
 
+/// How long an engine stopped for a restart gets between SIGTERM and
+/// SIGKILL, `None` for its usual grace. After a node of vLLM's split is
+/// lost (the Ray check), vLLM's shutdown waits on actors that will never
+/// answer: `scripts/bench-recovery.sh --engine vllm --faults raylet` saw the
+/// whole 20 s grace spent there, so 2 s are given instead.
+pub fn restart_grace(check: Check) -> Option<Duration> {
+    (check == Check::Ray).then_some(Duration::from_secs(2))
+}
+
 /// How long to wait before asking the nodes again, after `attempt` asks
 /// (2 s, doubled each time, at most 30 s).
 pub fn backoff(attempt: u32) -> Duration {
@@ -443,6 +452,20 @@ mod tests {
             cause: "llama-server exited".into(),
             serving_again_s: Some(3.0),
             outcome,
+        }
+    }
+
+    #[test]
+    fn a_lost_node_is_stopped_quickly() {
+        assert_eq!(restart_grace(Check::Ray), Some(Duration::from_secs(2)));
+        for c in [
+            Check::Log,
+            Check::Health,
+            Check::Exited,
+            Check::Stall,
+            Check::Probe,
+        ] {
+            assert_eq!(restart_grace(c), None, "{c:?}");
         }
     }
 

@@ -487,7 +487,8 @@ fn start_again(
     event: &Event,
     r: &mut dyn Reporter,
 ) -> anyhow::Result<Option<Result<(), String>>> {
-    let said = head.stop(grace(cfg.engine), false);
+    let wait = restart_policy::restart_grace(event.check).unwrap_or(grace(cfg.engine));
+    let said = head.stop(wait, false);
     r.note(&format!(
         "{} {} stopped: {}\n",
         stamp(),
