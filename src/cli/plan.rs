@@ -33,7 +33,7 @@ pub struct PlanArgs {
     /// What `chosen` favours: the fastest split that fits (estimated decode tokens/s), or the fewest nodes that fit.
     #[arg(long, value_enum, value_name = "RULE", default_value_t = Prefer::Fastest)]
     pub prefer: Prefer,
-    /// The link to estimate for (default: cluster.toml's transport, RoCE without a cluster): roce, tcp or usb4.
+    /// The link to estimate for (default: cluster.toml's transport, RoCE without a cluster): roce, tcp, usb4 (TCP on thunderbolt-net, what `transport = "usb4"` sets up) or usb4-rdma (with a USB4 RDMA provider).
     #[arg(long, value_enum, value_name = "LINK")]
     pub transport: Option<Link>,
     /// Every node's memory bandwidth in GB/s (default: each node's `memory_bandwidth_gbs` in cluster.toml, else 215, Strix Halo's measured).

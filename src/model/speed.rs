@@ -44,8 +44,13 @@ pub enum Link {
     Roce,
     /// Plain TCP sockets over Ethernet.
     Tcp,
-    /// A USB4/Thunderbolt cable between two nodes.
+    /// A USB4/Thunderbolt cable with TCP sockets on thunderbolt-net (what
+    /// halobox's `usb4` transport sets up).
     Usb4,
+    /// A USB4/Thunderbolt cable with an RDMA provider (an RCCL net plugin
+    /// over USB4, such as OdinLink's).
+    #[serde(rename = "usb4-rdma")]
+    Usb4Rdma,
 }
 
 /// What one link costs.
@@ -66,8 +71,10 @@ impl Link {
     /// - TCP: a 24 KB RCCL all-reduce between two nodes over TCP on a
     ///   Thunderbolt bond takes about 286 µs; a kernel TCP round trip
     ///   about 50 µs; 10 Gb/s.
-    /// - USB4: a 24 KB all-reduce with a USB4 RDMA provider about 100 µs;
+    /// - USB4 over TCP: the same 286 µs all-reduce (that bond was USB4);
     ///   ping-pong about 22 µs; bulk 8–19 Gb/s (16 taken).
+    /// - USB4 with an RDMA provider: a 24 KB all-reduce about 100 µs; the
+    ///   same ping-pong and bulk.
     pub fn cost(self) -> LinkCost {
         match self {
             Link::Roce => LinkCost {
@@ -81,6 +88,11 @@ impl Link {
                 bytes_per_s: 10e9 / 8.0,
             },
             Link::Usb4 => LinkCost {
+                allreduce_s: 286e-6,
+                hop_s: 22e-6,
+                bytes_per_s: 16e9 / 8.0,
+            },
+            Link::Usb4Rdma => LinkCost {
                 allreduce_s: 100e-6,
                 hop_s: 22e-6,
                 bytes_per_s: 16e9 / 8.0,
@@ -95,6 +107,7 @@ impl std::fmt::Display for Link {
             Link::Roce => "roce",
             Link::Tcp => "tcp",
             Link::Usb4 => "usb4",
+            Link::Usb4Rdma => "usb4-rdma",
         })
     }
 }
@@ -364,6 +377,20 @@ mod tests {
             &conditions(Link::Tcp),
         );
         assert!(d2.decode_tokens_per_s > 1.5 * d1.decode_tokens_per_s);
+    }
+
+    #[test]
+    fn usb4_over_tcp_is_costed_apart_from_usb4_with_rdma() {
+        let m = gpt_oss();
+        let tp2 = Shape::Tensor { tp: 2, pp: 1 };
+        let tcp = estimate(&m, &tp2, &conditions(Link::Usb4));
+        let rdma = estimate(&m, &tp2, &conditions(Link::Usb4Rdma));
+        let roce = estimate(&m, &tp2, &conditions(Link::Roce));
+        assert!(tcp.decode_tokens_per_s < rdma.decode_tokens_per_s);
+        // An RDMA provider on the cable comes close to RoCE's all-reduce.
+        assert!((rdma.decode_tokens_per_s / roce.decode_tokens_per_s - 1.0).abs() < 0.05);
+        assert_eq!(Link::Usb4Rdma.to_string(), "usb4-rdma");
+        assert_eq!(serde_json::to_value(Link::Usb4Rdma).unwrap(), "usb4-rdma");
     }
 
     #[test]

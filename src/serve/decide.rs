@@ -74,7 +74,7 @@ fn model_size(q: &Query) -> Result<ModelSize, UsageError> {
 
 /// The link cluster.toml's transport gives: RDMA for `roce`, `ib` and
 /// `auto` (which picks RoCE where a port is ACTIVE), TCP for `ethernet`,
-/// the USB4 class for `usb4`.
+/// USB4 over TCP for `usb4` (halobox sets no USB4 RDMA provider up).
 pub fn link_of(t: Transport) -> Link {
     match t {
         Transport::Auto | Transport::Roce | Transport::Ib => Link::Roce,
