@@ -30,7 +30,9 @@
 //!   [`image::publish_flow`] and [`image::add_layer`], each asking through
 //!   a [`reporter::Ask`] where it asks;
 //! - shared: [`error`] (usage errors, exit status 2), [`image_ref`],
-//!   [`confine`] (paths confined to a root), [`units`].
+//!   [`confine`] (paths confined to a root), [`units`], [`lock`] (one run
+//!   at a time, by `flock`: refresh, rm, setup) and [`signals`] (SIGINT and
+//!   SIGTERM caught, named and raised again: refresh, snapshot, serve).
 //!
 //! CONTRIBUTING.md's Layout table names every room and script, and draws
 //! the floors `tests/layering.rs` checks.
@@ -52,6 +54,7 @@ pub mod host;
 pub mod http;
 pub mod image;
 pub mod image_ref;
+pub mod lock;
 pub mod metrics;
 pub mod model;
 pub mod proc;
@@ -61,5 +64,6 @@ pub mod reporter;
 pub mod serve;
 pub mod setup;
 pub mod shell;
+pub mod signals;
 pub mod ssh;
 pub mod units;

@@ -353,6 +353,8 @@ const FLOORS: &[(&str, &[&str])] = &[
             "reporter",
             "image_ref",
             "proc",
+            "lock",
+            "signals",
         ],
     ),
     (
@@ -727,10 +729,7 @@ const DOORS: &[(&str, &[&str])] = &[
     ("cmd::plan", &["serve::decide::plan"]),
     ("cmd::publish", &["image::publish_flow::run"]),
     ("cmd::refresh", &["refresh::flow::run"]),
-    (
-        "cmd::rm",
-        &["engine::connect", "refresh::lock::try_acquire"],
-    ),
+    ("cmd::rm", &["engine::connect", "lock::try_acquire"]),
     (
         "cmd::serve",
         &[

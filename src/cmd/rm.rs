@@ -11,7 +11,7 @@ use crate::cli::RmArgs;
 use crate::container::owner::Owner;
 use crate::engine::{block_on, connect};
 use crate::error::UsageError;
-use crate::refresh::lock;
+use crate::lock;
 use crate::refresh::plan::{PREV_SUFFIX, is_managed};
 
 /// Removes the container.

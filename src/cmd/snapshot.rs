@@ -12,7 +12,7 @@ use crate::cli::SnapshotArgs;
 use crate::host::redact::{self, Redaction};
 use crate::host::snapshot::{self, Tree, WriteError};
 use crate::host::{self, GatherOptions};
-use crate::refresh::signals;
+use crate::signals;
 
 /// Records, redacts when asked, and writes or lists the snapshot.
 pub fn run(args: &SnapshotArgs) -> anyhow::Result<ExitCode> {

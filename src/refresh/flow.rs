@@ -10,7 +10,7 @@ use super::journal::{Journal, Step};
 use super::plan::{RefreshPlan, Source};
 use super::prepare::{self, RefreshRequest};
 use super::render::{consequences, plan_text, rollback};
-use super::{lock, repair, run, signals, word};
+use super::{repair, run, word};
 use crate::backend::Backend;
 use crate::check;
 use crate::doctor::Status;
@@ -19,6 +19,7 @@ use crate::engine::{Engine, connect};
 use crate::error::UsageError;
 use crate::host::{self, GatherOptions, HostRoot};
 use crate::reporter::Reporter;
+use crate::{lock, signals};
 
 /// One `halobox refresh`: the request and how this run goes.
 #[derive(Debug, Clone)]

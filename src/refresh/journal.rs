@@ -9,7 +9,7 @@ use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 
-use super::lock::{LockError, check_private, key, private_dir};
+use crate::lock::{LockError, check_private, key, private_dir};
 
 /// How far a refresh got.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]

@@ -6,10 +6,10 @@
 //! it first.
 
 use super::journal::{Entry, Journal, JournalError, Step};
-use super::lock;
 use super::plan::{NEW_SUFFIX, OLD_SUFFIX, PREV_SUFFIX, is_managed};
 use crate::container::ops::ContainerInfo;
 use crate::engine::{Engine, EngineError};
+use crate::lock;
 
 /// A container seen under one of the names a refresh uses.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -13,13 +13,13 @@ use serde::Serialize;
 use super::check::{self, Readiness};
 use super::journal::{Entry, Journal, JournalError, StagedImage, Step};
 use super::plan::{Known, RefreshPlan, Source};
-use super::signals::{self, Caught};
 use crate::backend::Backend;
 use crate::container::spec::{LABEL_DIGEST, LABEL_IMAGE};
 use crate::container::{distrobox, owner};
 use crate::engine::images::LocalImage;
 use crate::engine::{Engine, EngineError};
 use crate::image_ref::{ImageRef, date_tag};
+use crate::signals::{self, Caught};
 
 /// The OCI label that dates an image.
 pub const CREATED_LABEL: &str = "org.opencontainers.image.created";

@@ -43,7 +43,7 @@ pub struct Listener {
 impl Listener {
     /// Reads stdin in a thread: the first line is the word; its end before
     /// any line sends this process SIGTERM. Start it after SIGTERM is
-    /// caught ([`super::signals::Caught::install`]).
+    /// caught ([`crate::signals::Caught::install`]).
     pub fn start() -> Listener {
         let (tx, rx) = mpsc::channel();
         std::thread::spawn(move || {

@@ -251,7 +251,7 @@ fn wait_ready(
         if let Some(sig) = interrupt::arrived() {
             return Err(NotServing(format!(
                 "{} before the API answered: {} stopped",
-                crate::refresh::signals::name(sig),
+                crate::signals::name(sig),
                 s.engine.title()
             )));
         }

@@ -301,7 +301,7 @@ fn stop_on_signal(
     sig: i32,
     r: &mut dyn Reporter,
 ) -> anyhow::Result<()> {
-    let name = crate::refresh::signals::name(sig);
+    let name = crate::signals::name(sig);
     match keep {
         Keep::Never => r.note(&format!(
             "==> {name}: stopping {} on every node\n",

@@ -1,6 +1,6 @@
 //! One `setup` or `setup --undo` at a time per tree (the live host, or one
 //! snapshot): an `flock` on a file in halobox's private lock folder
-//! ([`crate::refresh::lock::lock_dir`]), holding the pid of the run that
+//! ([`crate::lock::lock_dir`]), holding the pid of the run that
 //! has it. The lock goes away with its process, however it ends.
 
 use std::fs::File;
@@ -10,7 +10,7 @@ use anyhow::{Context, bail};
 use nix::fcntl::{Flock, FlockArg};
 use sha2::{Digest, Sha256};
 
-use crate::refresh::lock::{holder, lock_dir, open_file, write_pid};
+use crate::lock::{holder, lock_dir, open_file, write_pid};
 
 /// A held setup lock; dropping it releases it.
 #[derive(Debug)]

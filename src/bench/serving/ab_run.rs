@@ -143,7 +143,7 @@ impl Run<'_> {
                 restored = !changed || (i == 1 && reached == Reached::Serving);
                 interrupted = Some(format!(
                     "{} during leg {}: {}",
-                    crate::refresh::signals::name(sig),
+                    crate::signals::name(sig),
                     leg.name,
                     self.state_after(leg, reached)
                 ));

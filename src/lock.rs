@@ -1,4 +1,5 @@
-//! One refresh at a time per engine and container name: an `flock` on a
+//! One run at a time per engine and container name (refresh, `rm`; setup
+//! builds its own lock on [`lock_dir`]): an `flock` on a
 //! file under `/run/user/UID/halobox/` (else `halobox/locks` in the
 //! user's state folder under the home directory the password database
 //! names; a 0700 directory this user owns). Neither depends on the
