@@ -33,7 +33,7 @@ use halobox::cluster::boot::plan::{self, NodeFacts, Options};
 use halobox::cluster::config::{ClusterConfig, NodeBackend, NodeConfig};
 use halobox::serve::request::Spec;
 
-use common::serve::{HALOBOX, Serving};
+use common::serve::{HALOBOX, Serving, tiny_vllm_serve};
 
 fn spec() -> Spec {
     Spec {
@@ -304,22 +304,12 @@ fn podman_nodes_enable_boot_and_disable() {
     }
     s.hb(&["cluster", "up", "--cluster", &cfg])
         .expect_ok("cluster up");
-    let serve = s.hb(&[
-        "serve",
+    let serve = s.hb(&tiny_vllm_serve(
         &model,
-        "--tp",
         "2",
-        "--detach",
-        "--restart",
-        "on-failure",
-        "--cluster",
         &cfg,
-        "--max-model-len",
-        "512",
-        "--",
-        "--dtype",
-        "float32",
-    ]);
+        &["--detach", "--restart", "on-failure"],
+    ));
     serve.expect_ok("serve --detach");
     let key = s.path("cluster.api-key");
     let before = s.complete('a', 8000, 8, Some(&key));

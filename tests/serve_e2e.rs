@@ -22,7 +22,9 @@ use std::time::{Duration, Instant};
 use nix::sys::signal::Signal;
 use serde_json::Value;
 
-use common::serve::{Serving, TOKENS, VENV, any_file_has, assert_same_tokens, mode, tokens_per_s};
+use common::serve::{
+    Serving, TOKENS, VENV, any_file_has, assert_same_tokens, mode, tiny_vllm_serve, tokens_per_s,
+};
 
 static ONE_AT_A_TIME: Mutex<()> = Mutex::new(());
 
@@ -171,21 +173,7 @@ fn vllm_e2e(case: VllmCase) {
     let t0 = Instant::now();
     let serve = s
         .hb_env(
-            &[
-                "serve",
-                &model,
-                "--tp",
-                &n,
-                "--detach",
-                "--preflight",
-                "--cluster",
-                &cfg,
-                "--max-model-len",
-                "512",
-                "--",
-                "--dtype",
-                "float32",
-            ],
+            &tiny_vllm_serve(&model, &n, &cfg, &["--detach", "--preflight"]),
             &[("VLLM_API_KEY", &key)],
         )
         .expect_ok("halobox serve --detach");
@@ -302,19 +290,7 @@ fn vllm_e2e(case: VllmCase) {
     );
     s.assert_none_left(&all, VLLM_PROCESSES, minute);
 
-    let fg_args = [
-        "serve",
-        &model,
-        "--tp",
-        &n,
-        "--cluster",
-        &cfg,
-        "--max-model-len",
-        "512",
-        "--",
-        "--dtype",
-        "float32",
-    ];
+    let fg_args = tiny_vllm_serve(&model, &n, &cfg, &[]);
     if case.faults {
         // A foreground serve, then SIGINT: exit 0, nothing left.
         let fg = s.foreground(&fg_args, Duration::from_secs(900));

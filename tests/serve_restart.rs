@@ -18,7 +18,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::Value;
 
-use common::serve::{RPC_PORT, Serving, TOKENS, assert_same_tokens};
+use common::serve::{RPC_PORT, Serving, TOKENS, assert_same_tokens, tiny_vllm_serve};
 
 static ONE_AT_A_TIME: Mutex<()> = Mutex::new(());
 
@@ -365,24 +365,18 @@ fn vllm_restarts_after_kill_9_worker_loss_and_freeze() {
     let t = Instant::now();
     let serve = s
         .hb_env(
-            &[
-                "serve",
+            &tiny_vllm_serve(
                 &model,
-                "--tp",
                 "2",
-                "--detach",
-                "--restart",
-                "on-failure:3",
-                "--stall-timeout",
-                "20",
-                "--cluster",
                 &cfg,
-                "--max-model-len",
-                "512",
-                "--",
-                "--dtype",
-                "float32",
-            ],
+                &[
+                    "--detach",
+                    "--restart",
+                    "on-failure:3",
+                    "--stall-timeout",
+                    "20",
+                ],
+            ),
             &[("VLLM_API_KEY", &key)],
         )
         .expect_ok("serve --detach --restart");

@@ -30,6 +30,29 @@ pub const TOKENS: u32 = 24;
 /// llama.cpp's RPC port on the workers.
 pub const RPC_PORT: u16 = 50052;
 
+/// The tiny random-weight model's vLLM serve line the live tests share:
+/// `serve MODEL --tp TP FLAGS… --cluster CFG --max-model-len 512 -- --dtype
+/// float32` (float32: the CPU build's kernels for the random weights).
+pub fn tiny_vllm_serve<'a>(
+    model: &'a str,
+    tp: &'a str,
+    cfg: &'a str,
+    flags: &[&'a str],
+) -> Vec<&'a str> {
+    let mut a = vec!["serve", model, "--tp", tp];
+    a.extend_from_slice(flags);
+    a.extend([
+        "--cluster",
+        cfg,
+        "--max-model-len",
+        "512",
+        "--",
+        "--dtype",
+        "float32",
+    ]);
+    a
+}
+
 /// Which server the nodes run.
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
 pub enum Engine {
