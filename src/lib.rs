@@ -30,7 +30,8 @@
 //!   [`image::publish_flow`] and [`image::add_layer`], each asking through
 //!   a [`reporter::Ask`] where it asks;
 //! - shared: [`error`] (usage errors, exit status 2), [`image_ref`],
-//!   [`confine`] (paths confined to a root), [`units`], [`lock`] (one run
+//!   [`confine`] (paths confined to a root), [`units`], [`fan_out`] (a
+//!   step on every node at once), [`lock`] (one run
 //!   at a time, by `flock`: refresh, rm, setup) and [`signals`] (SIGINT and
 //!   SIGTERM caught, named and raised again: refresh, snapshot, serve).
 //!
@@ -50,6 +51,7 @@ pub mod dataplane;
 pub mod doctor;
 pub mod engine;
 pub mod error;
+pub mod fan_out;
 pub mod host;
 pub mod http;
 pub mod image;

@@ -355,6 +355,7 @@ const FLOORS: &[(&str, &[&str])] = &[
             "proc",
             "lock",
             "signals",
+            "fan_out",
         ],
     ),
     (

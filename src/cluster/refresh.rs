@@ -17,6 +17,7 @@ use crate::backend::Backend;
 use crate::cluster::config::{ClusterConfig, NodeBackend, NodeConfig};
 use crate::cluster::ray_state::{self, RayState};
 use crate::cluster::run::remote_node;
+use crate::fan_out::each;
 use crate::image_ref::ImageRef;
 use crate::proc::{Proc, WaitError};
 use crate::refresh::pull::{self, PullPolicy};
@@ -353,22 +354,6 @@ fn finish_node(
     }
 }
 
-/// Runs `f` on every item at once (one thread each); results in order.
-fn each<T: Send, U: Send>(items: Vec<T>, f: impl Fn(usize, T) -> U + Sync) -> Vec<U> {
-    std::thread::scope(|s| {
-        let f = &f;
-        let handles: Vec<_> = items
-            .into_iter()
-            .enumerate()
-            .map(|(i, t)| s.spawn(move || f(i, t)))
-            .collect();
-        handles
-            .into_iter()
-            .map(|h| h.join().expect("node thread"))
-            .collect()
-    })
-}
-
 /// Stages every node at once from the image asked for. The digest is the
 /// one asked for, else the one the head's pull resolved: a node whose pull
 /// of the tag gave another (the tag moved meanwhile) removes what it staged
@@ -382,9 +367,7 @@ fn stage_all(
     settling: &Gate,
 ) -> (Option<String>, Vec<Stage>) {
     let reference = req.image.to_string();
-    let mut stages: Vec<Stage> = each(nodes.iter().collect(), |_, n| {
-        stage_node(cfg, n, req, &reference, settling)
-    });
+    let mut stages: Vec<Stage> = each(nodes, |_, n| stage_node(cfg, n, req, &reference, settling));
     let head = match &stages[0] {
         Ok(w) => w.line.key(req).cloned(),
         _ => None,

@@ -70,13 +70,7 @@ fn on_node(
 
 /// Runs `f` for every node at once; results in node order.
 pub fn each_node<T: Send>(nodes: &[NodeConfig], f: impl Fn(&NodeConfig) -> T + Sync) -> Vec<T> {
-    std::thread::scope(|s| {
-        let handles: Vec<_> = nodes.iter().map(|n| s.spawn(|| f(n))).collect();
-        handles
-            .into_iter()
-            .map(|h| h.join().expect("node thread"))
-            .collect()
-    })
+    crate::fan_out::each(nodes, |_, n| f(n))
 }
 
 /// Every node's `join --dry-run --json`.

@@ -174,19 +174,8 @@ pub fn up(cfg: &ClusterConfig, dry_run: bool, out: &mut dyn Write) -> anyhow::Re
         .cloned()
         .zip(envs.iter().map(rdma_env))
         .collect();
-    let results: Vec<Result<String, String>> = std::thread::scope(|s| {
-        let handles: Vec<_> = pairs
-            .iter()
-            .map(|(node, env)| {
-                let masters = &masters;
-                s.spawn(move || start_one(cfg, masters, node, env))
-            })
-            .collect();
-        handles
-            .into_iter()
-            .map(|h| h.join().expect("node thread"))
-            .collect()
-    });
+    let results: Vec<Result<String, String>> =
+        crate::fan_out::each(&pairs, |_, (node, env)| start_one(cfg, &masters, node, env));
     let mut errors = Vec::new();
     for r in results {
         match r {

@@ -292,25 +292,13 @@ pub fn disable(
         ));
         return Ok(true);
     }
-    let results: Vec<Result<String, String>> = std::thread::scope(|s| {
-        let hs: Vec<_> = m
-            .nodes
-            .iter()
-            .map(|e| {
-                let node = node_of(e);
-                let marker = &marker;
-                s.spawn(move || {
-                    let mut argv = remove_argv(e.scope, marker);
-                    argv.extend(e.files.iter().cloned());
-                    node.run_ok("`cluster disable`", &argv, STEP)
-                        .map(|d| d.stdout)
-                        .map_err(|err| err.to_string())
-                })
-            })
-            .collect();
-        hs.into_iter()
-            .map(|h| h.join().expect("node thread"))
-            .collect()
+    let results: Vec<Result<String, String>> = crate::fan_out::each(&m.nodes, |_, e| {
+        let mut argv = remove_argv(e.scope, &marker);
+        argv.extend(e.files.iter().cloned());
+        node_of(e)
+            .run_ok("`cluster disable`", &argv, STEP)
+            .map(|d| d.stdout)
+            .map_err(|err| err.to_string())
     });
     let mut left = Manifest {
         nodes: Vec::new(),
