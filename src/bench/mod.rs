@@ -6,7 +6,8 @@
 //! serve`'s server); [`probe`] is what the benchmark needs to know about
 //! one end (`bench probe`), [`tcp`] is halobox's
 //! own TCP client and server; [`plan`] decides what runs (pure), [`run`] runs it (ssh to the peer,
-//! clients here), [`results`] derives the table from the saved raw logs and
+//! clients here), [`results`] derives the table from the saved raw logs
+//! ([`saved`] loads any saved run's record) and
 //! [`report`] prints it. The parsers ([`perftest`], [`iperf3`]) and
 //! [`diagnose`] read the tools' own output ([`wc_status`] decodes completion
 //! errors, [`sweep`] finds where a size sweep collapses); [`counters`] reads the RDMA
@@ -28,6 +29,7 @@ pub mod probe;
 pub mod report;
 pub mod results;
 pub mod run;
+pub mod saved;
 pub mod serving;
 pub mod stats;
 pub mod sweep;

@@ -6,7 +6,6 @@
 use std::net::Ipv4Addr;
 use std::path::Path;
 
-use anyhow::Context;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
@@ -153,23 +152,14 @@ const MAX_SAVED_BYTES: u64 = 64 << 20;
 
 /// Reads `run.json` from `dir`.
 pub fn load(dir: &Path) -> anyhow::Result<RunRecord> {
-    let path = dir.join(RUN_FILE);
-    let bytes = crate::confine::read_regular(&path, true, MAX_SAVED_BYTES).with_context(|| {
-        format!(
-            "cannot read {} (is this a `halobox bench run --save` folder?)",
-            path.display()
-        )
-    })?;
-    // It may come from a node: every string made printable.
-    let rec: RunRecord = crate::remote::parse_json_lines(&String::from_utf8_lossy(&bytes))
-        .with_context(|| format!("{} is not a halobox bench record", path.display()))?;
-    anyhow::ensure!(
-        rec.schema_version == SCHEMA_VERSION,
-        "{} has schema_version {}, this halobox reads {SCHEMA_VERSION}",
-        path.display(),
-        rec.schema_version
-    );
-    Ok(rec)
+    let kind = super::saved::Kind {
+        file: RUN_FILE,
+        made_by: "halobox bench run --save",
+        what: "bench record",
+        max_bytes: MAX_SAVED_BYTES,
+        schema_version: SCHEMA_VERSION,
+    };
+    super::saved::load(dir, &kind, |r: &RunRecord| r.schema_version)
 }
 
 /// True for the names a saved run's files have: [`RUN_FILE`],

@@ -140,17 +140,12 @@ pub fn is_saved(dir: &Path) -> bool {
 
 /// Reads a saved run's record.
 pub fn load(dir: &Path) -> anyhow::Result<Record> {
-    let path = dir.join(report::RUN_FILE);
-    let bytes = crate::confine::read_regular(&path, true, MAX_SAVED_BYTES)
-        .with_context(|| format!("cannot read {}", path.display()))?;
-    let rec: Record = crate::remote::parse_json_lines(&String::from_utf8_lossy(&bytes))
-        .with_context(|| format!("{} is not a halobox collective record", path.display()))?;
-    anyhow::ensure!(
-        rec.schema_version == report::SCHEMA_VERSION,
-        "{} has schema_version {}, this halobox reads {}",
-        path.display(),
-        rec.schema_version,
-        report::SCHEMA_VERSION
-    );
-    Ok(rec)
+    let kind = crate::bench::saved::Kind {
+        file: report::RUN_FILE,
+        made_by: "halobox bench collective --save",
+        what: "collective record",
+        max_bytes: MAX_SAVED_BYTES,
+        schema_version: report::SCHEMA_VERSION,
+    };
+    crate::bench::saved::load(dir, &kind, |r: &Record| r.schema_version)
 }

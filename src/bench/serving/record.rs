@@ -291,22 +291,14 @@ pub fn save(dir: &Path, rec: &ServingRecord) -> anyhow::Result<()> {
 
 /// Reads `serving.json` from `dir`.
 pub fn load(dir: &Path) -> anyhow::Result<ServingRecord> {
-    let path = dir.join(SERVING_FILE);
-    let bytes = crate::confine::read_regular(&path, true, MAX_BYTES).with_context(|| {
-        format!(
-            "cannot read {} (is this a `halobox bench serving` folder?)",
-            path.display()
-        )
-    })?;
-    let rec: ServingRecord = serde_json::from_slice(&bytes)
-        .with_context(|| format!("{} is not a halobox serving record", path.display()))?;
-    anyhow::ensure!(
-        rec.schema_version == SCHEMA_VERSION,
-        "{} has schema_version {}, this halobox reads {SCHEMA_VERSION}",
-        path.display(),
-        rec.schema_version
-    );
-    Ok(rec)
+    let kind = crate::bench::saved::Kind {
+        file: SERVING_FILE,
+        made_by: "halobox bench serving",
+        what: "serving record",
+        max_bytes: MAX_BYTES,
+        schema_version: SCHEMA_VERSION,
+    };
+    crate::bench::saved::load(dir, &kind, |r: &ServingRecord| r.schema_version)
 }
 
 fn ms(s: Option<Spread>) -> String {
