@@ -532,6 +532,42 @@ fn cluster_up_status_down_and_failures() {
     let s: Value = serde_json::from_slice(&out.stdout).unwrap_or(Value::Null);
     assert_eq!(s["alive"], 2, "{}", text(&out));
 
+    // Node b's raylet dies (its container stays): `up` starts b's Ray again
+    // and returns only once the GCS has marked the old raylet dead, so an
+    // engine started next never reads that node's death (the GCS lists b
+    // alive once, not twice).
+    let kill = nodes
+        .nodes
+        .on_node('b', &["pkill", "-KILL", "-x", "raylet"])
+        .output()
+        .expect("pkill on b");
+    assert!(kill.status.success(), "{}", text(&kill));
+    let out = nodes.halobox(&["up"], &two);
+    assert!(out.status.success(), "{}", text(&out));
+    let alive_at_b = nodes
+        .nodes
+        .on_node(
+            'a',
+            &[
+                "env",
+                "RAY_AUTH_MODE=token",
+                "RAY_AUTH_TOKEN_PATH=/root/.config/halobox/ray-auth-token",
+                &Path::new(&ray()).with_file_name("python").to_string_lossy(),
+                "-c",
+                "import sys\nfrom ray._raylet import GcsClient\nfrom ray.core.generated import gcs_pb2\nalive = gcs_pb2.GcsNodeInfo.GcsNodeState.Value('ALIVE')\nn = GcsClient(address=sys.argv[1]).get_all_node_info(timeout=20).values()\nprint('alive at b:', sum(1 for x in n if x.state == alive and x.node_manager_address == sys.argv[2]))",
+                &format!("{}:6379", nodes.ip(1)),
+                &nodes.ip(2),
+            ],
+        )
+        .output()
+        .expect("the GCS's table");
+    assert!(
+        text(&alive_at_b).contains("alive at b: 1"),
+        "{}\n(up said: {})",
+        text(&alive_at_b),
+        text(&out)
+    );
+
     // The head's Ray is gone and uid 4242 starts a Ray head of its own on
     // the port, even with this cluster's token: `up` has a record (with
     // its session) but neither keeps that Ray nor sends it the token; it

@@ -165,7 +165,10 @@ pub const NOT_SENT: &str = "Ray's token was not sent";
 /// raylet refuses the head's connection is gone and listed dead
 /// (`unreachable`): the GCS marks it dead only after its health checks,
 /// some 15–30 s later (a connection that does not answer within 2 s, a
-/// packet lost or a machine gone, is left to those).
+/// packet lost or a machine gone, is left to those). While `want` is not 0
+/// it also waits (to the deadline) until the GCS has marked every such
+/// node dead: a vLLM started before that reads "the node … has been marked
+/// dead" for a raylet that is already back, and fails its start.
 ///
 /// Before a driver in token mode sends Ray's token (in its first RPC's
 /// metadata), it proves the port is this cluster's Ray: every socket that
@@ -305,7 +308,8 @@ while True:
         nodes, error, gcs = [], "Ray's token was not sent: %s" % e, None
     except Exception as e:
         error = "%s: %s" % (type(e).__name__, str(e).strip().splitlines()[0] if str(e).strip() else "")
-    if want == 0 or (error is None and sum(n["alive"] for n in nodes) >= want):
+    stale = any(n.get("unreachable") for n in nodes)
+    if want == 0 or (error is None and sum(n["alive"] for n in nodes) >= want and not stale):
         break
     if time.monotonic() + pause > deadline:
         break
