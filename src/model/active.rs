@@ -146,12 +146,7 @@ pub fn from_config(config: &Value) -> Result<Active, String> {
 mod tests {
     use super::*;
 
-    fn cfg(name: &str) -> Value {
-        let p = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
-            .join("tests/fixtures/model-configs")
-            .join(name);
-        serde_json::from_slice(&std::fs::read(&p).unwrap()).unwrap()
-    }
+    use crate::model::fixture_config as cfg;
 
     fn billions(n: u64) -> f64 {
         n as f64 / 1e9

@@ -28,3 +28,13 @@ pub mod speed;
 pub mod sync;
 pub mod transfer;
 pub mod weights;
+
+/// A public model's `config.json` from `tests/fixtures/model-configs`, for
+/// the unit tests of the model's arithmetic (KV, active weights, speed).
+#[cfg(test)]
+pub(crate) fn fixture_config(name: &str) -> serde_json::Value {
+    let p = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/fixtures/model-configs")
+        .join(name);
+    serde_json::from_slice(&std::fs::read(&p).unwrap()).unwrap()
+}

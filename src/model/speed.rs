@@ -315,14 +315,7 @@ mod tests {
     }
 
     fn gpt_oss() -> SpeedModel {
-        let cfg: serde_json::Value = serde_json::from_slice(
-            &std::fs::read(
-                std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
-                    .join("tests/fixtures/model-configs/openai--gpt-oss-120b.json"),
-            )
-            .unwrap(),
-        )
-        .unwrap();
+        let cfg = crate::model::fixture_config("openai--gpt-oss-120b.json");
         let a = super::super::active::from_config(&cfg).unwrap();
         // The MXFP4 checkpoint: 65.2 GB of safetensors.
         SpeedModel::from_active(&a, 65_200_000_000)

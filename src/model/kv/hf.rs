@@ -159,12 +159,7 @@ mod tests {
     use super::*;
     use crate::model::kv::{CacheDtype, KvOptions};
 
-    fn cfg(name: &str) -> Value {
-        let p = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
-            .join("tests/fixtures/model-configs")
-            .join(name);
-        serde_json::from_slice(&std::fs::read(&p).unwrap()).unwrap()
-    }
+    use crate::model::fixture_config as cfg;
 
     fn per_token(name: &str) -> u64 {
         from_config(&cfg(name))
