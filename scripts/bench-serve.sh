@@ -124,15 +124,8 @@ by_hand() {
   ray_stop_all
 }
 side() { if [ "$1" = hand ]; then by_hand; else by_halobox "$1"; fi; }
-# The sides' order rotates each round: none always meets the colder page cache.
 SIDES=(hand "${VARIANTS[@]}")
-for r in $(seq "$rounds"); do
-  k=$(((r - 1) % ${#SIDES[@]}))
-  for i in $(seq 0 $((${#SIDES[@]} - 1))); do side "${SIDES[$(((i + k) % ${#SIDES[@]}))]}"; done
-  for s in "${SIDES[@]}"; do
-    echo "round $r: $s ready $(tail -n 1 "$DIR/$s.ready") s, decode (client engine spread) $(tail -n 1 "$DIR/$s.decode")" >&2
-  done
-done
+bench_rounds "$rounds" "${SIDES[@]}"
 
 bench_summary "$rounds" "$nodes nodes, $backend, $requests requests of $tokens tokens each per round" "${SIDES[@]}"
 exit 0

@@ -143,13 +143,7 @@ by_hand() {
 }
 side() { if [ "$1" = hand ]; then by_hand; else by_halobox "$1"; fi; }
 SIDES=(hand "${VARIANTS[@]}")
-for r in $(seq "$rounds"); do
-  k=$(((r - 1) % ${#SIDES[@]}))
-  for i in $(seq 0 $((${#SIDES[@]} - 1))); do side "${SIDES[$(((i + k) % ${#SIDES[@]}))]}"; done
-  for s in "${SIDES[@]}"; do
-    echo "round $r: $s ready $(tail -n 1 "$DIR/$s.ready") s, decode (client engine spread) $(tail -n 1 "$DIR/$s.decode")" >&2
-  done
-done
+bench_rounds "$rounds" "${SIDES[@]}"
 for v in "${VARIANTS[@]}"; do
   same_tokens "$DIR/$v.tokens.json" "$DIR/hand.tokens.json" || fail "halobox serve ($v) and the servers by hand gave different tokens"
 done

@@ -237,6 +237,23 @@ prometheus_start() {
 }
 prometheus_stop() { kill "$PROM_PID" 2>/dev/null; wait "$PROM_PID" 2>/dev/null || true; }
 
+# bench_rounds ROUNDS SIDE...: ROUNDS rounds of `side SIDE` (the caller's
+# function, which reads the round's number in $r) for every side, their
+# order rotated each round (none always meets the colder page cache), then
+# each side's figures of the round ($DIR/SIDE.ready, $DIR/SIDE.decode).
+bench_rounds() {
+  local rounds=$1 r k i s
+  shift
+  local sides=("$@")
+  for r in $(seq "$rounds"); do
+    k=$(((r - 1) % ${#sides[@]}))
+    for i in $(seq 0 $((${#sides[@]} - 1))); do side "${sides[$(((i + k) % ${#sides[@]}))]}"; done
+    for s in "${sides[@]}"; do
+      echo "round $r: $s ready $(tail -n 1 "$DIR/$s.ready") s, decode (client engine spread) $(tail -n 1 "$DIR/$s.decode")" >&2
+    done
+  done
+}
+
 # bench_summary ROUNDS WHAT SIDE...: the medians of each side's rounds
 # ($DIR/SIDE.ready, $DIR/SIDE.decode), then each side after the first (by
 # hand) as a ratio to it, one line per side.
