@@ -167,7 +167,7 @@ pub enum Command {
     Image(ImageCommand),
     /// Tag an image with its channel, date and commit, set its OCI labels, and push every tag.
     #[command(
-        after_help = "Examples:\n  halobox publish localhost/vllm-therock-gfx1151:latest --channel dev --to docker.io/me/vllm-therock-gfx1151\n  halobox publish IMAGE --channel latest --dry-run\n  halobox publish --promote dev latest --to docker.io/me/vllm-therock-gfx1151\n\nCredentials: HALOBOX_REGISTRY_USER/HALOBOX_REGISTRY_PASSWORD, else the engines' auth files; never printed."
+        after_help = "Examples:\n  halobox publish localhost/vllm-therock-gfx1151:latest --channel dev --to docker.io/me/vllm-therock-gfx1151\n  halobox publish IMAGE --channel latest --dry-run\n  halobox publish --promote dev latest --to docker.io/me/vllm-therock-gfx1151\n  halobox publish IMAGE --candidate --to REPO --revision SHA\n  halobox publish --promote-digest sha256:… --channel latest --to REPO --revision SHA\n\nCredentials: HALOBOX_REGISTRY_USER/HALOBOX_REGISTRY_PASSWORD, else the engines' auth files; never printed."
     )]
     Publish(PublishArgs),
     /// Measure Ethernet (TCP) against RDMA between this node and a peer.
