@@ -12,6 +12,7 @@
 mod bench;
 mod bench_collective;
 mod bench_serving;
+mod bench_soak;
 mod cluster;
 mod common;
 mod container;
@@ -30,6 +31,7 @@ pub use bench::{
 };
 pub use bench_collective::BenchCollectiveArgs;
 pub use bench_serving::BenchServingArgs;
+pub use bench_soak::BenchSoakArgs;
 pub use cluster::{
     ClusterBenchArgs, ClusterBootArgs, ClusterCommand, ClusterDoctorArgs, ClusterDownArgs,
     ClusterInitArgs, ClusterInstallArgs, ClusterJoinArgs, ClusterMetricsArgs, ClusterRefreshArgs,
