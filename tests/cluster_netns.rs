@@ -869,12 +869,79 @@ exit 1",
     }
 }
 
-/// `cluster install` on a real sshd node: a folder as the destination is
-/// refused (a rename would have put the file inside it), and a node whose
-/// receiving side never reads cannot hold the transfer past `--timeout`.
+/// `sh -c SCRIPT` in node `x`'s own mounts; its stdout, after it exited 0.
+fn in_mounts(nodes: &Nodes, x: char, script: &str) -> String {
+    let pid = nodes.nodes.pid(x).to_string();
+    let out = Command::new("nsenter")
+        .args(["-t", &pid, "-m", "--", "sh", "-c", script])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{script}: {}", text(&out));
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+/// `cluster install` on real sshd nodes: stage, verify, keep or go back. A
+/// node where the staged binary cannot run (its folder mounted noexec)
+/// changes no node; then both swap (the old file kept) and `--rollback`
+/// puts the old one back. A folder as the destination is refused (a rename
+/// would have put the file inside it), and a node whose receiving side
+/// never reads cannot hold the transfer past `--timeout`.
 #[test]
 fn install_refuses_a_folder_and_gives_up_on_a_node_that_stops_reading() {
-    let nodes = Nodes::up(&["9000"]);
+    let nodes = Nodes::up(&["9000", "9000"]);
+    let two = nodes.config(2, 60);
+    let old = "mkdir -p /root/hb && printf '#!/bin/sh\\necho halobox old\\n' >/root/hb/halobox && chmod 755 /root/hb/halobox";
+    in_mounts(&nodes, 'a', old);
+    in_mounts(
+        &nodes,
+        'b',
+        &format!("mkdir -p /root/hb && mount -t tmpfs -o noexec tmpfs /root/hb && {old}"),
+    );
+    let dest = ["install", "--halobox", "/root/hb/halobox"];
+    let out = nodes.halobox(&dest, &two);
+    let said = text(&out);
+    assert_eq!(out.status.code(), Some(1), "{said}");
+    assert!(
+        said.contains("verify: /root/hb/halobox.halobox-new does not run there")
+            && said.contains("its old /root/hb/halobox is kept, the staged one removed: b failed")
+            && said.contains("no node keeps a new one"),
+        "{said}"
+    );
+    for x in ['a', 'b'] {
+        let there = in_mounts(&nodes, x, "cat /root/hb/halobox; ls /root/hb");
+        assert!(
+            there.contains("echo halobox old") && !there.contains("halobox-new"),
+            "{x}: {there}"
+        );
+    }
+    in_mounts(&nodes, 'b', &format!("umount /root/hb && {old}"));
+    let out = nodes.halobox(&dest, &two);
+    let said = text(&out);
+    assert_eq!(out.status.code(), Some(0), "{said}");
+    assert_eq!(said.matches(" installed ").count(), 2, "{said}");
+    let ours = std::fs::read(env!("CARGO_BIN_EXE_halobox")).unwrap();
+    for x in ['a', 'b'] {
+        assert!(
+            in_mounts(&nodes, x, "cat /root/hb/halobox.halobox-prev").contains("echo halobox old")
+        );
+        assert_eq!(
+            in_mounts(&nodes, x, "sha256sum </root/hb/halobox")
+                .split(' ')
+                .next(),
+            Some(sha256_hex(&ours).as_str())
+        );
+    }
+    let out = nodes.halobox(
+        &["install", "--halobox", "/root/hb/halobox", "--rollback"],
+        &two,
+    );
+    let said = text(&out);
+    assert_eq!(out.status.code(), Some(0), "{said}");
+    assert_eq!(said.matches(" rolled back ").count(), 2, "{said}");
+    for x in ['a', 'b'] {
+        assert!(in_mounts(&nodes, x, "cat /root/hb/halobox").contains("echo halobox old"));
+    }
+
     let file = nodes.config(1, 60);
     let folder = nodes.nodes.path("node_a/root/bin");
     std::fs::create_dir_all(&folder).unwrap();
@@ -934,4 +1001,22 @@ fn install_refuses_a_folder_and_gives_up_on_a_node_that_stops_reading() {
         text(&out)
     );
     assert!(!nodes.nodes.path("node_a/root/bin/halobox").exists());
+}
+
+fn sha256_hex(bytes: &[u8]) -> String {
+    let out = Command::new("sha256sum")
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .spawn()
+        .and_then(|mut c| {
+            use std::io::Write as _;
+            c.stdin.take().unwrap().write_all(bytes)?;
+            c.wait_with_output()
+        })
+        .unwrap();
+    String::from_utf8_lossy(&out.stdout)
+        .split(' ')
+        .next()
+        .unwrap()
+        .to_string()
 }
