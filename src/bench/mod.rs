@@ -34,4 +34,5 @@ pub mod serving;
 pub mod stats;
 pub mod sweep;
 pub mod tcp;
+pub mod usb4;
 pub mod wc_status;

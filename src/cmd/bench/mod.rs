@@ -11,8 +11,8 @@ use anyhow::Context;
 
 use crate::bench::{flow, probe, run as exec, tcp};
 use crate::cli::{
-    BenchClientArgs, BenchCommand, BenchCompareArgs, BenchExecArgs, BenchOn, BenchReportArgs,
-    BenchRunArgs, BenchServeArgs,
+    BenchClientArgs, BenchCommand, BenchCompareArgs, BenchExecArgs, BenchReportArgs, BenchRunArgs,
+    BenchServeArgs,
 };
 use crate::container::inside;
 use crate::error::UsageError;
@@ -103,12 +103,10 @@ fn bench_run(args: &BenchRunArgs) -> anyhow::Result<ExitCode> {
         port: args.server.port,
         sweep: args.sweep,
         samples: args.samples,
-        on: args.on.map(|on| match on {
-            BenchOn::Container => flow::On::Container,
-            BenchOn::Host => flow::On::Host,
-        }),
+        on: args.on.map(|on| on.on()),
         container: args.container.clone(),
         engine: args.engine.engine.clone(),
+        link: args.link.map(|l| l.link()),
     };
     Ok(status(flow::run(&o, &mut Terminal)?))
 }
