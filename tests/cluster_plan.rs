@@ -1410,10 +1410,9 @@ fn usb4_uses_the_net_plugin_only_with_its_library_and_its_device() {
     // The user's own value wins (`NCCL_NET_PLUGIN=none` turns it off).
     let mut own = req("10.0.0.1", "10.0.0.1", Transport::Usb4);
     own.env = env::vars(&[("NCCL_NET_PLUGIN".to_string(), "none".to_string())].into());
-    assert_eq!(
-        var(&env::plan(&both, &own).unwrap(), "NCCL_NET_PLUGIN"),
-        Some("none")
-    );
+    let e = env::plan(&both, &own).unwrap();
+    assert_eq!(var(&e, "NCCL_NET_PLUGIN"), Some("none"));
+    assert_eq!(e.net_plugin, None);
     // Another transport never loads it.
     let e = env::plan(&both, &req("10.0.0.1", "10.0.0.1", Transport::Ethernet)).unwrap();
     assert_eq!(var(&e, "NCCL_NET_PLUGIN"), None);
@@ -1447,4 +1446,19 @@ fn usb4_uses_the_net_plugin_only_with_its_library_and_its_device() {
     .unwrap();
     assert_eq!(e.net_plugin, None);
     assert!(!e.reason.contains("plugin"), "{}", e.reason);
+}
+
+/// One node with the USB4 net plugin, the head without: RCCL's ranks would
+/// pick different networks, so preflight fails naming both.
+#[test]
+fn preflight_fails_a_usb4_plugin_on_one_node_only() {
+    let (l, c, m) = one(&findings_for(
+        |r| r.env.net_plugin = Some("ODL_TB5".into()),
+        Resolved::Usb4,
+    ));
+    assert_eq!((l, c.as_str()), (Level::Fail, "net_plugin"));
+    assert!(
+        m.contains("RCCL would use the USB4 net plugin (NCCL_NET_PLUGIN=ODL_TB5) there, no net plugin (TCP sockets) on the head"),
+        "{m}"
+    );
 }

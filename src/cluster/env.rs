@@ -263,6 +263,11 @@ pub fn plan(facts: &HostFacts, req: &EnvRequest) -> Result<NodeEnv, EnvError> {
             None => vars.push(user.clone()),
         }
     }
+    // A value of cluster.toml's own (`none`) is no plugin of halobox's.
+    let net_plugin = net_plugin.filter(|p| {
+        vars.iter()
+            .any(|v| v.name == "NCCL_NET_PLUGIN" && v.value == *p)
+    });
     let per_node = per_node_names(req);
     let is_head = req.ip == req.head;
     Ok(NodeEnv {
