@@ -9,7 +9,9 @@
 //! (github.com/Geramy/OdinLink-Five): its plugin registers the net
 //! `ODL_TB5` and talks to the `odl_tb5.ko` driver's `/dev/odl_tb5_N`
 //! character devices. Plain data: which library to use is
-//! [`crate::cluster::env`]'s decision.
+//! [`crate::cluster::env`]'s decision. A snapshot keeps the files found
+//! (empty) but not `LD_LIBRARY_PATH`: a plugin found only through it is
+//! not found again in the snapshot.
 
 use schemars::JsonSchema;
 use serde::Serialize;
@@ -154,8 +156,11 @@ pub fn read_in(r: &Reader, dirs: &[String]) -> NetPluginFacts {
         for file in r.dir(dir).unwrap_or_default() {
             // The loader takes the first file of a name on its path.
             if is_plugin_file(&file) && !libraries.iter().any(|l| l.file == file) {
+                let path = format!("{dir}/{file}");
+                // A snapshot keeps the file (empty), so it finds the same.
+                r.touch_stat(&path);
                 libraries.push(NetPluginLib {
-                    path: format!("{dir}/{file}"),
+                    path,
                     usb4_provider: usb4_provider_of(&file).map(|p| p.project.to_string()),
                     file,
                 });
@@ -172,6 +177,7 @@ pub fn read_in(r: &Reader, dirs: &[String]) -> NetPluginFacts {
                 .any(|p| n.starts_with(p.device_prefix))
         })
         .map(|n| format!("/dev/{n}"))
+        .inspect(|p| r.touch_stat(p))
         .collect();
     NetPluginFacts {
         libraries,
