@@ -38,6 +38,9 @@ pub struct Status {
     /// runs.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub supervisor: Option<u32>,
+    /// The golden completions recorded for it, and their last check.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub golden: Option<super::golden::Summary>,
 }
 
 /// The status of the serve of `cfg` (whose file is `path`).
@@ -64,6 +67,7 @@ pub fn status(cfg: &ClusterConfig, path: &Path) -> anyhow::Result<Status> {
             watched: None,
             restarts,
             supervisor,
+            golden: None,
         });
     };
     let api = rec
@@ -108,6 +112,7 @@ pub fn status(cfg: &ClusterConfig, path: &Path) -> anyhow::Result<Status> {
         healthy,
         restarts,
         supervisor,
+        golden: super::golden::load(path).map(|g| super::golden::summarize(&g)),
     })
 }
 
@@ -177,7 +182,13 @@ pub fn render(s: &Status) -> String {
                 s.nodes.join(", ")
             },
         ),
-        &restarts,
+        &format!(
+            "{}{restarts}",
+            s.golden
+                .as_ref()
+                .map(super::golden::summary)
+                .unwrap_or_default()
+        ),
     )
 }
 
@@ -327,6 +338,7 @@ mod tests {
             watched: watched(&record(Some(w))),
             restarts: None,
             supervisor: None,
+            golden: None,
         };
         assert!(render(&status(w)).contains(&format!(
             "watched by a halobox serve in the foreground (pid {})",
