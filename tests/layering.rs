@@ -180,7 +180,6 @@ const NOT_YET_SHORT: &[(&str, &str)] = &[
     ("src/cluster/run.rs", "up"),
     ("src/image/build.rs", "plan"),
     ("src/model/kv/hf.rs", "from_config"),
-    ("src/model/plan.rs", "plan"),
     ("src/model/sync.rs", "run"),
     ("src/serve/start.rs", "start"),
 ];

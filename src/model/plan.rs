@@ -134,32 +134,7 @@ pub fn plan(
             model.id
         )));
     };
-    let mut files = vec![];
-    for f in &m.files {
-        let Some(size) = f.size else {
-            return Err(UsageError(format!(
-                "{slabel}: {}@{} is incomplete there: {} is missing from its blobs\n  hint: `halobox model pull {}@{}` again to finish it",
-                model.id, model.revision, f.path, model.id, model.revision
-            )));
-        };
-        if let (Some(hub), Some(have)) = (f.hub_sha256(), &f.sha256)
-            && !hub.eq_ignore_ascii_case(have)
-        {
-            return Err(UsageError(format!(
-                "{slabel}: {} of {} is damaged there: its content hashes to {have}, the hub recorded {hub}\n  hint: remove it (`halobox model rm {}`) and pull it again",
-                f.path, model.id, model.id
-            )));
-        }
-        files.push(WireFile {
-            path: f.path.clone(),
-            blob: f.blob.clone(),
-            size,
-            sha256: f
-                .hub_sha256()
-                .map(str::to_string)
-                .or_else(|| f.sha256.clone()),
-        });
-    }
+    let files = wire_files(model, slabel, &m.files)?;
     let differ: Vec<String> = nodes
         .iter()
         .zip(labels)
@@ -179,35 +154,7 @@ pub fn plan(
         if i == source {
             continue;
         }
-        let there: Vec<FileFacts> = n
-            .model
-            .as_ref()
-            .filter(|h| h.commit.as_deref() == Some(commit.as_str()))
-            .map(|h| h.files.clone())
-            .unwrap_or_default();
-        let mut t = Target {
-            node: i,
-            label: label.clone(),
-            needs: vec![],
-            bytes: 0,
-            why: vec![],
-        };
-        for (k, f) in files.iter().enumerate() {
-            // A node at another commit lists other files: all are sent.
-            if let Some(w) = lacks(f, there.iter().find(|x| x.path == f.path)) {
-                t.needs.push(k);
-                t.bytes = t.bytes.checked_add(f.size).ok_or_else(|| {
-                    UsageError(untrusted(
-                        slabel,
-                        &format!(
-                            "reported file sizes that add up to more than {} bytes",
-                            u64::MAX
-                        ),
-                    ))
-                })?;
-                t.why.push(w);
-            }
-        }
+        let t = target(i, n, label, &files, &commit, slabel)?;
         if t.bytes.saturating_add(DISK_MARGIN) > n.free && t.bytes > 0 {
             short.push(format!(
                 "{label} needs {} for {} but has {} free in {}",
@@ -237,6 +184,83 @@ pub fn plan(
         targets,
         send,
     })
+}
+
+/// The snapshot's files as they go on the wire; `Err` for a file the
+/// source lacks or holds damaged.
+fn wire_files(
+    model: &ModelRef,
+    slabel: &str,
+    held: &[FileFacts],
+) -> Result<Vec<WireFile>, UsageError> {
+    let mut files = vec![];
+    for f in held {
+        let Some(size) = f.size else {
+            return Err(UsageError(format!(
+                "{slabel}: {}@{} is incomplete there: {} is missing from its blobs\n  hint: `halobox model pull {}@{}` again to finish it",
+                model.id, model.revision, f.path, model.id, model.revision
+            )));
+        };
+        if let (Some(hub), Some(have)) = (f.hub_sha256(), &f.sha256)
+            && !hub.eq_ignore_ascii_case(have)
+        {
+            return Err(UsageError(format!(
+                "{slabel}: {} of {} is damaged there: its content hashes to {have}, the hub recorded {hub}\n  hint: remove it (`halobox model rm {}`) and pull it again",
+                f.path, model.id, model.id
+            )));
+        }
+        files.push(WireFile {
+            path: f.path.clone(),
+            blob: f.blob.clone(),
+            size,
+            sha256: f
+                .hub_sha256()
+                .map(str::to_string)
+                .or_else(|| f.sha256.clone()),
+        });
+    }
+    Ok(files)
+}
+
+/// What node `i` (`n`, `label`) lacks of `files` at `commit`, and why.
+fn target(
+    i: usize,
+    n: &NodeFacts,
+    label: &str,
+    files: &[WireFile],
+    commit: &str,
+    slabel: &str,
+) -> Result<Target, UsageError> {
+    let there: Vec<FileFacts> = n
+        .model
+        .as_ref()
+        .filter(|h| h.commit.as_deref() == Some(commit))
+        .map(|h| h.files.clone())
+        .unwrap_or_default();
+    let mut t = Target {
+        node: i,
+        label: label.to_string(),
+        needs: vec![],
+        bytes: 0,
+        why: vec![],
+    };
+    for (k, f) in files.iter().enumerate() {
+        // A node at another commit lists other files: all are sent.
+        if let Some(w) = lacks(f, there.iter().find(|x| x.path == f.path)) {
+            t.needs.push(k);
+            t.bytes = t.bytes.checked_add(f.size).ok_or_else(|| {
+                UsageError(untrusted(
+                    slabel,
+                    &format!(
+                        "reported file sizes that add up to more than {} bytes",
+                        u64::MAX
+                    ),
+                ))
+            })?;
+            t.why.push(w);
+        }
+    }
+    Ok(t)
 }
 
 /// The plan in words (`--dry-run` prints it; sync prints it first).
