@@ -7,7 +7,7 @@
 pub mod gguf;
 pub mod hf;
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 /// vLLM's default KV block (tokens per page): a sliding-window layer may
 /// hold one block more than its window.
@@ -18,7 +18,7 @@ pub const VLLM_BLOCK: u64 = 16;
 pub const LLAMA_UBATCH: u64 = 512;
 
 /// The engine whose rules count the cache.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Rules {
     /// vLLM (`vllm/v1/kv_cache_interface.py`).
@@ -28,7 +28,7 @@ pub enum Rules {
 }
 
 /// One layer's cache kind and shape.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(tag = "kind", rename_all = "snake_case")]
 pub enum Layer {
     /// Full attention: a key and a value per KV head per token.
@@ -86,7 +86,7 @@ impl Layer {
 }
 
 /// The cache's element type, from `--kv-cache-dtype` (llama.cpp: `-ctk`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum CacheDtype {
     /// `auto`: the model's own dtype.
@@ -118,7 +118,7 @@ impl CacheDtype {
 }
 
 /// What the count depends on besides the model.
-#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
 pub struct KvOptions {
     /// Tensor-parallel size (1 for llama.cpp).
     pub tp: u64,
@@ -131,6 +131,9 @@ pub struct KvOptions {
     pub seqs: u64,
     /// `--dtype` when given (`None`: auto, the model's own, 16-bit for vLLM).
     pub model_dtype_bytes: Option<u64>,
+    /// Tokens per KV block (`--block-size`; [`VLLM_BLOCK`] unless given;
+    /// vLLM's CPU build defaults to 128).
+    pub block: u64,
 }
 
 /// vLLM's `max_num_batched_tokens` for the API server on a GPU of 70 GiB
@@ -145,12 +148,13 @@ impl Default for KvOptions {
             max_num_batched_tokens: VLLM_DEFAULT_BATCHED_TOKENS,
             seqs: 1,
             model_dtype_bytes: None,
+            block: VLLM_BLOCK,
         }
     }
 }
 
 /// A model's cache: its layers in order, the engine's rules.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct KvModel {
     /// Every layer with a cache, in order.
     pub layers: Vec<Layer>,
@@ -214,11 +218,12 @@ impl KvModel {
                 // SlidingWindowSpec.max_admission_blocks_per_request: the
                 // window − 1 plus the tokens in flight, capped at the
                 // context, plus one block (the window need not start a block).
+                let block = o.block.max(1);
                 (window.saturating_sub(1) + o.max_num_batched_tokens)
                     .min(context)
-                    .div_ceil(VLLM_BLOCK)
-                    * VLLM_BLOCK
-                    + VLLM_BLOCK
+                    .div_ceil(block)
+                    * block
+                    + block
             }
             (Layer::Sliding { window, .. }, Rules::LlamaCpp) => {
                 // llama_kv_cache_iswa: min(n_ctx, n_swa × n_seq + n_ubatch), padded to 256.
