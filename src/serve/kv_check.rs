@@ -384,7 +384,10 @@ mod tests {
         let c = judge(Some(&PlanKv::of(&gqa(), &o, 1, Some(1024))), &e);
         assert_eq!(c.verdict, "differ");
         let w = warning(&c).unwrap();
-        assert!(w.contains("1024 B") && w.contains("2048 (100.0% apart"), "{w}");
+        assert!(
+            w.contains("1024 B") && w.contains("2048 (100.0% apart"),
+            "{w}"
+        );
     }
 
     #[test]
