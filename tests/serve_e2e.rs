@@ -98,6 +98,40 @@ fn every_route_needs_the_key(s: &Serving, key: &std::path::Path) {
     );
 }
 
+/// `serve status` says the KV cache vLLM allocated per token on one rank
+/// (its `KV cache size` over `VLLM_CPU_KVCACHE_SPACE`): the model's layers ×
+/// its KV heads per rank × (K + V) × 4 B (`--dtype float32`); and, when
+/// plan could count the model on the head, plan's figure within 2%.
+fn kv_cache_as_the_engine_counts(s: &Serving, cfg: &str, case: &VllmCase, text: &str) {
+    let [layers, hidden, heads, kv] = case.shape.map(f64::from);
+    let per_rank = (kv / case.nodes as f64).max(1.0);
+    let expected = layers * per_rank * 2.0 * (hidden / heads) * 4.0;
+    assert!(
+        text.lines()
+            .any(|l| l.starts_with(&format!("  KV cache: engine {expected:.0} B/token"))),
+        "serve status does not say the engine's {expected} B/token: {text}"
+    );
+    let json = s
+        .hb(&["serve", "status", "--json", "--cluster", cfg])
+        .expect_ok("serve status --json");
+    let doc: Value = serde_json::from_str(&json.out).unwrap();
+    let kv = &doc["kv_cache"];
+    assert_eq!(
+        kv["engine_bytes_per_token"].as_f64(),
+        Some(expected),
+        "{kv}"
+    );
+    assert_eq!(kv["context"], 512, "{kv}");
+    assert!(kv["max_concurrency"].as_f64().unwrap() >= 1.0, "{kv}");
+    match kv["plan_bytes_per_token"].as_f64() {
+        Some(plan) => {
+            assert!((plan - expected).abs() / expected <= 0.02, "{kv}");
+            assert_eq!(kv["verdict"], "agree", "{kv}");
+        }
+        None => eprintln!("plan did not count the model on the head: {kv}"),
+    }
+}
+
 fn vllm_e2e(case: VllmCase) {
     let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
     let s = Serving::vllm(case.backend, case.nodes, None, case.shape);
@@ -228,6 +262,7 @@ fn vllm_e2e(case: VllmCase) {
         status.out.lines().any(|l| l.starts_with("serve: serving")),
         "serve status does not say serving: {status}"
     );
+    kv_cache_as_the_engine_counts(&s, &cfg, &case, &status.out);
     let logs = s
         .hb(&["serve", "logs", "-n", "20", "--cluster", &cfg])
         .expect_ok("serve logs");

@@ -299,7 +299,7 @@ mod tests {
     use crate::model::kv::{Rules, hf};
 
     /// Lines of vLLM 0.32's CPU build (/opt/halobox-vllm), loading the
-    /// 2-layer GQA Llama of tests/kv_vllm.rs with VLLM_CPU_KVCACHE_SPACE=1
+    /// 2-layer GQA Llama of tests/kv_engines.rs with VLLM_CPU_KVCACHE_SPACE=1
     /// and max_model_len 1024.
     const VLLM_CPU: &str = "\
 (Worker pid=10991) INFO 12-06 03:51:34 [cpu_worker.py:260] Explicitly set (1.0/23.59) GiB for KV cache on node 0.

@@ -220,7 +220,7 @@ mod tests {
         let c = serde_json::json!({"num_hidden_layers": 2, "num_attention_heads": 4,
             "num_key_value_heads": 2, "hidden_size": 256, "torch_dtype": "float32"});
         let m = from_config(&c).unwrap();
-        // vLLM 0.32.0 CPU, measured by tests/kv_vllm.rs: 1024 B/token.
+        // vLLM 0.32.0 CPU, measured by tests/kv_engines.rs: 1024 B/token.
         assert_eq!(m.bytes_per_token(&KvOptions::default()), 2 * 2 * 128 * 2);
         let f32 = KvOptions {
             model_dtype_bytes: Some(4),
