@@ -16,7 +16,7 @@ use crate::model::fit::{FitRequest, ModelSize, NodeMemory, Split};
 use crate::model::kv::VLLM_BLOCK;
 use crate::model::memory_args::{self, Flags};
 use crate::model::placement::{self, Ask, Placement, Prefer};
-use crate::model::speed::{Conditions, Link, STRIX_HALO_BANDWIDTH_GBS, SpeedModel};
+use crate::model::speed::{Conditions, Link, MeasuredLink, STRIX_HALO_BANDWIDTH_GBS, SpeedModel};
 
 /// What is asked besides the facts: the same for `plan` and `serve`.
 #[derive(Debug, Clone, PartialEq)]
@@ -60,7 +60,26 @@ pub fn plan(req: &PlanRequest) -> anyhow::Result<Placement> {
             (fit::cluster_memory(&cfg), Some(cfg))
         }
     };
-    Ok(decide(&req.query, &size, &nodes, cfg.as_ref())?)
+    let measured = cfg.as_ref().and_then(saved_link);
+    Ok(decide(
+        &req.query,
+        &size,
+        &nodes,
+        cfg.as_ref(),
+        measured.as_ref(),
+    )?)
+}
+
+/// The link of `cfg` as its newest saved `bench collective` and `bench run`
+/// measured it (in halobox's bench folder; `None`: none saved).
+pub fn saved_link(cfg: &ClusterConfig) -> Option<(Link, MeasuredLink)> {
+    use crate::bench::link_cost;
+    let link = link_of(cfg.transport);
+    let (collective, run) = link_cost::newest(&link_cost::root()?, &cfg.transport.to_string());
+    Some((
+        link,
+        link_cost::measured(link, collective.as_ref(), run.as_ref())?,
+    ))
 }
 
 fn model_size(q: &Query) -> Result<ModelSize, UsageError> {
@@ -110,12 +129,15 @@ fn speed_model(q: &Query, size: &ModelSize) -> SpeedModel {
 
 /// The one decision: every split of the model over `nodes` (head first)
 /// with its fit and speed, and the one to use. `cfg` gives the link and
-/// each node's bandwidth when the flags do not.
+/// each node's bandwidth when the flags do not; `measured`, that link's
+/// costs from the cluster's saved runs ([`saved_link`]), used when the
+/// link estimated is the one they measured.
 pub fn decide(
     q: &Query,
     size: &ModelSize,
     nodes: &[NodeMemory],
     cfg: Option<&ClusterConfig>,
+    measured: Option<&(Link, MeasuredLink)>,
 ) -> Result<Placement, UsageError> {
     let args = memory_args::read(&q.flags, &q.extra).map_err(UsageError)?;
     let utilization = args
@@ -139,11 +161,14 @@ pub fn decide(
                 .unwrap_or(STRIX_HALO_BANDWIDTH_GBS)
         })
         .collect();
+    let link = q
+        .link
+        .or_else(|| cfg.map(|c| link_of(c.transport)))
+        .unwrap_or(Link::Roce);
     let conditions = Conditions {
-        link: q
-            .link
-            .or_else(|| cfg.map(|c| link_of(c.transport)))
-            .unwrap_or(Link::Roce),
+        link,
+        // The saved runs measured cluster.toml's link, not one `--transport` asks about.
+        measured: measured.filter(|m| m.0 == link).map(|m| m.1.clone()),
         bandwidth_gbs,
         concurrency: q.concurrency.max(1),
     };
@@ -230,7 +255,7 @@ pub fn for_serve(
         },
         ..q.clone()
     };
-    let p = decide(&q, &size, &nodes, Some(cfg))?;
+    let p = decide(&q, &size, &nodes, Some(cfg), saved_link(cfg).as_ref())?;
     let Some(i) = p.chosen else {
         if auto {
             return Err(UsageError(format!(
@@ -311,7 +336,7 @@ mod tests {
             kv_unknown: None,
         };
         let nodes = placement::hypothetical(2, 64 << 30);
-        let p = decide(&query(None, None), &size, &nodes, Some(&cfg)).unwrap();
+        let p = decide(&query(None, None), &size, &nodes, Some(&cfg), None).unwrap();
         let c = p.conditions.as_ref().unwrap();
         assert_eq!(c.link, Link::Tcp);
         assert_eq!(c.bandwidth_gbs, [120.0, STRIX_HALO_BANDWIDTH_GBS]);
@@ -320,6 +345,7 @@ mod tests {
             &size,
             &nodes,
             Some(&cfg),
+            None,
         )
         .unwrap();
         let c = p.conditions.as_ref().unwrap();
@@ -331,8 +357,70 @@ mod tests {
         let one = p.splits.iter().find(|s| s.split == "tp 1 × pp 1").unwrap();
         let read = one.speed.as_ref().unwrap().read_s;
         assert!((read - (10u64 << 30) as f64 / 300e9).abs() < 1e-9, "{read}");
-        let e = decide(&query(Some(0.0), None), &size, &nodes, None).unwrap_err();
+        let e = decide(&query(Some(0.0), None), &size, &nodes, None, None).unwrap_err();
         assert!(e.0.contains("--memory-bandwidth-gbs 0"), "{}", e.0);
+    }
+
+    #[test]
+    fn saved_runs_cost_the_clusters_link_and_are_named() {
+        let cfg = config::parse(
+            "transport = \"ethernet\"\n[[node]]\nssh = \"n1\"\nip = \"10.0.0.1\"\n[[node]]\nssh = \"n2\"\nip = \"10.0.0.2\"\n",
+        )
+        .unwrap();
+        let size = ModelSize {
+            weights_bytes: 10 << 30,
+            source: "test".into(),
+            kv: Some(
+                crate::model::kv::hf::from_config(&serde_json::json!({
+                    "model_type": "llama", "hidden_size": 4096, "num_hidden_layers": 32,
+                    "num_attention_heads": 32, "num_key_value_heads": 8,
+                    "max_position_embeddings": 8192
+                }))
+                .unwrap(),
+            ),
+            kv_unknown: None,
+        };
+        let nodes = placement::hypothetical(2, 64 << 30);
+        let slow = MeasuredLink {
+            cost: crate::model::speed::LinkCost {
+                allreduce_s: 5e-3,
+                ..Link::Tcp.cost()
+            },
+            source: "all-reduce 5000 µs (bench collective X)".into(),
+        };
+        let m = (Link::Tcp, slow);
+        let p = decide(&query(None, None), &size, &nodes, Some(&cfg), Some(&m)).unwrap();
+        assert_eq!(p.conditions.as_ref().unwrap().measured.as_ref(), Some(&m.1));
+        let text = crate::model::placement::render(&p, false);
+        assert!(
+            text.contains(
+                "speed estimate: link tcp as measured: all-reduce 5000 µs (bench collective X)"
+            ),
+            "{text}"
+        );
+        let tp2 = |p: &Placement| {
+            p.splits
+                .iter()
+                .find(|s| s.split == "tp 2 × pp 1")
+                .and_then(|s| s.speed.clone())
+                .unwrap()
+                .link_s
+        };
+        let defaults = decide(&query(None, None), &size, &nodes, Some(&cfg), None).unwrap();
+        assert!(
+            tp2(&p) > 10.0 * tp2(&defaults),
+            "the measured all-reduce counts"
+        );
+        // `--transport roce` asks about another link: its defaults, not the saved runs.
+        let other = decide(
+            &query(None, Some(Link::Roce)),
+            &size,
+            &nodes,
+            Some(&cfg),
+            Some(&m),
+        )
+        .unwrap();
+        assert!(other.conditions.unwrap().measured.is_none());
     }
 
     #[test]
