@@ -133,12 +133,17 @@ fn llama_shape(layers: u64, heads: u64, kv_heads: u64, window: Option<u64>) -> s
 #[test]
 fn plain_gqa_matches_vllm() {
     // A float32 checkpoint: vLLM's `--dtype auto` runs it in 16 bits, so
-    // 2 layers × 2 KV heads × (64 + 64) × 2 B = 1024 B/token.
+    // 2 layers × 2 KV heads × (64 + 64) × 2 B = 1024 B/token; a context of
+    // 1000 takes 8 whole blocks of 128: 1024 × 1024 B / 1000 per token.
     let mut c = llama_shape(2, 4, 2, None);
     c["architectures"] = serde_json::json!(["LlamaForCausalLM"]);
     c["model_type"] = "llama".into();
     c["torch_dtype"] = "float32".into();
-    vllm("llama (GQA)", c, &[("--max-model-len", 1024)]);
+    vllm(
+        "llama (GQA)",
+        c,
+        &[("--max-model-len", 1000), ("--block-size", 128)],
+    );
 }
 
 #[test]

@@ -26,7 +26,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::model::kv::{KvModel, KvOptions, Layer};
+use crate::model::kv::{KvModel, KvOptions, Layer, Rules};
 
 /// How far apart (a fraction of the engine's figure) the two figures may be
 /// before the serve's log warns.
@@ -148,12 +148,18 @@ impl PlanKv {
 
     /// Bytes per token of one request of `context` tokens: its whole cache
     /// over `context` (for full attention and MLA, the per-token figure).
+    /// vLLM gives a request whole blocks: its cache is counted for the
+    /// context rounded up to a block.
     pub fn bytes_per_token(&self, context: u64) -> f64 {
         let n = self.layers.layers.len();
         if context == 0 {
             return self.layers.bytes_per_token(&self.options) as f64;
         }
-        self.layers.bytes(0..n, &self.options, context) as f64 / context as f64
+        let held = match self.layers.rules {
+            Rules::Vllm => context.div_ceil(self.options.block.max(1)) * self.options.block.max(1),
+            Rules::LlamaCpp => context,
+        };
+        self.layers.bytes(0..n, &self.options, held) as f64 / context as f64
     }
 
     /// Whether the layers' bytes per token depend on the context (sliding
@@ -296,7 +302,7 @@ pub fn warning(c: &KvCheck) -> Option<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::model::kv::{Rules, hf};
+    use crate::model::kv::hf;
 
     /// Lines of vLLM 0.32's CPU build (/opt/halobox-vllm), loading the
     /// 2-layer GQA Llama of tests/kv_engines.rs with VLLM_CPU_KVCACHE_SPACE=1
@@ -420,6 +426,18 @@ mod tests {
         assert_eq!(c.plan_bytes_per_token, Some(336.0 * 512.0 * 2.0 / 2048.0));
         assert_eq!(c.verdict, "unknown");
         assert!(c.why.unwrap().contains("has not said"));
+    }
+
+    #[test]
+    fn vllm_counts_whole_blocks_of_the_context() {
+        // 1000 tokens take 8 blocks of 128 on vLLM's CPU build: 1024 × 1024 B over 1000.
+        let o = KvOptions {
+            block: 128,
+            ..KvOptions::default()
+        };
+        let p = PlanKv::of(&gqa(), &o, 1, Some(1000));
+        assert_eq!(p.bytes_per_token(1000), 1024.0 * 1024.0 / 1000.0);
+        assert_eq!(p.bytes_per_token(1024), 1024.0);
     }
 
     #[test]
