@@ -99,7 +99,7 @@ fn every_route_needs_the_key(s: &Serving, key: &std::path::Path) {
 }
 
 /// `serve status` says the KV cache vLLM allocated per token on one rank
-/// (its `KV cache size` over `VLLM_CPU_KVCACHE_SPACE`): the model's layers ×
+/// (`VLLM_CPU_KVCACHE_SPACE` over its `KV cache size`): the model's layers ×
 /// its KV heads per rank × (K + V) × 4 B (`--dtype float32`); and, when
 /// plan could count the model on the head, plan's figure within 2%.
 fn kv_cache_as_the_engine_counts(s: &Serving, cfg: &str, case: &VllmCase, text: &str) {
@@ -116,11 +116,10 @@ fn kv_cache_as_the_engine_counts(s: &Serving, cfg: &str, case: &VllmCase, text: 
         .expect_ok("serve status --json");
     let doc: Value = serde_json::from_str(&json.out).unwrap();
     let kv = &doc["kv_cache"];
-    assert_eq!(
-        kv["engine_bytes_per_token"].as_f64(),
-        Some(expected),
-        "{kv}"
-    );
+    // vLLM sizes the space in whole blocks: a few bytes per token above
+    // the shape's (1398016 tokens of 768 B in 1 GiB, not 1398101).
+    let engine = kv["engine_bytes_per_token"].as_f64().unwrap();
+    assert!((engine - expected).abs() / expected < 0.001, "{kv}");
     assert_eq!(kv["context"], 512, "{kv}");
     assert!(kv["max_concurrency"].as_f64().unwrap() >= 1.0, "{kv}");
     match kv["plan_bytes_per_token"].as_f64() {
