@@ -34,6 +34,8 @@ struct VllmCase {
     nodes: usize,
     shape: [u32; 4],
     faults: bool,
+    /// Serve without `--tp`: the split is `plan`'s choice, said first.
+    plan_split: bool,
 }
 
 /// Processes of a serve by vLLM.
@@ -204,13 +206,29 @@ fn vllm_e2e(case: VllmCase) {
     // serve --detach --preflight, VLLM_API_KEY set: it goes on stdin.
     let key = format!("e2e-{:x}-{}", std::process::id(), s.net());
     let t0 = Instant::now();
+    let mut args = tiny_vllm_serve(&model, &n, &cfg, &["--detach", "--preflight"]);
+    if case.plan_split {
+        let at = args.iter().position(|a| *a == "--tp").unwrap();
+        args.drain(at..at + 2);
+    }
     let serve = s
-        .hb_env(
-            &tiny_vllm_serve(&model, &n, &cfg, &["--detach", "--preflight"]),
-            &[("VLLM_API_KEY", &key)],
-        )
+        .hb_env(&args, &[("VLLM_API_KEY", &key)])
         .expect_ok("halobox serve --detach");
     let ready = t0.elapsed();
+    let first = serve.out.lines().next().unwrap_or_default();
+    if case.plan_split {
+        // The nodes have no GPU memory to judge a split by (no amdgpu GTT
+        // here): plan chooses none, and serve says so and takes every node.
+        assert!(
+            first.starts_with("split: every node, as before: plan c"),
+            "serve without --tp did not say plan's split first: {serve}"
+        );
+    } else {
+        assert!(
+            first.starts_with("split: as given (--tp or --pipeline-parallel-size), not plan's"),
+            "serve --tp did not say its split first: {serve}"
+        );
+    }
     assert!(
         serve
             .err
@@ -413,10 +431,12 @@ fn podman_nodes_serve_identical_tokens_and_name_a_lost_worker() {
         nodes: 2,
         shape: [2, 256, 4, 2],
         faults: true,
+        plan_split: false,
     });
 }
 
-/// Two docker nodes, TP 2, another shape (3 layers, 6 heads, 2 KV heads).
+/// Two docker nodes, another shape (3 layers, 6 heads, 2 KV heads), served
+/// without `--tp`: the split `plan` chose (every node here), said first.
 #[test]
 fn docker_nodes_serve_identical_tokens_for_another_shape() {
     vllm_e2e(VllmCase {
@@ -424,5 +444,6 @@ fn docker_nodes_serve_identical_tokens_for_another_shape() {
         nodes: 2,
         shape: [3, 192, 6, 2],
         faults: false,
+        plan_split: true,
     });
 }
