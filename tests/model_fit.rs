@@ -579,4 +579,19 @@ fn serve_without_a_split_starts_the_one_plan_chooses() {
         stdout.contains(&format!("one request of {fits} tokens")),
         "{stdout}"
     );
+    // With `--block-size 128` after `--`: whole blocks of 128.
+    let (code, stdout, stderr) = serve_as_planned(
+        d.path(),
+        m.to_str().unwrap(),
+        &snap,
+        &["--max-model-len", "auto", "--", "--block-size", "128"],
+    );
+    assert_eq!(code, Some(0), "{stdout}\n{stderr}");
+    let fits128 = fits / 128 * 128;
+    assert!(
+        stdout.contains(&format!(
+            "--max-model-len auto: {fits128} (the longest that fits, in whole 128-token blocks)"
+        )),
+        "{stdout}"
+    );
 }

@@ -202,10 +202,11 @@ pub struct ServeChoice {
 }
 
 /// The longest context `c` fits, as `--max-model-len auto` passes it:
-/// rounded down to whole KV blocks of [`VLLM_BLOCK`] tokens.
-fn auto_len(p: &Placement, i: usize) -> Option<u32> {
+/// rounded down to whole KV blocks of `block` tokens (`--block-size`,
+/// else [`VLLM_BLOCK`]).
+fn auto_len(p: &Placement, i: usize, block: u64) -> Option<u32> {
     let n = p.splits[i].max_context_that_fits.filter(|n| *n > 0)?;
-    u32::try_from(n / VLLM_BLOCK * VLLM_BLOCK).ok()
+    u32::try_from(n / block * block).ok()
 }
 
 /// `serve`'s split: the one `plan` chooses over the cluster's nodes when
@@ -242,12 +243,16 @@ pub fn for_serve(
         Err(e) => return Err(UsageError(format!("--max-model-len auto: {e}"))),
     };
     let nodes = fit::memory(cfg, head, read_nodes);
+    let block = memory_args::read(&q.flags, &q.extra)
+        .ok()
+        .and_then(|a| a.block_size)
+        .unwrap_or(VLLM_BLOCK);
     // `auto`: the splits are judged for one block, then the chosen one
     // takes the longest context it fits.
     let q = Query {
         flags: Flags {
             max_model_len: if auto {
-                Some(VLLM_BLOCK)
+                Some(block)
             } else {
                 q.flags.max_model_len
             },
@@ -272,7 +277,7 @@ pub fn for_serve(
     };
     let c = &p.splits[i];
     let max_model_len = if auto {
-        Some(auto_len(&p, i).ok_or_else(|| {
+        Some(auto_len(&p, i, block).ok_or_else(|| {
             UsageError(format!(
                 "--max-model-len auto: {} fits no context at all",
                 c.split
@@ -282,7 +287,11 @@ pub fn for_serve(
         None
     };
     let ctx = max_model_len
-        .map(|n| format!("; --max-model-len auto: {n} (the longest that fits, in whole {VLLM_BLOCK}-token blocks)"))
+        .map(|n| {
+            format!(
+                "; --max-model-len auto: {n} (the longest that fits, in whole {block}-token blocks)"
+            )
+        })
         .unwrap_or_default();
     if user_split {
         return Ok(ServeChoice {
