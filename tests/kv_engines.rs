@@ -8,7 +8,8 @@
 //!   once per model, single node, no Ray: small random-weight models
 //!   (`load_format="dummy"`, no tokenizer) of each attention kind it loads: a
 //!   plain GQA Llama, DeepSeek-V3's MLA, Mistral's sliding window on every
-//!   layer, and Gemma 2's alternation of sliding and full layers, with a
+//!   layer, Gemma 2's alternation of sliding and full layers, and
+//!   Qwen3-Next's linear attention beside full attention, with a
 //!   KV cache of `VLLM_CPU_KVCACHE_SPACE` GiB. The CPU build's blocks are 128
 //!   tokens (`--block-size 128` given to both sides), which the sliding
 //!   window's count depends on.
@@ -205,6 +206,46 @@ fn sliding_and_full_layers_match_vllm() {
             "hidden_activation": "gelu_pytorch_tanh", "tie_word_embeddings": true,
             "torch_dtype": "bfloat16"
         }),
+        &[
+            ("--max-model-len", 2048),
+            ("--max-num-batched-tokens", 256),
+            ("--block-size", 128),
+        ],
+    );
+}
+
+#[test]
+fn linear_attention_matches_vllm() {
+    // Qwen3-Next, small: 3 linear layers and 1 full one. Each linear
+    // layer's state (conv 256 × 3 + 4 heads × 32 × 32, 9728 B in 16 bits;
+    // the CPU build keeps it in float32) is padded to one attention page of
+    // 128 tokens × 512 B, two pages a request (prefix caching's align
+    // mode): (16 + 3 × 2) pages × 64 KiB / 2048 = 704 B per token of context.
+    let mut c: serde_json::Value = serde_json::from_slice(
+        &std::fs::read(
+            Path::new(env!("CARGO_MANIFEST_DIR"))
+                .join("tests/fixtures/model-configs/Qwen--Qwen3-Next-80B-A3B-Instruct.json"),
+        )
+        .unwrap(),
+    )
+    .unwrap();
+    let small = serde_json::json!({
+        "vocab_size": 1024, "hidden_size": 256, "intermediate_size": 512,
+        "moe_intermediate_size": 128, "shared_expert_intermediate_size": 128,
+        "num_hidden_layers": 4, "num_attention_heads": 4, "num_key_value_heads": 2,
+        "head_dim": 64, "num_experts": 4, "num_experts_per_tok": 2,
+        "linear_num_key_heads": 2, "linear_num_value_heads": 4,
+        "linear_key_head_dim": 32, "linear_value_head_dim": 32,
+        "linear_conv_kernel_dim": 4, "max_position_embeddings": 4096,
+        "torch_dtype": "bfloat16", "full_attention_interval": 4
+    });
+    for (k, v) in small.as_object().unwrap() {
+        c[k] = v.clone();
+    }
+    c.as_object_mut().unwrap().remove("layer_types");
+    vllm(
+        "qwen3_next (linear attention + full)",
+        c,
         &[
             ("--max-model-len", 2048),
             ("--max-num-batched-tokens", 256),

@@ -156,7 +156,10 @@ impl PlanKv {
             return self.layers.bytes_per_token(&self.options) as f64;
         }
         let held = match self.layers.rules {
-            Rules::Vllm => context.div_ceil(self.options.block.max(1)) * self.options.block.max(1),
+            Rules::Vllm => {
+                let block = self.layers.vllm_block(&self.options);
+                context.div_ceil(block) * block
+            }
             Rules::LlamaCpp => context,
         };
         self.layers.bytes(0..n, &self.options, held) as f64 / context as f64

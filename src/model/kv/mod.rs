@@ -13,6 +13,11 @@ use serde::{Deserialize, Serialize};
 /// hold one block more than its window.
 pub const VLLM_BLOCK: u64 = 16;
 
+/// Pages of state a sequence holds in a vLLM hybrid model: with prefix
+/// caching (on by default) its Mamba cache runs in `align` mode, two pages a
+/// request (`MambaSpec.max_memory_usage_bytes`, vLLM 0.32).
+pub const VLLM_STATE_PAGES: u64 = 2;
+
 /// llama.cpp's default micro-batch (`-ub`), which an SWA cache holds beside
 /// the window.
 pub const LLAMA_UBATCH: u64 = 512;
@@ -234,8 +239,54 @@ impl KvModel {
         }
     }
 
-    /// Bytes of a layer's fixed state on one rank, for all counted sequences.
+    /// vLLM's page of a hybrid model (attention beside linear/Mamba
+    /// layers): the block raised until one attention page (block × an
+    /// attention layer's bytes per token) holds a layer's state, and that
+    /// page's bytes (`Platform._align_hybrid_block_size`: the state is
+    /// padded to the page). `None`: not vLLM, or not hybrid.
+    pub fn vllm_hybrid_page(&self, o: &KvOptions) -> Option<(u64, u64)> {
+        if self.rules != Rules::Vllm {
+            return None;
+        }
+        let attn = self
+            .layers
+            .iter()
+            .find(|l| matches!(l, Layer::Full { .. } | Layer::Mla { .. }))?;
+        let state = self
+            .layers
+            .iter()
+            .find(|l| matches!(l, Layer::State { .. }))?;
+        let (per_token, bytes) = (self.token_bytes(attn, o), self.one_state(state, o));
+        if per_token == 0 || bytes == 0 {
+            return None;
+        }
+        let block = o.block.max(1);
+        let block = block * bytes.div_ceil(block * per_token);
+        Some((block, block * per_token))
+    }
+
+    /// The block a request's attention pages are counted in: the hybrid
+    /// page's, else `--block-size`'s.
+    pub fn vllm_block(&self, o: &KvOptions) -> u64 {
+        self.vllm_hybrid_page(o).map_or(o.block.max(1), |(b, _)| b)
+    }
+
+    /// Bytes of a layer's fixed state on one rank, for all counted
+    /// sequences; under vLLM's rules for a hybrid model, each sequence holds
+    /// [`VLLM_STATE_PAGES`] pages of [`Self::vllm_hybrid_page`].
     pub fn state_bytes(&self, layer: &Layer, o: &KvOptions) -> u64 {
+        let one = self.one_state(layer, o);
+        if one == 0 {
+            return 0;
+        }
+        match self.vllm_hybrid_page(o) {
+            Some((_, page)) => VLLM_STATE_PAGES * page * o.seqs.max(1),
+            None => one * o.seqs.max(1),
+        }
+    }
+
+    /// One sequence's state of `layer` on one rank, unpadded.
+    fn one_state(&self, layer: &Layer, o: &KvOptions) -> u64 {
         match *layer {
             Layer::State {
                 conv_dim,
@@ -249,7 +300,6 @@ impl KvModel {
                 // conv (conv_dim / tp, kernel − 1), temporal (heads / tp, rows, cols).
                 ((conv_dim / tp) * conv_len + (heads / tp).max(1) * rows * cols)
                     * self.model_bytes(o)
-                    * o.seqs.max(1)
             }
             _ => 0,
         }
@@ -367,13 +417,23 @@ impl KvModel {
                         heads,
                         rows,
                         cols,
-                    } => format!(
-                        "fixed state (conv {}×{conv_len} + {} heads × {rows}×{cols}) × {} B × {} sequence(s), whatever the context",
-                        conv_dim / tp,
-                        (heads / tp).max(1),
-                        self.model_bytes(o),
-                        o.seqs.max(1)
-                    ),
+                    } => match self.vllm_hybrid_page(o) {
+                        Some((block, page)) => format!(
+                            "fixed state (conv {}×{conv_len} + {} heads × {rows}×{cols}) × {} B = {} B, padded to one attention page ({block} tokens, {page} B), {VLLM_STATE_PAGES} pages × {} sequence(s) (prefix caching's align mode), whatever the context",
+                            conv_dim / tp,
+                            (heads / tp).max(1),
+                            self.model_bytes(o),
+                            self.one_state(l, o),
+                            o.seqs.max(1)
+                        ),
+                        None => format!(
+                            "fixed state (conv {}×{conv_len} + {} heads × {rows}×{cols}) × {} B × {} sequence(s), whatever the context",
+                            conv_dim / tp,
+                            (heads / tp).max(1),
+                            self.model_bytes(o),
+                            o.seqs.max(1)
+                        ),
+                    },
                 };
                 format!(
                     "{n} {} layer{}: {what} = {}",
