@@ -4,7 +4,9 @@
 //! real HTTP server that is not an OpenAI one; a port nothing listens on;
 //! a llama-server killed during the run. The plan and the flags without a
 //! server. The key never shows in the output, the saved run or any
-//! process's arguments.
+//! process's arguments. `halobox bench soak` against the same server: a
+//! short soak PASSes with its windows and the GTT a real `halobox metrics`
+//! reports, and FAILs naming the stall when the server freezes half-way.
 
 mod common;
 
@@ -1097,4 +1099,181 @@ fn a_hostile_endpoint_or_saved_run_cannot_reach_the_terminal() {
         !page.contains('\u{1b}') && !page.contains('\u{202e}'),
         "the page holds escapes"
     );
+}
+
+/// `halobox bench soak ARGS` against `llama`, with its key in the
+/// environment (never an argument), the output and stderr piped.
+fn spawn_soak(llama: &Llama, args: &[&str]) -> Child {
+    Command::new(env!("CARGO_BIN_EXE_halobox"))
+        .args(["bench", "soak", "--url", &llama.url()])
+        .args([
+            "--context",
+            "256",
+            "--short-tokens",
+            "16",
+            "--output-tokens",
+            "16",
+        ])
+        .args(["--concurrency", "2", "--long-every", "2", "--sample", "1"])
+        .args(args)
+        .env_remove("VLLM_API_KEY")
+        .env("LLAMA_API_KEY", &llama.key)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap()
+}
+
+/// A Strix Halo snapshot's scrape (`halobox metrics --sysroot … --print`,
+/// GTT in use), served at `/metrics` by a real HTTP server on loopback
+/// (`halobox metrics` serves only the live host).
+fn snapshot_metrics(dir: &Path) -> (Child, u16) {
+    let scrape = common::ok(&common::run(&[
+        "metrics",
+        "--sysroot",
+        "tests/fixtures/metrics/strix-e810",
+        "--print",
+        "--node",
+        "strix",
+    ]));
+    assert!(scrape.contains("halobox_gpu_gtt_used_bytes"), "{scrape}");
+    std::fs::write(dir.join("metrics"), scrape).unwrap();
+    let port = free_port();
+    let child = Command::new("python3")
+        .args([
+            "-m",
+            "http.server",
+            "--bind",
+            "127.0.0.1",
+            &port.to_string(),
+        ])
+        .current_dir(dir)
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
+        assert!(
+            Instant::now() < deadline,
+            "the scrape's HTTP server did not listen"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    (child, port)
+}
+
+#[test]
+fn a_soak_passes_and_a_frozen_serve_fails_it_naming_the_stall() {
+    let llama = Llama::start();
+    let tmp = tempfile::tempdir().unwrap();
+    let (mut metrics, port) = snapshot_metrics(tmp.path());
+    let (good, frozen) = (tmp.path().join("good"), tmp.path().join("frozen"));
+    let watched = format!("127.0.0.1:{port}");
+    let dead = format!("127.0.0.1:{}", free_port());
+    let o = spawn_soak(
+        &llama,
+        &[
+            "--duration",
+            "6s",
+            "--window",
+            "2",
+            "--metrics",
+            &watched,
+            "--metrics",
+            &dead,
+            "--save",
+            good.to_str().unwrap(),
+        ],
+    )
+    .wait_with_output()
+    .unwrap();
+    let out = common::text(&o);
+    assert_eq!(o.status.code(), Some(0), "{out}");
+    assert!(!out.contains(&llama.key), "the key was printed:\n{out}");
+    assert!(out.contains("\nPASS\n"), "{out}");
+    assert!(
+        out.contains(&format!("GTT {watched}: ")) && out.contains("GiB at start"),
+        "{out}"
+    );
+    assert!(out.contains(&format!("GTT on {dead} not judged")), "{out}");
+    let r = json(&common::run(&[
+        "bench",
+        "report",
+        good.to_str().unwrap(),
+        "--json",
+    ]));
+    assert_eq!(r["verdict"], "PASS", "{r:#}");
+    assert!(r["long_requests"].as_u64().unwrap() >= 1, "{r:#}");
+    assert!(r["windows"].as_array().unwrap().len() >= 3, "{r:#}");
+    assert!(
+        r["windows"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|w| w["output_tokens_per_s"].as_f64().unwrap() > 0.0),
+        "{r:#}"
+    );
+    assert!(
+        r["gtt"][0]["points"].as_array().unwrap().len() >= 2,
+        "{r:#}"
+    );
+    let page = tmp.path().join("soak.html");
+    common::ok(&common::run(&[
+        "bench",
+        "report",
+        good.to_str().unwrap(),
+        "--html",
+        page.to_str().unwrap(),
+    ]));
+    let html = std::fs::read_to_string(&page).unwrap();
+    assert!(
+        html.contains("Soak (bench soak)") && html.contains("GTT in use over the soak"),
+        "{html}"
+    );
+
+    let child = spawn_soak(
+        &llama,
+        &[
+            "--duration",
+            "5m",
+            "--stall-timeout",
+            "3",
+            "--save",
+            frozen.to_str().unwrap(),
+        ],
+    );
+    let deadline = Instant::now() + Duration::from_secs(120);
+    while !frozen.join("soak.json").exists() {
+        assert!(Instant::now() < deadline, "no warm-up");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    std::thread::sleep(Duration::from_secs(2));
+    let pid = llama.child.id().to_string();
+    let signal = |s: &str| Command::new("kill").args([s, &pid]).status().unwrap();
+    assert!(signal("-STOP").success());
+    let o = child.wait_with_output().unwrap();
+    assert!(signal("-CONT").success());
+    let out = common::text(&o);
+    assert_eq!(o.status.code(), Some(1), "{out}");
+    assert!(
+        out.contains("\nFAIL\n") && out.contains("got no byte for 3 s"),
+        "{out}"
+    );
+    let r = json(&common::run(&[
+        "bench",
+        "report",
+        frozen.to_str().unwrap(),
+        "--json",
+    ]));
+    assert_eq!(r["verdict"], "FAIL", "{r:#}");
+    assert!(
+        r["reasons"][0]
+            .as_str()
+            .unwrap()
+            .starts_with("stall: request"),
+        "{r:#}"
+    );
+    let _ = metrics.kill();
+    let _ = metrics.wait();
 }

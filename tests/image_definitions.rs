@@ -245,9 +245,18 @@ fn the_image_carries_what_check_reads_and_ci_checks_it_on_a_node() {
         "if: ${{ vars.HALOBOX_STRIX_RUNNER == 'true' }}",
         "if: ${{ vars.HALOBOX_STRIX_RUNNER != 'true' }}",
         "bin/halobox check \"$NAME\"",
+        "needs: [publish, verify-on-strix-halo]",
+        "needs: [publish-llama-cpp, verify-llama-cpp-on-strix-halo]",
+        "--promote-digest \"$DIGEST\" --channel \"$CHANNEL\"",
+        "--unverified",
     ] {
         assert!(workflow.contains(needle), "publish.yml lacks {needle}");
     }
+    assert_eq!(
+        workflow.matches("halobox publish localhost/").count(),
+        workflow.matches("--candidate --to").count(),
+        "publish.yml pushes candidates only: a channel moves by --promote-digest once proven"
+    );
 }
 
 #[test]

@@ -1,6 +1,8 @@
 //! `halobox publish` to the loopback registry with htpasswd auth: every tag
 //! lands with the same digest and the OCI labels; a wrong password is a clear
-//! failure; the password never reaches the output; `--promote` moves a channel.
+//! failure; the password never reaches the output; `--promote` moves a channel;
+//! a candidate moves no channel, and `--promote-digest` moves one to the
+//! candidate's digest only (unverified: labelled, and refresh warns).
 
 mod common;
 
@@ -29,6 +31,10 @@ fn publish(args: &[&str], pw: &str) -> Output {
 }
 
 fn publish_env(args: &[&str], pw: &str, env: &[(&str, &str)]) -> Output {
+    publish_at(REVISION, args, pw, env)
+}
+
+fn publish_at(revision: &str, args: &[&str], pw: &str, env: &[(&str, &str)]) -> Output {
     halobox()
         .envs(env.iter().copied())
         .args([
@@ -36,7 +42,7 @@ fn publish_env(args: &[&str], pw: &str, env: &[(&str, &str)]) -> Output {
             "--engine",
             PODMAN,
             "--revision",
-            REVISION,
+            revision,
             "--source",
             "https://example.org/halobox",
         ])
@@ -258,4 +264,195 @@ fn credentials_bound_to_another_registry_are_not_sent() {
         String::from_utf8_lossy(&out.stderr)
     );
     let _ = cli("podman", &["rmi", "-f", &local]);
+}
+
+fn succeeded(out: &Output, pw: &str) -> String {
+    no_secret(out, pw);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+fn absent(reference: &str, pw: &str) -> bool {
+    !cli(
+        "skopeo",
+        &[
+            "inspect",
+            "--tls-verify=false",
+            "--creds",
+            &format!("halobox:{pw}"),
+            &format!("docker://{reference}"),
+        ],
+    )
+    .status
+    .success()
+}
+
+#[test]
+fn a_channel_moves_only_to_the_candidates_digest() {
+    require(PODMAN);
+    let pw = password();
+    let repo = format!("{}-candidate", repo());
+    let id = std::process::id();
+    let (good, other) = (
+        format!("localhost/halobox-imgtest-cand:{id}"),
+        format!("localhost/halobox-imgtest-other:{id}"),
+    );
+    for (from, to) in [
+        ("localhost/halobox-test:2", &good),
+        ("localhost/halobox-test:1", &other),
+    ] {
+        assert!(cli("podman", &["tag", from, to]).status.success());
+    }
+    let out = succeeded(&publish(&[&good, "--candidate", "--to", &repo], &pw), &pw);
+    assert_eq!(
+        out.lines().count(),
+        2,
+        "the dated and sha- tags only:\n{out}"
+    );
+    assert!(
+        absent(&format!("{repo}:latest"), &pw),
+        "a candidate moves no channel"
+    );
+    let candidate = remote(&format!("{repo}:sha-0123456"), &pw)["Digest"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let other_rev = "89abcdef0123456789abcdef0123456789abcdef";
+    succeeded(
+        &publish_at(other_rev, &[&other, "--candidate", "--to", &repo], &pw, &[]),
+        &pw,
+    );
+    let wrong = remote(&format!("{repo}:sha-89abcde"), &pw)["Digest"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    assert_ne!(wrong, candidate);
+
+    let refused = publish(
+        &[
+            "--promote-digest",
+            &wrong,
+            "--channel",
+            "latest",
+            "--to",
+            &repo,
+        ],
+        &pw,
+    );
+    no_secret(&refused, &pw);
+    let err = String::from_utf8_lossy(&refused.stderr);
+    assert_eq!(refused.status.code(), Some(1), "{err}");
+    assert!(
+        err.contains(&format!("{wrong} is not the candidate's digest"))
+            && err.contains("nothing moved"),
+        "{err}"
+    );
+    assert!(
+        absent(&format!("{repo}:latest"), &pw),
+        "a refused digest moves nothing"
+    );
+
+    let dry = succeeded(
+        &publish(
+            &[
+                "--promote-digest",
+                &candidate,
+                "--channel",
+                "latest",
+                "--to",
+                &repo,
+                "--dry-run",
+            ],
+            &pw,
+        ),
+        &pw,
+    );
+    assert!(
+        dry.contains(&format!("check: {repo}:sha-0123456 is at {candidate}")),
+        "{dry}"
+    );
+    assert!(
+        absent(&format!("{repo}:latest"), &pw),
+        "--dry-run moves nothing"
+    );
+    succeeded(
+        &publish(
+            &[
+                "--promote-digest",
+                &candidate,
+                "--channel",
+                "latest",
+                "--to",
+                &repo,
+            ],
+            &pw,
+        ),
+        &pw,
+    );
+    let latest = remote(&format!("{repo}:latest"), &pw);
+    assert_eq!(
+        latest["Digest"],
+        candidate.as_str(),
+        "moved by digest, not rebuilt"
+    );
+    assert!(latest["Labels"].get("io.halobox.verified").is_none());
+
+    succeeded(
+        &publish(
+            &[
+                "--promote-digest",
+                &candidate,
+                "--channel",
+                "dev",
+                "--to",
+                &repo,
+                "--unverified",
+            ],
+            &pw,
+        ),
+        &pw,
+    );
+    let dev = remote(&format!("{repo}:dev"), &pw);
+    assert_eq!(dev["Labels"]["io.halobox.verified"], "false");
+    assert_eq!(
+        dev["Layers"], latest["Layers"],
+        "the same layers, a new config"
+    );
+
+    let name = format!("halobox-imgtest-unverified-{id}");
+    let refresh = halobox()
+        .args([
+            "refresh",
+            "--engine",
+            PODMAN,
+            "--backend",
+            "podman",
+            "--name",
+            &name,
+            "--image",
+            &format!("{repo}:dev"),
+            "--pull",
+            "never",
+            "--memlock",
+            "8M",
+            "--yes",
+        ])
+        .output()
+        .unwrap();
+    let said = String::from_utf8_lossy(&refresh.stderr).into_owned();
+    let _ = halobox()
+        .args(["rm", &name, "--engine", PODMAN, "--yes"])
+        .output();
+    assert!(refresh.status.success(), "{said}");
+    assert!(
+        said.contains("is unverified (io.halobox.verified=false)"),
+        "refresh warns about an unverified image:\n{said}"
+    );
+    for t in [&good, &other] {
+        let _ = cli("podman", &["rmi", "-f", t]);
+    }
 }

@@ -666,6 +666,7 @@ const DOORS: &[(&str, &[&str])] = &[
         &["bench::html::report_file", "bench::html::compare_file"],
     ),
     ("cmd::bench::serving", &["bench::serving::measure"]),
+    ("cmd::bench::soak", &["bench::soak::measure"]),
     ("cmd::build", &["image::build::plan"]),
     ("cmd::check", &["check::run::check"]),
     ("cmd::cluster", &[]),

@@ -25,7 +25,7 @@ use nix::sys::signal::Signal;
 use serde_json::Value;
 
 use common::serve::{
-    HALOBOX, RPC_PORT, Serving, TOKENS, any_file_has, assert_same_tokens, mode, tokens_per_s,
+    HALOBOX, RPC_PORT, Ran, Serving, TOKENS, any_file_has, assert_same_tokens, mode, tokens_per_s,
 };
 
 static ONE_AT_A_TIME: Mutex<()> = Mutex::new(());
@@ -97,6 +97,66 @@ const LLAMA_ROUTES: &[&str] = &[
 /// Every route llama-server registers answers 401 without the key but
 /// `GET /health` and `/v1/health` (its own public ones: they say only
 /// "ok") and `GET /` (no web UI in this build: 404); with the key every GET
+/// Golden tokens: recorded when the serve first answered (its short prompts
+/// and a long one near the context limit), shown by `serve status`; the
+/// real engine gives them again; a recorded completion that is not what the
+/// engine answers is named with its first differing token (exit 1), and
+/// `--record` takes the engine's answers as the new set.
+fn golden_tokens_hold_and_a_change_is_named(s: &Serving, serve: &Ran, status: &Ran) {
+    let cfg = s.cfg();
+    assert!(
+        serve
+            .err
+            .contains("recorded 4 golden completions (greedy; short-1, short-2, short-3, long-"),
+        "serve did not record its golden completions: {serve}"
+    );
+    assert!(
+        status.out.contains("  golden:   4 prompts recorded ")
+            && status.out.contains("not checked since"),
+        "serve status does not show the golden set: {status}"
+    );
+    let same = s
+        .hb(&["serve", "golden", "--cluster", &cfg])
+        .expect_ok("serve golden");
+    assert!(
+        same.out
+            .contains("4 of 4 prompts give the completions recorded"),
+        "{same}"
+    );
+    let edit = "import glob, json, os\n\
+d = os.environ.get('XDG_STATE_HOME') or os.path.expanduser('~/.local/state')\n\
+p = glob.glob(d + '/halobox/serve/*.golden.json')[0]\n\
+g = json.load(open(p))\n\
+c = g['prompts'][0]\n\
+c['text'] = c['text'][:2] + ' zebra' + c['text'][2:]\n\
+c['tokens'] = None\n\
+json.dump(g, open(p, 'w'))\n";
+    s.run("golden-edit", s.on_node('a', &["python3", "-c", edit]))
+        .expect_ok("editing the recorded golden set");
+    let differ = s.hb(&["serve", "golden", "--cluster", &cfg]);
+    assert_eq!(differ.code, Some(1), "{differ}");
+    assert!(
+        differ.out.contains("1 of 4 prompts differ")
+            && differ
+                .out
+                .contains("short-1: first differing token #2: recorded \" zebra"),
+        "{differ}"
+    );
+    let status = s
+        .hb(&["serve", "status", "--cluster", &cfg])
+        .expect_ok("serve status");
+    assert!(
+        status
+            .out
+            .contains("1 of 4 differ (the first: short-1 at token #2)"),
+        "{status}"
+    );
+    s.hb(&["serve", "golden", "--record", "--cluster", &cfg])
+        .expect_ok("serve golden --record");
+    s.hb(&["serve", "golden", "--cluster", &cfg])
+        .expect_ok("serve golden after --record");
+}
+
 /// one answers something else.
 fn every_route_needs_the_key(s: &Serving, key: &std::path::Path) {
     let routes = s.route_codes('a', 8000, key, false, LLAMA_ROUTES);
@@ -300,6 +360,7 @@ fn llama_e2e(case: LlamaCase) {
         "serve status does not name the engine: {status}"
     );
     kv_cache_as_llama_counts(&s, case.model.is_none());
+    golden_tokens_hold_and_a_change_is_named(&s, &serve, &status);
     let logs = s
         .hb(&["serve", "logs", "-n", "20", "--cluster", &cfg])
         .expect_ok("serve logs");

@@ -12,7 +12,8 @@
 //! [`diagnose`] read the tools' own output ([`wc_status`] decodes completion
 //! errors, [`sweep`] finds where a size sweep collapses); [`counters`] reads the RDMA
 //! counters' deltas; [`peer`] picks the peer from the cluster config.
-//! [`serving`] loads a running `serve` endpoint instead; [`collective`] is
+//! [`serving`] loads a running `serve` endpoint instead, [`soak`] holds one
+//! under long-context load for a while and judges it; [`collective`] is
 //! `bench collective` (all-reduce across the cluster). [`html`] draws saved
 //! runs as one HTML page of SVG charts (`bench report --html`).
 //! [`link_cost`] turns the newest saved runs into the link's costs for
@@ -34,6 +35,7 @@ pub mod results;
 pub mod run;
 pub mod saved;
 pub mod serving;
+pub mod soak;
 pub mod stats;
 pub mod sweep;
 pub mod tcp;

@@ -41,6 +41,9 @@ pub enum BenchCommand {
         after_help = "Examples:\n  halobox bench serving                     (the serve recorded for ~/.config/halobox/cluster.toml)\n  halobox bench serving --dry-run\n  halobox bench serving --url http://10.0.0.1:8000 --concurrency 1,4,8 --requests 32\n  halobox bench serving --input-tokens 512 --output-tokens 128 --json\n  halobox bench serving --save /tmp/before; halobox bench compare /tmp/before RUN_AFTER\n  halobox bench serving --ab-transport --dry-run\n\nPrompts are random words cut to exactly --input-tokens by the server's /tokenize (about one token a word without it); outputs ignore the end of sequence so every one has --output-tokens.\nThe API key is VLLM_API_KEY or LLAMA_API_KEY from this environment, else the cluster's key file beside cluster.toml; it goes in a header only, never in an argument or the output.\nA serve that dies or freezes during the run stops it: the levels that ran are kept and marked partial, and the exit status is 1.\n--ab-transport restarts the cluster and the serve `serve --detach` recorded: on TCP sockets, then on cluster.toml's transport (where it ends); refused while anybody's requests run."
     )]
     Serving(super::bench_serving::BenchServingArgs),
+    /// Hold a running `serve` under long-context load for a while: errors, time to first token, tokens/s and each node's GTT over time, then PASS or FAIL against explicit limits.
+    #[command(after_help = super::bench_soak::EXAMPLES)]
+    Soak(super::bench_soak::BenchSoakArgs),
     /// All-reduce and all-gather across every node of cluster.toml (torch.distributed in the containers): latency, bus bandwidth, the sums checked, the transport RCCL used.
     #[command(after_help = super::bench_collective::EXAMPLES)]
     Collective(super::BenchCollectiveArgs),
@@ -233,5 +236,36 @@ fn line_rate(s: &str) -> Result<f64, String> {
     match s.parse::<f64>() {
         Ok(g) if g.is_finite() && g > 0.0 && g <= 10_000.0 => Ok(g),
         _ => Err(format!("{s:?} is not a line rate in Gb/s (e.g. 100)")),
+    }
+}
+
+impl BenchRunArgs {
+    /// The run the flags ask for.
+    pub fn options(&self) -> crate::bench::flow::Options {
+        crate::bench::flow::Options {
+            peer: self.peer.clone(),
+            peer_ip: self.peer_ip.clone(),
+            cluster: self.file.cluster.clone(),
+            peer_node: self.peer_node.clone(),
+            iface_ip: self.iface_ip.clone(),
+            peer_halobox: self.peer_halobox.clone(),
+            ssh_option: self.ssh_option.clone(),
+            save: self.save.clone(),
+            dry_run: self.mode.dry_run(),
+            json: self.mode.json(),
+            rdma: self.rdma,
+            no_rdma: self.no_rdma,
+            duration: self.duration,
+            streams: self.streams,
+            port: self.server.port,
+            sweep: self.sweep,
+            samples: self.samples,
+            on: self.on.map(|on| match on {
+                BenchOn::Container => crate::bench::flow::On::Container,
+                BenchOn::Host => crate::bench::flow::On::Host,
+            }),
+            container: self.container.clone(),
+            engine: self.engine.engine.clone(),
+        }
     }
 }

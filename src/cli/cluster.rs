@@ -442,6 +442,19 @@ pub enum ServeAction {
         #[command(flatten)]
         file: ClusterFileArgs,
     },
+    /// The greedy completions recorded when the serve first answered: asked again and compared (the first differing token named), or recorded anew.
+    #[command(
+        after_help = "Examples:\n  halobox serve golden\n  halobox serve golden --json\n  halobox serve golden --record     (after an engine upgrade whose new tokens you accept)\n\nExit 0 when the serve gives every recorded completion (or a new set was recorded), 1 when one differs."
+    )]
+    Golden {
+        /// Record the serve's completions now as the golden set, replacing the one recorded.
+        #[arg(long)]
+        record: bool,
+        #[command(flatten)]
+        file: ClusterFileArgs,
+        #[command(flatten)]
+        output: OutputArgs,
+    },
     /// The detached supervisor of a serve started with `--restart` (started by `serve --detach`, not by hand).
     #[command(hide = true)]
     Supervise {

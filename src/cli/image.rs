@@ -71,11 +71,32 @@ pub struct AddLayerArgs {
 #[derive(Debug, Args)]
 pub struct PublishArgs {
     /// The local image to publish.
-    #[arg(required_unless_present = "promote", conflicts_with = "promote")]
+    #[arg(
+        required_unless_present_any = ["promote", "promote_digest"],
+        conflicts_with_all = ["promote", "promote_digest"]
+    )]
     pub reference: Option<String>,
-    /// Channel tag to move to this image.
-    #[arg(long, value_enum, required_unless_present = "promote")]
+    /// Channel tag to move to this image (with --promote-digest: to that digest).
+    #[arg(long, value_enum, required_unless_present_any = ["promote", "candidate"])]
     pub channel: Option<Channel>,
+    /// Publish a candidate: the dated and `sha-` tags only, no channel; the
+    /// channel moves later with --promote-digest, once the candidate is proven.
+    #[arg(long, conflicts_with_all = ["channel", "promote", "promote_digest"])]
+    pub candidate: bool,
+    /// Move --channel to this candidate's digest (sha256:…), only when the
+    /// `sha-<revision>` tag is at it; by digest, nothing rebuilt.
+    #[arg(
+        long,
+        value_name = "DIGEST",
+        requires = "channel",
+        conflicts_with = "promote"
+    )]
+    pub promote_digest: Option<String>,
+    /// With --promote-digest when no Strix Halo check ran: the moved image
+    /// gets the label io.halobox.verified=false (a new config, same layers),
+    /// and `halobox refresh` warns about it.
+    #[arg(long, requires = "promote_digest")]
+    pub unverified: bool,
     /// Repository to push to (default: config `image` or HALOBOX_IMAGE).
     #[arg(long, value_name = "REPO")]
     pub to: Option<String>,

@@ -12,6 +12,7 @@
 mod bench;
 mod bench_collective;
 mod bench_serving;
+mod bench_soak;
 mod cluster;
 mod common;
 mod container;
@@ -30,6 +31,7 @@ pub use bench::{
 };
 pub use bench_collective::BenchCollectiveArgs;
 pub use bench_serving::BenchServingArgs;
+pub use bench_soak::BenchSoakArgs;
 pub use cluster::{
     ClusterBenchArgs, ClusterBootArgs, ClusterCommand, ClusterDoctorArgs, ClusterDownArgs,
     ClusterInitArgs, ClusterInstallArgs, ClusterJoinArgs, ClusterMetricsArgs, ClusterRefreshArgs,
@@ -167,7 +169,7 @@ pub enum Command {
     Image(ImageCommand),
     /// Tag an image with its channel, date and commit, set its OCI labels, and push every tag.
     #[command(
-        after_help = "Examples:\n  halobox publish localhost/vllm-therock-gfx1151:latest --channel dev --to docker.io/me/vllm-therock-gfx1151\n  halobox publish IMAGE --channel latest --dry-run\n  halobox publish --promote dev latest --to docker.io/me/vllm-therock-gfx1151\n\nCredentials: HALOBOX_REGISTRY_USER/HALOBOX_REGISTRY_PASSWORD, else the engines' auth files; never printed."
+        after_help = "Examples:\n  halobox publish localhost/vllm-therock-gfx1151:latest --channel dev --to docker.io/me/vllm-therock-gfx1151\n  halobox publish IMAGE --channel latest --dry-run\n  halobox publish --promote dev latest --to docker.io/me/vllm-therock-gfx1151\n  halobox publish IMAGE --candidate --to REPO --revision SHA\n  halobox publish --promote-digest sha256:… --channel latest --to REPO --revision SHA\n\nCredentials: HALOBOX_REGISTRY_USER/HALOBOX_REGISTRY_PASSWORD, else the engines' auth files; never printed."
     )]
     Publish(PublishArgs),
     /// Measure Ethernet (TCP) against RDMA between this node and a peer.

@@ -9,21 +9,23 @@ use crate::reporter::Terminal;
 
 /// Runs `halobox publish`.
 pub fn run(args: &PublishArgs) -> anyhow::Result<ExitCode> {
-    let what = match args.promote.as_slice() {
-        [from, to] => flow::What::Promote {
+    let channel = args.channel.map(|c| c.tag().to_string());
+    let what = match (args.promote.as_slice(), &args.promote_digest) {
+        ([from, to], _) => flow::What::Promote {
             from: from.tag().to_string(),
             to: to.tag().to_string(),
+        },
+        (_, Some(digest)) => flow::What::PromoteDigest {
+            digest: digest.clone(),
+            channel: channel.expect("clap requires --channel with --promote-digest"),
+            unverified: args.unverified,
         },
         _ => flow::What::Publish {
             reference: args
                 .reference
                 .clone()
                 .expect("clap requires REF without --promote"),
-            channel: args
-                .channel
-                .expect("clap requires --channel without --promote")
-                .tag()
-                .to_string(),
+            channel,
         },
     };
     let o = flow::Options {

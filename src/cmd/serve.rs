@@ -14,7 +14,7 @@ use crate::cli::{ServeAction, ServeArgs};
 use crate::cluster::config::{self, Engine};
 use crate::error::UsageError;
 use crate::reporter::Terminal;
-use crate::serve::control;
+use crate::serve::{control, golden};
 
 /// Runs `serve`.
 pub fn run(a: &ServeArgs) -> anyhow::Result<ExitCode> {
@@ -77,6 +77,34 @@ fn act(action: &ServeAction) -> anyhow::Result<ExitCode> {
             let (path, cfg) = config::open(file.cluster.as_deref())?;
             crate::serve::supervisor::supervise_detached(&path, &cfg, &mut Terminal)?;
             Ok(ExitCode::SUCCESS)
+        }
+        ServeAction::Golden {
+            record,
+            file,
+            output,
+        } => {
+            let (path, _) = config::open(file.cluster.as_deref())?;
+            let done = crate::serve::golden::run(&path, *record)?;
+            if output.json {
+                println!("{}", serde_json::to_string_pretty(&done)?);
+            }
+            Ok(match done {
+                golden::Outcome::Recorded(s) => {
+                    if !output.json {
+                        print!(
+                            "recorded the serve's completions as its golden set\n{}",
+                            golden::summary(&s)
+                        );
+                    }
+                    ExitCode::SUCCESS
+                }
+                golden::Outcome::Checked(c) => {
+                    if !output.json {
+                        print!("{}", golden::render(&c));
+                    }
+                    ExitCode::from(u8::from(!c.differences.is_empty()))
+                }
+            })
         }
         ServeAction::Stop { file } => {
             let (path, cfg) = config::open(file.cluster.as_deref())?;

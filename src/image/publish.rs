@@ -16,6 +16,10 @@ pub const SOURCE: &str = "org.opencontainers.image.source";
 pub const REVISION: &str = "org.opencontainers.image.revision";
 /// Version label.
 pub const VERSION: &str = "org.opencontainers.image.version";
+/// `false` on an image whose channel moved without the check on a Strix
+/// Halo node (`publish --promote-digest … --unverified`); `halobox refresh`
+/// warns about it.
+pub const VERIFIED: &str = "io.halobox.verified";
 
 /// What is known about the local image and the request.
 #[derive(Debug, Clone, Default)]
@@ -28,8 +32,9 @@ pub struct PublishInput {
     pub created: Option<String>,
     /// Repository to publish to (no tag).
     pub repository: String,
-    /// `latest` or `dev`.
-    pub channel: String,
+    /// `latest` or `dev`; `None` for a candidate (`--candidate`: the dated
+    /// and `sha-` tags only, the channel moves later by digest).
+    pub channel: Option<String>,
     /// Full git commit.
     pub revision: String,
     /// Source repository URL, when known.
@@ -45,7 +50,8 @@ pub struct PublishPlan {
     pub source: String,
     /// Repository pushed to.
     pub repository: String,
-    /// Tags pushed, in order (channel last, so it moves only when the rest are up).
+    /// Tags pushed, in order (channel last, so it moves only when the rest
+    /// are up; none for a candidate).
     pub tags: Vec<String>,
     /// The four OCI labels as they will be.
     pub labels: BTreeMap<String, String>,
@@ -136,8 +142,9 @@ pub fn plan(input: &PublishInput) -> Result<PublishPlan, String> {
         .filter(|(k, v)| input.labels.get(*k) != Some(v))
         .map(|(k, v)| (k.clone(), v.clone()))
         .collect();
-    let tags = [date, sha, input.channel.clone()]
+    let tags = [Some(date), Some(sha), input.channel.clone()]
         .into_iter()
+        .flatten()
         .map(|t| repo.with_tag(&t).to_string())
         .collect();
     Ok(PublishPlan {
@@ -180,7 +187,7 @@ mod tests {
             labels: BTreeMap::from([(CREATED.into(), "2024-06-01T00:00:00Z".into())]),
             created: None,
             repository: "127.0.0.1:5001/halobox/test".into(),
-            channel: "dev".into(),
+            channel: Some("dev".into()),
             revision: "4cdcc08347371de1d92fdb887822d840b5f8d833".into(),
             source_url: Some("https://github.com/o/halobox".into()),
             version: None,
@@ -201,6 +208,13 @@ mod tests {
         assert_eq!(p.labels[VERSION], "20240601-000000");
         assert!(!p.relabel.contains_key(CREATED));
         assert_eq!(p.relabel.len(), 3);
+        let mut candidate = input();
+        candidate.channel = None;
+        assert_eq!(
+            plan(&candidate).unwrap().tags,
+            p.tags[..2],
+            "a candidate moves no channel"
+        );
         let mut bad = input();
         bad.revision = "HEAD".into();
         assert!(plan(&bad).is_err());

@@ -1,12 +1,15 @@
 //! `halobox publish` from start to end, as one library entry point
-//! ([`run()`]): tag an image with its date, commit and channel, set its OCI
-//! labels (a new config, no rebuild), and push every tag; or move a channel
-//! to the image of another. Its words go to a [`Reporter`].
+//! ([`run()`]): tag an image with its date, commit and channel (or, for a
+//! candidate, its date and commit only), set its OCI labels (a new config,
+//! no rebuild), and push every tag; move a channel to the image of another;
+//! or move a channel to a candidate's digest once it is proven
+//! ([`super::promote`]). Its words go to a [`Reporter`].
 
 use std::collections::BTreeMap;
 
 use super::archive::TempDir;
 use super::git;
+use super::promote;
 use super::publish::{self, PublishInput};
 use super::rewrite::{self, BaseSource};
 use crate::config;
@@ -24,8 +27,9 @@ pub enum What {
     Publish {
         /// The local image.
         reference: String,
-        /// The channel's tag (`stable`, `edge`, …).
-        channel: String,
+        /// The channel's tag (`latest`, `dev`); `None`: a candidate (the
+        /// dated and `sha-` tags only).
+        channel: Option<String>,
     },
     /// `--promote FROM TO`: move channel `to` to the image of `from`.
     Promote {
@@ -33,6 +37,16 @@ pub enum What {
         from: String,
         /// The channel moved.
         to: String,
+    },
+    /// `--promote-digest DIGEST --channel C`: move channel `channel` to the
+    /// candidate's `digest`, refusing any other digest.
+    PromoteDigest {
+        /// The candidate's manifest digest.
+        digest: String,
+        /// The channel moved.
+        channel: String,
+        /// Label the moved image `io.halobox.verified=false`.
+        unverified: bool,
     },
 }
 
@@ -71,16 +85,18 @@ pub fn run(o: &Options, r: &mut dyn Reporter) -> anyhow::Result<()> {
         What::Promote { from, to } => {
             return promote(o, &repository, from, to, creds.as_ref(), &who, r);
         }
+        What::PromoteDigest {
+            digest,
+            channel,
+            unverified,
+        } => {
+            let p = promote::plan(&repository, digest, &revision(o)?, channel, *unverified)
+                .map_err(UsageError)?;
+            return promote_digest(o, &p, creds.as_ref(), &who, r);
+        }
         What::Publish { reference, channel } => (reference.clone(), channel.clone()),
     };
-    let revision = o
-        .revision
-        .clone()
-        .or_else(git::revision)
-        .ok_or_else(|| {
-            UsageError("no git commit: run in the halobox checkout or pass --revision SHA".into())
-        })?
-        .to_ascii_lowercase();
+    let revision = revision(o)?;
     let source_url = o
         .source
         .clone()
@@ -121,25 +137,7 @@ pub fn run(o: &Options, r: &mut dyn Reporter) -> anyhow::Result<()> {
                 "writing a new config with {} label(s)\n",
                 plan.relabel.len()
             ));
-            let work = TempDir::new("halobox-publish")?;
-            let base = rewrite::read_base(
-                &BaseSource::Engine(reference.clone()),
-                Some(&engine),
-                work.path(),
-            )
-            .await?;
-            let out = rewrite::rewrite(
-                &base,
-                &[],
-                "",
-                &plan.relabel,
-                &plan.tags[..1],
-                None,
-                Some(&engine),
-                &work,
-            )
-            .await?;
-            id = out.image.config_digest;
+            id = relabel(&engine, &reference, &plan.relabel, &plan.tags[0]).await?;
         }
         let mut pushed = Vec::new();
         for t in &plan.tags {
@@ -163,6 +161,46 @@ pub fn run(o: &Options, r: &mut dyn Reporter) -> anyhow::Result<()> {
         }
         report(&pushed, &id, o.json, r)
     })?
+}
+
+/// The commit: `--revision`, else the checkout's.
+fn revision(o: &Options) -> anyhow::Result<String> {
+    Ok(o.revision
+        .clone()
+        .or_else(git::revision)
+        .ok_or_else(|| {
+            UsageError("no git commit: run in the halobox checkout or pass --revision SHA".into())
+        })?
+        .to_ascii_lowercase())
+}
+
+/// A new config for `reference` with `labels` set, the same layers, loaded
+/// into `engine` as `tag`; returns the new image id.
+async fn relabel(
+    engine: &Engine,
+    reference: &str,
+    labels: &BTreeMap<String, String>,
+    tag: &str,
+) -> anyhow::Result<String> {
+    let work = TempDir::new("halobox-publish")?;
+    let base = rewrite::read_base(
+        &BaseSource::Engine(reference.to_string()),
+        Some(engine),
+        work.path(),
+    )
+    .await?;
+    let out = rewrite::rewrite(
+        &base,
+        &[],
+        "",
+        labels,
+        &[tag.to_string()],
+        None,
+        Some(engine),
+        &work,
+    )
+    .await?;
+    Ok(out.image.config_digest)
 }
 
 fn repository(to: Option<&str>) -> anyhow::Result<String> {
@@ -289,5 +327,67 @@ fn promote(
             .map(|i| i.id)
             .unwrap_or_default();
         report(&[p], &id, o.json, r)
+    })?
+}
+
+/// Moves `p.target` to the candidate's digest: pulls the candidate tag and
+/// the digest, refuses unless they are one image, then tags and pushes
+/// (relabelled first when unverified) and checks the digest the registry
+/// stored.
+fn promote_digest(
+    o: &Options,
+    p: &promote::Promotion,
+    creds: Option<&Credentials>,
+    who: &str,
+    r: &mut dyn Reporter,
+) -> anyhow::Result<()> {
+    if o.dry_run {
+        if o.json {
+            let mut v = serde_json::to_value(p)?;
+            v["credentials"] = serde_json::json!(who);
+            r.out(&format!("{}\n", serde_json::to_string_pretty(&v)?));
+        } else {
+            r.out(&promote::render(p, who));
+        }
+        return Ok(());
+    }
+    block_on(async {
+        let engine: Engine = connect(o.engine.as_deref()).await?;
+        let (candidate, source) = (
+            ImageRef::parse(&p.candidate).map_err(UsageError)?,
+            ImageRef::parse(&p.source).map_err(UsageError)?,
+        );
+        engine.pull_with(&candidate, creds).await?;
+        engine.pull_with(&source, creds).await?;
+        let (cand, src) = match (
+            engine.image(&p.candidate).await?,
+            engine.image(&p.source).await?,
+        ) {
+            (Some(c), Some(s)) => (c, s),
+            _ => anyhow::bail!(
+                "{} or {} is not in the engine after pulling it",
+                p.candidate,
+                p.source
+            ),
+        };
+        promote::judge(p, &cand.repo_digests, &cand.id, &src.id).map_err(anyhow::Error::msg)?;
+        let target = ImageRef::parse(&p.target).map_err(UsageError)?;
+        let mut id = src.id.clone();
+        if p.unverified {
+            r.note(&format!(
+                "writing a new config with {}=false (no Strix Halo check ran)\n",
+                publish::VERIFIED
+            ));
+            let labels = BTreeMap::from([promote::unverified_label()]);
+            id = relabel(&engine, &p.source, &labels, &p.target).await?;
+        }
+        engine.tag(&id, &target).await?;
+        let pushed = engine
+            .push(&target, creds)
+            .await
+            .map_err(|e| partial(e, &[], std::slice::from_ref(&p.target)))?;
+        r.note(&format!("pushed {} {}\n", pushed.reference, pushed.digest));
+        promote::judge_pushed(p, &pushed.digest).map_err(anyhow::Error::msg)?;
+        report(&[pushed], &id, o.json, r)
     })?
 }

@@ -18,6 +18,7 @@ use crate::container::spec::{LABEL_DIGEST, LABEL_IMAGE};
 use crate::container::{distrobox, owner};
 use crate::engine::images::LocalImage;
 use crate::engine::{Engine, EngineError};
+use crate::image::publish::VERIFIED;
 use crate::image_ref::{ImageRef, date_tag};
 use crate::signals::{self, Caught};
 
@@ -570,6 +571,11 @@ impl<'a> Steps<'a> {
     /// returns the reference the container is made from.
     async fn pin(&mut self, local: &LocalImage) -> Result<String, RefreshError> {
         let (reference, pin) = self.source();
+        if local.labels.get(VERIFIED).map(String::as_str) == Some("false") {
+            self.late.push(format!(
+                "{reference} is unverified ({VERIFIED}=false): its channel moved without the check on a Strix Halo node; run `halobox check` in the new container, or refresh to a dated tag that was checked"
+            ));
+        }
         if !pin {
             return Ok(reference.to_string());
         }

@@ -43,6 +43,9 @@ pub struct Status {
     /// per token (absent when neither is known).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub kv_cache: Option<KvCheck>,
+    /// The golden completions recorded for it, and their last check.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub golden: Option<super::golden::Summary>,
 }
 
 /// The status of the serve of `cfg` (whose file is `path`).
@@ -70,6 +73,7 @@ pub fn status(cfg: &ClusterConfig, path: &Path) -> anyhow::Result<Status> {
             restarts,
             supervisor,
             kv_cache: None,
+            golden: None,
         });
     };
     let api = rec
@@ -116,6 +120,7 @@ pub fn status(cfg: &ClusterConfig, path: &Path) -> anyhow::Result<Status> {
         healthy,
         restarts,
         supervisor,
+        golden: super::golden::load(path).map(|g| super::golden::summarize(&g)),
     })
 }
 
@@ -200,10 +205,14 @@ pub fn render(s: &Status) -> String {
             },
         ),
         &format!(
-            "{}{restarts}",
+            "{}{}{restarts}",
             s.kv_cache
                 .as_ref()
                 .map(|c| format!("  KV cache: {}\n", kv_check::render(c)))
+                .unwrap_or_default(),
+            s.golden
+                .as_ref()
+                .map(super::golden::summary)
                 .unwrap_or_default()
         ),
     )
@@ -358,6 +367,7 @@ mod tests {
             restarts: None,
             supervisor: None,
             kv_cache: None,
+            golden: None,
         };
         assert!(render(&status(w)).contains(&format!(
             "watched by a halobox serve in the foreground (pid {})",
@@ -411,6 +421,7 @@ mod tests {
             restarts: None,
             supervisor: None,
             kv_cache: Some(c),
+            golden: None,
         };
         let text = render(&status);
         assert!(

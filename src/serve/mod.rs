@@ -37,7 +37,9 @@
 //! - [`checks`]: each check of a serving engine, its interval and its
 //!   verdict (pure); [`watcher`]: the one loop that runs them and says how
 //!   watching ended;
-//! - [`control`]: status, logs and stop of a recorded serve;
+//! - [`control`]: status, logs and stop of a recorded serve; [`golden`]:
+//!   the greedy completions recorded when it first answers, and checked
+//!   again (`serve golden`);
 //! - [`state`]: what a serve recorded on the head (the serve, its
 //!   restarts, its supervisor's pid file); [`interrupt`]: Ctrl-C;
 //! - [`restart_policy`]: `--restart`'s policy, window, events and progress
@@ -50,6 +52,7 @@ pub mod control;
 pub mod decide;
 pub mod engine;
 pub mod fit;
+pub mod golden;
 pub mod interrupt;
 pub mod kv_check;
 pub mod launch;

@@ -4,6 +4,7 @@
 use crate::bench::collective::report::Results as CollectiveResults;
 use crate::bench::results::Results;
 use crate::bench::serving::record::{LevelResult, ServingResults, Spread};
+use crate::bench::soak::judge::SoakResults;
 
 /// How an axis places its values.
 #[derive(Debug, Clone, PartialEq)]
@@ -333,6 +334,75 @@ pub fn serving(runs: &[(&str, &ServingResults)], title: &str, id: &str) -> Vec<C
         });
     }
     [ttft, itl, tps]
+        .into_iter()
+        .filter(Chart::has_data)
+        .collect()
+}
+
+/// `bench soak`: output tokens/s and time to first token per window over
+/// the soak, and each node's GTT in use over the soak (its verdict and
+/// reasons as notes).
+pub fn soak(runs: &[(&str, &SoakResults)]) -> Vec<Chart> {
+    let time = || Axis::new("Time into the soak", "s", AxisKind::Linear);
+    let mut tps = Chart::new(
+        "soak-throughput",
+        "Output tokens/s over the soak",
+        time(),
+        Axis::new("Output throughput", "tokens/s", AxisKind::Linear),
+    );
+    let mut ttft = Chart::new(
+        "soak-ttft",
+        "Time to first token over the soak (median per window)",
+        time(),
+        Axis::new("Time to first token", "ms", AxisKind::Linear),
+    );
+    let mut gtt = Chart::new(
+        "soak-gtt",
+        "GTT in use over the soak",
+        time(),
+        Axis::new("GTT in use", "GiB", AxisKind::Linear),
+    );
+    for (label, res) in runs {
+        let mid = |w: &crate::bench::soak::judge::Window| (w.start_s + w.end_s) / 2.0;
+        tps.series.push(Series {
+            name: named(label, "output tokens/s"),
+            dashed: false,
+            points: res
+                .windows
+                .iter()
+                .map(|w| (mid(w), w.output_tokens_per_s))
+                .collect(),
+        });
+        for (long, what) in [(false, "short prompts"), (true, "long prompts")] {
+            ttft.series.push(Series {
+                name: named(label, what),
+                dashed: long,
+                points: res
+                    .windows
+                    .iter()
+                    .filter_map(|w| {
+                        let v = if long {
+                            w.ttft_long_p50_ms
+                        } else {
+                            w.ttft_short_p50_ms
+                        };
+                        v.map(|v| (mid(w), v))
+                    })
+                    .collect(),
+            });
+        }
+        for g in &res.gtt {
+            gtt.series.push(Series {
+                name: named(label, &g.node),
+                dashed: false,
+                points: g.points.clone(),
+            });
+        }
+        let verdict = std::iter::once(named(label, res.verdict)).chain(res.reasons.iter().cloned());
+        tps.notes.push(verdict.collect::<Vec<_>>().join("; "));
+        gtt.notes.extend(res.notes.iter().cloned());
+    }
+    [tps, ttft, gtt]
         .into_iter()
         .filter(Chart::has_data)
         .collect()

@@ -2,7 +2,7 @@
 //! self-contained HTML page of inline SVG charts (no script, no network).
 //!
 //! [`load()`] reads any saved run (`bench run`, `bench serving`, its
-//! `--ab-transport`, `bench collective`); [`chart`] turns results into
+//! `--ab-transport`, `bench collective`, `bench soak`); [`chart`] turns results into
 //! charts (series, axes with units; pure), [`svg`] draws one (pure), [`page`]
 //! assembles the page (pure: no script, no outside resource) and
 //! [`write()`] puts it in place atomically. The SVG has ticks, a legend and
@@ -19,6 +19,7 @@ use super::collective::report::Results as CollectiveResults;
 use super::results::Results;
 use super::serving::ab::{AB_FILE, AbResults};
 use super::serving::record::ServingResults;
+use super::soak::judge::SoakResults;
 use crate::error::UsageError;
 
 /// A saved run of any kind, derived.
@@ -32,6 +33,8 @@ pub enum Run {
     Collective(CollectiveResults),
     /// `bench serving --ab-transport`.
     Ab(AbResults),
+    /// `bench soak`.
+    Soak(SoakResults),
 }
 
 impl Run {
@@ -42,6 +45,7 @@ impl Run {
             Run::Serving(_) => "bench serving",
             Run::Collective(_) => "bench collective",
             Run::Ab(_) => "bench serving --ab-transport",
+            Run::Soak(_) => "bench soak",
         }
     }
 }
@@ -54,6 +58,10 @@ pub fn load(dir: &Path) -> anyhow::Result<Run> {
     if super::serving::record::is_saved(dir) {
         let rec = super::serving::record::load(dir)?;
         return Ok(Run::Serving(super::serving::record::derive(&rec)));
+    }
+    if super::soak::record::is_saved(dir) {
+        let rec = super::soak::record::load(dir)?;
+        return Ok(Run::Soak(super::soak::judge::derive(&rec)));
     }
     if super::collective::run::is_saved(dir) {
         let rec = super::collective::run::load(dir)?;

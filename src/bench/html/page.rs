@@ -10,6 +10,7 @@ use super::svg::{escape, render};
 use crate::bench::collective::report::Results as CollectiveResults;
 use crate::bench::results::Results;
 use crate::bench::serving::record::ServingResults;
+use crate::bench::soak::judge::SoakResults;
 
 /// What the page is drawn with beyond the runs.
 #[derive(Debug, Clone, Copy, Default)]
@@ -48,6 +49,13 @@ pub fn sections(runs: &[(&str, &Run)], opts: Options) -> Vec<(String, Vec<Chart>
         .iter()
         .filter_map(|(l, r)| match r {
             Run::Collective(c) => Some((*l, c)),
+            _ => None,
+        })
+        .collect();
+    let soak: Vec<(&str, &SoakResults)> = runs
+        .iter()
+        .filter_map(|(l, r)| match r {
+            Run::Soak(s) => Some((*l, s)),
             _ => None,
         })
         .collect();
@@ -99,6 +107,7 @@ pub fn sections(runs: &[(&str, &Run)], opts: Options) -> Vec<(String, Vec<Chart>
         "A/B transport (bench serving --ab-transport)",
         chart::serving(&ab, "A/B transport: ", "ab"),
     );
+    add("Soak (bench soak)", chart::soak(&soak));
     out
 }
 
@@ -113,6 +122,18 @@ fn about(name: &str, run: &Run) -> String {
         Run::Collective(c) => format!(
             "{}, backend {}, {} ranks, cluster transport {}, {}",
             c.started_utc, c.backend, c.world, c.cluster_transport, c.status
+        ),
+        Run::Soak(s) => format!(
+            "{}, model {} at {} ({}), {:.0} s, {} requests ({} long), {} failed: {}",
+            s.started_utc,
+            s.model,
+            s.endpoint,
+            s.server,
+            s.elapsed_s,
+            s.requests,
+            s.long_requests,
+            s.failed,
+            s.verdict
         ),
         Run::Ab(a) => format!(
             "cluster {}, endpoint {}, legs {}",

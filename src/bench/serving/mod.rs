@@ -6,7 +6,8 @@
 //! [`plan`] decides from the flags (pure); [`prompts`] makes fixed-length
 //! random prompts; [`client`] speaks HTTP and times streams ([`sse`] reads
 //! them); [`run`] runs the levels; [`record`] saves, derives and renders;
-//! [`key`] finds the API's key; [`measure`] runs and saves a benchmark;
+//! [`key`] finds the API's key; [`target`] which endpoint (`--url` or the
+//! recorded serve); [`measure`] runs and saves a benchmark;
 //! [`ab`] plans and judges `--ab-transport`, [`ab_run`] runs it.
 
 pub mod ab;
@@ -18,6 +19,7 @@ pub mod prompts;
 pub mod record;
 pub mod run;
 pub mod sse;
+pub mod target;
 
 use std::path::Path;
 

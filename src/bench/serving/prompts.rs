@@ -72,7 +72,7 @@ pub const APPROXIMATE: &str = "approximate (one word a token: the server has no 
 
 /// The token ids of `text` from the server's `/tokenize`, `None` when it
 /// has none (404/405).
-async fn tokenize(
+pub async fn tokenize(
     authority: &str,
     model: &str,
     text: &str,

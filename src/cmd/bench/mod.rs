@@ -1,9 +1,10 @@
-//! `halobox bench`: run, serve, probe, report, compare.
+//! `halobox bench`: run, serve, probe, serving, soak, report, compare.
 
 pub mod ab;
 pub mod collective;
 pub mod html;
 pub mod serving;
+pub mod soak;
 
 use std::{process::ExitCode, time::Duration};
 
@@ -11,8 +12,8 @@ use anyhow::Context;
 
 use crate::bench::{flow, probe, run as exec, tcp};
 use crate::cli::{
-    BenchClientArgs, BenchCommand, BenchCompareArgs, BenchExecArgs, BenchOn, BenchReportArgs,
-    BenchRunArgs, BenchServeArgs,
+    BenchClientArgs, BenchCommand, BenchCompareArgs, BenchExecArgs, BenchReportArgs, BenchRunArgs,
+    BenchServeArgs,
 };
 use crate::container::inside;
 use crate::error::UsageError;
@@ -36,6 +37,7 @@ pub fn run(cmd: BenchCommand) -> anyhow::Result<ExitCode> {
         BenchCommand::Exec(args) => exec_in(&args),
         BenchCommand::Serving(args) if args.ab_transport => ab::run(&args),
         BenchCommand::Serving(args) => serving::run(&args),
+        BenchCommand::Soak(args) => soak::run(&args),
         BenchCommand::Collective(args) => collective::run_cmd(&args),
         BenchCommand::Report(args) => html::report(&args).unwrap_or_else(|| report_cmd(&args)),
         BenchCommand::Compare(args) => html::compare(&args).unwrap_or_else(|| compare(&args)),
@@ -85,32 +87,7 @@ fn exec_in(args: &BenchExecArgs) -> anyhow::Result<ExitCode> {
 }
 
 fn bench_run(args: &BenchRunArgs) -> anyhow::Result<ExitCode> {
-    let o = flow::Options {
-        peer: args.peer.clone(),
-        peer_ip: args.peer_ip.clone(),
-        cluster: args.file.cluster.clone(),
-        peer_node: args.peer_node.clone(),
-        iface_ip: args.iface_ip.clone(),
-        peer_halobox: args.peer_halobox.clone(),
-        ssh_option: args.ssh_option.clone(),
-        save: args.save.clone(),
-        dry_run: args.mode.dry_run(),
-        json: args.mode.json(),
-        rdma: args.rdma,
-        no_rdma: args.no_rdma,
-        duration: args.duration,
-        streams: args.streams,
-        port: args.server.port,
-        sweep: args.sweep,
-        samples: args.samples,
-        on: args.on.map(|on| match on {
-            BenchOn::Container => flow::On::Container,
-            BenchOn::Host => flow::On::Host,
-        }),
-        container: args.container.clone(),
-        engine: args.engine.engine.clone(),
-    };
-    Ok(status(flow::run(&o, &mut Terminal)?))
+    Ok(status(flow::run(&args.options(), &mut Terminal)?))
 }
 
 /// 0 when nothing failed (skips are fine), else 1.
@@ -125,7 +102,9 @@ fn report_cmd(args: &BenchReportArgs) -> anyhow::Result<ExitCode> {
     if crate::bench::serving::record::is_saved(&args.dir) {
         return serving::report(&args.dir, args.output.json);
     }
-    if let Some(done) = collective::report_saved(&args.dir, args.output.json) {
+    if let Some(done) = collective::report_saved(&args.dir, args.output.json)
+        .or_else(|| soak::report(&args.dir, args.output.json))
+    {
         return done;
     }
     Ok(status(flow::report(

@@ -3,52 +3,29 @@
 //! cluster's key file; never in an argument or the output), then the run
 //! ([`crate::bench::serving`]), saved and printed.
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::ExitCode;
 
 use crate::bench::serving;
 use crate::bench::serving::key::{is_set, key_from, load_key};
-use crate::bench::serving::plan::{self, Endpoint};
+use crate::bench::serving::plan;
 use crate::bench::serving::record::{self, ServingResults};
+use crate::bench::serving::target;
 use crate::cli::BenchServingArgs;
-use crate::cluster::config;
 use crate::error::UsageError;
 use crate::reporter::Terminal;
-use crate::serve::state;
-
-/// The endpoint, where it came from, and the recorded serve (when it is
-/// the default endpoint).
-fn endpoint(
-    args: &BenchServingArgs,
-) -> anyhow::Result<(Endpoint, String, Option<state::ServeState>, Option<PathBuf>)> {
-    if let Some(url) = &args.url {
-        let e = Endpoint::parse(url).map_err(UsageError)?;
-        let cluster = config::path(args.file.cluster.as_deref());
-        return Ok((e, "--url".into(), None, cluster));
-    }
-    let (path, _) = config::open(args.file.cluster.as_deref())?;
-    let s = state::load(&path).ok_or_else(|| {
-        UsageError(format!(
-            "no serve is recorded for {}\n  hint: start one with `halobox serve MODEL --detach`, or pass --url http://HOST:PORT",
-            path.display()
-        ))
-    })?;
-    let e = Endpoint::parse(&s.endpoint).map_err(UsageError)?;
-    let from = format!(
-        "the serve of {} ({} {})",
-        path.display(),
-        s.engine,
-        crate::remote::printable(&s.model)
-    );
-    Ok((e, from, Some(s), Some(path)))
-}
 
 /// Runs `bench serving` (without `--ab-transport`).
 pub fn run(args: &BenchServingArgs) -> anyhow::Result<ExitCode> {
     plan::parse_levels(&args.concurrency).map_err(UsageError)?;
-    let (endpoint, endpoint_from, serve, cluster) = endpoint(args)?;
-    let from = key_from(args.no_api_key, serve.as_ref(), cluster.as_deref(), is_set);
-    let opts = args.options(endpoint, endpoint_from, &from)?;
+    let t = target::resolve(args.url.as_deref(), args.file.cluster.as_deref())?;
+    let from = key_from(
+        args.no_api_key,
+        t.serve.as_ref(),
+        t.cluster.as_deref(),
+        is_set,
+    );
+    let opts = args.options(t.endpoint, t.from, &from)?;
     if args.mode.dry_run() {
         if args.mode.json() {
             println!("{}", serde_json::to_string_pretty(&opts)?);
