@@ -13,14 +13,15 @@
 //!   KV cache of `VLLM_CPU_KVCACHE_SPACE` GiB. The CPU build's blocks are 128
 //!   tokens (`--block-size 128` given to both sides), which the sliding
 //!   window's count depends on.
-//! - llama.cpp (scripts/llama-cpp.sh, /opt/halobox-llama-cpp): its
+//! - llama.cpp (scripts/llama-cpp.sh, /opt/halobox-llama-cpp or
+//!   `HALOBOX_LLAMA_CPP`): its
 //!   `llama-completion` at `-lv 4` (the level halobox gives llama-server,
 //!   whose cache lines are the same library's) on the real SmolLM2-135M GGUF
 //!   and on a random-weight GGUF of another shape (scripts/serve/make-gguf.py).
 //!
 //! A missing engine fails.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::process::Command;
 
 use halobox::model::memory_args::{self, Flags};
@@ -28,7 +29,14 @@ use halobox::serve::kv_check::{EngineKv, PlanKv};
 
 const PYTHON: &str = "/opt/halobox-vllm/bin/python";
 const SPACE_GIB: u64 = 1;
-const LLAMA: &str = "/opt/halobox-llama-cpp";
+
+/// llama.cpp's CPU build: `HALOBOX_LLAMA_CPP`, else /opt/halobox-llama-cpp
+/// (as tests/common/serve.rs finds it).
+fn llama_dir() -> PathBuf {
+    std::env::var_os("HALOBOX_LLAMA_CPP")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from("/opt/halobox-llama-cpp"))
+}
 
 const LOAD: &str = r#"
 import json, sys
@@ -257,7 +265,7 @@ fn linear_attention_matches_vllm() {
 /// `gguf` loaded by llama.cpp with a context of `ctx`, against plan's
 /// count of its header.
 fn llama(name: &str, gguf: &Path, ctx: u64) {
-    let bin = Path::new(LLAMA).join("bin/llama-completion");
+    let bin = llama_dir().join("bin/llama-completion");
     assert!(
         bin.exists(),
         "{} is missing: run scripts/llama-cpp.sh",
@@ -288,12 +296,12 @@ fn llama_cpp_gguf_matches() {
     // SmolLM2-135M: 30 layers × 3 KV heads × (64 + 64) × 2 B = 23040 B/token.
     llama(
         "SmolLM2-135M Q4_1 (llama.cpp)",
-        &Path::new(LLAMA).join("models/SmolLM2-135M-Instruct.Q4_1.gguf"),
+        &llama_dir().join("models/SmolLM2-135M-Instruct.Q4_1.gguf"),
         1024,
     );
     let d = tempfile::tempdir().unwrap();
     let gguf = d.path().join("random.gguf");
-    let made = Command::new(Path::new(LLAMA).join("venv/bin/python"))
+    let made = Command::new(llama_dir().join("venv/bin/python"))
         .arg(Path::new(env!("CARGO_MANIFEST_DIR")).join("scripts/serve/make-gguf.py"))
         .arg(&gguf)
         .args(["--layers", "3", "--hidden", "192", "--heads", "6"])
