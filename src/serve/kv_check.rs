@@ -75,12 +75,14 @@ impl EngineKv {
             self.context = after(line, "Maximum concurrency for ").map(|t| t as u64);
             self.max_concurrency = after(line, "tokens per request: ");
         } else if let Some(gib) = after(line, "Available KV cache memory: ") {
-            self.space_bytes = Some((gib * GIB).round() as u64);
+            self.space((gib * GIB).round() as u64);
         } else if line.contains("GiB for KV cache")
             && (line.contains("Explicitly set (") || line.contains("Auto set ("))
         {
             let at = line.find(" set (").expect("checked") + " set (".len();
-            self.space_bytes = number(&line[at..]).map(|g| (g * GIB).round() as u64);
+            if let Some(g) = number(&line[at..]) {
+                self.space((g * GIB).round() as u64);
+            }
         } else if line.contains("llama_context: n_ctx ") {
             // A new context: its caches follow (and a restart's log starts again).
             let n = after(line, "n_ctx ").map(|n| n as u64);
@@ -100,6 +102,18 @@ impl EngineKv {
                 // The first cache is the full one: its cells over the context.
                 self.max_concurrency = Some(cells / ctx as f64);
             }
+        }
+    }
+
+    /// A worker's KV space: the first worker's of a start counts (the
+    /// head's, the first pipeline stage's); one after a start's `KV cache
+    /// size` begins the next start.
+    fn space(&mut self, bytes: u64) {
+        if self.tokens.is_some() {
+            *self = EngineKv::default();
+        }
+        if self.space_bytes.is_none() {
+            self.space_bytes = Some(bytes);
         }
     }
 
@@ -348,6 +362,18 @@ mod tests {
             line.starts_with("engine 1024 B/token, plan 1024 B/token (0.0% apart: they agree); 1.00 GiB hold 1,048,576 tokens, 1024.00 requests of 1,024 tokens at once"),
             "{line}"
         );
+    }
+
+    #[test]
+    fn the_first_worker_of_the_last_start_counts() {
+        let mut e = EngineKv::default();
+        e.read("(RayWorkerProc pid=1) INFO Available KV cache memory: 10.0 GiB");
+        e.read("(RayWorkerProc pid=2, ip=10.0.0.2) INFO Available KV cache memory: 12.0 GiB");
+        e.read("INFO GPU KV cache size: 10,000 tokens, Maximum concurrency for 1,000 tokens per request: 10.00x");
+        assert_eq!(e.space_bytes, Some(10 << 30));
+        // A restart in the same log.
+        e.read("(RayWorkerProc pid=3) INFO Available KV cache memory: 20.0 GiB");
+        assert_eq!((e.space_bytes, e.tokens), (Some(20 << 30), None));
     }
 
     #[test]
