@@ -149,6 +149,7 @@ fn counters_before_and_after_from_a_snapshot() {
         context: vec![],
         rows: vec![],
         counters: counters::reports("p0", &s).to_vec(),
+        link_notes: vec![],
     };
     let text = report::human(&res);
     assert!(

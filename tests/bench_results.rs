@@ -64,6 +64,7 @@ fn saved(dir: &Path, kind: LegKind, id: &str, client: &[u8], server: Option<&[u8
             local_in: None,
             peer_container: None,
             host_why: None,
+            link: None,
         },
         paths: vec![PathRecord {
             id: "p0".into(),
@@ -198,4 +199,79 @@ fn bench_report_of_a_saved_folder_prints_no_escapes() {
             "{args:?}: {text:?}"
         );
     }
+}
+
+/// `--link usb4`: the plan keeps the TCP legs and skips every RDMA leg with
+/// the reason; a run over thunderbolt-net reports the link as USB4 and
+/// judges its figures against the public ones (shape only, no rate).
+#[test]
+fn the_usb4_link_alone() {
+    use halobox::bench::plan;
+    use halobox::bench::plan::Link;
+    let dir = tempfile::tempdir().unwrap();
+    let mut rec = saved(
+        dir.path(),
+        LegKind::Iperf3,
+        "p0-iperf3-1",
+        &fixture("iperf3", "veth_1_stream.json"),
+        None,
+    );
+    rec.options.link = Some(Link::Usb4);
+    let usb4 = |ip: &str| -> NodeContext {
+        serde_json::from_value(serde_json::json!({
+            "ip": ip, "interface": "thunderbolt0", "mtu": 9000, "roce_mtu": 4096,
+            "link_gbps": 40.0, "virtual_link": false, "pcie": null, "pcie_gbps": null,
+            "rdma": null, "rdma_devices": 0, "iperf3": true, "perftest": false,
+            "usb4": {"xdomain": "0-1", "gbps": 40, "lanes": "2 × 20 Gb/s"}
+        }))
+        .unwrap()
+    };
+    let (local, peer) = (usb4("10.0.0.1"), usb4("10.0.0.2"));
+    let p = plan::build(&rec.options, &[(local.clone(), Some(peer.clone()))]);
+    let legs = &p.paths[0].legs;
+    assert!(
+        legs.iter()
+            .any(|l| l.kind == LegKind::TcpLatency && l.skip.is_none())
+    );
+    for l in legs.iter().filter(|l| {
+        matches!(
+            l.kind,
+            LegKind::RdmaLatency | LegKind::RdmaBandwidth | LegKind::RdmaSweep
+        )
+    }) {
+        assert!(
+            l.skip
+                .as_deref()
+                .unwrap_or("")
+                .starts_with("--link usb4: no RDMA over thunderbolt-net"),
+            "{l:?}"
+        );
+    }
+    assert!(
+        plan::render(&rec.options, &p)
+            .contains("link usb4: the thunderbolt-net addresses of both ends"),
+    );
+    rec.paths[0].local = local;
+    rec.paths[0].peer = peer;
+    let res = results::derive(&rec, dir.path());
+    assert!(
+        res.context[0].contains("USB4 (thunderbolt-net) 2 × 20 Gb/s"),
+        "{:?}",
+        res.context
+    );
+    assert!(
+        res.link_notes[0]
+            .starts_with("p0 is a USB4 link (thunderbolt-net, TCP): trained at 40 Gb/s"),
+        "{:?}",
+        res.link_notes
+    );
+    assert!(
+        res.link_notes
+            .iter()
+            .any(|n| n.starts_with("p0 bandwidth: ") && n.contains(" Gb/s (the best TCP leg); ")),
+        "{:?}",
+        res.link_notes
+    );
+    let text = report::human(&res);
+    assert!(text.contains("p0 is a USB4 link"), "{text}");
 }

@@ -92,6 +92,7 @@ fn sweep_run(dir: &Path, fixture_name: &str) -> RunRecord {
             local_in: None,
             peer_container: None,
             host_why: None,
+            link: None,
         },
         paths: vec![PathRecord {
             id: "p0".into(),

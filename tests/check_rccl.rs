@@ -7,7 +7,10 @@
 //! with fault injection (`RCCL_INJECT_FAULTS`) and the net-ib gate of
 //! ROCm/rocm-systems PR 8512 (`RCCL_IB_FAULT_INJECTION`): check's rccl.build
 //! names the multi-node fix as missing, as carried, and PASSes a build
-//! without fault injection.
+//! without fault injection. And the USB4 net plugin's probe on real ELF
+//! objects (no container: the probe script run here with the plugin's
+//! folder on `LD_LIBRARY_PATH`): a plugin that loads and exports
+//! `ncclNetPlugin_v7`, and one whose library is gone, as the loader says it.
 
 mod common;
 
@@ -210,4 +213,66 @@ fn check_runs_the_rccl_gate_on_what_torch_loads() {
         String::from_utf8_lossy(&out.stderr)
     );
     cleanup("podman", &["hbx-check-rccl-prev"]);
+}
+
+/// The probe's plugin lines on real shared objects, loaded by python's
+/// ctypes (dlopen with every symbol bound), as `halobox check` runs it.
+#[test]
+fn the_usb4_plugin_is_loaded_by_the_probe() {
+    use halobox::check::probe;
+    let tmp = tempfile::tempdir().unwrap();
+    let good = tmp.path().join("good");
+    let broken = tmp.path().join("broken");
+    std::fs::create_dir_all(&good).unwrap();
+    std::fs::create_dir_all(&broken).unwrap();
+    let plugin =
+        "struct net { const char *name; };\nstruct net ncclNetPlugin_v7 = { \"ODL_TB5\" };\n";
+    cc(
+        tmp.path(),
+        &good.join("librccl-net-ODL_TB5.so"),
+        plugin,
+        &[],
+    );
+    // Needs libodl_tb5.so, which is then removed: the loader refuses it.
+    cc(
+        tmp.path(),
+        &broken.join("libodl_tb5.so"),
+        "int odl_tb5_open(void) { return 0; }\n",
+        &[],
+    );
+    let needs = format!(
+        "{plugin}int use(void) {{ extern int odl_tb5_open(void); return odl_tb5_open(); }}\n"
+    );
+    cc(
+        tmp.path(),
+        &broken.join("librccl-net-ODL_TB5.so"),
+        &needs,
+        &[&format!("-L{}", broken.display()), "-lodl_tb5"],
+    );
+    std::fs::remove_file(broken.join("libodl_tb5.so")).unwrap();
+    let run = |dir: &Path| {
+        let o = Command::new("sh")
+            .arg("-c")
+            .arg(probe::script())
+            .env("LD_LIBRARY_PATH", dir)
+            .env_remove("VIRTUAL_ENV")
+            .output()
+            .expect("sh");
+        let p = probe::parse(&String::from_utf8_lossy(&o.stdout));
+        assert!(
+            p.complete && p.python.is_some(),
+            "python3 is needed here: {p:?}"
+        );
+        p.net_plugins
+            .into_iter()
+            .find(|l| l.path.starts_with(dir.to_str().unwrap()))
+            .unwrap_or_else(|| panic!("no plugin line for {}", dir.display()))
+    };
+    let seen = run(&good);
+    assert_eq!(seen.load, Some(Ok(vec!["v7".to_string()])), "{seen:?}");
+    let seen = run(&broken);
+    match &seen.load {
+        Some(Err(e)) => assert!(e.contains("libodl_tb5.so"), "{e}"),
+        other => panic!("{other:?}"),
+    }
 }

@@ -3,7 +3,9 @@
 //! 9000 and 1500), each with its own sshd (key-only), PID and mount
 //! namespace, and real Ray from PyPI through the `host` backend; and the
 //! remote runner under the cluster commands (output stripped and bounded,
-//! the nodes' side stopped when halobox is killed). Needs root, iproute2, openssh-server and the Ray venv
+//! the nodes' side stopped when halobox is killed); and, on a and b's
+//! links made thunderbolt-net's, `bench run --link usb4` over that link
+//! alone. Needs root, iproute2, openssh-server and the Ray venv
 //! (scripts/test.sh makes it: scripts/ray-venv.sh); a missing piece fails.
 //! Traffic stays inside the namespaces; every process is killed at the end.
 
@@ -799,6 +801,7 @@ fn usb4_link_by_its_driver(nodes: &Nodes, two: &Path) {
     let out = nodes.halobox(&["down"], &usb4);
     assert!(out.status.success(), "{}", text(&out));
     assert!(nodes.ray_processes('a').is_empty());
+    bench_the_usb4_link_alone(nodes, &usb4);
     for side in ['a', 'b'] {
         let out = nodes
             .nodes
@@ -807,6 +810,118 @@ fn usb4_link_by_its_driver(nodes: &Nodes, two: &Path) {
             .unwrap();
         assert!(out.status.success(), "{}", text(&out));
     }
+}
+
+/// `bench run --link usb4` from a (in its mount namespace, where dp0 is
+/// thunderbolt-net's) to b over ssh: the thunderbolt-net addresses of both
+/// ends, TCP legs only, the link named USB4 and judged against the public
+/// figures. Shapes and units only: no rate is asserted.
+fn bench_the_usb4_link_alone(nodes: &Nodes, file: &Path) {
+    let save = nodes.nodes.path("bench-usb4");
+    let file = file.to_str().unwrap();
+    let base = [
+        env!("CARGO_BIN_EXE_halobox"),
+        "bench",
+        "run",
+        "--link",
+        "usb4",
+        "--cluster",
+        file,
+        "--on",
+        "host",
+        "--duration",
+        "1",
+        "--samples",
+        "200",
+        "--streams",
+        "1",
+    ];
+    let dry: Vec<&str> = base.iter().copied().chain(["--dry-run"]).collect();
+    let out = nodes.nodes.on_node('a', &dry).output().unwrap();
+    assert!(out.status.success(), "{}", text(&out));
+    let all = text(&out);
+    assert!(
+        all.contains(&format!("path p0: {} → {}", nodes.ip(1), nodes.ip(2))),
+        "{all}"
+    );
+    assert!(
+        all.contains("link usb4: the thunderbolt-net addresses of both ends"),
+        "{all}"
+    );
+    let run: Vec<&str> = base
+        .iter()
+        .copied()
+        .chain(["--json", "--save", save.to_str().unwrap()])
+        .collect();
+    let out = nodes.nodes.on_node('a', &run).output().unwrap();
+    let res: Value =
+        serde_json::from_slice(&out.stdout).unwrap_or_else(|_| panic!("{}", text(&out)));
+    let rows = res["rows"].as_array().unwrap();
+    let latency = rows
+        .iter()
+        .find(|r| r["leg"] == "p0-tcp-latency")
+        .unwrap_or_else(|| panic!("{res:#}"));
+    assert_eq!(latency["status"], "ok", "{latency:#}");
+    assert!(
+        latency["latency"]["median_us"].as_f64().unwrap() > 0.0,
+        "{latency:#}"
+    );
+    let bw = rows
+        .iter()
+        .find(|r| r["leg"] == "p0-tcp-bw-1")
+        .unwrap_or_else(|| panic!("{res:#}"));
+    assert_eq!(bw["status"], "ok", "{bw:#}");
+    assert!(bw["bandwidth_gbps"].as_f64().unwrap() > 0.0, "{bw:#}");
+    for r in rows
+        .iter()
+        .filter(|r| r["test"].as_str().unwrap().starts_with("rdma"))
+    {
+        assert_eq!(r["status"], "skipped", "{r:#}");
+    }
+    let context = res["context"][0].as_str().unwrap();
+    assert!(
+        context.contains("local dp0") && context.matches("USB4 (thunderbolt-net)").count() == 2,
+        "{context}"
+    );
+    let notes: Vec<&str> = res["link_notes"]
+        .as_array()
+        .unwrap_or_else(|| panic!("{res:#}"))
+        .iter()
+        .map(|n| n.as_str().unwrap())
+        .collect();
+    assert!(
+        notes[0].starts_with(
+            "p0 is a USB4 link (thunderbolt-net, TCP): its rate is not in sysfs; public figures"
+        ),
+        "{notes:#?}"
+    );
+    assert!(
+        notes
+            .iter()
+            .any(|n| n.starts_with("p0 latency: ") && n.contains(" µs round trip (median); ")),
+        "{notes:#?}"
+    );
+    assert!(
+        notes
+            .iter()
+            .any(|n| n.starts_with("p0 bandwidth: ") && n.contains(" Gb/s (the best TCP leg); ")),
+        "{notes:#?}"
+    );
+    // Saved: the report of the folder says the same.
+    let out = nodes
+        .nodes
+        .on_node(
+            'a',
+            &[
+                env!("CARGO_BIN_EXE_halobox"),
+                "bench",
+                "report",
+                save.to_str().unwrap(),
+            ],
+        )
+        .output()
+        .unwrap();
+    assert!(text(&out).contains("p0 is a USB4 link"), "{}", text(&out));
 }
 
 #[test]
@@ -869,12 +984,79 @@ exit 1",
     }
 }
 
-/// `cluster install` on a real sshd node: a folder as the destination is
-/// refused (a rename would have put the file inside it), and a node whose
-/// receiving side never reads cannot hold the transfer past `--timeout`.
+/// `sh -c SCRIPT` in node `x`'s own mounts; its stdout, after it exited 0.
+fn in_mounts(nodes: &Nodes, x: char, script: &str) -> String {
+    let pid = nodes.nodes.pid(x).to_string();
+    let out = Command::new("nsenter")
+        .args(["-t", &pid, "-m", "--", "sh", "-c", script])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{script}: {}", text(&out));
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+/// `cluster install` on real sshd nodes: stage, verify, keep or go back. A
+/// node where the staged binary cannot run (its folder mounted noexec)
+/// changes no node; then both swap (the old file kept) and `--rollback`
+/// puts the old one back. A folder as the destination is refused (a rename
+/// would have put the file inside it), and a node whose receiving side
+/// never reads cannot hold the transfer past `--timeout`.
 #[test]
 fn install_refuses_a_folder_and_gives_up_on_a_node_that_stops_reading() {
-    let nodes = Nodes::up(&["9000"]);
+    let nodes = Nodes::up(&["9000", "9000"]);
+    let two = nodes.config(2, 60);
+    let old = "mkdir -p /root/hb && printf '#!/bin/sh\\necho halobox old\\n' >/root/hb/halobox && chmod 755 /root/hb/halobox";
+    in_mounts(&nodes, 'a', old);
+    in_mounts(
+        &nodes,
+        'b',
+        &format!("mkdir -p /root/hb && mount -t tmpfs -o noexec tmpfs /root/hb && {old}"),
+    );
+    let dest = ["install", "--halobox", "/root/hb/halobox"];
+    let out = nodes.halobox(&dest, &two);
+    let said = text(&out);
+    assert_eq!(out.status.code(), Some(1), "{said}");
+    assert!(
+        said.contains("verify: /root/hb/halobox.halobox-new does not run there")
+            && said.contains("its old /root/hb/halobox is kept, the staged one removed: b failed")
+            && said.contains("no node keeps a new one"),
+        "{said}"
+    );
+    for x in ['a', 'b'] {
+        let there = in_mounts(&nodes, x, "cat /root/hb/halobox; ls /root/hb");
+        assert!(
+            there.contains("echo halobox old") && !there.contains("halobox-new"),
+            "{x}: {there}"
+        );
+    }
+    in_mounts(&nodes, 'b', &format!("umount /root/hb && {old}"));
+    let out = nodes.halobox(&dest, &two);
+    let said = text(&out);
+    assert_eq!(out.status.code(), Some(0), "{said}");
+    assert_eq!(said.matches(" installed ").count(), 2, "{said}");
+    let ours = std::fs::read(env!("CARGO_BIN_EXE_halobox")).unwrap();
+    for x in ['a', 'b'] {
+        assert!(
+            in_mounts(&nodes, x, "cat /root/hb/halobox.halobox-prev").contains("echo halobox old")
+        );
+        assert_eq!(
+            in_mounts(&nodes, x, "sha256sum </root/hb/halobox")
+                .split(' ')
+                .next(),
+            Some(sha256_hex(&ours).as_str())
+        );
+    }
+    let out = nodes.halobox(
+        &["install", "--halobox", "/root/hb/halobox", "--rollback"],
+        &two,
+    );
+    let said = text(&out);
+    assert_eq!(out.status.code(), Some(0), "{said}");
+    assert_eq!(said.matches(" rolled back ").count(), 2, "{said}");
+    for x in ['a', 'b'] {
+        assert!(in_mounts(&nodes, x, "cat /root/hb/halobox").contains("echo halobox old"));
+    }
+
     let file = nodes.config(1, 60);
     let folder = nodes.nodes.path("node_a/root/bin");
     std::fs::create_dir_all(&folder).unwrap();
@@ -934,4 +1116,22 @@ fn install_refuses_a_folder_and_gives_up_on_a_node_that_stops_reading() {
         text(&out)
     );
     assert!(!nodes.nodes.path("node_a/root/bin/halobox").exists());
+}
+
+fn sha256_hex(bytes: &[u8]) -> String {
+    let out = Command::new("sha256sum")
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .spawn()
+        .and_then(|mut c| {
+            use std::io::Write as _;
+            c.stdin.take().unwrap().write_all(bytes)?;
+            c.wait_with_output()
+        })
+        .unwrap();
+    String::from_utf8_lossy(&out.stdout)
+        .split(' ')
+        .next()
+        .unwrap()
+        .to_string()
 }

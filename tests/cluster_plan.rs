@@ -1365,3 +1365,100 @@ fn usb4_gives_tcp_sockets_on_the_thunderbolt_interface() {
     assert!(env::Resolved::Roce.is_rdma() && env::Resolved::Ib.is_rdma());
     assert_eq!("usb4".parse::<Transport>().unwrap(), Transport::Usb4);
 }
+
+/// strix-usb4 copied, with `extra` files (empty) added: the USB4 net
+/// plugin in the image and its device node on the host.
+fn usb4_with(extra: &[&str]) -> (tempfile::TempDir, HostFacts) {
+    let src = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/hosts/strix-usb4");
+    let d = tempfile::tempdir().unwrap();
+    let copy = std::process::Command::new("cp")
+        .arg("-a")
+        .arg(&src)
+        .arg(d.path().join("h"))
+        .status()
+        .unwrap();
+    assert!(copy.success());
+    for f in extra {
+        let p = d.path().join("h").join(f.trim_start_matches('/'));
+        std::fs::create_dir_all(p.parent().unwrap()).unwrap();
+        std::fs::write(p, "").unwrap();
+    }
+    let facts = host::gather(
+        HostRoot::sysroot(&d.path().join("h")).unwrap(),
+        GatherOptions::default(),
+    );
+    (d, facts)
+}
+
+#[test]
+fn usb4_uses_the_net_plugin_only_with_its_library_and_its_device() {
+    let plugin = "/opt/rocm/lib/librccl-net-ODL_TB5.so";
+    let (_d, both) = usb4_with(&[plugin, "/dev/odl_tb5_0"]);
+    let e = env::plan(&both, &req("10.0.0.1", "10.0.0.1", Transport::Usb4)).unwrap();
+    assert_eq!(e.transport, Resolved::Usb4);
+    assert_eq!(e.net_plugin.as_deref(), Some("ODL_TB5"));
+    assert_eq!(var(&e, "NCCL_NET_PLUGIN"), Some("ODL_TB5"));
+    assert_eq!(var(&e, "NCCL_SOCKET_IFNAME"), Some("=thunderbolt0"));
+    assert_eq!(var(&e, "NCCL_IB_DISABLE"), Some("1"));
+    assert!(
+        e.reason.contains(&format!(
+            "RCCL loads the USB4 net plugin {plugin} (OdinLink-Five)"
+        )),
+        "{}",
+        e.reason
+    );
+    // The user's own value wins (`NCCL_NET_PLUGIN=none` turns it off).
+    let mut own = req("10.0.0.1", "10.0.0.1", Transport::Usb4);
+    own.env = env::vars(&[("NCCL_NET_PLUGIN".to_string(), "none".to_string())].into());
+    let e = env::plan(&both, &own).unwrap();
+    assert_eq!(var(&e, "NCCL_NET_PLUGIN"), Some("none"));
+    assert_eq!(e.net_plugin, None);
+    // Another transport never loads it.
+    let e = env::plan(&both, &req("10.0.0.1", "10.0.0.1", Transport::Ethernet)).unwrap();
+    assert_eq!(var(&e, "NCCL_NET_PLUGIN"), None);
+
+    // The library without the device: TCP, and the reason says what is missing.
+    let (_d, lib_only) = usb4_with(&[plugin]);
+    let e = env::plan(&lib_only, &req("10.0.0.1", "10.0.0.1", Transport::Usb4)).unwrap();
+    assert_eq!(e.net_plugin, None);
+    assert_eq!(var(&e, "NCCL_NET_PLUGIN"), None);
+    assert!(
+        e.reason
+            .contains("no /dev/odl_tb5_* device is (load the odl_tb5 kernel module"),
+        "{}",
+        e.reason
+    );
+    // The device without the library.
+    let (_d, dev_only) = usb4_with(&["/dev/odl_tb5_0"]);
+    let e = env::plan(&dev_only, &req("10.0.0.1", "10.0.0.1", Transport::Usb4)).unwrap();
+    assert_eq!(var(&e, "NCCL_NET_PLUGIN"), None);
+    assert!(
+        e.reason
+            .contains("/dev/odl_tb5_0 is here but no USB4 net plugin"),
+        "{}",
+        e.reason
+    );
+    // Neither: the plain TCP env, the plain reason.
+    let e = env::plan(
+        &facts("strix-usb4"),
+        &req("10.0.0.1", "10.0.0.1", Transport::Usb4),
+    )
+    .unwrap();
+    assert_eq!(e.net_plugin, None);
+    assert!(!e.reason.contains("plugin"), "{}", e.reason);
+}
+
+/// One node with the USB4 net plugin, the head without: RCCL's ranks would
+/// pick different networks, so preflight fails naming both.
+#[test]
+fn preflight_fails_a_usb4_plugin_on_one_node_only() {
+    let (l, c, m) = one(&findings_for(
+        |r| r.env.net_plugin = Some("ODL_TB5".into()),
+        Resolved::Usb4,
+    ));
+    assert_eq!((l, c.as_str()), (Level::Fail, "net_plugin"));
+    assert!(
+        m.contains("RCCL would use the USB4 net plugin (NCCL_NET_PLUGIN=ODL_TB5) there, no net plugin (TCP sockets) on the head"),
+        "{m}"
+    );
+}

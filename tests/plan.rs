@@ -565,3 +565,29 @@ fn halobox_and_the_hf_cache_go_into_podman_and_docker_containers() {
         assert!(!s.env.iter().any(|(k, _)| k == "HF_HOME"));
     }
 }
+
+/// A USB4 RDMA provider's device (OdinLink's `/dev/odl_tb5_0`) goes into
+/// the container with the GPU's, for its RCCL net plugin.
+#[test]
+fn the_usb4_provider_device_comes_from_the_host() {
+    let d = tempfile::tempdir().unwrap();
+    let copy = std::process::Command::new("cp")
+        .arg("-a")
+        .arg(fixture_path("strix-usb4"))
+        .arg(d.path().join("h"))
+        .status()
+        .unwrap();
+    assert!(copy.success());
+    std::fs::write(d.path().join("h/dev/odl_tb5_0"), "").unwrap();
+    let f = host::gather(
+        HostRoot::sysroot(&d.path().join("h")).unwrap(),
+        GatherOptions::default(),
+    );
+    let s = spec::build(
+        &f,
+        &traits(EngineKind::Podman, "crun", false, &f),
+        &opts(Backend::Podman, "unlimited"),
+    );
+    assert_eq!(s.devices.last().map(String::as_str), Some("/dev/odl_tb5_0"));
+    assert!(facts("strix-usb4").net_plugins.usb4_devices.is_empty());
+}

@@ -8,9 +8,10 @@ use std::io::Write as _;
 use std::net::Ipv4Addr;
 use std::path::{Path, PathBuf};
 
-use super::plan::{self, BenchOptions, RdmaMode};
+use super::plan::{self, BenchOptions, Link, RdmaMode};
 use super::probe::NodeContext;
 use super::results::{self, Results};
+use super::usb4;
 use super::{peer as bench_peer, report as render, run as exec, tcp};
 use crate::cluster::config;
 use crate::container::inside::{self, Inside};
@@ -71,6 +72,8 @@ pub struct Options {
     pub container: Option<String>,
     /// The engine's address (`None`: discovered).
     pub engine: Option<String>,
+    /// `--link`: measure this link alone (its addresses on both ends).
+    pub link: Option<Link>,
 }
 
 /// Runs `halobox bench run` as `o` asks; `Ok(true)` when nothing failed
@@ -78,7 +81,10 @@ pub struct Options {
 pub fn run(o: &Options, r: &mut dyn Reporter) -> anyhow::Result<bool> {
     let facts = host::gather(HostRoot::live(), GatherOptions::default());
     let peer = resolve_peer(o, &facts)?;
-    let paths = exec::paths(&peer.peer_ips, &peer.iface_ips)?;
+    let paths = match o.link {
+        Some(Link::Usb4) => vec![usb4::path(&facts.network, &peer.peer_ips).map_err(UsageError)?],
+        None => exec::paths(&peer.peer_ips, &peer.iface_ips)?,
+    };
     let opts = options(o, peer, paths)?;
     let locals: Vec<NodeContext> = opts
         .paths
@@ -382,7 +388,8 @@ fn options(o: &Options, peer: Peer, paths: Vec<plan::PathSpec>) -> anyhow::Resul
         peer_halobox: peer.halobox,
         ssh_options: peer.ssh_options,
         paths,
-        rdma: if o.no_rdma {
+        link: o.link,
+        rdma: if o.no_rdma || o.link.is_some() {
             RdmaMode::Off
         } else if o.rdma {
             RdmaMode::On

@@ -39,4 +39,5 @@ pub mod soak;
 pub mod stats;
 pub mod sweep;
 pub mod tcp;
+pub mod usb4;
 pub mod wc_status;

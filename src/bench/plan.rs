@@ -21,6 +21,22 @@ pub enum RdmaMode {
     Off,
 }
 
+/// The links `bench run --link` measures alone ([`super::usb4`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Link {
+    /// The USB4/Thunderbolt cable (thunderbolt-net, TCP).
+    Usb4,
+}
+
+impl std::fmt::Display for Link {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            Link::Usb4 => "usb4",
+        })
+    }
+}
+
 /// One path: a local address and the peer's address it talks to.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 pub struct PathSpec {
@@ -63,6 +79,9 @@ pub struct BenchOptions {
     /// The peer's container its end runs in (`None`: on the peer's host).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub peer_container: Option<String>,
+    /// `--link`: the one link measured (its addresses on both ends, no RDMA leg).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub link: Option<Link>,
     /// Why this node's end runs on the host although a container was
     /// tried (`no container vllm here`); said in the report.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -366,7 +385,12 @@ fn path_plan(
             skip: iperf3_skip.clone(),
         });
     }
-    let rdma_skip = rdma_skip(opts.rdma, local, peer);
+    let rdma_skip = match opts.link {
+        Some(link) => Some(format!(
+            "--link {link}: no RDMA over thunderbolt-net (a USB4 RDMA provider is RCCL's net plugin: `halobox bench collective`)"
+        )),
+        None => rdma_skip(opts.rdma, local, peer),
+    };
     let mtu = match (local.roce_mtu, peer.map(|p| p.roce_mtu)) {
         (Some(l), Some(Some(p))) => Some(l.min(p)),
         (Some(l), None) => Some(l),
@@ -503,6 +527,12 @@ pub fn render(opts: &BenchOptions, plan: &Plan) -> String {
         let _ = writeln!(out, "peer {}: {from}", opts.peer);
     }
     let _ = writeln!(out, "runs in: {}", opts.ran_in());
+    if let Some(link) = opts.link {
+        let _ = writeln!(
+            out,
+            "link {link}: the thunderbolt-net addresses of both ends, TCP legs only (no RDMA over thunderbolt-net)"
+        );
+    }
     for p in &plan.paths {
         let _ = writeln!(
             out,

@@ -28,6 +28,17 @@ pub struct RdmaSide {
     pub transport: Option<String>,
 }
 
+/// The USB4 link behind a thunderbolt-net interface.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Usb4Side {
+    /// The XDomain device (`0-1`).
+    pub xdomain: Option<String>,
+    /// The trained rate in Gb/s (lanes × lane speed, the slower direction).
+    pub gbps: Option<u32>,
+    /// Lanes and lane speed (`2 × 20 Gb/s`), when sysfs says.
+    pub lanes: Option<String>,
+}
+
 /// One end of a path.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct NodeContext {
@@ -59,6 +70,9 @@ pub struct NodeContext {
     /// without counter files).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub counters: Option<PortCounters>,
+    /// The USB4 link, when the interface is thunderbolt-net's.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub usb4: Option<Usb4Side>,
 }
 
 /// Reads the context for `ip` of the host at `root` (live, or a `--sysroot`).
@@ -90,6 +104,7 @@ pub fn context(facts: &HostFacts, r: &Reader, ip: Ipv4Addr) -> NodeContext {
         iperf3: facts.tool("iperf3").is_some(),
         perftest: facts.tool("ib_write_bw").is_some(),
         counters: None,
+        usb4: None,
     };
     let Selection::Chosen(plane) = dataplane::select(facts, Some(ip)) else {
         return ctx;
@@ -104,6 +119,18 @@ pub fn context(facts: &HostFacts, r: &Reader, ip: Ipv4Addr) -> NodeContext {
             .and_then(|s| s.trim().parse::<f64>().ok())
             .filter(|mbps| *mbps > 0.0)
             .map(|mbps| mbps / 1000.0);
+    }
+    if let Some(link) = &plane.usb4 {
+        // thunderbolt-net has no `speed`: the link's trained rate is the line rate.
+        ctx.link_gbps = link.total_gbps().map(f64::from);
+        ctx.usb4 = Some(Usb4Side {
+            xdomain: link.xdomain.clone(),
+            gbps: link.total_gbps(),
+            lanes: match (link.tx_lanes, link.tx_gbps) {
+                (Some(n), Some(g)) => Some(format!("{n} × {g} Gb/s")),
+                _ => None,
+            },
+        });
     }
     if let Some(ep) = &plane.rdma {
         let dev = facts.rdma.devices.iter().find(|d| d.name == ep.device);

@@ -122,9 +122,15 @@ pub fn human(res: &Results) -> String {
         let _ = writeln!(out, "{} {}  {text}", r.path, test_label(r));
         seen.push(text);
     }
+    if !res.link_notes.is_empty() {
+        let _ = writeln!(out);
+    }
+    for n in &res.link_notes {
+        let _ = writeln!(out, "{n}");
+    }
     let _ = writeln!(
         out,
-        "\nlatency is one way (half a round trip); Gb/s is decimal (10^9 bit/s); the ceiling is the slowest NIC line rate or PCIe link of the two ends"
+        "\nlatency is one way (half a round trip); Gb/s is decimal (10^9 bit/s); the ceiling is the slowest NIC line rate (a USB4 link's trained rate) or PCIe link of the two ends"
     );
     out
 }

@@ -141,6 +141,10 @@ pub struct Results {
     /// RDMA counter deltas of each end over the RDMA leg (paths where it ran).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub counters: Vec<CounterReport>,
+    /// What a USB4 path's figures mean against the public ones
+    /// (`bench run --link usb4`, or any path on thunderbolt-net).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub link_notes: Vec<String>,
 }
 
 /// Name of the run record in a results folder.
@@ -252,6 +256,14 @@ fn context_line(p: &PathRecord) -> String {
         if let (Some(p), Some(g)) = (&c.pcie, c.pcie_gbps) {
             parts.push(format!("{p} = {g:.1} Gb/s"));
         }
+        if let Some(u) = &c.usb4 {
+            let lanes = u
+                .lanes
+                .as_deref()
+                .map(|l| format!(" {l}"))
+                .unwrap_or_default();
+            parts.push(format!("USB4 (thunderbolt-net){lanes}"));
+        }
         parts.join(", ")
     };
     let ceiling = match ceiling(p) {
@@ -315,7 +327,13 @@ pub fn derive(rec: &RunRecord, dir: &Path) -> Results {
             }
         }
     }
+    let link_notes = rec
+        .paths
+        .iter()
+        .flat_map(|p| super::usb4::notes(&p.id, &p.local, &p.peer, measured(&p.id, &rows)))
+        .collect();
     Results {
+        link_notes,
         schema_version: SCHEMA_VERSION,
         started_utc: rec.started_utc.clone(),
         peer: rec.options.peer.clone(),
@@ -332,6 +350,24 @@ pub fn derive(rec: &RunRecord, dir: &Path) -> Results {
             })
             .flatten()
             .collect(),
+    }
+}
+
+/// Path `id`'s TCP figures, for the USB4 notes: the first latency and the
+/// best bandwidth of its TCP legs (halobox's and iperf3) that ran.
+fn measured(id: &str, rows: &[Row]) -> super::usb4::Measured {
+    let tcp = || {
+        rows.iter().filter(|r| {
+            r.path == id
+                && r.status == "ok"
+                && (r.test.starts_with("tcp") || r.test.starts_with("iperf3"))
+        })
+    };
+    super::usb4::Measured {
+        median_us: tcp().find_map(|r| r.latency.map(|l| l.median_us)),
+        best_gbps: tcp()
+            .filter_map(|r| r.bandwidth_gbps)
+            .fold(None, |m: Option<f64>, b| Some(m.map_or(b, |m| m.max(b)))),
     }
 }
 

@@ -7,6 +7,7 @@
 
 mod abi;
 mod llama;
+mod netplugin;
 pub mod probe;
 mod python;
 pub mod run;
@@ -125,6 +126,7 @@ pub fn human(report: &Report, style: Style) -> String {
 pub fn judge(probe: &Probe, ctx: &Context) -> Vec<Check> {
     let mut checks = Vec::new();
     checks.extend(system::checks(probe, ctx));
+    checks.extend(netplugin::check(probe, ctx));
     if llama::is_llama_image(probe, ctx) {
         checks.extend(llama::checks(probe, ctx));
     } else {

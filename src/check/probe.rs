@@ -256,6 +256,19 @@ pub struct Probe {
     pub llama_list: Vec<String>,
     /// Its exit status, when it ran.
     pub llama_list_exit: Option<i32>,
+    /// RCCL net plugins on the loader's path and how loading each went.
+    pub net_plugins: Vec<NetPluginSeen>,
+}
+
+/// An RCCL net plugin library in the container, loaded there.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NetPluginSeen {
+    /// Its path.
+    pub path: String,
+    /// `dlopen(RTLD_NOW)`: the `ncclNetPlugin_vN` versions it exports
+    /// (`v7`), or the loader's error; `None` when there was no python to
+    /// load it with.
+    pub load: Option<Result<Vec<String>, String>>,
 }
 
 impl Probe {
@@ -446,6 +459,24 @@ pub fn parse(stdout: &str) -> Probe {
                 }
             }
             "rccl.file" => p.rccl_file = value(rest),
+            "netplugin" => {
+                let (path, rest) = split(rest);
+                let (word, detail) = split(rest);
+                let load = match word {
+                    "ok" => Some(Ok(detail
+                        .split(',')
+                        .map(str::trim)
+                        .filter(|v| !v.is_empty() && *v != "-")
+                        .map(str::to_string)
+                        .collect())),
+                    "err" => Some(Err(detail.trim().to_string())),
+                    _ => None,
+                };
+                p.net_plugins.push(NetPluginSeen {
+                    path: path.to_string(),
+                    load,
+                });
+            }
             "python" => {
                 let (path, version) = split(rest);
                 p.python = value(path).map(|path| (path, version.trim().to_string()));

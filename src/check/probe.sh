@@ -17,7 +17,7 @@ say memlock "$(ulimit -l 2>/dev/null)"
 if [ -n "${HSA_OVERRIDE_GFX_VERSION+set}" ]; then
   say env HSA_OVERRIDE_GFX_VERSION "$HSA_OVERRIDE_GFX_VERSION"
 fi
-for f in /dev/kfd /dev/dri/renderD* /dev/infiniband/*; do
+for f in /dev/kfd /dev/dri/renderD* /dev/infiniband/* /dev/odl_tb5_*; do
   [ -c "$f" ] || continue
   st=$(stat -L -c '%a %u %g' "$f" 2>/dev/null) || st=
   [ -n "$st" ] || st='- - -'
@@ -139,6 +139,43 @@ if [ -n "$py" ]; then
 else
   say python -
 fi
+# RCCL net plugins on the loader's path (NCCL_NET_PLUGIN=NAME loads
+# librccl-net-NAME.so; OdinLink's build name librccl_net_odl_tb5.so by its
+# path), the first of each name as the loader finds it, each loaded with
+# dlopen(RTLD_NOW) through python's ctypes: `ok` and the ncclNetPlugin_v*
+# symbols it exports, or `err` and the loader's words; `-` without python.
+NETPROBE='
+import ctypes, sys
+try:
+    lib = ctypes.CDLL(sys.argv[1])
+except OSError as e:
+    print("err", e)
+    sys.exit(0)
+found = []
+for v in range(12, 1, -1):
+    try:
+        getattr(lib, "ncclNetPlugin_v%d" % v)
+        found.append("v%d" % v)
+    except AttributeError:
+        pass
+print("ok", ",".join(found) or "-")
+'
+dirs=$(printf '%s' "${LD_LIBRARY_PATH:-}" | tr ':' ' ')
+for c in /etc/ld.so.conf /etc/ld.so.conf.d/*.conf; do
+  [ -r "$c" ] || continue
+  dirs="$dirs $(sed -n 's/#.*//; s/^[[:space:]]*\(\/[^[:space:]]*\).*/\1/p' "$c" | tr '\n' ' ')"
+done
+names=
+for d in $dirs /lib /usr/lib /lib64 /usr/lib64 /lib/x86_64-linux-gnu /usr/lib/x86_64-linux-gnu /usr/local/lib /opt/rocm/lib /opt/rocm/lib64; do
+  for f in "$d"/librccl-net*.so "$d"/libnccl-net*.so "$d"/librccl_net_*odl_tb5*.so; do
+    [ -f "$f" ] || continue
+    case " $names " in *" ${f##*/} "*) continue ;; esac
+    names="$names ${f##*/}"
+    out=-
+    if [ -n "$py" ]; then out=$($T "$py" -c "$NETPROBE" "$f" 2>&1 | flat); fi
+    say netplugin "$f" "${out:--}"
+  done
+done
 ray=
 for c in "${VIRTUAL_ENV:+$VIRTUAL_ENV/bin/ray}" /opt/venv/bin/ray; do
   if [ -n "$c" ] && [ -x "$c" ]; then ray=$c; break; fi

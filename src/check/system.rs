@@ -124,6 +124,7 @@ fn host_nodes(ctx: &Context) -> Option<Vec<String>> {
             .map(|d| d.path.clone()),
     );
     v.extend(h.rdma.dev_nodes.iter().map(|d| d.path.clone()));
+    v.extend(h.net_plugins.usb4_devices.iter().cloned());
     Some(v)
 }
 

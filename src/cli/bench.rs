@@ -13,7 +13,7 @@ use super::common::{ClusterFileArgs, EngineArgs, OutputArgs, PlanOutputArgs, Sou
 pub enum BenchCommand {
     /// Run the benchmark against a peer (servers started there over ssh).
     #[command(
-        after_help = "Examples:\n  halobox bench run                        (the peer from ~/.config/halobox/cluster.toml)\n  halobox bench run --peer-node node2 --dry-run\n  halobox bench run --peer node2 --peer-ip 192.168.100.2\n  halobox bench run --peer root@node2 --peer-ip 192.168.100.2 --peer-ip 10.0.0.2 --json\n  halobox bench run --peer node2 --peer-ip 192.168.100.2 --no-rdma --duration 5 --streams 8\n\nThe peer needs halobox (--peer-halobox), and for the cross-checks iperf3 and perftest.\nssh runs with BatchMode=yes: key authentication and a known host key are required."
+        after_help = "Examples:\n  halobox bench run                        (the peer from ~/.config/halobox/cluster.toml)\n  halobox bench run --peer-node node2 --dry-run\n  halobox bench run --peer node2 --peer-ip 192.168.100.2\n  halobox bench run --peer root@node2 --peer-ip 192.168.100.2 --peer-ip 10.0.0.2 --json\n  halobox bench run --peer node2 --peer-ip 192.168.100.2 --no-rdma --duration 5 --streams 8\n  halobox bench run --link usb4 --on host\n\nThe peer needs halobox (--peer-halobox), and for the cross-checks iperf3 and perftest.\nssh runs with BatchMode=yes: key authentication and a known host key are required."
     )]
     Run(BenchRunArgs),
     /// Serve halobox's TCP latency echo and bandwidth sink (what `bench run` starts on the peer).
@@ -96,7 +96,7 @@ pub struct BenchRunArgs {
     #[command(flatten)]
     pub mode: PlanOutputArgs,
     /// Run the RDMA leg even when no RDMA endpoint was found (its failure is diagnosed).
-    #[arg(long, conflicts_with = "no_rdma")]
+    #[arg(long, conflicts_with_all = ["no_rdma", "link"])]
     pub rdma: bool,
     /// Do not run the RDMA leg.
     #[arg(long)]
@@ -110,8 +110,11 @@ pub struct BenchRunArgs {
     #[command(flatten)]
     pub server: BenchPortArgs,
     /// Also run `ib_write_bw -a` (one QP, every message size from 2 B to 8 MiB): a row per size.
-    #[arg(long, conflicts_with = "no_rdma")]
+    #[arg(long, conflicts_with_all = ["no_rdma", "link"])]
     pub sweep: bool,
+    /// Measure this link alone: `usb4` is the thunderbolt-net interface (this node's address on it and the peer's on its subnet), TCP only, judged against the public USB4 figures.
+    #[arg(long, value_enum, value_name = "LINK", conflicts_with = "iface_ip")]
+    pub link: Option<BenchLink>,
     /// Latency samples (TCP round trips and ib_write_lat iterations).
     #[arg(long, value_name = "N", default_value_t = 20000, value_parser = clap::value_parser!(u32).range(100..=10_000_000))]
     pub samples: u32,
@@ -123,6 +126,32 @@ pub struct BenchRunArgs {
     pub container: Option<String>,
     #[command(flatten)]
     pub engine: EngineArgs,
+}
+
+/// The links `bench run --link` measures alone.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum BenchLink {
+    /// The USB4/Thunderbolt cable (thunderbolt-net).
+    Usb4,
+}
+
+impl BenchOn {
+    /// The library's placement.
+    pub fn on(self) -> crate::bench::flow::On {
+        match self {
+            BenchOn::Container => crate::bench::flow::On::Container,
+            BenchOn::Host => crate::bench::flow::On::Host,
+        }
+    }
+}
+
+impl BenchLink {
+    /// The library's link.
+    pub fn link(self) -> crate::bench::plan::Link {
+        match self {
+            BenchLink::Usb4 => crate::bench::plan::Link::Usb4,
+        }
+    }
 }
 
 /// Where `bench run`'s ends run.
@@ -260,12 +289,10 @@ impl BenchRunArgs {
             port: self.server.port,
             sweep: self.sweep,
             samples: self.samples,
-            on: self.on.map(|on| match on {
-                BenchOn::Container => crate::bench::flow::On::Container,
-                BenchOn::Host => crate::bench::flow::On::Host,
-            }),
+            on: self.on.map(BenchOn::on),
             container: self.container.clone(),
             engine: self.engine.engine.clone(),
+            link: self.link.map(BenchLink::link),
         }
     }
 }

@@ -42,9 +42,9 @@ pub enum ClusterCommand {
         after_help = "Examples:\n  halobox cluster refresh --dry-run\n  halobox cluster refresh latest --yes\n  halobox cluster refresh --image registry:5000/team/vllm@sha256:... --restart --yes\n\nEvery node runs its own `halobox refresh` over ssh: first --stage on every node at once (pull, pin, create and check the new container beside the old one), and only when every node is staged on one digest, the swap. A node that fails leaves every node on its old container. With Ray running (asked on the head, else looked for in every node's processes), nothing is swapped unless --restart: it stops Ray for the swap (cluster down) and starts it again (cluster up); so does a Ray whose state cannot be told."
     )]
     Refresh(ClusterRefreshArgs),
-    /// Copy this halobox binary to every node (checksum verified, atomic rename).
+    /// Copy this halobox binary to every node: staged, verified to run there, then swapped on every node or on none (`--rollback` goes back).
     #[command(
-        after_help = "Examples:\n  halobox cluster install --dry-run\n  halobox cluster install\n  halobox cluster install --halobox /usr/local/bin/halobox"
+        after_help = "Examples:\n  halobox cluster install --dry-run\n  halobox cluster install\n  halobox cluster install --halobox /usr/local/bin/halobox\n  halobox cluster install --rollback"
     )]
     Install(ClusterInstallArgs),
     /// `halobox doctor` on every node at once, one table, plus what no single node can check (same MTU, data-plane reachability, GID type, kernel, firmware, image, halobox).
@@ -231,6 +231,9 @@ pub struct ClusterInstallArgs {
     /// Seconds the transfer to each node may take, 1..86400 (a node that stops reading is given up on then).
     #[arg(long, value_name = "S", default_value_t = crate::cluster::install::SEND_TIMEOUT_S, value_parser = crate::units::parse_timeout)]
     pub timeout: u64,
+    /// Put every node back on the halobox the last install replaced (DEST.halobox-prev).
+    #[arg(long)]
+    pub rollback: bool,
     #[command(flatten)]
     pub file: ClusterFileArgs,
     #[command(flatten)]

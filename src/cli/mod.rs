@@ -26,8 +26,8 @@ use std::path::PathBuf;
 use clap::{Parser, Subcommand, ValueEnum};
 
 pub use bench::{
-    BenchClientArgs, BenchCommand, BenchCompareArgs, BenchExecArgs, BenchOn, BenchPortArgs,
-    BenchProbeArgs, BenchReportArgs, BenchRunArgs, BenchServeArgs, ChartArgs,
+    BenchClientArgs, BenchCommand, BenchCompareArgs, BenchExecArgs, BenchLink, BenchOn,
+    BenchPortArgs, BenchProbeArgs, BenchReportArgs, BenchRunArgs, BenchServeArgs, ChartArgs,
 };
 pub use bench_collective::BenchCollectiveArgs;
 pub use bench_serving::BenchServingArgs;

@@ -638,6 +638,7 @@ mod tests {
                 local_in: None,
                 peer_container: None,
                 host_why: None,
+                link: None,
             },
             paths: vec![PathRecord {
                 id: "p0".into(),
@@ -661,6 +662,7 @@ mod tests {
                 context: vec![],
                 rows,
                 counters: vec![],
+                link_notes: vec![],
             }),
             error: None,
             run: Some(run),

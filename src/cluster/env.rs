@@ -11,6 +11,7 @@ use super::config::Transport;
 pub use super::vars::{PER_NODE, check_name, check_user_var};
 use crate::dataplane::{self, DataPlane, RdmaEndpoint, Selection};
 use crate::host::HostFacts;
+use crate::host::netplugin::{NetPluginFacts, NetPluginLib, USB4_PROVIDERS};
 use crate::host::rdma::RdmaTransport;
 
 /// The transport a node actually uses.
@@ -131,6 +132,10 @@ pub struct NodeEnv {
     pub rdma_port: Option<u32>,
     /// RoCE v2 GID index (RoCE).
     pub gid_index: Option<u32>,
+    /// The USB4 net plugin RCCL loads (`NCCL_NET_PLUGIN`'s value), when
+    /// the transport is usb4 and the plugin and its devices are here.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub net_plugin: Option<String>,
     /// The variables, in the order they are printed.
     pub vars: Vec<EnvVar>,
     /// Names of the variables that differ between nodes (every per-node
@@ -218,6 +223,18 @@ pub fn plan(facts: &HostFacts, req: &EnvRequest) -> Result<NodeEnv, EnvError> {
         ),
         asked => choose(&dp, asked)?,
     };
+    let (net_plugin, reason) = match (transport, usb4_plugin(&facts.net_plugins)) {
+        (Resolved::Usb4, Ok(lib)) => (
+            Some(lib.nccl_net_plugin()),
+            format!(
+                "{reason}; RCCL loads the USB4 net plugin {} ({}) for tensors",
+                lib.path,
+                lib.usb4_provider.as_deref().unwrap_or("USB4")
+            ),
+        ),
+        (Resolved::Usb4, Err(Some(why))) => (None, format!("{reason}; {why}")),
+        _ => (None, reason),
+    };
     let rdma = dp.rdma.as_ref().filter(|_| transport.is_rdma());
     let mut vars = vec![
         var("NCCL_SOCKET_IFNAME", format!("={}", dp.interface)),
@@ -232,6 +249,9 @@ pub fn plan(facts: &HostFacts, req: &EnvRequest) -> Result<NodeEnv, EnvError> {
         }
         None => vars.push(var("NCCL_IB_DISABLE", "1".into())),
     }
+    if let Some(p) = &net_plugin {
+        vars.push(var("NCCL_NET_PLUGIN", p.clone()));
+    }
     vars.push(var("NCCL_NET_GDR_LEVEL", "0".into()));
     vars.push(var("VLLM_HOST_IP", req.ip.to_string()));
     for name in RAY_NOSET {
@@ -243,6 +263,11 @@ pub fn plan(facts: &HostFacts, req: &EnvRequest) -> Result<NodeEnv, EnvError> {
             None => vars.push(user.clone()),
         }
     }
+    // A value of cluster.toml's own (`none`) is no plugin of halobox's.
+    let net_plugin = net_plugin.filter(|p| {
+        vars.iter()
+            .any(|v| v.name == "NCCL_NET_PLUGIN" && v.value == *p)
+    });
     let per_node = per_node_names(req);
     let is_head = req.ip == req.head;
     Ok(NodeEnv {
@@ -255,6 +280,7 @@ pub fn plan(facts: &HostFacts, req: &EnvRequest) -> Result<NodeEnv, EnvError> {
         rdma_device: rdma.map(|r| r.device.clone()),
         rdma_port: rdma.map(|r| r.port),
         gid_index: rdma.and_then(|r| r.gid_index),
+        net_plugin,
         vars,
         per_node,
         ray_start: ray_start(req, is_head),
@@ -359,6 +385,33 @@ fn rdma_problem(dp: &DataPlane, want: RdmaTransport) -> Option<(String, String)>
         ));
     }
     None
+}
+
+/// The USB4 net plugin RCCL can use here: a known provider's library on
+/// the loader's path and its device nodes. `Err(Some(why))` when one is
+/// there without the other (said in the reason, TCP is used), `Err(None)`
+/// when neither is.
+pub fn usb4_plugin(found: &NetPluginFacts) -> Result<&NetPluginLib, Option<String>> {
+    let provider = |lib: &NetPluginLib| {
+        USB4_PROVIDERS
+            .iter()
+            .find(|p| Some(p.project) == lib.usb4_provider.as_deref())
+    };
+    match (found.usb4_library(), found.usb4_devices.is_empty()) {
+        (Some(lib), false) => Ok(lib),
+        (Some(lib), true) => {
+            let (prefix, module) = provider(lib).map_or(("", ""), |p| (p.device_prefix, p.module));
+            Err(Some(format!(
+                "the USB4 net plugin {} is here but no /dev/{prefix}* device is (load the {module} kernel module on the host; a podman or docker container gets the device when it is made after that): RCCL stays on TCP sockets",
+                lib.path
+            )))
+        }
+        (None, false) => Err(Some(format!(
+            "{} is here but no USB4 net plugin is on the loader's path (librccl-net-NAME.so): RCCL stays on TCP sockets",
+            found.usb4_devices.join(", ")
+        ))),
+        (None, true) => Err(None),
+    }
 }
 
 /// `transport = "usb4"`: the address must be on a thunderbolt-net interface.

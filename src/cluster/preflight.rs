@@ -34,8 +34,8 @@ pub struct Finding {
     /// Verdict.
     pub level: Level,
     /// Check id (`reach`, `version`, `container`, `halobox`, `inside`,
-    /// `image`, `memlock`, `devices`, `rdma`, `mtu`, `transport`, `port`,
-    /// `ray-auth`).
+    /// `image`, `memlock`, `devices`, `rdma`, `mtu`, `transport`,
+    /// `net_plugin`, `port`, `ray-auth`).
     pub check: String,
     /// The node it is about, when one.
     pub node: Option<String>,
@@ -371,7 +371,7 @@ fn cannot_open(v: &RuntimeView, blocked: &[&DeviceAccess], place: &str, fix: &st
     )
 }
 
-/// What the nodes must share: image, MTU and transport.
+/// What the nodes must share: image, MTU, transport and the USB4 net plugin.
 fn together(ok: &[(&NodeConfig, &JoinReport)]) -> Vec<Finding> {
     let mut out = Vec::new();
     let digests: Vec<(&NodeConfig, Option<&String>)> = ok
@@ -430,6 +430,25 @@ fn together(ok: &[(&NodeConfig, &JoinReport)]) -> Vec<Finding> {
                     format!(
                         "resolved to {} ({}), the head to {}: every node must use the same transport; fix that node's RDMA port or set transport in cluster.toml",
                         r.env.transport, r.env.reason, h.env.transport
+                    ),
+                ));
+            } else if r.env.net_plugin.is_some() != h.env.net_plugin.is_some() {
+                let uses = |e: &super::env::NodeEnv| {
+                    e.net_plugin
+                        .as_deref()
+                        .map_or("no net plugin (TCP sockets)".to_string(), |p| {
+                            format!("the USB4 net plugin (NCCL_NET_PLUGIN={p})")
+                        })
+                };
+                out.push(finding(
+                    Level::Fail,
+                    "net_plugin",
+                    Some(n),
+                    format!(
+                        "RCCL would use {} there, {} on the head {}: ranks on different networks cannot connect; put the plugin and its device on every node, or set NCCL_NET_PLUGIN = \"none\" in cluster.toml's [env]",
+                        uses(&r.env),
+                        uses(&h.env),
+                        head.label()
                     ),
                 ));
             }

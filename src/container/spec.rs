@@ -204,6 +204,8 @@ fn device_paths(facts: &HostFacts, notes: &mut Vec<String>) -> Vec<String> {
         notes.push("no /dev/infiniband on this host: RDMA is unavailable in the container".into());
     }
     devices.extend(ib);
+    // A USB4 RDMA provider's devices (OdinLink's /dev/odl_tb5_N), for its RCCL net plugin.
+    devices.extend(facts.net_plugins.usb4_devices.iter().cloned());
     devices
 }
 

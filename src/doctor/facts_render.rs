@@ -18,7 +18,21 @@ pub fn human(f: &HostFacts) -> String {
         .map(|s| format!("snapshot {s}"))
         .unwrap_or_else(|| "this host".into());
     let _ = writeln!(o, "halobox detect: {source}");
+    gpu(&mut o, f);
+    rdma(&mut o, f);
+    network(&mut o, f);
+    limits(&mut o, f);
+    user(&mut o, f);
+    kernel(&mut o, f);
+    environment(&mut o, f);
+    tools(&mut o, f);
+    firewall(&mut o, f);
+    unread(&mut o, f);
+    o
+}
 
+/// The KFD nodes with their gfx targets, and the GPU device nodes.
+fn gpu(o: &mut String, f: &HostFacts) {
     let _ = writeln!(o, "\nGPU");
     if !f.gpu.kfd_topology {
         let _ = writeln!(o, "  no KFD topology (/sys/class/kfd absent)");
@@ -49,7 +63,10 @@ pub fn human(f: &HostFacts) -> String {
             or_dash(d.gid)
         );
     }
+}
 
+/// Each RDMA device: transport, PCI, driver, firmware, link, ports and GIDs.
+fn rdma(o: &mut String, f: &HostFacts) {
     let _ = writeln!(o, "\nRDMA");
     if f.rdma.devices.is_empty() {
         let _ = writeln!(
@@ -115,7 +132,10 @@ pub fn human(f: &HostFacts) -> String {
     for d in &f.rdma.dev_nodes {
         let _ = writeln!(o, "  {} mode {}", d.path, or_dash(d.mode.as_deref()));
     }
+}
 
+/// Each interface: MTU, state, IPv4 addresses, a USB4 link.
+fn network(o: &mut String, f: &HostFacts) {
     let _ = writeln!(o, "\nNetwork");
     for i in &f.network.interfaces {
         let addrs: Vec<String> = i
@@ -149,7 +169,10 @@ pub fn human(f: &HostFacts) -> String {
             usb4.unwrap_or_default()
         );
     }
+}
 
+/// memlock: this process, the podman services, the next login, the units.
+fn limits(o: &mut String, f: &HostFacts) {
     let _ = writeln!(o, "\nLimits");
     match &f.limits.memlock {
         Some(l) => {
@@ -211,7 +234,10 @@ pub fn human(f: &HostFacts) -> String {
             or_dash(u.file.as_deref())
         );
     }
+}
 
+/// The user, its groups and the device groups.
+fn user(o: &mut String, f: &HostFacts) {
     let _ = writeln!(o, "\nUser");
     let _ = writeln!(
         o,
@@ -232,7 +258,10 @@ pub fn human(f: &HostFacts) -> String {
                 .unwrap_or("unknown")
         );
     }
+}
 
+/// The kernel release, command line, memory and the next boot.
+fn kernel(o: &mut String, f: &HostFacts) {
     let _ = writeln!(o, "\nKernel");
     let from = match f.kernel.release_from.as_deref() {
         Some(from) if from != crate::host::kernel::OSRELEASE => format!(" (from {from})"),
@@ -253,7 +282,10 @@ pub fn human(f: &HostFacts) -> String {
             next.files.join(", ")
         );
     }
+}
 
+/// GPU/NCCL override variables set.
+fn environment(o: &mut String, f: &HostFacts) {
     let _ = writeln!(o, "\nEnvironment");
     if f.env_hazards.is_empty() {
         let _ = writeln!(o, "  no GPU/NCCL override variables set");
@@ -261,7 +293,10 @@ pub fn human(f: &HostFacts) -> String {
     for v in &f.env_hazards {
         let _ = writeln!(o, "  {}={}", v.name, v.value);
     }
+}
 
+/// The tools found and the NIC drivers.
+fn tools(o: &mut String, f: &HostFacts) {
     let _ = writeln!(o, "\nTools");
     for t in &f.tools {
         let _ = writeln!(
@@ -284,7 +319,10 @@ pub fn human(f: &HostFacts) -> String {
             or_dash(d.firmware_version.as_deref())
         );
     }
+}
 
+/// firewalld and its zones.
+fn firewall(o: &mut String, f: &HostFacts) {
     let _ = writeln!(o, "\nFirewall");
     let _ = writeln!(
         o,
@@ -301,12 +339,14 @@ pub fn human(f: &HostFacts) -> String {
             f.firewall.trusted_interfaces.join(",")
         }
     );
+}
 
+/// The files that could not be read.
+fn unread(o: &mut String, f: &HostFacts) {
     if !f.read_issues.is_empty() {
         let _ = writeln!(o, "\nCould not read");
         for i in &f.read_issues {
             let _ = writeln!(o, "  {}: {}", i.path, i.error);
         }
     }
-    o
 }

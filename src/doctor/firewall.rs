@@ -86,43 +86,7 @@ pub(super) fn check(facts: &HostFacts, plane: Option<&DataPlane>) -> Check {
         );
     };
     let iface = p.interface.as_str();
-    let mut judged = Vec::new();
-    let mut notes = Vec::new();
-    if fw.firewalld_running {
-        judged.push(firewalld(fw, iface));
-    } else {
-        notes.push("firewalld not running".to_string());
-    }
-    if fw.ufw.enabled {
-        judged.push(ufw(fw, iface));
-    } else if fw.ufw.installed {
-        notes.push("ufw installed but not enabled".to_string());
-    }
-    // ufw manages iptables/nftables itself; its rules are judged above.
-    if !fw.ufw.enabled {
-        let iptables_read = fw
-            .iptables
-            .ruleset()
-            .is_some_and(|r| !r.input_chains().is_empty());
-        for (name, source) in [("iptables", &fw.iptables), ("nftables", &fw.nftables)] {
-            match source {
-                RulesetSource::Unavailable { reason } => notes.push(format!("{name}: {reason}")),
-                RulesetSource::Read { ruleset } => {
-                    // iptables-nft's own table shows in nft too: judge it once.
-                    let ruleset = if name == "nftables" && iptables_read {
-                        without_table(ruleset, "ip filter")
-                    } else {
-                        ruleset.clone()
-                    };
-                    if ruleset.is_empty() {
-                        notes.push(format!("{name}: no input rules"));
-                    } else {
-                        judged.push(netfilter(name, &ruleset, iface));
-                    }
-                }
-            }
-        }
-    }
+    let (judged, notes) = judge_all(fw, iface);
     let readable = !judged.is_empty()
         || [&fw.iptables, &fw.nftables]
             .iter()
@@ -136,39 +100,12 @@ pub(super) fn check(facts: &HostFacts, plane: Option<&DataPlane>) -> Check {
             ),
         );
     }
-    let mut dropped = Vec::new();
-    let mut unclear = Vec::new();
-    let mut fixes = Vec::new();
-    let mut critical = false;
-    for j in &judged {
-        let drops: Vec<(&Probe, &String)> = j
-            .outcomes
-            .iter()
-            .filter_map(|(p, o)| match o {
-                Outcome::Drop(by) => Some((p, by)),
-                _ => None,
-            })
-            .collect();
-        let unsure: Vec<(&Probe, &String)> = j
-            .outcomes
-            .iter()
-            .filter_map(|(p, o)| match o {
-                Outcome::Unclear(why) => Some((p, why)),
-                _ => None,
-            })
-            .collect();
-        critical |= drops.iter().any(|(p, _)| p.critical);
-        if !drops.is_empty() {
-            dropped.push(format!("{} drops {}", j.name, grouped(&drops)));
-        }
-        if !unsure.is_empty() {
-            unclear.push(format!("{} for {}", j.name, grouped(&unsure)));
-        }
-        let troubled = !drops.is_empty() || !unsure.is_empty();
-        if troubled && !fixes.contains(&j.fix) {
-            fixes.push(j.fix.clone());
-        }
-    }
+    let Tally {
+        dropped,
+        unclear,
+        fixes,
+        critical,
+    } = tally(&judged);
     let active: Vec<&str> = judged.iter().map(|j| j.name.as_str()).collect();
     let context = format!(
         "active: {}{}",
@@ -220,6 +157,103 @@ pub(super) fn check(facts: &HostFacts, plane: Option<&DataPlane>) -> Check {
             }
         ),
     )
+}
+
+/// Every active firewall's judgement of the probes on `iface`, and notes
+/// on those that are not active or not readable.
+fn judge_all(fw: &FirewallFacts, iface: &str) -> (Vec<Judged>, Vec<String>) {
+    let mut judged = Vec::new();
+    let mut notes = Vec::new();
+    if fw.firewalld_running {
+        judged.push(firewalld(fw, iface));
+    } else {
+        notes.push("firewalld not running".to_string());
+    }
+    if fw.ufw.enabled {
+        judged.push(ufw(fw, iface));
+    } else if fw.ufw.installed {
+        notes.push("ufw installed but not enabled".to_string());
+    }
+    // ufw manages iptables/nftables itself; its rules are judged above.
+    if !fw.ufw.enabled {
+        let iptables_read = fw
+            .iptables
+            .ruleset()
+            .is_some_and(|r| !r.input_chains().is_empty());
+        for (name, source) in [("iptables", &fw.iptables), ("nftables", &fw.nftables)] {
+            match source {
+                RulesetSource::Unavailable { reason } => notes.push(format!("{name}: {reason}")),
+                RulesetSource::Read { ruleset } => {
+                    // iptables-nft's own table shows in nft too: judge it once.
+                    let ruleset = if name == "nftables" && iptables_read {
+                        without_table(ruleset, "ip filter")
+                    } else {
+                        ruleset.clone()
+                    };
+                    if ruleset.is_empty() {
+                        notes.push(format!("{name}: no input rules"));
+                    } else {
+                        judged.push(netfilter(name, &ruleset, iface));
+                    }
+                }
+            }
+        }
+    }
+    (judged, notes)
+}
+
+/// What the judgements add up to.
+struct Tally {
+    /// `NAME drops PROBES (why)`, per firewall.
+    dropped: Vec<String>,
+    /// `NAME for PROBES (why)`, per firewall that could not tell.
+    unclear: Vec<String>,
+    /// The fixes of the firewalls in trouble, each once.
+    fixes: Vec<String>,
+    /// A dropped probe is one the cluster cannot work without.
+    critical: bool,
+}
+
+fn tally(judged: &[Judged]) -> Tally {
+    let mut dropped = Vec::new();
+    let mut unclear = Vec::new();
+    let mut fixes = Vec::new();
+    let mut critical = false;
+    for j in judged {
+        let drops: Vec<(&Probe, &String)> = j
+            .outcomes
+            .iter()
+            .filter_map(|(p, o)| match o {
+                Outcome::Drop(by) => Some((p, by)),
+                _ => None,
+            })
+            .collect();
+        let unsure: Vec<(&Probe, &String)> = j
+            .outcomes
+            .iter()
+            .filter_map(|(p, o)| match o {
+                Outcome::Unclear(why) => Some((p, why)),
+                _ => None,
+            })
+            .collect();
+        critical |= drops.iter().any(|(p, _)| p.critical);
+        if !drops.is_empty() {
+            dropped.push(format!("{} drops {}", j.name, grouped(&drops)));
+        }
+        if !unsure.is_empty() {
+            unclear.push(format!("{} for {}", j.name, grouped(&unsure)));
+        }
+        let troubled = !drops.is_empty() || !unsure.is_empty();
+        if troubled && !fixes.contains(&j.fix) {
+            fixes.push(j.fix.clone());
+        }
+    }
+    Tally {
+        dropped,
+        unclear,
+        fixes,
+        critical,
+    }
 }
 
 /// `A, B (why 1); C (why 2)`: probes that share a reason share it.

@@ -29,6 +29,7 @@ pub mod limits;
 pub mod memlock;
 pub mod net;
 pub mod netfilter;
+pub mod netplugin;
 pub mod os;
 pub mod pam_limits;
 pub mod paths;
@@ -95,6 +96,9 @@ pub struct HostFacts {
     pub podman_runtime: Option<String>,
     /// Host paths toolbx binds when present (`/run/dbus/system_bus_socket`, `/media`, …).
     pub toolbox_paths: Vec<String>,
+    /// RCCL/NCCL net plugins on the loader's path and USB4 providers' device nodes.
+    #[serde(skip_serializing_if = "netplugin::NetPluginFacts::is_empty")]
+    pub net_plugins: netplugin::NetPluginFacts,
     /// Files that exist but could not be read or understood.
     pub read_issues: Vec<ReadIssue>,
     /// `captured/` files a snapshot lacks (empty for the live host); the
@@ -186,6 +190,7 @@ fn gather_with(r: &Reader, opts: GatherOptions) -> HostFacts {
         tools,
         firewall: firewall::read(r, &processes),
         toolbox_paths: paths::read(r),
+        net_plugins: netplugin::read(r),
         podman_runtime,
         read_issues: r.take_issues(),
         captures_missing,

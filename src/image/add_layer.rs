@@ -88,48 +88,7 @@ pub fn run(o: &Options, r: &mut dyn Reporter) -> anyhow::Result<()> {
             .join(" ")
     );
     if o.dry_run {
-        let list: Vec<serde_json::Value> = entries
-            .iter()
-            .map(|e| {
-                let (kind, size) = match &e.kind {
-                    EntryKind::File { size, .. } => ("file", *size),
-                    EntryKind::Dir => ("dir", 0),
-                    EntryKind::Symlink { .. } => ("symlink", 0),
-                };
-                serde_json::json!({"path": format!("/{}", e.path), "kind": kind,
-                    "mode": format!("{:04o}", e.mode), "size": size})
-            })
-            .collect();
-        let plan = serde_json::json!({
-            "base": base, "entries": list, "labels": labels, "tag": tag,
-            "output": o.output, "load": o.load, "history": created_by,
-            "mtime": layer::LayerOptions::from_env().map_err(UsageError)?.mtime,
-        });
-        if o.json {
-            r.out(&format!("{}\n", serde_json::to_string_pretty(&plan)?));
-        } else {
-            r.out(&format!("add a layer to {}:\n", o.base));
-            for e in &list {
-                r.out(&format!(
-                    "  {} {} {} ({} bytes)\n",
-                    e["mode"].as_str().unwrap_or(""),
-                    e["kind"].as_str().unwrap_or(""),
-                    e["path"].as_str().unwrap_or(""),
-                    e["size"]
-                ));
-            }
-            for (k, v) in &labels {
-                r.out(&format!("  label {k}={v}\n"));
-            }
-            r.out(&format!("  tag: {}\n", tag.as_deref().unwrap_or("(none)")));
-            if let Some(out) = &o.output {
-                r.out(&format!("  write {}\n", out.display()));
-            }
-            if o.load {
-                r.out("  load into the engine\n");
-            }
-        }
-        return Ok(());
+        return print_plan(o, &entries, &labels, tag.as_deref(), &base, &created_by, r);
     }
     let tags: Vec<String> = tag.into_iter().collect();
     block_on(async {
@@ -187,4 +146,58 @@ pub fn run(o: &Options, r: &mut dyn Reporter) -> anyhow::Result<()> {
         }
         Ok(())
     })?
+}
+
+/// `--dry-run`: the layer's entries, labels, tag and where the image goes.
+fn print_plan(
+    o: &Options,
+    entries: &[layer::Entry],
+    labels: &std::collections::BTreeMap<String, String>,
+    tag: Option<&str>,
+    base: &BaseSource,
+    created_by: &str,
+    r: &mut dyn Reporter,
+) -> anyhow::Result<()> {
+    let list: Vec<serde_json::Value> = entries
+        .iter()
+        .map(|e| {
+            let (kind, size) = match &e.kind {
+                EntryKind::File { size, .. } => ("file", *size),
+                EntryKind::Dir => ("dir", 0),
+                EntryKind::Symlink { .. } => ("symlink", 0),
+            };
+            serde_json::json!({"path": format!("/{}", e.path), "kind": kind,
+                "mode": format!("{:04o}", e.mode), "size": size})
+        })
+        .collect();
+    let plan = serde_json::json!({
+        "base": base, "entries": list, "labels": labels, "tag": tag,
+        "output": o.output, "load": o.load, "history": created_by,
+        "mtime": layer::LayerOptions::from_env().map_err(UsageError)?.mtime,
+    });
+    if o.json {
+        r.out(&format!("{}\n", serde_json::to_string_pretty(&plan)?));
+    } else {
+        r.out(&format!("add a layer to {}:\n", o.base));
+        for e in &list {
+            r.out(&format!(
+                "  {} {} {} ({} bytes)\n",
+                e["mode"].as_str().unwrap_or(""),
+                e["kind"].as_str().unwrap_or(""),
+                e["path"].as_str().unwrap_or(""),
+                e["size"]
+            ));
+        }
+        for (k, v) in labels {
+            r.out(&format!("  label {k}={v}\n"));
+        }
+        r.out(&format!("  tag: {}\n", tag.unwrap_or("(none)")));
+        if let Some(out) = &o.output {
+            r.out(&format!("  write {}\n", out.display()));
+        }
+        if o.load {
+            r.out("  load into the engine\n");
+        }
+    }
+    Ok(())
 }

@@ -178,60 +178,72 @@ pub fn run(o: &Options, r: &mut dyn Reporter, ask: &mut dyn Ask) -> anyhow::Resu
             true => Some(check_new(&engine, &outcome.name, &facts, r).await?),
             false => None,
         };
-        if o.json {
-            let mut doc = serde_json::to_value(&outcome)?;
-            if let Some(rep) = &report {
-                doc["check"] = serde_json::to_value(rep)?;
-            }
-            r.out(&format!("{}\n", serde_json::to_string_pretty(&doc)?));
-        } else {
-            r.out(&format!(
-                "{} now runs {}{}\n",
-                outcome.name,
-                outcome.image,
-                outcome
-                    .kept
-                    .as_ref()
-                    .map(|k| format!(" (the old one is kept, stopped, as {k})"))
-                    .unwrap_or_default()
-            ));
-            if let Some(d) = &outcome.deleted {
-                r.out(&format!("deleted the older {d}\n"));
-            }
-            r.out(&format!("enter it with: halobox enter {}\n", outcome.name));
-        }
-        for w in &outcome.warnings {
-            r.note(&format!("warning: {w}\n"));
-        }
-        if let Some(s) = outcome.signal {
-            r.note(&format!(
-                "{} arrived during the swap: the swap was finished first, pruning was skipped\n",
-                signals::name(s)
-            ));
-            signals::reraise(s);
-        }
-        if let Some(rep) = &report {
-            if !o.json {
-                r.out(&check::human(rep, Style { color: o.color }));
-            }
-            if rep.has_failures() {
-                let failed: Vec<&str> = rep
-                    .checks
-                    .iter()
-                    .filter(|c| c.status == Status::Fail)
-                    .map(|c| c.id.as_str())
-                    .collect();
-                r.note(&format!(
-                    "error: the new {} fails {}\n  hint: it stays in place; roll back with `{}`\n",
-                    outcome.name,
-                    failed.join(", "),
-                    rollback(&outcome.name)
-                ));
-                return Ok(Ended::CheckFailed);
-            }
-        }
-        Ok(Ended::Done)
+        finish(o, &outcome, report.as_ref(), r)
     })?
+}
+
+/// Says how the refresh ended: the new container (text or JSON), its
+/// warnings, a signal that arrived during the swap (raised again), and the
+/// check of the new container.
+fn finish(
+    o: &Options,
+    outcome: &run::Outcome,
+    report: Option<&check::Report>,
+    r: &mut dyn Reporter,
+) -> anyhow::Result<Ended> {
+    if o.json {
+        let mut doc = serde_json::to_value(outcome)?;
+        if let Some(rep) = report {
+            doc["check"] = serde_json::to_value(rep)?;
+        }
+        r.out(&format!("{}\n", serde_json::to_string_pretty(&doc)?));
+    } else {
+        r.out(&format!(
+            "{} now runs {}{}\n",
+            outcome.name,
+            outcome.image,
+            outcome
+                .kept
+                .as_ref()
+                .map(|k| format!(" (the old one is kept, stopped, as {k})"))
+                .unwrap_or_default()
+        ));
+        if let Some(d) = &outcome.deleted {
+            r.out(&format!("deleted the older {d}\n"));
+        }
+        r.out(&format!("enter it with: halobox enter {}\n", outcome.name));
+    }
+    for w in &outcome.warnings {
+        r.note(&format!("warning: {w}\n"));
+    }
+    if let Some(s) = outcome.signal {
+        r.note(&format!(
+            "{} arrived during the swap: the swap was finished first, pruning was skipped\n",
+            signals::name(s)
+        ));
+        signals::reraise(s);
+    }
+    if let Some(rep) = report {
+        if !o.json {
+            r.out(&check::human(rep, Style { color: o.color }));
+        }
+        if rep.has_failures() {
+            let failed: Vec<&str> = rep
+                .checks
+                .iter()
+                .filter(|c| c.status == Status::Fail)
+                .map(|c| c.id.as_str())
+                .collect();
+            r.note(&format!(
+                "error: the new {} fails {}\n  hint: it stays in place; roll back with `{}`\n",
+                outcome.name,
+                failed.join(", "),
+                rollback(&outcome.name)
+            ));
+            return Ok(Ended::CheckFailed);
+        }
+    }
+    Ok(Ended::Done)
 }
 
 /// Asks before a refresh replaces a container: where someone can answer,

@@ -93,7 +93,9 @@ fn model_size(q: &Query) -> Result<ModelSize, UsageError> {
 
 /// The link cluster.toml's transport gives: RDMA for `roce`, `ib` and
 /// `auto` (which picks RoCE where a port is ACTIVE), TCP for `ethernet`,
-/// USB4 over TCP for `usb4` (halobox sets no USB4 RDMA provider up).
+/// USB4 over TCP for `usb4` (cluster.toml alone does not say whether a
+/// node's container has the USB4 net plugin `cluster join` would use:
+/// `plan --transport usb4-rdma` estimates that case).
 pub fn link_of(t: Transport) -> Link {
     match t {
         Transport::Auto | Transport::Roce | Transport::Ib => Link::Roce,

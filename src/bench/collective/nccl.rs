@@ -2,9 +2,14 @@
 //! network it chose (`Using network IB` / `Socket`), the devices it opened
 //! (`NET/IB : Using [0]mlx5_0:1/RoCE …`, `NET/Socket : Using [0]eth0:…`),
 //! the GID index it was given, and the transport each connection really
-//! runs on (`… via NET/IB/0`, `… via NET/Socket/0`). Pure.
+//! runs on (`… via NET/IB/0`, `… via NET/Socket/0`); and a net plugin it
+//! loaded (`NET/Plugin: Plugin name set by env to librccl-net-ODL_TB5.so`,
+//! `Using network ODL_TB5`, `… via NET/ODL_TB5/0`), named as the USB4
+//! plugin when it is a known USB4 provider's. Pure.
 
 use serde::{Deserialize, Serialize};
+
+use crate::host::netplugin::usb4_provider_of;
 
 /// The transport a rank used, as its log shows it.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -22,6 +27,15 @@ pub enum Used {
         /// The interfaces it listed (`eth0:10.0.0.1<0>`).
         interfaces: Vec<String>,
     },
+    /// A net plugin's network (`NET/ODL_TB5`).
+    Plugin {
+        /// The network's name as RCCL logs it (`ODL_TB5`).
+        name: String,
+        /// The library RCCL loaded, when it said so.
+        library: Option<String>,
+        /// The USB4 provider it belongs to (`OdinLink-Five`), when known.
+        usb4: Option<String>,
+    },
     /// The log names no network (one node, or no INFO lines).
     Unknown,
 }
@@ -37,6 +51,21 @@ impl std::fmt::Display for Used {
                 }
             }
             Used::Socket { interfaces } => write!(f, "NET/Socket {}", interfaces.join(" ")),
+            Used::Plugin {
+                name,
+                library,
+                usb4,
+            } => {
+                write!(f, "NET/{name}")?;
+                let lib = library
+                    .as_deref()
+                    .map(|l| format!(" {l}"))
+                    .unwrap_or_default();
+                match usb4 {
+                    Some(p) => write!(f, " (the USB4 net plugin{lib}, {p})"),
+                    None => write!(f, " (net plugin{lib})"),
+                }
+            }
             Used::Unknown => f.write_str("unknown (no NET line in the RCCL log)"),
         }
     }
@@ -57,6 +86,11 @@ pub struct NcclLog {
     pub via_ib: bool,
     /// A connection ran `via NET/Socket`.
     pub via_socket: bool,
+    /// A connection ran over another network (`via NET/ODL_TB5/0` → `ODL_TB5`).
+    pub via_other: Option<String>,
+    /// The net plugin library RCCL loaded (`Plugin name set by env to …`,
+    /// `Loaded net plugin …`).
+    pub plugin: Option<String>,
     /// `NET/IB : No device found`.
     pub no_ib_device: bool,
     /// The first `NCCL WARN` lines (what went wrong, when something did).
@@ -102,15 +136,36 @@ pub fn parse(log: &str) -> NcclLog {
             out.network = Some(net.trim().to_string());
         } else if let Some(v) = msg.strip_prefix("NCCL_IB_GID_INDEX set by environment to ") {
             out.gid_index = v.trim().trim_end_matches('.').parse().ok();
+        } else if let Some(lib) = plugin_loaded(msg) {
+            out.plugin = Some(lib);
         }
-        if msg.contains(" via NET/IB") {
-            out.via_ib = true;
-        }
-        if msg.contains(" via NET/Socket") {
-            out.via_socket = true;
+        if let Some(i) = msg.find(" via NET/") {
+            let net = msg[i + " via NET/".len()..]
+                .split(['/', ' '])
+                .next()
+                .unwrap_or("");
+            match net {
+                "IB" => out.via_ib = true,
+                "Socket" => out.via_socket = true,
+                "" => {}
+                other => out.via_other = Some(other.to_string()),
+            }
         }
     }
     out
+}
+
+/// The library of `NET/Plugin: Plugin name set by env to LIB` (RCCL, NCCL
+/// 2.2x) or `NET/Plugin: Loaded net plugin NAME (vN)` (the net's name
+/// when that is all the log gives).
+fn plugin_loaded(msg: &str) -> Option<String> {
+    let rest = msg
+        .strip_prefix("NET/Plugin: ")
+        .or_else(|| msg.strip_prefix("NET/Plugin : "))?;
+    let name = rest
+        .strip_prefix("Plugin name set by env to ")
+        .or_else(|| rest.strip_prefix("Loaded net plugin "))?;
+    name.split_whitespace().next().map(str::to_string)
 }
 
 impl NcclLog {
@@ -124,11 +179,27 @@ impl NcclLog {
         let socket = || Used::Socket {
             interfaces: self.socket_interfaces.clone(),
         };
+        let plugin = |net: &str| {
+            let usb4 = self
+                .plugin
+                .iter()
+                .map(|l| l.rsplit('/').next().unwrap_or(l))
+                .chain([format!("librccl-net-{net}.so").as_str()])
+                .find_map(usb4_provider_of)
+                .map(|p| p.project.to_string());
+            Used::Plugin {
+                name: net.to_string(),
+                library: self.plugin.clone(),
+                usb4,
+            }
+        };
         match (self.via_ib, self.via_socket, self.network.as_deref()) {
             (_, true, _) => socket(),
+            _ if self.via_other.is_some() => plugin(self.via_other.as_deref().unwrap_or("")),
             (true, false, _) => ib(),
             (_, _, Some(n)) if n.starts_with("IB") => ib(),
             (_, _, Some(n)) if n.starts_with("Socket") => socket(),
+            (_, _, Some(n)) => plugin(n),
             _ => Used::Unknown,
         }
     }
@@ -215,6 +286,52 @@ sh-01:98911:98923 [3] NCCL INFO Ring 00 : 3[b01000] -> 4[201000] [send] via NET/
     fn a_socket_channel_beats_the_listed_ib() {
         let log = format!(
             "{ROCE}halo1:4411:4470 [0] NCCL INFO Channel 01/0 : 0[0] -> 1[0] [send] via NET/Socket/0\n"
+        );
+        assert!(matches!(parse(&log).used(), Used::Socket { .. }));
+    }
+
+    /// RCCL with OdinLink's plugin (`NCCL_NET_PLUGIN=ODL_TB5`): the lines
+    /// of ROCm/rccl's plugin_open.cc and init, and the channel's `via`.
+    const ODL: &str = "\
+halo1:5120:5120 [0] NCCL INFO Bootstrap : Using thunderbolt0:10.0.0.1<0>
+halo1:5120:5120 [0] NCCL INFO NET/Plugin: Plugin name set by env to librccl-net-ODL_TB5.so
+halo1:5120:5180 [0] NCCL INFO Using network ODL_TB5
+halo1:5120:5180 [0] NCCL INFO Channel 00/0 : 1[0] -> 0[0] [receive] via NET/ODL_TB5/0
+";
+
+    #[test]
+    fn the_usb4_plugin_is_named() {
+        let l = parse(ODL);
+        assert_eq!(l.plugin.as_deref(), Some("librccl-net-ODL_TB5.so"));
+        assert_eq!(
+            l.used(),
+            Used::Plugin {
+                name: "ODL_TB5".into(),
+                library: Some("librccl-net-ODL_TB5.so".into()),
+                usb4: Some("OdinLink-Five".into()),
+            }
+        );
+        assert_eq!(
+            l.used().to_string(),
+            "NET/ODL_TB5 (the USB4 net plugin librccl-net-ODL_TB5.so, OdinLink-Five)"
+        );
+        // Chosen but no channel yet, loaded by its path: still the plugin.
+        let l = parse(
+            "h:1:2 [0] NCCL INFO NET/Plugin: Plugin name set by env to /usr/local/lib/odinlink/librccl_net_odl_tb5.so\nh:1:2 [0] NCCL INFO Using network ODL_TB5\n",
+        );
+        assert!(
+            matches!(l.used(), Used::Plugin { usb4: Some(_), .. }),
+            "{}",
+            l.used()
+        );
+        // Another plugin is named, not taken for USB4.
+        let l = parse(
+            "h:1:2 [0] NCCL INFO Channel 00/0 : 0[0] -> 1[0] [send] via NET/AWS Libfabric/0\n",
+        );
+        assert_eq!(l.used().to_string(), "NET/AWS (net plugin)");
+        // The plugin loaded but a connection fell back to sockets: sockets.
+        let log = format!(
+            "{ODL}halo1:5120:5180 [0] NCCL INFO Channel 01/0 : 0[0] -> 1[0] [send] via NET/Socket/0\n"
         );
         assert!(matches!(parse(&log).used(), Used::Socket { .. }));
     }

@@ -402,6 +402,7 @@ pub(crate) fn test_report(ip: Ipv4Addr, kfd: bool, transport: Resolved) -> JoinR
         rdma_device: (transport == Resolved::Roce).then(|| "rocep194s0".into()),
         rdma_port: (transport == Resolved::Roce).then_some(1),
         gid_index: (transport == Resolved::Roce).then_some(1),
+        net_plugin: None,
         vars,
         per_node: vec![],
         ray_start: vec![],

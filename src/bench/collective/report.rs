@@ -9,9 +9,8 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 use super::nccl::{self, Used};
-use super::plan::{Op, Plan};
+use super::plan::{Op, Plan, RankPlan};
 use crate::bench::stats::{LatencySummary, summarise};
-use crate::cluster::env::Resolved;
 
 /// Version of `collective-run.json` and `collective.json`.
 pub const SCHEMA_VERSION: u32 = 1;
@@ -230,7 +229,7 @@ pub fn derive(rec: &Record) -> Results {
         }
         if let Some(f) = used
             .as_ref()
-            .and_then(|u| socket_fallback(&rp.node, rp.transport, u, &rec.causes, rp.rank))
+            .and_then(|u| socket_fallback(rp, u, &rec.causes))
         {
             failures.push(f);
         }
@@ -308,15 +307,24 @@ fn printable(mut res: Results) -> Results {
     res
 }
 
-/// FAIL when the node's transport is RoCE/IB but RCCL ran on sockets.
-fn socket_fallback(
-    node: &str,
-    transport: Resolved,
-    used: &Used,
-    causes: &[String],
-    rank: usize,
-) -> Option<String> {
-    if !transport.is_rdma() || !matches!(used, Used::Socket { .. }) {
+/// FAIL when the node's transport is RoCE/IB, or it was given a net plugin
+/// (`NCCL_NET_PLUGIN`: the USB4 one), but RCCL ran on sockets.
+fn socket_fallback(rp: &RankPlan, used: &Used, causes: &[String]) -> Option<String> {
+    let (node, transport, rank) = (&rp.node, rp.transport, rp.rank);
+    let plugin = rp
+        .env
+        .iter()
+        .find(|v| v.name == "NCCL_NET_PLUGIN" && !v.value.eq_ignore_ascii_case("none"));
+    if !matches!(used, Used::Socket { .. }) {
+        return None;
+    }
+    if let (false, Some(p)) = (transport.is_rdma(), plugin) {
+        return Some(format!(
+            "node {node}: RCCL was given the net plugin {} (NCCL_NET_PLUGIN) but used sockets ({used}): likely cause: the plugin did not load or found no device; see RCCL's NET/Plugin lines (NCCL_DEBUG=INFO) and `halobox check` in the container",
+            p.value
+        ));
+    }
+    if !transport.is_rdma() {
         return None;
     }
     let cause = causes
@@ -516,6 +524,7 @@ mod tests {
     use super::*;
     use crate::bench::collective::plan::{self, Options, test_report};
     use crate::cluster::config::{ClusterConfig, NodeBackend, NodeConfig};
+    use crate::cluster::env::Resolved;
     use std::net::Ipv4Addr;
 
     fn record(transport: Resolved, kfd: bool, outs: Vec<(String, String)>) -> Record {

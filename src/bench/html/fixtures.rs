@@ -122,6 +122,7 @@ fn bench_run(dir: &Path, speed: f64, rdma_speed: f64) {
             local_in: None,
             peer_container: None,
             host_why: None,
+            link: None,
         },
         paths: vec![PathRecord {
             id: "p0".into(),

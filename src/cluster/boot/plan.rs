@@ -392,7 +392,6 @@ pub fn plan(
     facts: &[NodeFacts],
     opts: &Options,
 ) -> Result<Vec<NodePlan>, String> {
-    let mark = marker(&opts.cluster);
     let head = cfg.head();
     if !opts.on_head {
         return Err(format!(
@@ -403,179 +402,221 @@ pub fn plan(
             head.ssh
         ));
     }
-    let mut plans = Vec::new();
-    for (node, f) in cfg.nodes.iter().zip(facts) {
-        let is_head = std::ptr::eq(node, head);
-        let label = node.label().to_string();
-        if is_head && f.uid != opts.uid {
-            return Err(format!(
-                "node {label}: ssh reaches it as {} (uid {}), but this halobox runs as uid {}: the head's units must run as the user whose cluster file, keys and serve record they use\n  hint: run `halobox cluster enable` as {}, or set the head's `ssh` in {} to this user",
-                f.user,
-                f.uid,
-                opts.uid,
-                f.user,
-                opts.cluster.display()
-            ));
-        }
-        if f.systemctl.is_empty() {
-            return Err(format!(
-                "node {label}: no `systemctl` there: `cluster enable` brings the cluster back at boot with systemd units\n  hint: start it by hand after a boot there (`halobox cluster up`), or leave {label} out of {}",
-                opts.cluster.display()
-            ));
-        }
-        let scope = if f.uid == 0 {
-            Scope::System
-        } else {
-            Scope::User
-        };
-        let dir = scope.dir(&f.home);
-        let mut files = Vec::new();
-        let mut notes = Vec::new();
-        let header = |what: &str| {
-            format!(
-                "{mark}\n[Unit]\nDescription=halobox: {}\n",
-                what.replace('%', "%%")
-            )
-        };
-        let online = match scope {
-            Scope::System => "Wants=network-online.target\nAfter=network-online.target\n",
-            Scope::User => "",
-        };
-        if node.backend.is_container() {
-            let engine = engine_of(node);
-            if f.engine.is_empty() {
-                return Err(format!(
-                    "node {label}: `{engine}` is not on the PATH there, but its container {} is a {} container\n  hint: install {engine} there (`halobox cluster doctor` checks every node), or fix the node's `backend` in {}",
-                    node.container,
-                    node.backend,
-                    opts.cluster.display()
-                ));
-            }
-            let unit = container_unit(&node.container);
-            let daemon = match (engine, scope) {
-                ("docker", Scope::System) => "Requires=docker.service\nAfter=docker.service\n",
-                ("docker", Scope::User) => "After=docker.service\n",
-                _ => "",
-            };
-            let content = format!(
-                "{}{online}{daemon}StartLimitIntervalSec=300\nStartLimitBurst=5\n\n[Service]\nType=oneshot\nRemainAfterExit=yes\nExecStart={}\nExecStop={}\nRestart=on-failure\nRestartSec=10\nTimeoutStartSec=120\nTimeoutStopSec=60\n\n[Install]\nWantedBy={}\n",
-                header(&format!(
-                    "the container {} (made by halobox)",
-                    node.container
-                )),
-                exec_line(&[f.engine.clone(), "start".into(), node.container.clone()]),
-                exec_line(&[
-                    f.engine.clone(),
-                    "stop".into(),
-                    "-t".into(),
-                    "10".into(),
-                    node.container.clone()
-                ]),
-                scope.target()
-            );
-            files.push(UnitFile {
-                path: format!("{dir}/{unit}"),
-                unit,
-                content,
-            });
-        }
-        if is_head {
-            if f.halobox.is_empty() {
-                return Err(format!(
-                    "node {label}: `{}` (cluster.toml's `halobox`) is not on the PATH there\n  hint: `halobox cluster install`, or set `halobox` in {} to its path",
-                    cfg.halobox,
-                    opts.cluster.display()
-                ));
-            }
-            guarded(&label, f, scope)?;
-            let cluster = opts.cluster.display().to_string();
-            let mut env = String::new();
-            for (k, v) in &opts.env {
-                env.push_str(&env_line(k, v));
-            }
-            let container_dep = if node.backend.is_container() {
-                let u = container_unit(&node.container);
-                format!("Wants={u}\nAfter={u}\n")
-            } else {
-                String::new()
-            };
-            let hb = |args: &[&str]| {
-                let mut w = vec![f.halobox.clone()];
-                w.extend(args.iter().map(|s| s.to_string()));
-                exec_line(&w)
-            };
-            // A try that failed half way leaves Ray on some nodes: each try
-            // starts with `cluster down` (its failure ignored: a node that
-            // is not up yet).
-            let content = format!(
-                "{}{online}{container_dep}StartLimitIntervalSec={RETRY_WINDOW_SEC}\nStartLimitBurst={RETRY_BURST}\n\n[Service]\nType=oneshot\nRemainAfterExit=yes\n{env}ExecStartPre=-{}\nExecStart={}\nRestart=on-failure\nRestartSec={RETRY_SEC}\nTimeoutStartSec={}\n\n[Install]\nWantedBy={}\n",
-                header(&format!("cluster up of {cluster} at boot")),
-                hb(&["cluster", "down", "--cluster", &cluster]),
-                hb(&["cluster", "up", "--cluster", &cluster]),
-                900 + cfg.timeout_s,
-                scope.target()
-            );
-            files.push(UnitFile {
-                unit: CLUSTER_UNIT.into(),
-                path: format!("{dir}/{CLUSTER_UNIT}"),
-                content,
-            });
-            match &opts.serve {
-                Some(spec) if wants_serve_unit(spec) => {
-                    let content = format!(
-                        "{}Requires={CLUSTER_UNIT}\nAfter={CLUSTER_UNIT}\n\n[Service]\nType=simple\n{env}ExecStart={}\nRestart=on-failure\nRestartSec=30\nTimeoutStopSec=90\n\n[Install]\nWantedBy={}\n",
-                        header(&format!("the recorded serve of {cluster} ({})", spec.model)),
-                        hb(&["serve", "--recorded", "--cluster", &cluster]),
-                        scope.target()
-                    );
-                    files.push(UnitFile {
-                        unit: SERVE_UNIT.into(),
-                        path: format!("{dir}/{SERVE_UNIT}"),
-                        content,
-                    });
-                    notes.push(format!(
-                        "the serve of {} is kept for boot as recorded now; after serving another model, run `halobox cluster enable` again",
-                        spec.model
-                    ));
-                }
-                Some(spec) => notes.push(format!(
-                    "the serve of {} was started without --restart: no serve unit (start it with `halobox serve MODEL --restart on-failure --detach`, then run `halobox cluster enable` again)",
-                    spec.model
-                )),
-                None => notes.push(
-                    "no serve is recorded for this cluster file: no serve unit (start one with `halobox serve MODEL --restart on-failure --detach`, then run `halobox cluster enable` again)".into(),
-                ),
-            }
-        }
-        for file in &files {
-            if let Some((_, FileState::Foreign)) = f.files.iter().find(|(p, _)| *p == file.path) {
-                return Err(format!(
-                    "node {label}: {} exists and was not written by `halobox cluster enable` for {}: it is left alone\n  hint: move it away (or remove it) there, then run `halobox cluster enable` again",
-                    file.path,
-                    opts.cluster.display()
-                ));
-            }
-        }
-        if scope == Scope::User && !f.linger {
-            notes.push(format!(
-                "user units start at boot only when {}'s manager lingers: run `sudo loginctl enable-linger {}` there",
-                f.user, f.user
-            ));
-        }
-        if !f.systemd {
-            notes.push(
-                "no systemd manager runs there now: the units are enabled for its next boot (no daemon-reload)".into(),
-            );
-        }
-        plans.push(NodePlan {
-            node: label,
-            scope,
-            files,
-            reload: f.systemd,
-            notes,
-        });
+    cfg.nodes
+        .iter()
+        .zip(facts)
+        .map(|(node, f)| node_plan(cfg, node, f, std::ptr::eq(node, head), opts))
+        .collect()
+}
+
+/// What every unit file starts with: halobox's marker and its description.
+fn unit_header(mark: &str, what: &str) -> String {
+    format!(
+        "{mark}\n[Unit]\nDescription=halobox: {}\n",
+        what.replace('%', "%%")
+    )
+}
+
+/// A system unit waits for the network; a user unit cannot.
+fn online(scope: Scope) -> &'static str {
+    match scope {
+        Scope::System => "Wants=network-online.target\nAfter=network-online.target\n",
+        Scope::User => "",
     }
-    Ok(plans)
+}
+
+/// One node's plan: its container's unit, and on the head the cluster's
+/// and the serve's.
+fn node_plan(
+    cfg: &ClusterConfig,
+    node: &NodeConfig,
+    f: &NodeFacts,
+    is_head: bool,
+    opts: &Options,
+) -> Result<NodePlan, String> {
+    let label = node.label().to_string();
+    if is_head && f.uid != opts.uid {
+        return Err(format!(
+            "node {label}: ssh reaches it as {} (uid {}), but this halobox runs as uid {}: the head's units must run as the user whose cluster file, keys and serve record they use\n  hint: run `halobox cluster enable` as {}, or set the head's `ssh` in {} to this user",
+            f.user,
+            f.uid,
+            opts.uid,
+            f.user,
+            opts.cluster.display()
+        ));
+    }
+    if f.systemctl.is_empty() {
+        return Err(format!(
+            "node {label}: no `systemctl` there: `cluster enable` brings the cluster back at boot with systemd units\n  hint: start it by hand after a boot there (`halobox cluster up`), or leave {label} out of {}",
+            opts.cluster.display()
+        ));
+    }
+    let scope = if f.uid == 0 {
+        Scope::System
+    } else {
+        Scope::User
+    };
+    let mut files = Vec::new();
+    let mut notes = Vec::new();
+    if node.backend.is_container() {
+        files.push(container_unit_file(node, f, scope, opts)?);
+    }
+    if is_head {
+        files.extend(head_unit_files(cfg, f, scope, opts, &mut notes)?);
+    }
+    for file in &files {
+        if let Some((_, FileState::Foreign)) = f.files.iter().find(|(p, _)| *p == file.path) {
+            return Err(format!(
+                "node {label}: {} exists and was not written by `halobox cluster enable` for {}: it is left alone\n  hint: move it away (or remove it) there, then run `halobox cluster enable` again",
+                file.path,
+                opts.cluster.display()
+            ));
+        }
+    }
+    if scope == Scope::User && !f.linger {
+        notes.push(format!(
+            "user units start at boot only when {}'s manager lingers: run `sudo loginctl enable-linger {}` there",
+            f.user, f.user
+        ));
+    }
+    if !f.systemd {
+        notes.push(
+            "no systemd manager runs there now: the units are enabled for its next boot (no daemon-reload)".into(),
+        );
+    }
+    Ok(NodePlan {
+        node: label,
+        scope,
+        files,
+        reload: f.systemd,
+        notes,
+    })
+}
+
+/// The unit that starts a node's container at boot.
+fn container_unit_file(
+    node: &NodeConfig,
+    f: &NodeFacts,
+    scope: Scope,
+    opts: &Options,
+) -> Result<UnitFile, String> {
+    let engine = engine_of(node);
+    if f.engine.is_empty() {
+        return Err(format!(
+            "node {}: `{engine}` is not on the PATH there, but its container {} is a {} container\n  hint: install {engine} there (`halobox cluster doctor` checks every node), or fix the node's `backend` in {}",
+            node.label(),
+            node.container,
+            node.backend,
+            opts.cluster.display()
+        ));
+    }
+    let unit = container_unit(&node.container);
+    let daemon = match (engine, scope) {
+        ("docker", Scope::System) => "Requires=docker.service\nAfter=docker.service\n",
+        ("docker", Scope::User) => "After=docker.service\n",
+        _ => "",
+    };
+    let content = format!(
+        "{}{}{daemon}StartLimitIntervalSec=300\nStartLimitBurst=5\n\n[Service]\nType=oneshot\nRemainAfterExit=yes\nExecStart={}\nExecStop={}\nRestart=on-failure\nRestartSec=10\nTimeoutStartSec=120\nTimeoutStopSec=60\n\n[Install]\nWantedBy={}\n",
+        unit_header(
+            &marker(&opts.cluster),
+            &format!("the container {} (made by halobox)", node.container)
+        ),
+        online(scope),
+        exec_line(&[f.engine.clone(), "start".into(), node.container.clone()]),
+        exec_line(&[
+            f.engine.clone(),
+            "stop".into(),
+            "-t".into(),
+            "10".into(),
+            node.container.clone()
+        ]),
+        scope.target()
+    );
+    Ok(UnitFile {
+        path: format!("{}/{unit}", scope.dir(&f.home)),
+        unit,
+        content,
+    })
+}
+
+/// The head's units: `cluster up` at boot (retried), and the recorded
+/// serve when it was started with `--restart` (else a note says why not).
+fn head_unit_files(
+    cfg: &ClusterConfig,
+    f: &NodeFacts,
+    scope: Scope,
+    opts: &Options,
+    notes: &mut Vec<String>,
+) -> Result<Vec<UnitFile>, String> {
+    let node = cfg.head();
+    let label = node.label();
+    if f.halobox.is_empty() {
+        return Err(format!(
+            "node {label}: `{}` (cluster.toml's `halobox`) is not on the PATH there\n  hint: `halobox cluster install`, or set `halobox` in {} to its path",
+            cfg.halobox,
+            opts.cluster.display()
+        ));
+    }
+    guarded(label, f, scope)?;
+    let (mark, dir) = (marker(&opts.cluster), scope.dir(&f.home));
+    let cluster = opts.cluster.display().to_string();
+    let env: String = opts.env.iter().map(|(k, v)| env_line(k, v)).collect();
+    let container_dep = if node.backend.is_container() {
+        let u = container_unit(&node.container);
+        format!("Wants={u}\nAfter={u}\n")
+    } else {
+        String::new()
+    };
+    let hb = |args: &[&str]| {
+        let mut w = vec![f.halobox.clone()];
+        w.extend(args.iter().map(|s| s.to_string()));
+        exec_line(&w)
+    };
+    // A try that failed half way leaves Ray on some nodes: each try
+    // starts with `cluster down` (its failure ignored: a node that
+    // is not up yet).
+    let content = format!(
+        "{}{}{container_dep}StartLimitIntervalSec={RETRY_WINDOW_SEC}\nStartLimitBurst={RETRY_BURST}\n\n[Service]\nType=oneshot\nRemainAfterExit=yes\n{env}ExecStartPre=-{}\nExecStart={}\nRestart=on-failure\nRestartSec={RETRY_SEC}\nTimeoutStartSec={}\n\n[Install]\nWantedBy={}\n",
+        unit_header(&mark, &format!("cluster up of {cluster} at boot")),
+        online(scope),
+        hb(&["cluster", "down", "--cluster", &cluster]),
+        hb(&["cluster", "up", "--cluster", &cluster]),
+        900 + cfg.timeout_s,
+        scope.target()
+    );
+    let mut files = vec![UnitFile {
+        unit: CLUSTER_UNIT.into(),
+        path: format!("{dir}/{CLUSTER_UNIT}"),
+        content,
+    }];
+    match &opts.serve {
+        Some(spec) if wants_serve_unit(spec) => {
+            let content = format!(
+                "{}Requires={CLUSTER_UNIT}\nAfter={CLUSTER_UNIT}\n\n[Service]\nType=simple\n{env}ExecStart={}\nRestart=on-failure\nRestartSec=30\nTimeoutStopSec=90\n\n[Install]\nWantedBy={}\n",
+                unit_header(&mark, &format!("the recorded serve of {cluster} ({})", spec.model)),
+                hb(&["serve", "--recorded", "--cluster", &cluster]),
+                scope.target()
+            );
+            files.push(UnitFile {
+                unit: SERVE_UNIT.into(),
+                path: format!("{dir}/{SERVE_UNIT}"),
+                content,
+            });
+            notes.push(format!(
+                "the serve of {} is kept for boot as recorded now; after serving another model, run `halobox cluster enable` again",
+                spec.model
+            ));
+        }
+        Some(spec) => notes.push(format!(
+            "the serve of {} was started without --restart: no serve unit (start it with `halobox serve MODEL --restart on-failure --detach`, then run `halobox cluster enable` again)",
+            spec.model
+        )),
+        None => notes.push(
+            "no serve is recorded for this cluster file: no serve unit (start one with `halobox serve MODEL --restart on-failure --detach`, then run `halobox cluster enable` again)".into(),
+        ),
+    }
+    Ok(files)
 }
 
 /// Refuses a head whose units would run a halobox, or read a cluster file,

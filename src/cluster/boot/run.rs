@@ -61,6 +61,31 @@ fn probe(
     plan::parse_facts(&done.stdout).map_err(|e| format!("node {}: {e}", node.label()))
 }
 
+/// Every node's facts for the plan, or an error naming each node that
+/// could not be looked at (nothing is written then).
+fn every_node_facts(
+    cfg: &ClusterConfig,
+    marker: &str,
+    cluster: &Path,
+) -> anyhow::Result<Vec<plan::NodeFacts>> {
+    let mut got = Vec::new();
+    let mut errors = Vec::new();
+    for f in each_node(&cfg.nodes, |n| probe(cfg, n, marker, cluster)) {
+        match f {
+            Ok(f) => got.push(f),
+            Err(e) => errors.push(e),
+        }
+    }
+    if !errors.is_empty() {
+        return Err(UsageError(format!(
+            "could not look at every node; nothing was written:\n  {}\n  hint: `halobox cluster doctor` checks every node, then run `halobox cluster enable` again",
+            errors.join("\n  ")
+        ))
+        .into());
+    }
+    Ok(got)
+}
+
 /// `cluster enable` of `cfg` (read from `path`): true when every node has
 /// its units enabled. `--dry-run` prints the plan and writes nothing.
 pub fn enable(
@@ -74,22 +99,7 @@ pub fn enable(
     let serve = crate::serve::state::load(path)
         .or_else(|| crate::serve::state::load(&cluster))
         .and_then(|s| s.args);
-    let facts = each_node(&cfg.nodes, |n| probe(cfg, n, &marker, &cluster));
-    let mut got = Vec::new();
-    let mut errors = Vec::new();
-    for f in facts {
-        match f {
-            Ok(f) => got.push(f),
-            Err(e) => errors.push(e),
-        }
-    }
-    if !errors.is_empty() {
-        return Err(UsageError(format!(
-            "could not look at every node; nothing was written:\n  {}\n  hint: `halobox cluster doctor` checks every node, then run `halobox cluster enable` again",
-            errors.join("\n  ")
-        ))
-        .into());
-    }
+    let got = every_node_facts(cfg, &marker, &cluster)?;
     let opts = Options {
         cluster: cluster.clone(),
         env: plan::CARRIED

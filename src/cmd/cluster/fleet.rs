@@ -88,10 +88,21 @@ pub fn install(a: &ClusterInstallArgs) -> anyhow::Result<ExitCode> {
     let dest = dest.display().to_string();
     let bin = install::Binary::read(&exe).with_context(|| format!("reading {}", exe.display()))?;
     if a.plan.dry_run {
-        print!("{}", install::render_plan(&cfg, &dest, &bin));
+        print!("{}", install::render_plan(&cfg, &dest, &bin, a.rollback));
         return Ok(ExitCode::SUCCESS);
     }
-    let results = install::run(&cfg, &dest, &bin, std::time::Duration::from_secs(a.timeout));
+    let version = format!("halobox {}", crate::cli::VERSION);
+    let results = if a.rollback {
+        install::rollback(&cfg, &dest)
+    } else {
+        install::run(
+            &cfg,
+            &dest,
+            &bin,
+            &version,
+            std::time::Duration::from_secs(a.timeout),
+        )
+    };
     let mut ok = true;
     for r in &results {
         ok &= r.outcome != "failed";
@@ -102,7 +113,14 @@ pub fn install(a: &ClusterInstallArgs) -> anyhow::Result<ExitCode> {
         println!("note: {note}");
     }
     if !ok {
-        eprintln!("error: halobox was not installed on every node (see above)");
+        eprintln!(
+            "error: {} (see above)",
+            if a.rollback {
+                "not every node went back to its old halobox"
+            } else {
+                "halobox was not installed on every node; no node keeps a new one"
+            }
+        );
     }
     Ok(if ok {
         ExitCode::SUCCESS

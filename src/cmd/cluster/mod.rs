@@ -127,6 +127,7 @@ fn tui(a: &ClusterFileArgs) -> anyhow::Result<ExitCode> {
             10 => fleet::install(&ClusterInstallArgs {
                 halobox: None,
                 timeout: crate::cluster::install::SEND_TIMEOUT_S,
+                rollback: false,
                 file: file(),
                 plan: DryRunArgs { dry_run: false },
             }),
