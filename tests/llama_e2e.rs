@@ -180,6 +180,35 @@ fn every_route_needs_the_key(s: &Serving, key: &std::path::Path) {
     assert_eq!(routes.len(), LLAMA_ROUTES.len());
 }
 
+/// `serve status --json` carries llama.cpp's KV cache per token (its
+/// `llama_kv_cache: size` over `n_ctx`, logged at the `-lv 4` halobox
+/// gives): for the random GGUF 2 layers × 2 KV heads × (32 + 32) × 2 B;
+/// plan's figure within 2% when plan could read the GGUF on the head.
+fn kv_cache_as_llama_counts(s: &Serving, random: bool) {
+    let r = s
+        .hb(&["serve", "status", "--cluster", &s.cfg(), "--json"])
+        .expect_ok("serve status --json");
+    let doc: Value = serde_json::from_str(&r.out).unwrap_or_else(|e| panic!("{e}: {r}"));
+    let kv = &doc["kv_cache"];
+    let engine = kv["engine_bytes_per_token"]
+        .as_f64()
+        .unwrap_or_else(|| panic!("serve status --json has no engine KV figure: {r}"));
+    if random {
+        assert_eq!(engine, 512.0, "{kv}");
+    }
+    if let Some(plan) = kv["plan_bytes_per_token"].as_f64() {
+        assert!((plan - engine).abs() / engine <= 0.02, "{kv}");
+    }
+    let text = s
+        .hb(&["serve", "status", "--cluster", &s.cfg()])
+        .expect_ok("serve status");
+    assert!(
+        text.out
+            .contains(&format!("  KV cache: engine {engine:.0} B/token")),
+        "{text}"
+    );
+}
+
 fn llama_e2e(case: LlamaCase) {
     let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
     let s = Serving::llama(case.backend, case.nodes, case.model, [2, 128, 4, 2]);
@@ -330,6 +359,7 @@ fn llama_e2e(case: LlamaCase) {
         status.out.contains("engine:   llama.cpp"),
         "serve status does not name the engine: {status}"
     );
+    kv_cache_as_llama_counts(&s, case.model.is_none());
     golden_tokens_hold_and_a_change_is_named(&s, &serve, &status);
     let logs = s
         .hb(&["serve", "logs", "-n", "20", "--cluster", &cfg])

@@ -53,7 +53,7 @@ fn llama_server_lists_every_worker_and_splits_by_memory() {
     let argv = llama::command(&c, &req(&["--threads", "8"]), &split).unwrap();
     assert_eq!(
         argv.join(" "),
-        "/opt/halobox-llama-cpp/bin/llama-server -m /models/m.gguf --alias /models/m.gguf --host 0.0.0.0 --port 8000 -ngl 99 --rpc 10.0.0.2:50052,10.0.0.3:50052 --tensor-split 65536,131072,98304 -c 4096 --threads 8"
+        "/opt/halobox-llama-cpp/bin/llama-server -m /models/m.gguf --alias /models/m.gguf --host 0.0.0.0 --port 8000 -ngl 99 --rpc 10.0.0.2:50052,10.0.0.3:50052 --tensor-split 65536,131072,98304 -c 4096 -lv 4 --threads 8"
     );
 }
 
@@ -165,7 +165,7 @@ fn serve_dry_run_and_usage_errors() {
     let stdout = String::from_utf8_lossy(&o.stdout);
     assert!(o.status.success(), "{o:?}");
     assert!(
-        stdout.starts_with("/opt/halobox-llama-cpp/bin/llama-server -m /models/m.gguf --alias /models/m.gguf --host 10.0.0.1 --port 8000 -ngl 99 --rpc 10.0.0.2:50052,10.0.0.3:50052\n"),
+        stdout.starts_with("/opt/halobox-llama-cpp/bin/llama-server -m /models/m.gguf --alias /models/m.gguf --host 10.0.0.1 --port 8000 -ngl 99 --rpc 10.0.0.2:50052,10.0.0.3:50052 -lv 4\n"),
         "{stdout}"
     );
     assert!(

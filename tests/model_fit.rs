@@ -230,7 +230,7 @@ fn hybrid_and_sliding_models_count_their_layers_by_kind() {
     );
     assert_eq!(code, Some(0), "{stdout}\n{stderr}");
     for want in [
-        "#     36 linear-attention/Mamba layers: fixed state (conv 4096×3 + 16 heads × 128×128) × 2 B × 4 sequence(s), whatever the context = 75.4 MiB",
+        "#     36 linear-attention/Mamba layers: fixed state (conv 4096×3 + 16 heads × 128×128) × 2 B = 548864 B, padded to one attention page (544 tokens, 557056 B), 2 pages × 4 sequence(s) (prefix caching's align mode), whatever the context = 153 MiB",
         "#     12 full-attention layers: 1 KV heads (2 / tp 2) × (256 K + 256 V) × 2 B = 1024 B/token × 262144 tokens = 3 GiB",
     ] {
         assert!(stdout.contains(want), "missing {want:?} in\n{stdout}");
@@ -577,6 +577,21 @@ fn serve_without_a_split_starts_the_one_plan_chooses() {
     );
     assert!(
         stdout.contains(&format!("one request of {fits} tokens")),
+        "{stdout}"
+    );
+    // With `--block-size 128` after `--`: whole blocks of 128.
+    let (code, stdout, stderr) = serve_as_planned(
+        d.path(),
+        m.to_str().unwrap(),
+        &snap,
+        &["--max-model-len", "auto", "--", "--block-size", "128"],
+    );
+    assert_eq!(code, Some(0), "{stdout}\n{stderr}");
+    let fits128 = fits / 128 * 128;
+    assert!(
+        stdout.contains(&format!(
+            "--max-model-len auto: {fits128} (the longest that fits, in whole 128-token blocks)"
+        )),
         "{stdout}"
     );
 }

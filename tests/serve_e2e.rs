@@ -34,6 +34,8 @@ struct VllmCase {
     nodes: usize,
     shape: [u32; 4],
     faults: bool,
+    /// Serve without `--tp`: the split is `plan`'s choice, said first.
+    plan_split: bool,
 }
 
 /// Processes of a serve by vLLM.
@@ -96,6 +98,39 @@ fn every_route_needs_the_key(s: &Serving, key: &std::path::Path) {
         "{} route(s) of vLLM asked: 401 without the key",
         routes.len()
     );
+}
+
+/// `serve status` says the KV cache vLLM allocated per token on one rank
+/// (`VLLM_CPU_KVCACHE_SPACE` over its `KV cache size`): the model's layers ×
+/// its KV heads per rank × (K + V) × 4 B (`--dtype float32`); and, when
+/// plan could count the model on the head, plan's figure within 2%.
+fn kv_cache_as_the_engine_counts(s: &Serving, cfg: &str, case: &VllmCase, text: &str) {
+    let [layers, hidden, heads, kv] = case.shape.map(f64::from);
+    let per_rank = (kv / case.nodes as f64).max(1.0);
+    let expected = layers * per_rank * 2.0 * (hidden / heads) * 4.0;
+    assert!(
+        text.lines()
+            .any(|l| l.starts_with(&format!("  KV cache: engine {expected:.0} B/token"))),
+        "serve status does not say the engine's {expected} B/token: {text}"
+    );
+    let json = s
+        .hb(&["serve", "status", "--json", "--cluster", cfg])
+        .expect_ok("serve status --json");
+    let doc: Value = serde_json::from_str(&json.out).unwrap();
+    let kv = &doc["kv_cache"];
+    // vLLM sizes the space in whole blocks: a few bytes per token above
+    // the shape's (1398016 tokens of 768 B in 1 GiB, not 1398101).
+    let engine = kv["engine_bytes_per_token"].as_f64().unwrap();
+    assert!((engine - expected).abs() / expected < 0.001, "{kv}");
+    assert_eq!(kv["context"], 512, "{kv}");
+    assert!(kv["max_concurrency"].as_f64().unwrap() >= 1.0, "{kv}");
+    match kv["plan_bytes_per_token"].as_f64() {
+        Some(plan) => {
+            assert!((plan - expected).abs() / expected <= 0.02, "{kv}");
+            assert_eq!(kv["verdict"], "agree", "{kv}");
+        }
+        None => eprintln!("plan did not count the model on the head: {kv}"),
+    }
 }
 
 fn vllm_e2e(case: VllmCase) {
@@ -171,13 +206,29 @@ fn vllm_e2e(case: VllmCase) {
     // serve --detach --preflight, VLLM_API_KEY set: it goes on stdin.
     let key = format!("e2e-{:x}-{}", std::process::id(), s.net());
     let t0 = Instant::now();
+    let mut args = tiny_vllm_serve(&model, &n, &cfg, &["--detach", "--preflight"]);
+    if case.plan_split {
+        let at = args.iter().position(|a| *a == "--tp").unwrap();
+        args.drain(at..at + 2);
+    }
     let serve = s
-        .hb_env(
-            &tiny_vllm_serve(&model, &n, &cfg, &["--detach", "--preflight"]),
-            &[("VLLM_API_KEY", &key)],
-        )
+        .hb_env(&args, &[("VLLM_API_KEY", &key)])
         .expect_ok("halobox serve --detach");
     let ready = t0.elapsed();
+    let first = serve.out.lines().next().unwrap_or_default();
+    if case.plan_split {
+        // The nodes have no GPU memory to judge a split by (no amdgpu GTT
+        // here): plan chooses none, and serve says so and takes every node.
+        assert!(
+            first.starts_with("split: every node, as before: plan c"),
+            "serve without --tp did not say plan's split first: {serve}"
+        );
+    } else {
+        assert!(
+            first.starts_with("split: as given (--tp or --pipeline-parallel-size), not plan's"),
+            "serve --tp did not say its split first: {serve}"
+        );
+    }
     assert!(
         serve
             .err
@@ -228,6 +279,7 @@ fn vllm_e2e(case: VllmCase) {
         status.out.lines().any(|l| l.starts_with("serve: serving")),
         "serve status does not say serving: {status}"
     );
+    kv_cache_as_the_engine_counts(&s, &cfg, &case, &status.out);
     let logs = s
         .hb(&["serve", "logs", "-n", "20", "--cluster", &cfg])
         .expect_ok("serve logs");
@@ -379,10 +431,12 @@ fn podman_nodes_serve_identical_tokens_and_name_a_lost_worker() {
         nodes: 2,
         shape: [2, 256, 4, 2],
         faults: true,
+        plan_split: false,
     });
 }
 
-/// Two docker nodes, TP 2, another shape (3 layers, 6 heads, 2 KV heads).
+/// Two docker nodes, another shape (3 layers, 6 heads, 2 KV heads), served
+/// without `--tp`: the split `plan` chose (every node here), said first.
 #[test]
 fn docker_nodes_serve_identical_tokens_for_another_shape() {
     vllm_e2e(VllmCase {
@@ -390,5 +444,6 @@ fn docker_nodes_serve_identical_tokens_for_another_shape() {
         nodes: 2,
         shape: [3, 192, 6, 2],
         faults: false,
+        plan_split: true,
     });
 }

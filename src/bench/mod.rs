@@ -16,6 +16,8 @@
 //! under long-context load for a while and judges it; [`collective`] is
 //! `bench collective` (all-reduce across the cluster). [`html`] draws saved
 //! runs as one HTML page of SVG charts (`bench report --html`).
+//! [`link_cost`] turns the newest saved runs into the link's costs for
+//! `plan`'s speed estimate.
 
 pub mod collective;
 pub mod counters;
@@ -23,6 +25,7 @@ pub mod diagnose;
 pub mod flow;
 pub mod html;
 pub mod iperf3;
+pub mod link_cost;
 pub mod peer;
 pub mod perftest;
 pub mod plan;

@@ -6,7 +6,7 @@
 
 use serde::Serialize;
 
-use super::kv::{CacheDtype, KvOptions, VLLM_DEFAULT_BATCHED_TOKENS};
+use super::kv::{CacheDtype, KvOptions, VLLM_BLOCK, VLLM_DEFAULT_BATCHED_TOKENS};
 
 /// What halobox's own flags say (`None`: not given).
 #[derive(Debug, Clone, Copy, Default, PartialEq)]
@@ -38,6 +38,8 @@ pub struct MemoryArgs {
     pub gpu_memory_utilization: Option<f64>,
     /// `--dtype` (`None`: auto).
     pub dtype: Option<String>,
+    /// `--block-size` (`None`: [`VLLM_BLOCK`]).
+    pub block_size: Option<u64>,
 }
 
 impl MemoryArgs {
@@ -53,6 +55,7 @@ impl MemoryArgs {
                 .max_num_batched_tokens
                 .unwrap_or(VLLM_DEFAULT_BATCHED_TOKENS),
             seqs: self.max_num_seqs.unwrap_or(1).max(1),
+            block: self.block_size.unwrap_or(VLLM_BLOCK),
             model_dtype_bytes: match self.dtype.as_deref() {
                 None | Some("auto") => None,
                 Some("float32" | "float") => Some(4),
@@ -228,6 +231,14 @@ pub fn read(flags: &Flags, extra: &[String]) -> Result<MemoryArgs, String> {
             |v| (!v.is_empty() && !v.starts_with('-')).then(|| v.to_string()),
             "a dtype",
         )?,
+        block_size: one(
+            "--block-size",
+            &["--block-size"],
+            None,
+            extra,
+            count,
+            "a whole number of tokens from 1",
+        )?,
     })
 }
 
@@ -237,6 +248,15 @@ mod tests {
 
     fn v(a: &[&str]) -> Vec<String> {
         a.iter().map(|s| s.to_string()).collect()
+    }
+
+    #[test]
+    fn block_size_after_the_double_dash() {
+        let m = read(&Flags::default(), &v(&["--block-size", "128"])).unwrap();
+        assert_eq!(m.kv_options().unwrap().block, 128);
+        let m = read(&Flags::default(), &v(&[])).unwrap();
+        assert_eq!(m.kv_options().unwrap().block, VLLM_BLOCK);
+        assert!(read(&Flags::default(), &v(&["--block-size", "0"])).is_err());
     }
 
     #[test]

@@ -402,7 +402,10 @@ pub fn render(p: &Placement, verbose: bool) -> String {
         let bw: Vec<String> = c.bandwidth_gbs.iter().map(|b| format!("{b:.0}")).collect();
         s.push_str(&format!(
             "speed estimate: link {}, memory bandwidth {} GB/s (node by node), {} sequence(s) decoding at once; chosen by: {}\n",
-            c.link,
+            match &c.measured {
+                Some(m) => format!("{} as measured: {}", c.link, m.source),
+                None => c.link.to_string(),
+            },
             bw.join(" / "),
             c.concurrency,
             match p.prefer {
@@ -683,6 +686,7 @@ mod tests {
         };
         let conditions = Conditions {
             link: Link::Roce,
+            measured: None,
             bandwidth_gbs: vec![215.0, 215.0],
             concurrency: 1,
         };

@@ -151,11 +151,25 @@ pub enum Shape {
     Layers(Vec<f64>),
 }
 
+/// A link's costs measured on the cluster (its saved `bench` and `bench
+/// collective` runs), and where each figure came from.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct MeasuredLink {
+    /// The costs: measured where a saved run said, the link's defaults for the rest.
+    pub cost: LinkCost,
+    /// Which run gave which figure (one clause a figure).
+    pub source: String,
+}
+
 /// The conditions: the link, each node's bandwidth, the load.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct Conditions {
     /// The link between nodes.
     pub link: Link,
+    /// Its costs as the cluster's saved runs measured them (`None`: the
+    /// link's defaults, [`Link::cost`]).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub measured: Option<MeasuredLink>,
     /// Each node's memory bandwidth in GB/s (head first; a node past the
     /// list takes the last figure).
     pub bandwidth_gbs: Vec<f64>,
@@ -197,7 +211,7 @@ fn bandwidth(c: &Conditions, node: usize) -> f64 {
 /// The estimate of `m` split as `shape` under `c`.
 pub fn estimate(m: &SpeedModel, shape: &Shape, c: &Conditions) -> Estimate {
     let conc = f64::from(c.concurrency.max(1));
-    let cost = c.link.cost();
+    let cost = c.measured.as_ref().map_or(c.link.cost(), |m| m.cost);
     let msg = (m.hidden * 2) as f64 * conc;
     let layers = m.layers as f64;
     let mut terms = Vec::new();
@@ -309,6 +323,7 @@ mod tests {
     fn conditions(link: Link) -> Conditions {
         Conditions {
             link,
+            measured: None,
             bandwidth_gbs: vec![STRIX_HALO_BANDWIDTH_GBS],
             concurrency: 1,
         }

@@ -7,6 +7,7 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use serde::Serialize;
 
 use super::engine::{self, EngineState, Head};
+use super::kv_check::{self, EngineKv, KvCheck};
 use super::restart_policy::{self, Restarts};
 use super::state::{self, ServeState};
 use super::{log_lines, program};
@@ -38,6 +39,10 @@ pub struct Status {
     /// runs.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub supervisor: Option<u32>,
+    /// The engine's KV-cache figures (from its log) against plan's bytes
+    /// per token (absent when neither is known).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub kv_cache: Option<KvCheck>,
     /// The golden completions recorded for it, and their last check.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub golden: Option<super::golden::Summary>,
@@ -67,6 +72,7 @@ pub fn status(cfg: &ClusterConfig, path: &Path) -> anyhow::Result<Status> {
             watched: None,
             restarts,
             supervisor,
+            kv_cache: None,
             golden: None,
         });
     };
@@ -103,7 +109,9 @@ pub fn status(cfg: &ClusterConfig, path: &Path) -> anyhow::Result<Status> {
         EngineState::None => "stopped",
     };
     let watched = watched(&rec);
+    let kv_cache = kv_cache(&rec, &log);
     Ok(Status {
+        kv_cache,
         watched,
         state: word.into(),
         uptime_s: Some(now.saturating_sub(rec.started)),
@@ -114,6 +122,20 @@ pub fn status(cfg: &ClusterConfig, path: &Path) -> anyhow::Result<Status> {
         supervisor,
         golden: super::golden::load(path).map(|g| super::golden::summarize(&g)),
     })
+}
+
+/// The KV-cache check of `rec`: the engine's figures from `log` when it
+/// still holds them, else the ones recorded when the engine became ready.
+fn kv_cache(rec: &ServeState, log: &str) -> Option<KvCheck> {
+    let engine = EngineKv::from_log(log);
+    match (&rec.kv_cache, engine.bytes_per_token()) {
+        (Some(kept), None) => Some(kept.clone()),
+        (_, Some(_)) => Some(kv_check::judge(rec.kv_plan.as_ref(), &engine)),
+        (None, None) => rec
+            .kv_plan
+            .as_ref()
+            .map(|p| kv_check::judge(Some(p), &engine)),
+    }
 }
 
 /// Whether the foreground halobox that watches `rec` still runs (its pid
@@ -183,7 +205,11 @@ pub fn render(s: &Status) -> String {
             },
         ),
         &format!(
-            "{}{restarts}",
+            "{}{}{restarts}",
+            s.kv_cache
+                .as_ref()
+                .map(|c| format!("  KV cache: {}\n", kv_check::render(c)))
+                .unwrap_or_default(),
             s.golden
                 .as_ref()
                 .map(super::golden::summary)
@@ -304,6 +330,8 @@ mod tests {
             detached: false,
             watcher,
             args: None,
+            kv_plan: None,
+            kv_cache: None,
         }
     }
 
@@ -338,6 +366,7 @@ mod tests {
             watched: watched(&record(Some(w))),
             restarts: None,
             supervisor: None,
+            kv_cache: None,
             golden: None,
         };
         assert!(render(&status(w)).contains(&format!(
@@ -358,5 +387,51 @@ mod tests {
         let mut detached = record(Some(me));
         detached.detached = true;
         assert_eq!(watched(&detached), None);
+    }
+
+    #[test]
+    fn kv_cache_line_from_the_log_else_the_record() {
+        let kv = crate::model::kv::hf::from_config(&serde_json::json!({
+            "model_type": "llama", "hidden_size": 256, "num_hidden_layers": 2,
+            "num_attention_heads": 4, "num_key_value_heads": 2,
+            "max_position_embeddings": 2048
+        }))
+        .unwrap();
+        let mut rec = record(None);
+        rec.kv_plan = Some(kv_check::PlanKv::of(
+            &kv,
+            &crate::model::kv::KvOptions::default(),
+            1,
+            Some(512),
+        ));
+        let log = "(Worker pid=9) INFO 12-06 [cpu_worker.py:260] Explicitly set (1.0/23.59) GiB for KV cache on node 0.\n(EngineCore pid=8) INFO 12-06 [kv_cache_utils.py:2327] CPU KV cache size: 1,048,576 tokens, Maximum concurrency for 512 tokens per request: 2048.00x\n";
+        let c = kv_cache(&rec, log).unwrap();
+        assert_eq!(c.engine_bytes_per_token, Some(1024.0));
+        assert_eq!(c.plan_bytes_per_token, Some(1024.0));
+        // Rotated out of the log: the figures recorded at the start.
+        rec.kv_cache = Some(c.clone());
+        assert_eq!(kv_cache(&rec, "INFO later lines\n"), Some(c.clone()));
+        let status = Status {
+            state: "serving".into(),
+            serve: Some(rec),
+            uptime_s: Some(1),
+            nodes: vec![],
+            healthy: true,
+            watched: None,
+            restarts: None,
+            supervisor: None,
+            kv_cache: Some(c),
+            golden: None,
+        };
+        let text = render(&status);
+        assert!(
+            text.contains(
+                "  KV cache: engine 1024 B/token, plan 1024 B/token (0.0% apart: they agree)"
+            ),
+            "{text}"
+        );
+        let json = serde_json::to_value(&status).unwrap();
+        assert_eq!(json["kv_cache"]["plan_bytes_per_token"], 1024.0);
+        assert_eq!(json["kv_cache"]["verdict"], "agree");
     }
 }

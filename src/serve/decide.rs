@@ -16,7 +16,7 @@ use crate::model::fit::{FitRequest, ModelSize, NodeMemory, Split};
 use crate::model::kv::VLLM_BLOCK;
 use crate::model::memory_args::{self, Flags};
 use crate::model::placement::{self, Ask, Placement, Prefer};
-use crate::model::speed::{Conditions, Link, STRIX_HALO_BANDWIDTH_GBS, SpeedModel};
+use crate::model::speed::{Conditions, Link, MeasuredLink, STRIX_HALO_BANDWIDTH_GBS, SpeedModel};
 
 /// What is asked besides the facts: the same for `plan` and `serve`.
 #[derive(Debug, Clone, PartialEq)]
@@ -60,7 +60,26 @@ pub fn plan(req: &PlanRequest) -> anyhow::Result<Placement> {
             (fit::cluster_memory(&cfg), Some(cfg))
         }
     };
-    Ok(decide(&req.query, &size, &nodes, cfg.as_ref())?)
+    let measured = cfg.as_ref().and_then(saved_link);
+    Ok(decide(
+        &req.query,
+        &size,
+        &nodes,
+        cfg.as_ref(),
+        measured.as_ref(),
+    )?)
+}
+
+/// The link of `cfg` as its newest saved `bench collective` and `bench run`
+/// measured it (in halobox's bench folder; `None`: none saved).
+pub fn saved_link(cfg: &ClusterConfig) -> Option<(Link, MeasuredLink)> {
+    use crate::bench::link_cost;
+    let link = link_of(cfg.transport);
+    let (collective, run) = link_cost::newest(&link_cost::root()?, &cfg.transport.to_string());
+    Some((
+        link,
+        link_cost::measured(link, collective.as_ref(), run.as_ref())?,
+    ))
 }
 
 fn model_size(q: &Query) -> Result<ModelSize, UsageError> {
@@ -112,12 +131,15 @@ fn speed_model(q: &Query, size: &ModelSize) -> SpeedModel {
 
 /// The one decision: every split of the model over `nodes` (head first)
 /// with its fit and speed, and the one to use. `cfg` gives the link and
-/// each node's bandwidth when the flags do not.
+/// each node's bandwidth when the flags do not; `measured`, that link's
+/// costs from the cluster's saved runs ([`saved_link`]), used when the
+/// link estimated is the one they measured.
 pub fn decide(
     q: &Query,
     size: &ModelSize,
     nodes: &[NodeMemory],
     cfg: Option<&ClusterConfig>,
+    measured: Option<&(Link, MeasuredLink)>,
 ) -> Result<Placement, UsageError> {
     let args = memory_args::read(&q.flags, &q.extra).map_err(UsageError)?;
     let utilization = args
@@ -141,11 +163,14 @@ pub fn decide(
                 .unwrap_or(STRIX_HALO_BANDWIDTH_GBS)
         })
         .collect();
+    let link = q
+        .link
+        .or_else(|| cfg.map(|c| link_of(c.transport)))
+        .unwrap_or(Link::Roce);
     let conditions = Conditions {
-        link: q
-            .link
-            .or_else(|| cfg.map(|c| link_of(c.transport)))
-            .unwrap_or(Link::Roce),
+        link,
+        // The saved runs measured cluster.toml's link, not one `--transport` asks about.
+        measured: measured.filter(|m| m.0 == link).map(|m| m.1.clone()),
         bandwidth_gbs,
         concurrency: q.concurrency.max(1),
     };
@@ -179,10 +204,11 @@ pub struct ServeChoice {
 }
 
 /// The longest context `c` fits, as `--max-model-len auto` passes it:
-/// rounded down to whole KV blocks of [`VLLM_BLOCK`] tokens.
-fn auto_len(p: &Placement, i: usize) -> Option<u32> {
+/// rounded down to whole KV blocks of `block` tokens (`--block-size`,
+/// else [`VLLM_BLOCK`]).
+fn auto_len(p: &Placement, i: usize, block: u64) -> Option<u32> {
     let n = p.splits[i].max_context_that_fits.filter(|n| *n > 0)?;
-    u32::try_from(n / VLLM_BLOCK * VLLM_BLOCK).ok()
+    u32::try_from(n / block * block).ok()
 }
 
 /// `serve`'s split: the one `plan` chooses over the cluster's nodes when
@@ -219,12 +245,16 @@ pub fn for_serve(
         Err(e) => return Err(UsageError(format!("--max-model-len auto: {e}"))),
     };
     let nodes = fit::memory(cfg, head, read_nodes);
+    let block = memory_args::read(&q.flags, &q.extra)
+        .ok()
+        .and_then(|a| a.block_size)
+        .unwrap_or(VLLM_BLOCK);
     // `auto`: the splits are judged for one block, then the chosen one
     // takes the longest context it fits.
     let q = Query {
         flags: Flags {
             max_model_len: if auto {
-                Some(VLLM_BLOCK)
+                Some(block)
             } else {
                 q.flags.max_model_len
             },
@@ -232,7 +262,7 @@ pub fn for_serve(
         },
         ..q.clone()
     };
-    let p = decide(&q, &size, &nodes, Some(cfg))?;
+    let p = decide(&q, &size, &nodes, Some(cfg), saved_link(cfg).as_ref())?;
     let Some(i) = p.chosen else {
         if auto {
             return Err(UsageError(format!(
@@ -249,7 +279,7 @@ pub fn for_serve(
     };
     let c = &p.splits[i];
     let max_model_len = if auto {
-        Some(auto_len(&p, i).ok_or_else(|| {
+        Some(auto_len(&p, i, block).ok_or_else(|| {
             UsageError(format!(
                 "--max-model-len auto: {} fits no context at all",
                 c.split
@@ -259,7 +289,11 @@ pub fn for_serve(
         None
     };
     let ctx = max_model_len
-        .map(|n| format!("; --max-model-len auto: {n} (the longest that fits, in whole {VLLM_BLOCK}-token blocks)"))
+        .map(|n| {
+            format!(
+                "; --max-model-len auto: {n} (the longest that fits, in whole {block}-token blocks)"
+            )
+        })
         .unwrap_or_default();
     if user_split {
         return Ok(ServeChoice {
@@ -313,7 +347,7 @@ mod tests {
             kv_unknown: None,
         };
         let nodes = placement::hypothetical(2, 64 << 30);
-        let p = decide(&query(None, None), &size, &nodes, Some(&cfg)).unwrap();
+        let p = decide(&query(None, None), &size, &nodes, Some(&cfg), None).unwrap();
         let c = p.conditions.as_ref().unwrap();
         assert_eq!(c.link, Link::Tcp);
         assert_eq!(c.bandwidth_gbs, [120.0, STRIX_HALO_BANDWIDTH_GBS]);
@@ -322,6 +356,7 @@ mod tests {
             &size,
             &nodes,
             Some(&cfg),
+            None,
         )
         .unwrap();
         let c = p.conditions.as_ref().unwrap();
@@ -333,8 +368,70 @@ mod tests {
         let one = p.splits.iter().find(|s| s.split == "tp 1 × pp 1").unwrap();
         let read = one.speed.as_ref().unwrap().read_s;
         assert!((read - (10u64 << 30) as f64 / 300e9).abs() < 1e-9, "{read}");
-        let e = decide(&query(Some(0.0), None), &size, &nodes, None).unwrap_err();
+        let e = decide(&query(Some(0.0), None), &size, &nodes, None, None).unwrap_err();
         assert!(e.0.contains("--memory-bandwidth-gbs 0"), "{}", e.0);
+    }
+
+    #[test]
+    fn saved_runs_cost_the_clusters_link_and_are_named() {
+        let cfg = config::parse(
+            "transport = \"ethernet\"\n[[node]]\nssh = \"n1\"\nip = \"10.0.0.1\"\n[[node]]\nssh = \"n2\"\nip = \"10.0.0.2\"\n",
+        )
+        .unwrap();
+        let size = ModelSize {
+            weights_bytes: 10 << 30,
+            source: "test".into(),
+            kv: Some(
+                crate::model::kv::hf::from_config(&serde_json::json!({
+                    "model_type": "llama", "hidden_size": 4096, "num_hidden_layers": 32,
+                    "num_attention_heads": 32, "num_key_value_heads": 8,
+                    "max_position_embeddings": 8192
+                }))
+                .unwrap(),
+            ),
+            kv_unknown: None,
+        };
+        let nodes = placement::hypothetical(2, 64 << 30);
+        let slow = MeasuredLink {
+            cost: crate::model::speed::LinkCost {
+                allreduce_s: 5e-3,
+                ..Link::Tcp.cost()
+            },
+            source: "all-reduce 5000 µs (bench collective X)".into(),
+        };
+        let m = (Link::Tcp, slow);
+        let p = decide(&query(None, None), &size, &nodes, Some(&cfg), Some(&m)).unwrap();
+        assert_eq!(p.conditions.as_ref().unwrap().measured.as_ref(), Some(&m.1));
+        let text = crate::model::placement::render(&p, false);
+        assert!(
+            text.contains(
+                "speed estimate: link tcp as measured: all-reduce 5000 µs (bench collective X)"
+            ),
+            "{text}"
+        );
+        let tp2 = |p: &Placement| {
+            p.splits
+                .iter()
+                .find(|s| s.split == "tp 2 × pp 1")
+                .and_then(|s| s.speed.clone())
+                .unwrap()
+                .link_s
+        };
+        let defaults = decide(&query(None, None), &size, &nodes, Some(&cfg), None).unwrap();
+        assert!(
+            tp2(&p) > 10.0 * tp2(&defaults),
+            "the measured all-reduce counts"
+        );
+        // `--transport roce` asks about another link: its defaults, not the saved runs.
+        let other = decide(
+            &query(None, Some(Link::Roce)),
+            &size,
+            &nodes,
+            Some(&cfg),
+            Some(&m),
+        )
+        .unwrap();
+        assert!(other.conditions.unwrap().measured.is_none());
     }
 
     #[test]

@@ -11,6 +11,7 @@ use std::path::Path;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use super::engine::{EngineState, Head};
+use super::kv_check::{self, EngineKv};
 use super::state::{self, ServeState};
 use super::{interrupt, log_lines};
 use crate::cluster::config::{ClusterConfig, Engine};
@@ -90,6 +91,8 @@ pub struct Start<'a> {
     /// A supervisor's restart (refused while a deliberate stop holds the
     /// serve).
     pub restart: bool,
+    /// Plan's count of the KV cache, checked against the engine's log.
+    pub kv_plan: Option<super::kv_check::PlanKv>,
 }
 
 /// Why the engine is not (or no longer) serving: the error `serve` ends with.
@@ -109,6 +112,8 @@ pub struct Log {
     pub fatal: Option<String>,
     transport_said: bool,
     nccl_debug: bool,
+    /// What the engine said about its KV cache.
+    pub kv: EngineKv,
 }
 
 impl Log {
@@ -123,6 +128,7 @@ impl Log {
             fatal: None,
             transport_said: false,
             nccl_debug,
+            kv: EngineKv::default(),
         }
     }
 
@@ -146,6 +152,7 @@ impl Log {
                 self.kept.pop_front();
             }
             self.kept.push_back(l.clone());
+            self.kv.read(l);
             if let Some(e) = log_lines::error(l)
                 && self.errors.len() < FIRST_ERRORS
                 && !self.errors.iter().any(|k| k == e)
@@ -212,6 +219,8 @@ pub fn serve(s: &Start, r: &mut dyn Reporter) -> anyhow::Result<()> {
             state::Process::this()
         },
         args: s.args.clone(),
+        kv_plan: s.kv_plan.clone(),
+        kv_cache: None,
     };
     if let Err(e) = state::save(s.cluster_path, &record) {
         r.note(&format!(
@@ -232,6 +241,7 @@ pub fn serve(s: &Start, r: &mut dyn Reporter) -> anyhow::Result<()> {
     }
     let ready_in = t0.elapsed().as_secs_f64();
     await_workers(s, &head, &mut log, r);
+    check_kv(s, record, &log, r);
     print_ready(s, &head, &log, ready_in, r);
     let api = s.api.to_string();
     let engine = s.engine.to_string();
@@ -245,6 +255,23 @@ pub fn serve(s: &Start, r: &mut dyn Reporter) -> anyhow::Result<()> {
         r.note(&said);
     }
     Ok(())
+}
+
+/// The engine's KV-cache figures against plan's: said, warned about when
+/// they differ by more than [`kv_check::WARN_OFF`], and recorded for
+/// `serve status`.
+fn check_kv(s: &Start, mut record: ServeState, log: &Log, r: &mut dyn Reporter) {
+    let c = kv_check::judge(s.kv_plan.as_ref(), &log.kv);
+    r.note(&format!("==> KV cache: {}\n", kv_check::render(&c)));
+    if let Some(w) = kv_check::warning(&c) {
+        r.note(&format!("warning: {w}\n"));
+    }
+    record.kv_cache = Some(c);
+    if let Err(e) = state::save(s.cluster_path, &record) {
+        r.note(&format!(
+            "warning: cannot record the KV-cache check for `halobox serve status`: {e}\n"
+        ));
+    }
 }
 
 /// Waits until `/health` answers 200 and `/v1/models` lists the model.

@@ -1,8 +1,9 @@
 //! `halobox serve` with engine `llama.cpp` (cluster.toml `engine =
 //! "llama.cpp"`): `llama-server` in the head's container with `--rpc`
 //! listing every other node's RPC server (started by `cluster up`), `-ngl
-//! 99`, and `--tensor-split` from the memory each RPC server reports (the
-//! host's RAM). llama.cpp's MPI backend was removed upstream (PR #7395);
+//! 99`, `--tensor-split` from the memory each RPC server reports (the
+//! host's RAM), and `-lv 4` (its KV cache's size is a trace line, which
+//! [`super::kv_check`] reads) unless the arguments after `--` set the verbosity. llama.cpp's MPI backend was removed upstream (PR #7395);
 //! RPC is its multi-node path.
 //!
 //! Before it starts: a `HELLO` to every RPC server (one that is down, held
@@ -118,6 +119,16 @@ pub fn command(
     if let Some(n) = req.ctx {
         c.push("-c".into());
         c.push(n.to_string());
+    }
+    let verbosity = ["-lv", "--verbosity", "--log-verbosity", "-v", "--verbose"];
+    if !req
+        .extra
+        .iter()
+        .any(|a| verbosity.contains(&a.split_once('=').map_or(a.as_str(), |(f, _)| f)))
+    {
+        // Its KV cache's size and n_ctx are trace lines (level 4): the
+        // check against plan's count reads them (super::kv_check).
+        c.extend(["-lv".to_string(), "4".to_string()]);
     }
     c.extend(req.extra.iter().cloned());
     Ok(c)

@@ -30,7 +30,8 @@
 //!   detached, state, stop with its shm segments, logs);
 //! - [`engine`]: running them in the head's container, following the log;
 //! - [`log_lines`]: judging vLLM's log lines (fatal, worker nodes, progress,
-//!   errors);
+//!   errors); [`kv_check`]: the engine's own KV-cache figures from its log
+//!   against plan's bytes per token (pure);
 //! - [`launch`]: the engine started and awaited until ready (the API's
 //!   `/health` and `/v1/models` through [`crate::http`]), a failure named;
 //! - [`checks`]: each check of a serving engine, its interval and its
@@ -53,6 +54,7 @@ pub mod engine;
 pub mod fit;
 pub mod golden;
 pub mod interrupt;
+pub mod kv_check;
 pub mod launch;
 pub mod llama;
 pub mod log_lines;

@@ -7,6 +7,7 @@
 use std::path::Path;
 use std::time::Duration;
 
+use super::kv_check::PlanKv;
 use super::launch::{self, Start};
 use super::plan::{self, ServeRequest};
 use super::request::Request;
@@ -190,6 +191,14 @@ pub fn start(
         collective_preflight(cfg, r)?;
     }
     secrets[1] = api_key::load(&key_source, secrets[1].as_deref())?;
+    let kv_plan = size.as_ref().ok().and_then(|s| s.kv.as_ref()).map(|kv| {
+        PlanKv::of(
+            kv,
+            &fit_req.kv_options(),
+            u64::from(p.pp),
+            fit_req.max_model_len,
+        )
+    });
     let start = Start {
         cfg,
         cluster_path: path,
@@ -212,6 +221,7 @@ pub fn start(
         engine: Engine::Vllm,
         args: Some(a.clone()),
         restart: req.restarted,
+        kv_plan,
     };
     launch::serve(&start, r)
 }
@@ -400,6 +410,7 @@ fn run_llama(
     let head_mem = kernel.mem_total_kib.map(|k| k * 1024);
     let argv = llama::command(cfg, &lreq, &llama::split(&mem, head_mem)).map_err(UsageError)?;
     let key = api_key::load(&key_source, key.as_deref())?;
+    let kv_plan = llama_kv_plan(&model, a);
     let start = Start {
         cfg,
         cluster_path: path,
@@ -420,6 +431,7 @@ fn run_llama(
         engine: Engine::LlamaCpp,
         args: Some(a.clone()),
         restart: req.restarted,
+        kv_plan,
     };
     match launch::serve(&start, r) {
         Ok(()) => Ok(()),
@@ -428,4 +440,21 @@ fn run_llama(
             None => Err(e),
         },
     }
+}
+
+/// Plan's count of a llama.cpp serve's KV cache: the GGUF's layers under
+/// llama.cpp's rules, f16, for `-c` (else the model's own context).
+fn llama_kv_plan(model: &str, a: &super::request::Spec) -> Option<PlanKv> {
+    let size = fit::model_size(
+        model,
+        &[],
+        crate::model::cache::hub_dir_from_env().as_deref(),
+    );
+    let kv = size.ok()?.kv?;
+    Some(PlanKv::of(
+        &kv,
+        &crate::model::kv::KvOptions::default(),
+        1,
+        a.max_model_len.map(u64::from),
+    ))
 }

@@ -37,6 +37,13 @@ pub struct ServeState {
     /// halobox).
     #[serde(default)]
     pub args: Option<super::request::Spec>,
+    /// Plan's count of the KV cache for this serve (absent when the model's
+    /// cache could not be counted, and in a record of an older halobox).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub kv_plan: Option<super::kv_check::PlanKv>,
+    /// The engine's KV-cache figures against plan's, once it was ready.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub kv_cache: Option<super::kv_check::KvCheck>,
 }
 
 /// A process on this machine, told apart from a later one that reuses its

@@ -544,6 +544,8 @@ mod tests {
                 stall_timeout: None,
                 extra: vec!["--seed".into(), "1".into()],
             }),
+            kv_plan: None,
+            kv_cache: None,
         }
     }
 

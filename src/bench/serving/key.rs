@@ -100,6 +100,8 @@ mod tests {
             detached: true,
             watcher: None,
             args: None,
+            kv_plan: None,
+            kv_cache: None,
         }
     }
 

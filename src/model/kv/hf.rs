@@ -195,11 +195,19 @@ mod tests {
             .filter(|l| matches!(l, Layer::State { .. }))
             .count();
         assert_eq!(states, 36);
-        // Each linear layer: (8192 × 3 + 32 × 128 × 128) × 2 B per sequence.
-        assert_eq!(
-            m.bytes(0..1, &KvOptions::default(), 1),
-            (8192 * 3 + 32 * 128 * 128) * 2
-        );
+        // Each linear layer: (8192 × 3 + 32 × 128 × 128) × 2 B = 1097728 B a
+        // sequence, which vLLM pads to one attention page: a block of
+        // 16 × ⌈1097728 / (16 × 2048)⌉ = 544 tokens × 2048 B = 1114112 B,
+        // two pages a sequence with prefix caching.
+        let o = KvOptions::default();
+        assert_eq!(m.vllm_hybrid_page(&o), Some((544, 544 * 2048)));
+        assert_eq!(m.bytes(0..1, &o, 1), 2 * 544 * 2048);
+        assert_eq!(m.vllm_block(&o), 544);
+        let llama = KvModel {
+            rules: super::super::Rules::LlamaCpp,
+            ..m.clone()
+        };
+        assert_eq!(llama.bytes(0..1, &o, 1), (8192 * 3 + 32 * 128 * 128) * 2);
     }
 
     #[test]
@@ -220,7 +228,7 @@ mod tests {
         let c = serde_json::json!({"num_hidden_layers": 2, "num_attention_heads": 4,
             "num_key_value_heads": 2, "hidden_size": 256, "torch_dtype": "float32"});
         let m = from_config(&c).unwrap();
-        // vLLM 0.32.0 CPU, measured by tests/kv_vllm.rs: 1024 B/token.
+        // vLLM 0.32.0 CPU, measured by tests/kv_engines.rs: 1024 B/token.
         assert_eq!(m.bytes_per_token(&KvOptions::default()), 2 * 2 * 128 * 2);
         let f32 = KvOptions {
             model_dtype_bytes: Some(4),

@@ -7,18 +7,23 @@
 pub mod gguf;
 pub mod hf;
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 /// vLLM's default KV block (tokens per page): a sliding-window layer may
 /// hold one block more than its window.
 pub const VLLM_BLOCK: u64 = 16;
+
+/// Pages of state a sequence holds in a vLLM hybrid model: with prefix
+/// caching (on by default) its Mamba cache runs in `align` mode, two pages a
+/// request (`MambaSpec.max_memory_usage_bytes`, vLLM 0.32).
+pub const VLLM_STATE_PAGES: u64 = 2;
 
 /// llama.cpp's default micro-batch (`-ub`), which an SWA cache holds beside
 /// the window.
 pub const LLAMA_UBATCH: u64 = 512;
 
 /// The engine whose rules count the cache.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Rules {
     /// vLLM (`vllm/v1/kv_cache_interface.py`).
@@ -28,7 +33,7 @@ pub enum Rules {
 }
 
 /// One layer's cache kind and shape.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(tag = "kind", rename_all = "snake_case")]
 pub enum Layer {
     /// Full attention: a key and a value per KV head per token.
@@ -86,7 +91,7 @@ impl Layer {
 }
 
 /// The cache's element type, from `--kv-cache-dtype` (llama.cpp: `-ctk`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum CacheDtype {
     /// `auto`: the model's own dtype.
@@ -118,7 +123,7 @@ impl CacheDtype {
 }
 
 /// What the count depends on besides the model.
-#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
 pub struct KvOptions {
     /// Tensor-parallel size (1 for llama.cpp).
     pub tp: u64,
@@ -131,6 +136,9 @@ pub struct KvOptions {
     pub seqs: u64,
     /// `--dtype` when given (`None`: auto, the model's own, 16-bit for vLLM).
     pub model_dtype_bytes: Option<u64>,
+    /// Tokens per KV block (`--block-size`; [`VLLM_BLOCK`] unless given;
+    /// vLLM's CPU build defaults to 128).
+    pub block: u64,
 }
 
 /// vLLM's `max_num_batched_tokens` for the API server on a GPU of 70 GiB
@@ -145,12 +153,13 @@ impl Default for KvOptions {
             max_num_batched_tokens: VLLM_DEFAULT_BATCHED_TOKENS,
             seqs: 1,
             model_dtype_bytes: None,
+            block: VLLM_BLOCK,
         }
     }
 }
 
 /// A model's cache: its layers in order, the engine's rules.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct KvModel {
     /// Every layer with a cache, in order.
     pub layers: Vec<Layer>,
@@ -214,11 +223,12 @@ impl KvModel {
                 // SlidingWindowSpec.max_admission_blocks_per_request: the
                 // window − 1 plus the tokens in flight, capped at the
                 // context, plus one block (the window need not start a block).
+                let block = o.block.max(1);
                 (window.saturating_sub(1) + o.max_num_batched_tokens)
                     .min(context)
-                    .div_ceil(VLLM_BLOCK)
-                    * VLLM_BLOCK
-                    + VLLM_BLOCK
+                    .div_ceil(block)
+                    * block
+                    + block
             }
             (Layer::Sliding { window, .. }, Rules::LlamaCpp) => {
                 // llama_kv_cache_iswa: min(n_ctx, n_swa × n_seq + n_ubatch), padded to 256.
@@ -229,8 +239,54 @@ impl KvModel {
         }
     }
 
-    /// Bytes of a layer's fixed state on one rank, for all counted sequences.
+    /// vLLM's page of a hybrid model (attention beside linear/Mamba
+    /// layers): the block raised until one attention page (block × an
+    /// attention layer's bytes per token) holds a layer's state, and that
+    /// page's bytes (`Platform._align_hybrid_block_size`: the state is
+    /// padded to the page). `None`: not vLLM, or not hybrid.
+    pub fn vllm_hybrid_page(&self, o: &KvOptions) -> Option<(u64, u64)> {
+        if self.rules != Rules::Vllm {
+            return None;
+        }
+        let attn = self
+            .layers
+            .iter()
+            .find(|l| matches!(l, Layer::Full { .. } | Layer::Mla { .. }))?;
+        let state = self
+            .layers
+            .iter()
+            .find(|l| matches!(l, Layer::State { .. }))?;
+        let (per_token, bytes) = (self.token_bytes(attn, o), self.one_state(state, o));
+        if per_token == 0 || bytes == 0 {
+            return None;
+        }
+        let block = o.block.max(1);
+        let block = block * bytes.div_ceil(block * per_token);
+        Some((block, block * per_token))
+    }
+
+    /// The block a request's attention pages are counted in: the hybrid
+    /// page's, else `--block-size`'s.
+    pub fn vllm_block(&self, o: &KvOptions) -> u64 {
+        self.vllm_hybrid_page(o).map_or(o.block.max(1), |(b, _)| b)
+    }
+
+    /// Bytes of a layer's fixed state on one rank, for all counted
+    /// sequences; under vLLM's rules for a hybrid model, each sequence holds
+    /// [`VLLM_STATE_PAGES`] pages of [`Self::vllm_hybrid_page`].
     pub fn state_bytes(&self, layer: &Layer, o: &KvOptions) -> u64 {
+        let one = self.one_state(layer, o);
+        if one == 0 {
+            return 0;
+        }
+        match self.vllm_hybrid_page(o) {
+            Some((_, page)) => VLLM_STATE_PAGES * page * o.seqs.max(1),
+            None => one * o.seqs.max(1),
+        }
+    }
+
+    /// One sequence's state of `layer` on one rank, unpadded.
+    fn one_state(&self, layer: &Layer, o: &KvOptions) -> u64 {
         match *layer {
             Layer::State {
                 conv_dim,
@@ -244,7 +300,6 @@ impl KvModel {
                 // conv (conv_dim / tp, kernel − 1), temporal (heads / tp, rows, cols).
                 ((conv_dim / tp) * conv_len + (heads / tp).max(1) * rows * cols)
                     * self.model_bytes(o)
-                    * o.seqs.max(1)
             }
             _ => 0,
         }
@@ -362,13 +417,23 @@ impl KvModel {
                         heads,
                         rows,
                         cols,
-                    } => format!(
-                        "fixed state (conv {}×{conv_len} + {} heads × {rows}×{cols}) × {} B × {} sequence(s), whatever the context",
-                        conv_dim / tp,
-                        (heads / tp).max(1),
-                        self.model_bytes(o),
-                        o.seqs.max(1)
-                    ),
+                    } => match self.vllm_hybrid_page(o) {
+                        Some((block, page)) => format!(
+                            "fixed state (conv {}×{conv_len} + {} heads × {rows}×{cols}) × {} B = {} B, padded to one attention page ({block} tokens, {page} B), {VLLM_STATE_PAGES} pages × {} sequence(s) (prefix caching's align mode), whatever the context",
+                            conv_dim / tp,
+                            (heads / tp).max(1),
+                            self.model_bytes(o),
+                            self.one_state(l, o),
+                            o.seqs.max(1)
+                        ),
+                        None => format!(
+                            "fixed state (conv {}×{conv_len} + {} heads × {rows}×{cols}) × {} B × {} sequence(s), whatever the context",
+                            conv_dim / tp,
+                            (heads / tp).max(1),
+                            self.model_bytes(o),
+                            o.seqs.max(1)
+                        ),
+                    },
                 };
                 format!(
                     "{n} {} layer{}: {what} = {}",
