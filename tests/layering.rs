@@ -708,7 +708,10 @@ const DOORS: &[(&str, &[&str])] = &[
         &["host::gather", "host::jumbo::prove", "doctor::diagnose"],
     ),
     ("cmd::enter", &["container::enter::run"]),
-    ("cmd::image", &["image::add_layer::run"]),
+    (
+        "cmd::image",
+        &["image::add_layer::run", "cluster::image_sync::sync"],
+    ),
     (
         "cmd::list",
         &["engine::connect", "refresh::repair::heal_all"],

@@ -22,6 +22,8 @@
 //! and table (pure) and [`doctor_run`] every node's probe over ssh,
 //! [`bench`](mod@bench) pairs, matrices and flagged links with causes (pure) and
 //! [`bench_run`] one pair at a time over ssh, its saved run unpacked here.
+//! [`image_sync`] is `image sync` (the image once to every node, over the
+//! model sync's chain) and [`image_store`] a node's side of it.
 //! [`crate::serve`] runs vLLM or llama.cpp on the head.
 
 pub mod auth;
@@ -33,6 +35,8 @@ pub mod config;
 pub mod doctor;
 pub mod doctor_run;
 pub mod env;
+pub mod image_store;
+pub mod image_sync;
 pub mod install;
 pub mod join;
 pub mod lifecycle;
