@@ -7,8 +7,10 @@
 //! halobox's own counters; a second run moves nothing; a layer damaged in
 //! the head's store (its bytes changed behind halobox's back) is refused
 //! where it arrives, named, and no node gets the image; then the next
-//! image, sharing all but one layer, sends that one layer (and its config
-//! and manifest) only; a `localhost/` image built on the head with a large
+//! image, sharing all but one layer (its config and manifest came with the
+//! refused run), sends that one layer only; `cluster refresh` (moving the image the same way
+//! by default) swaps every node onto v2 with the registry unreachable from
+//! b and c; a `localhost/` image built on the head with a large
 //! layer, its receiver killed half-way on node c, leaves c without it, and
 //! a rerun completes with the head's image id everywhere. Needs root, the
 //! engines of scripts/engines/start.sh, skopeo and tc; a missing piece
@@ -310,6 +312,50 @@ fn the_image_travels_once_keeps_its_digest_and_survives_faults() {
             .collect();
         assert_eq!(blobs, [layer.as_str()], "node {x}");
         assert!(c.held(x, &c.v2).unwrap().0.contains(&v2_digest), "node {x}");
+    }
+
+    // `cluster refresh` moves the image the same way by default: with the
+    // registry unreachable from b and c, every node still swaps onto v2's
+    // digest (each node stages it from its own engine, never pulling).
+    let reg_ip = c.nodes.registry().split(':').next().unwrap().to_string();
+    let route = |x: char, op: &str| {
+        ok(&Command::new("ip")
+            .args(["-n", &c.nodes.ns(x), "route", op, "unreachable", &reg_ip])
+            .output()
+            .unwrap());
+    };
+    route('b', "add");
+    route('c', "add");
+    let f = c.config().display().to_string();
+    let out = c
+        .nodes
+        .on_node(
+            'a',
+            &[
+                HALOBOX,
+                "cluster",
+                "refresh",
+                "--image",
+                &c.v2,
+                "--memlock",
+                "8M",
+                "--yes",
+                "--json",
+                "--cluster",
+                &f,
+            ],
+        )
+        .output()
+        .unwrap();
+    route('b', "del");
+    route('c', "del");
+    assert!(out.status.success(), "{}", text(&out));
+    for x in NODES {
+        let label = c.sh(
+            x,
+            "podman container inspect vllm --format '{{index .Config.Labels \"dev.halobox.image-digest\"}}'",
+        );
+        assert_eq!(label.trim(), v2_digest, "node {x}'s container");
     }
 
     // A localhost/ image of the head's own engine with a large layer; the

@@ -15,8 +15,9 @@
 //! `sh` program over ssh) and stops it as `down` does; [`boot`] is `cluster
 //! enable`/`disable` (systemd units that bring it back at boot).
 //!
-//! Every node at once: [`refresh`](mod@refresh) is `cluster refresh` (stage
-//! everywhere, then swap everywhere or nowhere), [`ray_state`] whether Ray
+//! Every node at once: [`refresh`](mod@refresh) is `cluster refresh` (the
+//! image moved once first, [`refresh_image`]; then stage everywhere, then
+//! swap everywhere or nowhere), [`ray_state`] whether Ray
 //! runs (the head's table, else Ray's daemons in every node's processes),
 //! [`install`] `cluster install`, [`doctor`] the probe, cross-node checks
 //! and table (pure) and [`doctor_run`] every node's probe over ssh,
@@ -45,6 +46,7 @@ pub mod plan;
 pub mod preflight;
 pub mod ray_state;
 pub mod refresh;
+pub mod refresh_image;
 pub mod resume;
 pub mod run;
 pub mod vars;
