@@ -4,7 +4,8 @@
 //! one cluster shared by the cases in order: a 3-node chain moves the
 //! registry image (two layers) and every node ends with the registry's
 //! digest, each link carrying at most 1.05x its compressed size by
-//! halobox's own counters; a second run moves nothing; a layer damaged in
+//! halobox's own counters; a second run moves nothing; --dry-run names
+//! the blobs each node would receive and imports nothing; a layer damaged in
 //! the head's store (its bytes changed behind halobox's back) is refused
 //! where it arrives, named, and no node gets the image; then the next
 //! image, sharing all but one layer (its config and manifest came with the
@@ -242,6 +243,17 @@ fn the_image_travels_once_keeps_its_digest_and_survives_faults() {
     assert_eq!(r["stream"], 0, "{r}");
     for x in NODES {
         assert_eq!(plan_node(&r, x)["import"], false, "{r}");
+    }
+
+    // --dry-run: per node, the blobs that would move; nothing imported.
+    let out = c.sync(&c.v2, &["--dry-run"]);
+    assert!(out.status.success(), "{}", text(&out));
+    let r = report(&out);
+    for x in ['b', 'c'] {
+        let n = plan_node(&r, x);
+        assert_eq!(n["blobs"].as_array().unwrap().len(), 3, "{r}");
+        assert!(n["bytes"].as_u64().unwrap() > 0, "{r}");
+        assert!(c.held(x, &c.v2).is_none(), "node {x} imported in a dry run");
     }
 
     // v2's own layer damaged in the head's store after it was recorded

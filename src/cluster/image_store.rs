@@ -180,11 +180,15 @@ fn export_args(image: &str) -> Vec<String> {
 
 /// Copies `image` into the store at `store` (the head's side): skopeo
 /// writes a `dir:` copy in a folder of the store, then every file moves
-/// under its sha256 into the blobs and is linked into the snapshot.
+/// under its sha256 into the blobs and is linked into the snapshot. A
+/// registry image the store already holds complete is not copied again.
 pub fn export(store: &Path, image: &str) -> Result<Exported, String> {
     let repo = Repo::new(store, ID);
     std::fs::create_dir_all(repo.blobs())
         .map_err(|e| format!("{}: {e}", repo.blobs().display()))?;
+    if let Some(kept) = already_here(store, image)? {
+        return Ok(kept);
+    }
     let work = tempfile::Builder::new()
         .prefix("export-")
         .tempdir_in(store)
@@ -214,11 +218,14 @@ pub fn export(store: &Path, image: &str) -> Result<Exported, String> {
         let sha = record::hash_file(&from).map_err(|e| format!("{}: {e}", from.display()))?;
         let size = from.metadata().map_err(|e| e.to_string())?.len();
         let to = repo.blob(&sha);
-        if !to.exists() {
+        // A blob the store holds stays only while its record says it was
+        // hashed to its name and has not changed since; else the new copy,
+        // just hashed, takes its place.
+        if rec.fresh(&sha, &to).as_deref() != Some(sha.as_str()) {
             std::fs::rename(&from, &to).map_err(|e| format!("{}: {e}", to.display()))?;
+            rec.note(&sha, &to, &sha)
+                .map_err(|e| format!("{}: {e}", to.display()))?;
         }
-        rec.note(&sha, &to, &sha)
-            .map_err(|e| format!("{}: {e}", to.display()))?;
         repo.link(&commit, &name, &sha)
             .map_err(|e| format!("linking {name}: {e}"))?;
         files.push(ImageFile {
@@ -239,6 +246,57 @@ pub fn export(store: &Path, image: &str) -> Result<Exported, String> {
         files,
         held: held(image)?,
     })
+}
+
+/// The export a registry image already has in the store: its manifest
+/// (asked of the registry, a few KB) names a snapshot whose every file is
+/// there, recorded as hashed to its name and unchanged since; none
+/// otherwise (a `localhost/` image, a manifest list, a blob missing).
+fn already_here(store: &Path, image: &str) -> Result<Option<Exported>, String> {
+    if image.starts_with("localhost/") {
+        return Ok(None);
+    }
+    let raw = skopeo(
+        &["inspect", "--raw", &format!("docker://{image}")],
+        Duration::from_secs(120),
+    )
+    .map_err(|e| format!("the head cannot read {image}'s manifest: {e}"))?;
+    let Ok(id) = config_of(raw.as_bytes()) else {
+        return Ok(None);
+    };
+    let digest = sha_hex(raw.as_bytes());
+    let commit = &digest[..40];
+    let repo = Repo::new(store, ID);
+    let Ok(files) = repo.files(commit) else {
+        return Ok(None);
+    };
+    let rec = Record::load(&record::path(store, &cache::folder_of(ID)));
+    let mut out = vec![];
+    for f in files {
+        let size = match f.size {
+            Some(s) if rec.fresh(&f.blob, &repo.blob(&f.blob)).as_deref() == Some(&f.blob) => s,
+            _ => return Ok(None),
+        };
+        out.push(ImageFile {
+            path: f.path,
+            blob: f.blob,
+            size,
+        });
+    }
+    if !out
+        .iter()
+        .any(|f| f.path == "manifest.json" && f.blob == digest)
+        || !out.iter().any(|f| f.path == "version")
+    {
+        return Ok(None);
+    }
+    Ok(Some(Exported {
+        digest: format!("sha256:{digest}"),
+        id,
+        commit: commit.to_string(),
+        files: out,
+        held: held(image)?,
+    }))
 }
 
 /// Every name in `req` is one this node may use as a file name.

@@ -221,6 +221,8 @@ pub struct NodeOutcome {
     pub carried: u64,
     /// Bytes it wrote into its store.
     pub moved: u64,
+    /// Seconds its stream took.
+    pub seconds: f64,
     /// The digests its engine holds now for the image's repository.
     pub digests: Vec<String>,
     /// The image id its engine holds now.
@@ -370,6 +372,7 @@ pub fn move_image(
             label: n.label.clone(),
             carried: 0,
             moved: 0,
+            seconds: 0.0,
             digests: n
                 .held
                 .as_ref()
@@ -394,6 +397,7 @@ pub fn move_image(
             };
             n.carried = o.carried;
             n.moved = o.moved;
+            n.seconds = o.seconds;
             n.error = o.error.clone().or_else(|| {
                 (!o.bad.is_empty()).then(|| {
                     format!(
@@ -475,4 +479,131 @@ pub fn sync(o: &Options, r: &mut dyn Reporter) -> anyhow::Result<()> {
         failed.join("\n"),
         o.image
     )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::cluster::image_store::ImageFile;
+    use crate::model::facts::{FileFacts, ModelFacts, NodeFacts};
+
+    const COMMIT: &str = "0123456789abcdef0123456789abcdef01234567";
+
+    fn blob(c: char) -> String {
+        c.to_string().repeat(64)
+    }
+
+    fn exported() -> Exported {
+        Exported {
+            digest: format!("sha256:{}", blob('d')),
+            id: format!("sha256:{}", blob('c')),
+            commit: COMMIT.into(),
+            files: ['d', 'c', 'a', 'b']
+                .iter()
+                .map(|&x| ImageFile {
+                    path: if x == 'd' {
+                        "manifest.json".into()
+                    } else {
+                        blob(x)
+                    },
+                    blob: blob(x),
+                    size: if x == 'a' { 1000 } else { 10 },
+                })
+                .collect(),
+            held: None,
+        }
+    }
+
+    /// A node whose store holds the blobs `has` (verified), with `held`.
+    fn node(has: &[char], held: Option<Held>, graph_free: u64) -> Prepared {
+        let files = exported()
+            .files
+            .iter()
+            .filter(|f| has.iter().any(|&x| blob(x) == f.blob))
+            .map(|f| FileFacts {
+                path: f.path.clone(),
+                blob: f.blob.clone(),
+                size: Some(f.size),
+                sha256: Some(f.blob.clone()),
+            })
+            .collect();
+        Prepared {
+            facts: NodeFacts {
+                hub: "/root/.local/share/halobox/images".into(),
+                free: 1 << 40,
+                model: Some(ModelFacts {
+                    commit: Some(COMMIT.into()),
+                    refs: vec![],
+                    commits: vec![COMMIT.into()],
+                    files,
+                }),
+            },
+            held,
+            graph_free,
+        }
+    }
+
+    fn labels() -> Vec<String> {
+        ["node a", "node b", "node c"].map(String::from).to_vec()
+    }
+
+    #[test]
+    fn only_missing_blobs_move_and_nodes_holding_the_digest_import_nothing() {
+        let e = exported();
+        let holds = Held {
+            digests: vec![e.digest.clone()],
+            id: e.id.clone(),
+        };
+        let nodes = [
+            node(&['d', 'c', 'a', 'b'], None, 1 << 40),
+            node(&['a'], Some(holds), 1 << 40),
+            node(&['a'], None, 1 << 40),
+        ];
+        let p = plan("reg:5000/x/y:v2", &e, &labels(), &nodes).unwrap();
+        assert!(p.nodes[0].import && p.nodes[0].blobs.is_empty());
+        assert!(!p.nodes[1].import && p.nodes[1].blobs.is_empty());
+        assert!(p.nodes[2].import);
+        assert_eq!(p.nodes[2].blobs, [blob('d'), blob('c'), blob('b')]);
+        assert_eq!(p.nodes[2].bytes, 30);
+        assert_eq!(p.blobs.stream_bytes(), 30);
+        let text = render(&p);
+        assert!(text.contains("node b: holds it already"), "{text}");
+        assert!(text.contains("node c: receives 3 blob(s), 30 B"), "{text}");
+        assert!(text.contains("chain: node a -> node c"), "{text}");
+    }
+
+    #[test]
+    fn a_localhost_image_is_held_by_its_id() {
+        let e = exported();
+        let same_id = Held {
+            digests: vec![],
+            id: e.id.clone(),
+        };
+        let nodes = [
+            node(&['d', 'c', 'a', 'b'], None, 1 << 40),
+            node(&[], Some(same_id.clone()), 1 << 40),
+            node(&[], Some(same_id), 1 << 40),
+        ];
+        let p = plan("localhost/x:1", &e, &labels(), &nodes).unwrap();
+        assert!(p.nodes[1..].iter().all(|n| !n.import && n.blobs.is_empty()));
+        let p = plan("reg:5000/x/y:1", &e, &labels(), &nodes).unwrap();
+        assert!(p.nodes[1..].iter().all(|n| n.import));
+    }
+
+    #[test]
+    fn a_node_without_room_for_the_import_is_named_before_anything_moves() {
+        let e = exported();
+        let nodes = [
+            node(&['d', 'c', 'a', 'b'], None, 1 << 40),
+            node(&[], None, 100),
+            node(&[], None, 1 << 40),
+        ];
+        let err = plan("reg:5000/x/y:1", &e, &labels(), &nodes).unwrap_err();
+        assert!(
+            err.0
+                .contains("not enough disk, nothing was sent: node b has 100 B free"),
+            "{}",
+            err.0
+        );
+    }
 }
