@@ -20,7 +20,7 @@
 #      sync under the same uplink (the head pulls once, the chain moves it);
 #   5. a second sync when every node holds it (a no-op), timed.
 # Prints the figures, then the ratios last, one per line, ending in `x`:
-# 3-node/1-node time (goal <= 1.2), chain/iperf3 throughput at the held rate
+# 3-node/1-node time (goal <= 1.2; whole runs, then the streams alone), chain/iperf3 throughput at the held rate
 # (goal >= 0.9), chain/model-sync throughput unthrottled (goal >= 0.9), old
 # way/image sync time (goal > 1), and the no-op's seconds (goal < 2).
 #
@@ -143,11 +143,13 @@ empty a b c d
 t1=$(sync_on "$dir/one.toml")
 size=$(field "r['plan']['size']")
 chain_held=$(b_rate)
+s1=$(field "max(n['seconds'] for n in r['nodes'])")
 echo "image: $image, $size bytes compressed"
 echo "1-node sync (a -> b) at $rate: $(printf %.2f "$t1") s; into b $(printf %.1f "$(echo "$chain_held * 8 / 1000000" | bc -l)") Mbit/s"
 empty a b
 t3=$(sync_on "$dir/three.toml")
-echo "3-node sync (a -> b -> c -> d) at $rate: $(printf %.2f "$t3") s"
+s3=$(field "max(n['seconds'] for n in r['nodes'])")
+echo "3-node sync (a -> b -> c -> d) at $rate: $(printf %.2f "$t3") s (its stream $(printf %.2f "$s3") s, the 1-node one's $(printf %.2f "$s1") s; the rest is the head's pull and the nodes' imports, which share this machine's cores)"
 
 # 2. iperf3 on the same held link.
 on b iperf3 -s -1 -B "10.77.$n.2" >/dev/null 2>&1 &
@@ -212,6 +214,7 @@ echo "second sync, every node holds it: $(printf %.2f "$tnoop") s"
 
 echo "binary: $bin; $(nproc) CPUs; sha_ni: $(grep -q sha_ni /proc/cpuinfo && echo yes || echo no)"
 printf '3-node / 1-node sync time at %s: %.2fx\n' "$rate" "$(echo "$t3 / $t1" | bc -l)"
+printf '3-node / 1-node stream time at %s: %.2fx\n' "$rate" "$(echo "$s3 / $s1" | bc -l)"
 printf 'chain / iperf3 throughput at %s: %.2fx\n' "$rate" "$(echo "$chain_held * 8 / $iperf_bps" | bc -l)"
 printf 'chain / model sync throughput unthrottled: %.2fx\n' "$(echo "$chain_free / $model_free" | bc -l)"
 printf 'old way (every node pulls) / image sync time, shared uplink %s: %.2fx\n' "$share" "$(echo "$told / $tnew" | bc -l)"
