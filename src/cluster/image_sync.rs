@@ -19,7 +19,7 @@ use std::time::Duration;
 use anyhow::bail;
 use serde::Serialize;
 
-use super::config::{self, ClusterConfig};
+use super::config::{self, ClusterConfig, NodeBackend, NodeConfig};
 use super::image_store::{Exported, Held, ID, PrepareRequest, Prepared};
 use super::run::{each_node, remote_node};
 use crate::error::UsageError;
@@ -81,6 +81,21 @@ pub struct ImagePlan {
     /// The blob stream (the model sync's plan over the blob store).
     #[serde(skip)]
     pub blobs: BlobPlan,
+}
+
+/// Why `nodes` cannot get the image over the data plane, if they cannot.
+pub fn refusal(nodes: &[NodeConfig]) -> Option<String> {
+    let docker: Vec<&str> = nodes
+        .iter()
+        .filter(|n| n.backend == NodeBackend::Docker)
+        .map(|n| n.label())
+        .collect();
+    (!docker.is_empty()).then(|| {
+        format!(
+            "node(s) {} run docker: moving the image over the data plane works with podman engines (podman, toolbox, distrobox) only so far; nothing was changed\n  hint: let every node pull it: `halobox cluster refresh --from-registry`",
+            docker.join(", ")
+        )
+    })
 }
 
 /// Whether a node holding `held` already has the image: the same
@@ -356,6 +371,9 @@ pub fn move_image(
     r: &mut dyn Reporter,
 ) -> anyhow::Result<Report> {
     crate::image_ref::ImageRef::parse(image).map_err(UsageError)?;
+    if let Some(why) = refusal(&cfg.nodes) {
+        return Err(UsageError(why).into());
+    }
     let (exported, prepared) = facts(cfg, masters, image)?;
     let labels: Vec<String> = cfg
         .nodes

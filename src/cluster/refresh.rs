@@ -155,7 +155,7 @@ pub fn render_plan(cfg: &ClusterConfig, req: &Request) -> String {
             nodes.first().map_or("-", |n| n.label()),
             req.image
         ));
-        if let Some(why) = super::refresh_image::refusal(&nodes) {
+        if let Some(why) = super::image_sync::refusal(&nodes) {
             out.push_str(&format!("  refused  {why}\n"));
         }
     }
@@ -764,6 +764,27 @@ backend = "host"
             pull: None,
             from_registry: true,
         }
+    }
+
+    #[test]
+    fn by_default_the_plan_moves_the_image_once_and_refuses_docker_nodes() {
+        let mut c = cfg();
+        let r = Request {
+            from_registry: false,
+            ..req("reg:5000/x/vllm")
+        };
+        let text = render_plan(&c, &r);
+        assert!(
+            text.contains("moved once over the data plane first: node a gets it"),
+            "{text}"
+        );
+        assert!(!text.contains("refused"), "{text}");
+        c.nodes[1].backend = NodeBackend::Docker;
+        let text = render_plan(&c, &r);
+        assert!(
+            text.contains("refused  node(s) b run docker") && text.contains("--from-registry"),
+            "{text}"
+        );
     }
 
     #[test]

@@ -4,7 +4,7 @@
 //! plane), so the nodes' own refreshes then use what their engine holds
 //! (`--pull never`), a registry image pinned to the digest the head got.
 
-use super::config::{ClusterConfig, NodeBackend, NodeConfig};
+use super::config::{ClusterConfig, NodeConfig};
 use super::image_sync;
 use crate::image_ref::ImageRef;
 use crate::refresh::pull::{self, PullPolicy};
@@ -34,21 +34,6 @@ pub fn staged_image(image: &ImageRef, digest: &str) -> Result<(ImageRef, PullPol
     Ok((pinned, PullPolicy::Never))
 }
 
-/// Why `nodes` cannot get the image over the data plane, if they cannot.
-pub fn refusal(nodes: &[NodeConfig]) -> Option<String> {
-    let docker: Vec<&str> = nodes
-        .iter()
-        .filter(|n| n.backend == NodeBackend::Docker)
-        .map(|n| n.label())
-        .collect();
-    (!docker.is_empty()).then(|| {
-        format!(
-            "node(s) {} run docker: moving the image over the data plane works with podman engines (podman, toolbox, distrobox) only so far; nothing was changed\n  hint: let every node pull it: `halobox cluster refresh --from-registry`",
-            docker.join(", ")
-        )
-    })
-}
-
 /// Moves `image` to `nodes` (the first is the source); the image and
 /// pull policy the nodes' refreshes then use, and the move's lines; or
 /// why it failed (every node keeps its old image and container).
@@ -57,7 +42,7 @@ pub fn move_first(
     nodes: &[NodeConfig],
     image: &ImageRef,
 ) -> Result<(ImageRef, PullPolicy, Vec<String>), String> {
-    if let Some(why) = refusal(nodes) {
+    if let Some(why) = image_sync::refusal(nodes) {
         return Err(why);
     }
     let mut sub = cfg.clone();
