@@ -451,3 +451,53 @@ fn the_image_travels_once_keeps_its_digest_and_survives_faults() {
         assert_eq!(id, head_id, "node {x}'s image id");
     }
 }
+
+/// Docker nodes: the registry image reaches every node's docker over the
+/// chain, loaded with `docker-daemon:`, with the head's image id (docker
+/// keeps no registry digest for a loaded image); a second run moves
+/// nothing.
+#[test]
+fn docker_nodes_get_the_image_with_the_heads_image_id() {
+    let nodes = Nodes::up_with_engine(&["9000", "9000", "9000"], "docker");
+    let refs = nodes.make_images("fleet-image.sh", HALOBOX);
+    let v1 = refs[0].clone();
+    let mut t = format!(
+        "halobox = \"{HALOBOX}\"\nssh_options = {}\n",
+        serde_json::to_string(&nodes.ssh_options()).unwrap(),
+    );
+    for (i, x) in NODES.iter().enumerate() {
+        t.push_str(&format!(
+            "\n[[node]]\nname = \"{x}\"\nssh = \"root@{ip}\"\nip = \"{ip}\"\nbackend = \"docker\"\n",
+            ip = nodes.ip(u32::try_from(i).unwrap() + 1)
+        ));
+    }
+    let file = nodes.path("cluster.toml");
+    std::fs::write(&file, t).unwrap();
+    let f = file.display().to_string();
+    let sync = || {
+        nodes
+            .on_node(
+                'a',
+                &[HALOBOX, "image", "sync", &v1, "--json", "--cluster", &f],
+            )
+            .output()
+            .unwrap()
+    };
+    let out = sync();
+    assert!(out.status.success(), "{}", text(&out));
+    let r = report(&out);
+    let id = r["plan"]["id"].as_str().unwrap().to_string();
+    for x in NODES {
+        let got = ok(&nodes
+            .on_node(
+                x,
+                &["docker", "image", "inspect", "--format", "{{.Id}}", &v1],
+            )
+            .output()
+            .unwrap());
+        assert_eq!(got.trim(), id, "node {x}");
+    }
+    let out = sync();
+    assert!(out.status.success(), "{}", text(&out));
+    assert_eq!(report(&out)["stream"], 0);
+}

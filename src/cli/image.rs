@@ -78,9 +78,16 @@ pub enum ImageCommand {
         /// Its snapshot in the store.
         #[arg(long)]
         commit: String,
-        /// The digest it must end with.
+        /// The digest it must end with (podman's storage).
+        #[arg(
+            long,
+            required_unless_present = "docker_id",
+            conflicts_with = "docker_id"
+        )]
+        digest: Option<String>,
+        /// Load it into docker instead, ending with this image id.
         #[arg(long)]
-        digest: String,
+        docker_id: Option<String>,
     },
 }
 

@@ -90,6 +90,9 @@ pub struct PrepareRequest {
     pub commit: String,
     /// Its files.
     pub files: Vec<ImageFile>,
+    /// The node's engine is docker.
+    #[serde(default)]
+    pub docker: bool,
 }
 
 /// What a node holds of an image.
@@ -101,6 +104,10 @@ pub struct Prepared {
     pub held: Option<Held>,
     /// Free bytes where the engine keeps its images.
     pub graph_free: u64,
+    /// Its engine is docker (it keeps no registry digest for a loaded
+    /// image: it is held by the image id).
+    #[serde(default)]
+    pub docker: bool,
 }
 
 /// `skopeo ARGS` run to the end; its stdout, or an error naming what failed.
@@ -343,13 +350,17 @@ pub fn prepare(store: &Path, req: &PrepareRequest) -> Result<Prepared, String> {
     Ok(Prepared {
         facts,
         held: held(&req.image)?,
-        graph_free: facts::free_bytes(&graph_root()),
+        graph_free: facts::free_bytes(&graph_root(req.docker)),
+        docker: req.docker,
     })
 }
 
-/// Where containers-storage keeps images for this user.
-fn graph_root() -> PathBuf {
-    if nix::unistd::geteuid().is_root() {
+/// Where the engine keeps images for this user (docker: its default
+/// data root).
+fn graph_root(docker: bool) -> PathBuf {
+    if docker {
+        PathBuf::from("/var/lib/docker")
+    } else if nix::unistd::geteuid().is_root() {
         PathBuf::from("/var/lib/containers/storage")
     } else {
         dirs::data_dir()
@@ -358,11 +369,21 @@ fn graph_root() -> PathBuf {
     }
 }
 
-/// Imports the complete snapshot `commit` into the engine as `image`,
-/// keeping its manifest digest, and checks that the engine ends with
-/// `digest`. Nothing is imported unless every file's blob is there and
-/// hashed to its name.
-pub fn import(store: &Path, image: &str, commit: &str, digest: &str) -> Result<Held, String> {
+/// What an import must end with: the manifest digest (containers-storage
+/// keeps it), or only the image id (docker: `docker-daemon:` loads the
+/// layers, docker keeps no registry digest for a loaded image).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Want {
+    /// Podman's storage, this manifest digest.
+    Digest(String),
+    /// Docker's engine, this image id.
+    DockerId(String),
+}
+
+/// Imports the complete snapshot `commit` into the engine as `image`
+/// ([`Want`] says which engine and what it must end with). Nothing is
+/// imported unless every file's blob is there and hashed to its name.
+pub fn import(store: &Path, image: &str, commit: &str, want: &Want) -> Result<Held, String> {
     let repo = Repo::new(store, ID);
     let files = repo.files(commit)?;
     let rec = Record::load(&record::path(store, &cache::folder_of(ID)));
@@ -385,20 +406,35 @@ pub fn import(store: &Path, image: &str, commit: &str, digest: &str) -> Result<H
         ));
     }
     let src = format!("dir:{}", snap.display());
-    let dest = format!("containers-storage:{image}");
-    skopeo(
-        &["copy", "-q", "--preserve-digests", &src, &dest],
-        COPY_TIMEOUT,
-    )?;
+    match want {
+        Want::Digest(_) => skopeo(
+            &[
+                "copy",
+                "-q",
+                "--preserve-digests",
+                &src,
+                &format!("containers-storage:{image}"),
+            ],
+            COPY_TIMEOUT,
+        )?,
+        Want::DockerId(_) => skopeo(
+            &["copy", "-q", &src, &format!("docker-daemon:{image}")],
+            COPY_TIMEOUT,
+        )?,
+    };
     let now =
         held(image)?.ok_or_else(|| format!("{image} is not in the engine after the import"))?;
-    if !now.digests.iter().any(|d| d == digest) {
-        return Err(format!(
-            "{image} was imported with digest(s) {}, not {digest}",
+    match want {
+        Want::Digest(d) if !now.digests.contains(d) => Err(format!(
+            "{image} was imported with digest(s) {}, not {d}",
             now.digests.join(", ")
-        ));
+        )),
+        Want::DockerId(id) if &now.id != id => Err(format!(
+            "{image} was loaded into docker as image {}, not {id}",
+            now.id
+        )),
+        _ => Ok(now),
     }
-    Ok(now)
 }
 
 #[cfg(test)]
@@ -415,6 +451,7 @@ mod tests {
                 blob: "b".repeat(64),
                 size: 3,
             }],
+            docker: false,
         };
         check_request(&ok).unwrap();
         let mut bad = ok.clone();

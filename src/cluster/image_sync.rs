@@ -101,9 +101,10 @@ pub fn refusal(nodes: &[NodeConfig]) -> Option<String> {
 /// Whether a node holding `held` already has the image: the same
 /// manifest digest, or, for a `localhost/` image (whose manifest the
 /// export makes anew), the same image id.
-fn has_it(image: &str, e: &Exported, held: Option<&Held>) -> bool {
+fn has_it(image: &str, e: &Exported, held: Option<&Held>, docker: bool) -> bool {
     held.is_some_and(|h| {
-        h.digests.contains(&e.digest) || (image.starts_with("localhost/") && h.id == e.id)
+        h.digests.contains(&e.digest)
+            || ((docker || image.starts_with("localhost/")) && h.id == e.id)
     })
 }
 
@@ -128,7 +129,7 @@ pub fn plan(
     let mut nodes = vec![];
     let mut short = vec![];
     for (i, (p, label)) in prepared.iter().zip(labels).enumerate() {
-        let done = has_it(image, exported, p.held.as_ref());
+        let done = has_it(image, exported, p.held.as_ref(), p.docker);
         let target = blobs.targets.iter_mut().find(|t| t.node == i);
         let (names, bytes) = match target {
             Some(t) if done => {
@@ -285,13 +286,15 @@ fn facts(
         &done.output,
     )
     .map_err(|e| anyhow::anyhow!(e))?;
-    let req = serde_json::to_string(&PrepareRequest {
-        image: image.to_string(),
-        commit: exported.commit.clone(),
-        files: exported.files.clone(),
-    })?;
     let what = "`halobox image node-prepare`";
     let results = each_node(&cfg.nodes, |node| {
+        let req = serde_json::to_string(&PrepareRequest {
+            image: image.to_string(),
+            commit: exported.commit.clone(),
+            files: exported.files.clone(),
+            docker: node.backend == NodeBackend::Docker,
+        })
+        .map_err(|e| e.to_string())?;
         let done = remote_node(cfg, node)
             .through(masters)
             .run_ok_with_line(
@@ -335,16 +338,14 @@ fn import_all(
         if !import[i] {
             return Ok(None);
         }
+        let (flag, want) = if node.backend == NodeBackend::Docker {
+            ("--docker-id", &p.id)
+        } else {
+            ("--digest", &p.digest)
+        };
         let cmd = node_cmd(
             cfg,
-            &[
-                "node-import",
-                &p.image,
-                "--commit",
-                &commit,
-                "--digest",
-                &p.digest,
-            ],
+            &["node-import", &p.image, "--commit", &commit, flag, want],
         );
         let done = remote_node(cfg, node)
             .through(masters)
@@ -371,9 +372,6 @@ pub fn move_image(
     r: &mut dyn Reporter,
 ) -> anyhow::Result<Report> {
     crate::image_ref::ImageRef::parse(image).map_err(UsageError)?;
-    if let Some(why) = refusal(&cfg.nodes) {
-        return Err(UsageError(why).into());
-    }
     let (exported, prepared) = facts(cfg, masters, image)?;
     let labels: Vec<String> = cfg
         .nodes
@@ -558,6 +556,7 @@ mod tests {
             },
             held,
             graph_free,
+            docker: false,
         }
     }
 
@@ -591,7 +590,7 @@ mod tests {
     }
 
     #[test]
-    fn a_localhost_image_is_held_by_its_id() {
+    fn a_localhost_image_or_a_docker_node_is_held_by_the_image_id() {
         let e = exported();
         let same_id = Held {
             digests: vec![],
@@ -606,6 +605,11 @@ mod tests {
         assert!(p.nodes[1..].iter().all(|n| !n.import && n.blobs.is_empty()));
         let p = plan("reg:5000/x/y:1", &e, &labels(), &nodes).unwrap();
         assert!(p.nodes[1..].iter().all(|n| n.import));
+        // Docker keeps no registry digest for a loaded image: its id counts.
+        let mut nodes = nodes;
+        nodes[1].docker = true;
+        let p = plan("reg:5000/x/y:1", &e, &labels(), &nodes).unwrap();
+        assert!(!p.nodes[1].import && p.nodes[2].import);
     }
 
     #[test]

@@ -42,10 +42,18 @@ pub fn run(cmd: ImageCommand) -> anyhow::Result<ExitCode> {
             image,
             commit,
             digest,
-        } => json(
-            &image_store::import(&store()?, &image, &commit, &digest)
-                .map_err(anyhow::Error::msg)?,
-        ),
+            docker_id,
+        } => {
+            let want = match (digest, docker_id) {
+                (_, Some(id)) => image_store::Want::DockerId(id),
+                (Some(d), None) => image_store::Want::Digest(d),
+                (None, None) => anyhow::bail!("--digest or --docker-id is needed"),
+            };
+            json(
+                &image_store::import(&store()?, &image, &commit, &want)
+                    .map_err(anyhow::Error::msg)?,
+            )
+        }
     }
 }
 
