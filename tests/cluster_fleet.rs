@@ -109,11 +109,14 @@ impl Fleet {
         self.halobox('a', &a)
     }
 
-    /// `halobox cluster refresh --image V2 --memlock 8M --yes --json MORE`
-    /// with `file`, run on node a.
+    /// `halobox cluster refresh --image V2 --from-registry --memlock 8M
+    /// --yes --json MORE` with `file`, run on node a (every node pulls on its
+    /// own: these cases are about the registry path; tests/image_sync.rs
+    /// has the image moved once).
     fn refresh_v2(&self, file: &std::path::Path, more: &[&str]) -> Output {
         let mut a = vec![
             "refresh",
+            "--from-registry",
             "--image",
             &self.v2,
             "--memlock",
@@ -150,13 +153,14 @@ impl Fleet {
         }
     }
 
-    /// `halobox cluster refresh --image IMAGE … ARGS` run on node a's
-    /// network, not waited for, its stderr piped.
+    /// `halobox cluster refresh --from-registry --image IMAGE … ARGS` run
+    /// on node a's network, not waited for, its stderr piped.
     fn spawn_refresh(&self, image: &str, args: &[&str]) -> Command {
         let file = self.config().display().to_string();
         let mut a = vec![
             "cluster",
             "refresh",
+            "--from-registry",
             "--image",
             image,
             "--memlock",
@@ -220,7 +224,15 @@ fn cluster_refresh_and_install_on_three_nodes() {
     let before: Vec<String> = NODES.iter().map(|&x| f.id(x)).collect();
 
     // The plan names every node and changes nothing.
-    let out = f.cluster(&["refresh", "--image", &f.v2, "--memlock", "8M", "--dry-run"]);
+    let out = f.cluster(&[
+        "refresh",
+        "--from-registry",
+        "--image",
+        &f.v2,
+        "--memlock",
+        "8M",
+        "--dry-run",
+    ]);
     let plan = ok(&out);
     for x in NODES {
         assert!(
@@ -600,6 +612,7 @@ fn cluster_refresh_of_a_local_image_only_one_node_has() {
     let refresh = || {
         f.cluster(&[
             "refresh",
+            "--from-registry",
             "--image",
             local,
             "--memlock",

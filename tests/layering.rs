@@ -180,7 +180,7 @@ const NOT_YET_SHORT: &[(&str, &str)] = &[
     ("src/cluster/run.rs", "up"),
     ("src/image/build.rs", "plan"),
     ("src/model/kv/hf.rs", "from_config"),
-    ("src/model/sync.rs", "run"),
+    ("src/model/sync.rs", "run_family"),
     ("src/serve/start.rs", "start"),
 ];
 
@@ -798,7 +798,10 @@ const DOORS: &[(&str, &[&str])] = &[
         &["host::gather", "host::jumbo::prove", "doctor::diagnose"],
     ),
     ("cmd::enter", &["container::enter::run"]),
-    ("cmd::image", &["image::add_layer::run"]),
+    (
+        "cmd::image",
+        &["image::add_layer::run", "cluster::image_sync::sync"],
+    ),
     (
         "cmd::list",
         &["engine::connect", "refresh::repair::heal_all"],

@@ -107,12 +107,14 @@ if [ "$engine" != none ]; then
   done <<<"$CGROUP_MOUNTS"
 fi
 mount -t tmpfs -o size=1g tmpfs /dev/shm
-if [ "$engine" = podman ]; then
+if [ "$engine" != none ]; then
   # The podman command on the node (toolbox runs it) uses the node
-  # storage and registries, as the node service does.
+  # storage and registries, as the node service does; skopeo there (image
+  # sync) trusts the node registry as the node engine does.
   mkdir -p "$nd/etc-containers"
   cp -a /etc/containers/. "$nd/etc-containers/"
-  cp "$nd/storage.conf" "$nd/registries.conf" "$nd/etc-containers/"
+  cp "$nd/registries.conf" "$nd/etc-containers/"
+  [ "$engine" != podman ] || cp "$nd/storage.conf" "$nd/etc-containers/"
   mount --bind "$nd/etc-containers" /etc/containers
 fi
 case "$engine" in
@@ -156,6 +158,7 @@ engine_config() {
   docker)
     printf '{"data-root": "%s/storage", "exec-root": "/run/docker", "pidfile": "/run/docker.pid", "hosts": ["unix:///run/docker.sock"], "iptables": false, "ip-masq": false, "bridge": "none", "storage-driver": "overlay2", "insecure-registries": ["10.77.%s.254:5000"]}\n' \
       "$nd" "$n" >"$nd/daemon.json"
+    printf '[[registry]]\nlocation = "10.77.%s.254:5000"\ninsecure = true\n' "$n" >"$nd/registries.conf"
     ;;
   *) echo "HB_NODE_ENGINE must be podman or docker" >&2; exit 2 ;;
   esac

@@ -208,9 +208,12 @@ pub struct ClusterRefreshArgs {
     /// When Ray runs, or whether it runs cannot be told: stop it for the swap (cluster down) and start it again (cluster up).
     #[arg(long)]
     pub restart: bool,
-    /// When each node pulls the image (the nodes' `refresh --pull`): always (default for a registry image), missing, never; a localhost/ image is used from each node's engine and must have the same image id on every node.
+    /// When each node pulls the image (the nodes' `refresh --pull`, with --from-registry, which it implies): always (default for a registry image), missing, never; a localhost/ image is used from each node's engine and must have the same image id on every node.
     #[arg(long, value_enum, value_name = "WHEN")]
     pub pull: Option<crate::refresh::pull::PullPolicy>,
+    /// Every node pulls the image from its registry on its own (the old way), instead of the head getting it once and every other node receiving the layers it lacks over the data plane (`halobox image sync`).
+    #[arg(long)]
+    pub from_registry: bool,
     /// Memlock limit for the containers (the nodes' `refresh --memlock`; default unlimited).
     #[arg(long, value_name = "SIZE")]
     pub memlock: Option<crate::container::memlock::MemlockRequest>,

@@ -35,6 +35,71 @@ pub enum ImageCommand {
         after_help = "Examples:\n  halobox image add-layer localhost/vllm-therock-gfx1151:latest --add ./librccl.so.1:/opt/rocm/lib/librccl.so.1:0644 --tag localhost/vllm-therock-gfx1151:rccl --load\n  halobox image add-layer base.tar --add ./tool:/usr/local/bin/tool --output image.tar\n\nSame inputs, same digests: entries sorted, uid/gid 0, mtime SOURCE_DATE_EPOCH (or 0), modes 0644/0755 unless given.\nThe archive holds an OCI layout and docker's manifest.json: `podman load` and `docker load` both take it."
     )]
     AddLayer(AddLayerArgs),
+    /// Put an image on every node of the cluster, each link carrying its bytes once, digest kept.
+    #[command(
+        after_help = "Examples:\n  halobox image sync localhost/vllm-therock-gfx1151:latest --dry-run\n  halobox image sync ghcr.io/OWNER/halobox:stable\n\nThe head gets the image once (skopeo copy --preserve-digests from its registry, or its own localhost/ image) into its blob store; every other node receives only the blobs it lacks over the data plane, along a chain (each node passes the stream on while it writes), each checked against its sha256, then imports it with skopeo --preserve-digests: a registry image keeps the registry's digest everywhere, a localhost/ image the same image id. A node whose stream failed keeps its old image; a rerun sends only what is missing."
+    )]
+    Sync(ImageSyncArgs),
+    /// (run by halobox on the head) Copies an image into this node's blob store.
+    #[command(
+        hide = true,
+        after_help = "Examples:\n  halobox image node-export ghcr.io/OWNER/halobox:stable    (what `image sync` runs on the head over ssh)"
+    )]
+    NodeExport {
+        /// The image.
+        image: String,
+    },
+    /// (run by halobox on a node) Reports its blob store and engine image (the request on stdin).
+    #[command(
+        hide = true,
+        after_help = "Examples:\n  halobox image node-prepare < request.json    (what `image sync` runs on each node over ssh)"
+    )]
+    NodePrepare,
+    /// (run by halobox on a node) Receives an image sync stream (the job on stdin).
+    #[command(
+        hide = true,
+        after_help = "Examples:\n  halobox image node-receive < job.json    (what `image sync` runs on each receiving node over ssh)"
+    )]
+    NodeReceive,
+    /// (run by halobox on a node) Sends an image sync stream (the job on stdin).
+    #[command(
+        hide = true,
+        after_help = "Examples:\n  halobox image node-send < job.json    (what `image sync` runs on the head over ssh)"
+    )]
+    NodeSend,
+    /// (run by halobox on a node) Imports a complete image from its blob store.
+    #[command(
+        hide = true,
+        after_help = "Examples:\n  halobox image node-import IMAGE --commit C --digest sha256:D    (what `image sync` runs on each node over ssh)"
+    )]
+    NodeImport {
+        /// The image's name in the engine.
+        image: String,
+        /// Its snapshot in the store.
+        #[arg(long)]
+        commit: String,
+        /// The digest it must end with (podman's storage).
+        #[arg(
+            long,
+            required_unless_present = "docker_id",
+            conflicts_with = "docker_id"
+        )]
+        digest: Option<String>,
+        /// Load it into docker instead, ending with this image id.
+        #[arg(long)]
+        docker_id: Option<String>,
+    },
+}
+
+/// `halobox image sync`.
+#[derive(Debug, Args)]
+pub struct ImageSyncArgs {
+    /// The image (a registry reference, or localhost/NAME:TAG of the head's engine).
+    pub image: String,
+    #[command(flatten)]
+    pub file: super::common::ClusterFileArgs,
+    #[command(flatten)]
+    pub mode: PlanOutputArgs,
 }
 
 /// `halobox image add-layer`.

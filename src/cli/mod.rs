@@ -43,7 +43,7 @@ pub use common::{
 };
 pub use container::{CheckArgs, EnterArgs, ListArgs, RefreshArgs, RmArgs};
 pub use host::{DetectArgs, DoctorArgs, MetricsArgs, SetupArgs, SnapshotArgs};
-pub use image::{AddLayerArgs, BuildArgs, ImageCommand, PublishArgs};
+pub use image::{AddLayerArgs, BuildArgs, ImageCommand, ImageSyncArgs, PublishArgs};
 pub use model::{ModelCommand, ModelLsArgs, ModelPullArgs, ModelRmArgs, ModelSyncArgs};
 pub use plan::PlanArgs;
 

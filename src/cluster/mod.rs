@@ -15,13 +15,16 @@
 //! `sh` program over ssh) and stops it as `down` does; [`boot`] is `cluster
 //! enable`/`disable` (systemd units that bring it back at boot).
 //!
-//! Every node at once: [`refresh`](mod@refresh) is `cluster refresh` (stage
-//! everywhere, then swap everywhere or nowhere), [`ray_state`] whether Ray
+//! Every node at once: [`refresh`](mod@refresh) is `cluster refresh` (the
+//! image moved once first, [`refresh_image`]; then stage everywhere, then
+//! swap everywhere or nowhere), [`ray_state`] whether Ray
 //! runs (the head's table, else Ray's daemons in every node's processes),
 //! [`install`] `cluster install`, [`doctor`] the probe, cross-node checks
 //! and table (pure) and [`doctor_run`] every node's probe over ssh,
 //! [`bench`](mod@bench) pairs, matrices and flagged links with causes (pure) and
 //! [`bench_run`] one pair at a time over ssh, its saved run unpacked here.
+//! [`image_sync`] is `image sync` (the image once to every node, over the
+//! model sync's chain) and [`image_store`] a node's side of it.
 //! [`crate::serve`] runs vLLM or llama.cpp on the head.
 
 pub mod auth;
@@ -33,6 +36,8 @@ pub mod config;
 pub mod doctor;
 pub mod doctor_run;
 pub mod env;
+pub mod image_store;
+pub mod image_sync;
 pub mod install;
 pub mod join;
 pub mod lifecycle;
@@ -41,6 +46,7 @@ pub mod plan;
 pub mod preflight;
 pub mod ray_state;
 pub mod refresh;
+pub mod refresh_image;
 pub mod resume;
 pub mod run;
 pub mod vars;

@@ -66,6 +66,9 @@ pub struct Request {
     pub restart: bool,
     /// `--pull` for the nodes' refresh, when given.
     pub pull: Option<PullPolicy>,
+    /// `--from-registry`: every node pulls on its own, instead of the image
+    /// moved once over the data plane ([`super::refresh_image`]).
+    pub from_registry: bool,
 }
 
 impl Request {
@@ -145,7 +148,19 @@ pub fn pinned(image: &ImageRef, digest: &str) -> String {
 pub fn render_plan(cfg: &ClusterConfig, req: &Request) -> String {
     let (nodes, skipped) = split(cfg);
     let mut out = String::from("halobox cluster refresh plan (dry run: nothing was changed)\n");
+    if !req.from_registry {
+        out.push_str(&format!(
+            "  image    {}: moved once over the data plane first: node {} gets it (a pull, or its own localhost/ image), every other node receives only the layers it lacks, digest kept (`halobox image sync {} --dry-run` lists them per node); then each node stages it from its own engine, never pulling (a registry image as REPO@DIGEST); --from-registry: every node pulls on its own instead\n",
+            req.image,
+            nodes.first().map_or("-", |n| n.label()),
+            req.image
+        ));
+        if let Some(why) = super::image_sync::refusal(&nodes) {
+            out.push_str(&format!("  refused  {why}\n"));
+        }
+    }
     match &req.image.digest {
+        _ if !req.from_registry => {}
         _ if req.by_id() => out.push_str(&format!(
             "  image    {}: a localhost/ image, made on each node from its own engine's image (build it there, or copy it with save/load); every node's must have the head's image id\n",
             req.image
@@ -430,6 +445,27 @@ pub fn run(cfg: &ClusterConfig, config_path: &std::path::Path, req: &Request) ->
         report.ok = true;
         return report;
     }
+    let moved;
+    let req = if req.from_registry {
+        req
+    } else {
+        match super::refresh_image::move_first(cfg, &nodes, &req.image) {
+            Ok((image, pull, lines)) => {
+                report.notes.extend(lines);
+                moved = Request {
+                    image,
+                    pull: Some(pull),
+                    ..req.clone()
+                };
+                &moved
+            }
+            Err(why) => {
+                report.notes.push(why);
+                report.seconds = t0.elapsed().as_secs_f64();
+                return report;
+            }
+        }
+    };
     // Whether Ray runs (the head asked, else every node's processes looked
     // at) is found out while the nodes stage (it touches nothing), once the
     // first one waits out its settle window: not while they pull and create.
@@ -726,7 +762,29 @@ backend = "host"
             memlock: Some("8M".into()),
             restart: false,
             pull: None,
+            from_registry: true,
         }
+    }
+
+    #[test]
+    fn by_default_the_plan_moves_the_image_once_and_refuses_docker_nodes() {
+        let mut c = cfg();
+        let r = Request {
+            from_registry: false,
+            ..req("reg:5000/x/vllm")
+        };
+        let text = render_plan(&c, &r);
+        assert!(
+            text.contains("moved once over the data plane first: node a gets it"),
+            "{text}"
+        );
+        assert!(!text.contains("refused"), "{text}");
+        c.nodes[1].backend = NodeBackend::Docker;
+        let text = render_plan(&c, &r);
+        assert!(
+            text.contains("refused  node(s) b run docker") && text.contains("--from-registry"),
+            "{text}"
+        );
     }
 
     #[test]

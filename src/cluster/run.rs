@@ -666,6 +666,12 @@ pub struct NodeStatus {
     pub ray: Option<plan::RayNode>,
     /// The env `up` applied (absent when `up` did not run from here).
     pub env: Option<NodeEnv>,
+    /// The image digest its container runs (its `dev.halobox.image-digest`
+    /// label; none without a container).
+    pub image_digest: Option<String>,
+    /// Why the node could not be asked which image it runs.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub image_error: Option<String>,
 }
 
 /// `cluster status`'s document.
@@ -695,6 +701,11 @@ pub fn forget_state(config: &Path) {
 pub fn status(cfg: &ClusterConfig, config_path: &Path) -> anyhow::Result<Status> {
     let nodes = ray_nodes(cfg, 0, 5)?;
     let state = load_state(config_path);
+    // Which image each node's container runs, asked of every node at once.
+    let images: Vec<Result<Option<String>, String>> = reports(cfg, &Masters::default())
+        .into_iter()
+        .map(|r| r.map(|j| j.container.image_digest))
+        .collect();
     let alive: Vec<plan::RayNode> = nodes.alive().cloned().collect();
     Ok(Status {
         gcs: format!("{}:{}", cfg.head().ip, cfg.ray_port),
@@ -717,6 +728,8 @@ pub fn status(cfg: &ClusterConfig, config_path: &Path) -> anyhow::Result<Status>
                     })
                     .cloned(),
                 env: state.as_ref().and_then(|s| s.envs.get(i).cloned()),
+                image_digest: images.get(i).cloned().and_then(Result::ok).flatten(),
+                image_error: images.get(i).cloned().and_then(Result::err),
             })
             .collect(),
         unknown: alive

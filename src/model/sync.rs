@@ -25,12 +25,18 @@ const FACTS_TIMEOUT: Duration = Duration::from_secs(6 * 3600);
 /// How long a receiver may take to say where it listens.
 const LISTEN_TIMEOUT: Duration = Duration::from_secs(60);
 
-/// `halobox model SUB ARGS…` as it runs on `node`.
-fn node_cmd(cfg: &ClusterConfig, args: &[&str]) -> Vec<String> {
+/// `halobox FAMILY SUB ARGS…` as it runs on `node` (`model`, or `image`
+/// for an image's blobs, which ride the same stream).
+fn family_cmd(cfg: &ClusterConfig, family: &str, args: &[&str]) -> Vec<String> {
     std::iter::once(cfg.halobox.clone())
-        .chain(["model".to_string()])
+        .chain([family.to_string()])
         .chain(args.iter().map(|a| a.to_string()))
         .collect()
+}
+
+/// `halobox model SUB ARGS…` as it runs on `node`.
+fn node_cmd(cfg: &ClusterConfig, args: &[&str]) -> Vec<String> {
+    family_cmd(cfg, "model", args)
 }
 
 fn last_json<T: serde::de::DeserializeOwned>(
@@ -205,6 +211,8 @@ pub struct Outcome {
     pub label: String,
     /// Bytes written there.
     pub moved: u64,
+    /// Bytes its link carried in (its receiver's own count).
+    pub carried: u64,
     /// Seconds its stream took.
     pub seconds: f64,
     /// Files that failed verification (not installed).
@@ -357,6 +365,19 @@ pub fn run(
     plan: &Plan,
     source: usize,
 ) -> anyhow::Result<Vec<Outcome>> {
+    run_family(cfg, masters, plan, source, "model")
+}
+
+/// [`run`] with the ends started as `halobox FAMILY node-receive` and
+/// `node-send` (`image` for an image's blobs: the same stream into another
+/// store).
+pub fn run_family(
+    cfg: &ClusterConfig,
+    masters: &Masters,
+    plan: &Plan,
+    source: usize,
+    family: &str,
+) -> anyhow::Result<Vec<Outcome>> {
     let token = transfer::token().context("reading /dev/urandom for the run's token")?;
     let chain = plan.chain();
     let bars = indicatif::MultiProgress::with_draw_target(indicatif::ProgressDrawTarget::stderr());
@@ -385,7 +406,7 @@ pub fn run(
         let node = &cfg.nodes[t.node];
         let line = serde_json::to_string(&job(t.needs.clone(), Some(node.ip.into()), next))?;
         let rn = remote_node(cfg, node).through(masters);
-        let mut proc = rn.spawn_with_line(&node_cmd(cfg, &["node-receive"]), &line)?;
+        let mut proc = rn.spawn_with_line(&family_cmd(cfg, family, &["node-receive"]), &line)?;
         let port = match listening(&mut proc) {
             Ok(p) => p,
             Err(why) => {
@@ -411,7 +432,7 @@ pub fn run(
     let src = &cfg.nodes[source];
     let line = serde_json::to_string(&job(vec![], None, next))?;
     let srn = remote_node(cfg, src).through(masters);
-    let mut sender = srn.spawn_with_line(&node_cmd(cfg, &["node-send"]), &line)?;
+    let mut sender = srn.spawn_with_line(&family_cmd(cfg, family, &["node-send"]), &line)?;
     let started = Instant::now();
     let end = |label: String, role| End {
         label,
@@ -483,12 +504,18 @@ pub fn run(
         .filter(|&&i| i < running.len())
         .map(|&i| running[i].target)
         .collect();
+    let counts: Vec<(usize, u64)> = running
+        .iter()
+        .zip(&ends)
+        .map(|(r, e)| (r.target, e.count))
+        .collect();
     let mut out = vec![];
     for t in &plan.targets {
         let Some(pos) = running.iter().position(|r| r.target == t.node) else {
             out.push(Outcome {
                 label: t.label.clone(),
                 moved: 0,
+                carried: 0,
                 seconds: 0.0,
                 bad: vec![],
                 error: None,
@@ -531,15 +558,29 @@ pub fn run(
                 ),
             )
         };
+        let seen = counts
+            .iter()
+            .find(|(n, _)| *n == t.node)
+            .map_or(0, |(_, c)| *c);
         out.push(Outcome {
             label: t.label.clone(),
             moved,
+            carried: last_count(&done.stdout, "bytes").max(seen),
             seconds,
             bad,
             error: error.or_else(|| sender_error.clone()),
         });
     }
     Ok(out)
+}
+
+/// The last `WORD N` count in `stdout`, or 0.
+fn last_count(stdout: &str, word: &str) -> u64 {
+    stdout
+        .lines()
+        .filter_map(|l| l.strip_prefix(word)?.strip_prefix(' ')?.trim().parse().ok())
+        .next_back()
+        .unwrap_or(0)
 }
 
 /// Waits for the receiver's `listening PORT`.

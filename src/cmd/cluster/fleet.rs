@@ -20,6 +20,7 @@ pub fn refresh(a: &ClusterRefreshArgs) -> anyhow::Result<ExitCode> {
         memlock: a.memlock.map(|m| m.label_value()),
         restart: a.restart,
         pull: a.pull,
+        from_registry: a.from_registry || a.pull.is_some(),
     };
     if a.mode.dry_run() {
         print!("{}", refresh::render_plan(&cfg, &req));

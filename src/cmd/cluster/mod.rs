@@ -117,6 +117,7 @@ fn tui(a: &ClusterFileArgs) -> anyhow::Result<ExitCode> {
                 restart: false,
                 memlock: None,
                 pull: None,
+                from_registry: false,
                 file: file(),
                 mode: PlanOutputArgs {
                     plan: DryRunArgs { dry_run: pick == 8 },

@@ -1,4 +1,5 @@
-//! `halobox cluster status`: Ray's nodes (or llama.cpp's RPC servers) and each node's env.
+//! `halobox cluster status`: Ray's nodes (or llama.cpp's RPC servers), the
+//! image digest each node's container runs, and each node's env.
 
 use std::process::ExitCode;
 
@@ -56,8 +57,8 @@ pub fn render_status(s: &run::Status, n: usize) -> String {
         out.push_str(&format!("  Ray is not answering: {e}\n  hint: {hint}\n"));
     }
     out.push_str(&format!(
-        "{:<16} {:<15} {:<6} {:>3} {:>4}  {:<9} {}\n",
-        "NODE", "IP", "RAY", "GPU", "CPU", "TRANSPORT", "ENV"
+        "{:<16} {:<15} {:<6} {:>3} {:>4}  {:<19} {:<9} {}\n",
+        "NODE", "IP", "RAY", "GPU", "CPU", "IMAGE", "TRANSPORT", "ENV"
     ));
     for node in &s.nodes {
         let res = |k: &str| {
@@ -70,8 +71,13 @@ pub fn render_status(s: &run::Status, n: usize) -> String {
             Some(e) => (e.transport.to_string(), e.assignments().join(" ")),
             None => ("-".into(), "(not started by `cluster up` from here)".into()),
         };
+        let image = match (&node.image_digest, &node.image_error) {
+            (Some(d), _) => d.chars().take(19).collect::<String>(),
+            (None, Some(_)) => "(not answered)".into(),
+            (None, None) => "-".into(),
+        };
         out.push_str(&format!(
-            "{:<16} {:<15} {:<6} {:>3} {:>4}  {:<9} {}\n",
+            "{:<16} {:<15} {:<6} {:>3} {:>4}  {:<19} {:<9} {}\n",
             node.name,
             node.ip,
             match &node.ray {
@@ -81,9 +87,18 @@ pub fn render_status(s: &run::Status, n: usize) -> String {
             },
             res("GPU"),
             res("CPU"),
+            image,
             transport,
             env
         ));
+    }
+    let digests: std::collections::BTreeSet<&String> = s
+        .nodes
+        .iter()
+        .filter_map(|n| n.image_digest.as_ref())
+        .collect();
+    if digests.len() > 1 {
+        out.push_str("note: the nodes' containers run different images: `halobox cluster refresh` puts them on one (it moves the image once)\n");
     }
     for u in &s.unknown {
         out.push_str(&format!(

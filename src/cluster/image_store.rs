@@ -1,0 +1,474 @@
+//! One node's side of `halobox image sync`: its image blob store and the
+//! engine's images, through skopeo (the ecosystem's tool for the formats;
+//! halobox writes no tar or manifest itself).
+//!
+//! The store (`DATA/halobox/images`, `DATA` the XDG data folder) keeps
+//! blobs by their sha256 in the layout [`crate::model::cache`] reads and
+//! writes, as one repo ([`ID`]), so an image's blobs ride the model sync's
+//! verified stream ([`crate::model::transfer`]) unchanged. An image is a
+//! snapshot there: `snapshots/COMMIT/` (COMMIT the first 40 hex of the
+//! manifest digest) links `manifest.json`, `version` and every blob under
+//! its hex name, which is exactly skopeo's `dir:` layout. Blobs stay
+//! between runs, so a later image sends only the layers a node never had.
+//!
+//! On the head, [`export`] copies the image into the store with
+//! `skopeo copy --preserve-digests` (a registry image keeps the registry's
+//! compressed blobs and manifest bytes; a `localhost/` image comes out of
+//! containers-storage, whose manifest is new, so only its image id, the
+//! config digest, is the head's). On a node, [`prepare`] links what its
+//! store already holds and reports it with the engine's digest of the
+//! image, and [`import`] copies the complete snapshot into the engine with
+//! `--preserve-digests` and checks the digest it ends with.
+
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use serde::{Deserialize, Serialize};
+use sha2::{Digest, Sha256};
+
+use crate::model::cache::{self, ModelRef, Repo};
+use crate::model::facts::{self, HashMode, NodeFacts};
+use crate::model::record::{self, Record};
+
+/// The repo of the store that holds every image's blobs.
+pub const ID: &str = "halobox/image-blobs";
+/// skopeo's `dir:` version file, as skopeo 1.x writes it.
+const DIR_VERSION: &str = "Directory Transport Version: 1.1\n";
+/// How long one skopeo copy may take (a 20 GB image on a slow disk).
+const COPY_TIMEOUT: Duration = Duration::from_secs(4 * 3600);
+
+/// The store of this node's environment: `DATA/halobox/images`.
+pub fn store_dir() -> Result<PathBuf, String> {
+    dirs::data_dir()
+        .map(|d| d.join("halobox/images"))
+        .ok_or_else(|| {
+            "no XDG data folder here (HOME unset?): cannot find the image blob store\n  hint: run halobox with HOME set".to_string()
+        })
+}
+
+/// The image a node holds under `image`, as the engine stores it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Held {
+    /// Its manifest digests for the image's repository (`sha256:…`).
+    pub digests: Vec<String>,
+    /// Its image id (the config digest, `sha256:…`).
+    pub id: String,
+}
+
+/// One file of an image's `dir:` layout.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ImageFile {
+    /// Its name in the layout.
+    pub path: String,
+    /// Its sha256 (hex), the blob's name in the store.
+    pub blob: String,
+    /// Its size in bytes.
+    pub size: u64,
+}
+
+/// What the head exported.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Exported {
+    /// The manifest digest the nodes will hold (`sha256:…`).
+    pub digest: String,
+    /// The image id (`sha256:…`).
+    pub id: String,
+    /// The snapshot's name in the store.
+    pub commit: String,
+    /// Every file of the layout.
+    pub files: Vec<ImageFile>,
+    /// What the head's engine holds under the name.
+    pub held: Option<Held>,
+}
+
+/// What one node is asked to prepare (the head's export).
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct PrepareRequest {
+    /// The image's name in the engine.
+    pub image: String,
+    /// The snapshot.
+    pub commit: String,
+    /// Its files.
+    pub files: Vec<ImageFile>,
+    /// The node's engine is docker.
+    #[serde(default)]
+    pub docker: bool,
+}
+
+/// What a node holds of an image.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct Prepared {
+    /// The store's facts of the snapshot (what the plan compares).
+    pub facts: NodeFacts,
+    /// What its engine holds under the name.
+    pub held: Option<Held>,
+    /// Free bytes where the engine keeps its images.
+    pub graph_free: u64,
+    /// Its engine is docker (it keeps no registry digest for a loaded
+    /// image: it is held by the image id).
+    #[serde(default)]
+    pub docker: bool,
+}
+
+/// `skopeo ARGS` run to the end; its stdout, or an error naming what failed.
+fn skopeo(args: &[&str], timeout: Duration) -> Result<String, String> {
+    let argv: Vec<String> = std::iter::once("skopeo")
+        .chain(args.iter().copied())
+        .map(str::to_string)
+        .collect();
+    let done = crate::proc::run(&argv, timeout).map_err(|e| {
+        format!("cannot run skopeo: {e}\n  hint: install it (`apt-get install skopeo` or `dnf install skopeo`)")
+    })?;
+    if done.status.is_some_and(|s| s.success()) {
+        Ok(done.stdout)
+    } else {
+        Err(format!(
+            "`{}` failed: {}",
+            crate::shell::line(&argv),
+            done.output.trim()
+        ))
+    }
+}
+
+/// sha256 of `bytes`, hex.
+fn sha_hex(bytes: &[u8]) -> String {
+    hex::encode(Sha256::digest(bytes))
+}
+
+/// The config digest a manifest names.
+fn config_of(manifest: &[u8]) -> Result<String, String> {
+    let v: serde_json::Value = serde_json::from_slice(manifest)
+        .map_err(|e| format!("the image's manifest is not JSON: {e}"))?;
+    v.pointer("/config/digest")
+        .and_then(|d| d.as_str())
+        .map(str::to_string)
+        .ok_or_else(|| "the image's manifest names no config (a manifest list?)".to_string())
+}
+
+/// What the engine holds under `image`, if anything (asked through its
+/// API, as `refresh` and the preflight read digests).
+pub fn held(image: &str) -> Result<Option<Held>, String> {
+    let r = crate::image_ref::ImageRef::parse(image)?;
+    let found = crate::engine::block_on(async {
+        let engine = crate::engine::connect(None).await?;
+        anyhow::Ok(engine.image(image).await?)
+    })
+    .map_err(|e| e.to_string())?
+    .map_err(|e| format!("the engine here cannot be asked about {image}: {e:#}\n  hint: is it running? (`halobox doctor`)"))?;
+    Ok(found.map(|i| Held {
+        digests: i
+            .repo_digests
+            .iter()
+            .filter(|d| d.starts_with(&format!("{}@", r.repository)))
+            .filter_map(|d| Some(d.split_once('@')?.1.to_string()))
+            .collect(),
+        id: if i.id.starts_with("sha256:") {
+            i.id.clone()
+        } else {
+            format!("sha256:{}", i.id)
+        },
+    }))
+}
+
+/// How skopeo copies `image` out to a `dir:`: a `localhost/` image from
+/// the engine's storage, compressed (storage keeps layers uncompressed, so
+/// its digests cannot be kept), any other from its registry with every
+/// digest kept.
+fn export_args(image: &str) -> Vec<String> {
+    if image.starts_with("localhost/") {
+        vec![
+            "--dest-compress".into(),
+            format!("containers-storage:{image}"),
+        ]
+    } else {
+        vec!["--preserve-digests".into(), format!("docker://{image}")]
+    }
+}
+
+/// Copies `image` into the store at `store` (the head's side): skopeo
+/// writes a `dir:` copy in a folder of the store, then every file moves
+/// under its sha256 into the blobs and is linked into the snapshot. A
+/// registry image the store already holds complete is not copied again.
+pub fn export(store: &Path, image: &str) -> Result<Exported, String> {
+    let repo = Repo::new(store, ID);
+    std::fs::create_dir_all(repo.blobs())
+        .map_err(|e| format!("{}: {e}", repo.blobs().display()))?;
+    if let Some(kept) = already_here(store, image)? {
+        return Ok(kept);
+    }
+    let work = tempfile::Builder::new()
+        .prefix("export-")
+        .tempdir_in(store)
+        .map_err(|e| format!("{}: {e}", store.display()))?;
+    let dir = work.path().join("image");
+    let dest = format!("dir:{}", dir.display());
+    let mut args = vec!["copy".to_string(), "-q".into()];
+    args.extend(export_args(image));
+    args.push(dest);
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    skopeo(&args, COPY_TIMEOUT).map_err(|e| format!("the head cannot copy {image}: {e}"))?;
+    let manifest = std::fs::read(dir.join("manifest.json"))
+        .map_err(|e| format!("{}: {e}", dir.join("manifest.json").display()))?;
+    let digest = sha_hex(&manifest);
+    let commit = digest[..40].to_string();
+    let id = config_of(&manifest)?;
+    let rec_path = record::path(store, &cache::folder_of(ID));
+    let mut rec = Record::load(&rec_path);
+    let mut files = vec![];
+    let mut names: Vec<String> = std::fs::read_dir(&dir)
+        .map_err(|e| format!("{}: {e}", dir.display()))?
+        .filter_map(|e| e.ok()?.file_name().into_string().ok())
+        .collect();
+    names.sort();
+    for name in names {
+        let from = dir.join(&name);
+        let sha = record::hash_file(&from).map_err(|e| format!("{}: {e}", from.display()))?;
+        let size = from.metadata().map_err(|e| e.to_string())?.len();
+        let to = repo.blob(&sha);
+        // A blob the store holds stays only while its record says it was
+        // hashed to its name and has not changed since; else the new copy,
+        // just hashed, takes its place.
+        if rec.fresh(&sha, &to).as_deref() != Some(sha.as_str()) {
+            std::fs::rename(&from, &to).map_err(|e| format!("{}: {e}", to.display()))?;
+            rec.note(&sha, &to, &sha)
+                .map_err(|e| format!("{}: {e}", to.display()))?;
+        }
+        repo.link(&commit, &name, &sha)
+            .map_err(|e| format!("linking {name}: {e}"))?;
+        files.push(ImageFile {
+            path: name,
+            blob: sha,
+            size,
+        });
+    }
+    rec.save(&rec_path)
+        .map_err(|e| format!("{}: {e}", rec_path.display()))?;
+    if !files.iter().any(|f| f.path == "version") {
+        return Err("skopeo wrote no `version` file: not a dir: layout this halobox knows".into());
+    }
+    Ok(Exported {
+        digest: format!("sha256:{digest}"),
+        id,
+        commit,
+        files,
+        held: held(image)?,
+    })
+}
+
+/// The export a registry image already has in the store: its manifest
+/// (asked of the registry, a few KB) names a snapshot whose every file is
+/// there, recorded as hashed to its name and unchanged since; none
+/// otherwise (a `localhost/` image, a manifest list, a blob missing).
+fn already_here(store: &Path, image: &str) -> Result<Option<Exported>, String> {
+    if image.starts_with("localhost/") {
+        return Ok(None);
+    }
+    let raw = skopeo(
+        &["inspect", "--raw", &format!("docker://{image}")],
+        Duration::from_secs(120),
+    )
+    .map_err(|e| format!("the head cannot read {image}'s manifest: {e}"))?;
+    let Ok(id) = config_of(raw.as_bytes()) else {
+        return Ok(None);
+    };
+    let digest = sha_hex(raw.as_bytes());
+    let commit = &digest[..40];
+    let repo = Repo::new(store, ID);
+    let Ok(files) = repo.files(commit) else {
+        return Ok(None);
+    };
+    let rec = Record::load(&record::path(store, &cache::folder_of(ID)));
+    let mut out = vec![];
+    for f in files {
+        let size = match f.size {
+            Some(s) if rec.fresh(&f.blob, &repo.blob(&f.blob)).as_deref() == Some(&f.blob) => s,
+            _ => return Ok(None),
+        };
+        out.push(ImageFile {
+            path: f.path,
+            blob: f.blob,
+            size,
+        });
+    }
+    if !out
+        .iter()
+        .any(|f| f.path == "manifest.json" && f.blob == digest)
+        || !out.iter().any(|f| f.path == "version")
+    {
+        return Ok(None);
+    }
+    Ok(Some(Exported {
+        digest: format!("sha256:{digest}"),
+        id,
+        commit: commit.to_string(),
+        files: out,
+        held: held(image)?,
+    }))
+}
+
+/// Every name in `req` is one this node may use as a file name.
+fn check_request(req: &PrepareRequest) -> Result<(), String> {
+    if !cache::is_commit(&req.commit) {
+        return Err(format!(
+            "the snapshot {} is not 40 hex digits",
+            cache::shown(&req.commit)
+        ));
+    }
+    for f in &req.files {
+        if !cache::is_sha256(&f.blob) || !cache::is_snapshot_path(&f.path) || f.path.contains('/') {
+            return Err(format!(
+                "the image file {} (blob {}) is not a name of a dir: layout",
+                cache::shown(&f.path),
+                cache::shown(&f.blob)
+            ));
+        }
+    }
+    crate::image_ref::ImageRef::parse(&req.image)?;
+    Ok(())
+}
+
+/// A node's side before the stream: links every file of the snapshot whose
+/// blob the store already has (kept from an earlier image), then reports
+/// the snapshot (hashing what was never hashed), the engine's image and
+/// the room where the engine keeps its images.
+pub fn prepare(store: &Path, req: &PrepareRequest) -> Result<Prepared, String> {
+    check_request(req)?;
+    let repo = Repo::new(store, ID);
+    if repo.blobs().is_dir() {
+        for f in &req.files {
+            if repo.blob(&f.blob).is_file() {
+                repo.link(&req.commit, &f.path, &f.blob)
+                    .map_err(|e| format!("linking {}: {e}", f.path))?;
+            }
+        }
+    }
+    let model = ModelRef {
+        id: ID.to_string(),
+        revision: req.commit.clone(),
+    };
+    let facts = facts::read(store, &model, HashMode::New)?;
+    Ok(Prepared {
+        facts,
+        held: held(&req.image)?,
+        graph_free: facts::free_bytes(&graph_root(req.docker)),
+        docker: req.docker,
+    })
+}
+
+/// Where the engine keeps images for this user (docker: its default
+/// data root).
+fn graph_root(docker: bool) -> PathBuf {
+    if docker {
+        PathBuf::from("/var/lib/docker")
+    } else if nix::unistd::geteuid().is_root() {
+        PathBuf::from("/var/lib/containers/storage")
+    } else {
+        dirs::data_dir()
+            .map(|d| d.join("containers/storage"))
+            .unwrap_or_else(|| PathBuf::from("/var/tmp"))
+    }
+}
+
+/// What an import must end with: the manifest digest (containers-storage
+/// keeps it), or only the image id (docker: `docker-daemon:` loads the
+/// layers, docker keeps no registry digest for a loaded image).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Want {
+    /// Podman's storage, this manifest digest.
+    Digest(String),
+    /// Docker's engine, this image id.
+    DockerId(String),
+}
+
+/// Imports the complete snapshot `commit` into the engine as `image`
+/// ([`Want`] says which engine and what it must end with). Nothing is
+/// imported unless every file's blob is there and hashed to its name.
+pub fn import(store: &Path, image: &str, commit: &str, want: &Want) -> Result<Held, String> {
+    let repo = Repo::new(store, ID);
+    let files = repo.files(commit)?;
+    let rec = Record::load(&record::path(store, &cache::folder_of(ID)));
+    for f in &files {
+        let fresh = rec.fresh(&f.blob, &repo.blob(&f.blob));
+        if f.size.is_none() || fresh.as_deref() != Some(f.blob.as_str()) {
+            return Err(format!(
+                "layer {} of {image} is not complete and verified in {}: nothing was imported\n  hint: run `halobox image sync` again: it sends only what is missing",
+                f.blob,
+                repo.blobs().display()
+            ));
+        }
+    }
+    let snap = repo.snapshot(commit);
+    let version = std::fs::read_to_string(snap.join("version")).unwrap_or_default();
+    if version != DIR_VERSION {
+        return Err(format!(
+            "{}: not skopeo's dir: version ({version:?}): nothing was imported",
+            snap.join("version").display()
+        ));
+    }
+    let src = format!("dir:{}", snap.display());
+    match want {
+        Want::Digest(_) => skopeo(
+            &[
+                "copy",
+                "-q",
+                "--preserve-digests",
+                &src,
+                &format!("containers-storage:{image}"),
+            ],
+            COPY_TIMEOUT,
+        )?,
+        Want::DockerId(_) => skopeo(
+            &["copy", "-q", &src, &format!("docker-daemon:{image}")],
+            COPY_TIMEOUT,
+        )?,
+    };
+    let now =
+        held(image)?.ok_or_else(|| format!("{image} is not in the engine after the import"))?;
+    match want {
+        Want::Digest(d) if !now.digests.contains(d) => Err(format!(
+            "{image} was imported with digest(s) {}, not {d}",
+            now.digests.join(", ")
+        )),
+        Want::DockerId(id) if &now.id != id => Err(format!(
+            "{image} was loaded into docker as image {}, not {id}",
+            now.id
+        )),
+        _ => Ok(now),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_request_names_only_files_of_a_dir_layout() {
+        let ok = PrepareRequest {
+            image: "reg:5000/halobox/fleet:v1".into(),
+            commit: "a".repeat(40),
+            files: vec![ImageFile {
+                path: "manifest.json".into(),
+                blob: "b".repeat(64),
+                size: 3,
+            }],
+            docker: false,
+        };
+        check_request(&ok).unwrap();
+        let mut bad = ok.clone();
+        bad.files[0].path = "../x".into();
+        assert!(check_request(&bad).unwrap_err().contains("\"../x\""));
+        let mut bad = ok.clone();
+        bad.files[0].blob = "../../x".into();
+        assert!(check_request(&bad).is_err());
+        let mut bad = ok;
+        bad.commit = "zz".into();
+        assert!(check_request(&bad).unwrap_err().contains("40 hex"));
+    }
+
+    #[test]
+    fn the_config_digest_is_read_from_the_manifest() {
+        let m = br#"{"schemaVersion":2,"config":{"digest":"sha256:abc","size":1}}"#;
+        assert_eq!(config_of(m).unwrap(), "sha256:abc");
+        assert!(config_of(b"{}").unwrap_err().contains("no config"));
+    }
+}

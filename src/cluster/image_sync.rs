@@ -1,0 +1,631 @@
+//! `halobox image sync IMAGE`: the head gets the image once (a pull into
+//! its blob store, or its own `localhost/` image), and every other node
+//! receives the blobs it lacks over the data plane, along the chain of
+//! `model sync` ([`crate::model::sync`]: each link carries each byte once,
+//! every blob checked against its sha256 where it arrives), then imports
+//! the image into its engine keeping the head's manifest digest.
+//!
+//! The steps: the head's export ([`image_store::export`], over ssh as
+//! `halobox image node-export`), every node's store and engine read
+//! ([`image_store::prepare`], `node-prepare`), the plan (pure: [`plan`]),
+//! the chain (`image node-receive`/`node-send`), then the imports
+//! (`node-import`) only on nodes whose stream completed and verified: a
+//! node whose stream failed keeps its old image, and a rerun sends only
+//! what its store still lacks.
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use anyhow::bail;
+use serde::Serialize;
+
+use super::config::{self, ClusterConfig, NodeBackend, NodeConfig};
+use super::image_store::{Exported, Held, ID, PrepareRequest, Prepared};
+use super::run::{each_node, remote_node};
+use crate::error::UsageError;
+use crate::model::cache::ModelRef;
+use crate::model::plan::{self as model_plan, Plan as BlobPlan};
+use crate::model::sync as chain;
+use crate::remote::{self, Masters};
+use crate::reporter::Reporter;
+use crate::units::format_bytes;
+
+/// How long the head's export may take (a pull of the whole image).
+const EXPORT_TIMEOUT: Duration = Duration::from_secs(4 * 3600);
+/// How long reading a node's store may take (hashing blobs never hashed).
+const PREPARE_TIMEOUT: Duration = Duration::from_secs(3600);
+/// How long an import may take.
+const IMPORT_TIMEOUT: Duration = Duration::from_secs(4 * 3600);
+
+/// One `halobox image sync`.
+#[derive(Debug, Clone, Default)]
+pub struct Options {
+    /// The image.
+    pub image: String,
+    /// `--cluster`: the cluster file (`None`: the default one).
+    pub cluster: Option<PathBuf>,
+    /// Show the plan, move nothing.
+    pub dry_run: bool,
+    /// The report as JSON.
+    pub json: bool,
+}
+
+/// What one node does in the plan.
+#[derive(Debug, Clone, Serialize)]
+pub struct NodePlan {
+    /// `node b`.
+    pub label: String,
+    /// Blobs it receives (their sha256) and their bytes.
+    pub blobs: Vec<String>,
+    /// Their bytes.
+    pub bytes: u64,
+    /// Whether it imports the image into its engine.
+    pub import: bool,
+    /// What its engine holds under the name now.
+    pub held: Option<Held>,
+}
+
+/// The whole image sync.
+#[derive(Debug, Clone, Serialize)]
+pub struct ImagePlan {
+    /// The image.
+    pub image: String,
+    /// The digest every node ends with.
+    pub digest: String,
+    /// Its image id.
+    pub id: String,
+    /// Its compressed size (every file of its layout).
+    pub size: u64,
+    /// Every node, the head first.
+    pub nodes: Vec<NodePlan>,
+    /// The blob stream (the model sync's plan over the blob store).
+    #[serde(skip)]
+    pub blobs: BlobPlan,
+}
+
+/// Why `nodes` cannot get the image over the data plane, if they cannot.
+pub fn refusal(nodes: &[NodeConfig]) -> Option<String> {
+    let docker: Vec<&str> = nodes
+        .iter()
+        .filter(|n| n.backend == NodeBackend::Docker)
+        .map(|n| n.label())
+        .collect();
+    (!docker.is_empty()).then(|| {
+        format!(
+            "node(s) {} run docker: moving the image over the data plane works with podman engines (podman, toolbox, distrobox) only so far; nothing was changed\n  hint: let every node pull it: `halobox cluster refresh --from-registry`",
+            docker.join(", ")
+        )
+    })
+}
+
+/// Whether a node holding `held` already has the image: the same
+/// manifest digest, or, for a `localhost/` image (whose manifest the
+/// export makes anew), the same image id.
+fn has_it(image: &str, e: &Exported, held: Option<&Held>, docker: bool) -> bool {
+    held.is_some_and(|h| {
+        h.digests.contains(&e.digest)
+            || ((docker || image.starts_with("localhost/")) && h.id == e.id)
+    })
+}
+
+/// The plan from the head's export and every node's store and engine
+/// (`prepared[i]` is node i, the head first). Nodes that already hold the
+/// image receive nothing and import nothing; the others receive what
+/// their store lacks, and need room for it there and about twice the
+/// image where their engine keeps images.
+pub fn plan(
+    image: &str,
+    exported: &Exported,
+    labels: &[String],
+    prepared: &[Prepared],
+) -> Result<ImagePlan, UsageError> {
+    let facts: Vec<_> = prepared.iter().map(|p| p.facts.clone()).collect();
+    let model = ModelRef {
+        id: ID.to_string(),
+        revision: exported.commit.clone(),
+    };
+    let mut blobs = model_plan::plan(&model, 0, labels, &facts)?;
+    let size: u64 = exported.files.iter().map(|f| f.size).sum();
+    let mut nodes = vec![];
+    let mut short = vec![];
+    for (i, (p, label)) in prepared.iter().zip(labels).enumerate() {
+        let done = has_it(image, exported, p.held.as_ref(), p.docker);
+        let target = blobs.targets.iter_mut().find(|t| t.node == i);
+        let (names, bytes) = match target {
+            Some(t) if done => {
+                t.needs.clear();
+                t.why.clear();
+                t.bytes = 0;
+                (vec![], 0)
+            }
+            Some(t) => (
+                t.needs
+                    .iter()
+                    .map(|&k| blobs.files[k].blob.clone())
+                    .collect(),
+                t.bytes,
+            ),
+            None => (vec![], 0),
+        };
+        if !done && p.graph_free < size.saturating_mul(2) {
+            short.push(format!(
+                "{label} has {} free where its engine keeps images, the import needs about {} (twice the {} image)",
+                format_bytes(p.graph_free),
+                format_bytes(size.saturating_mul(2)),
+                format_bytes(size)
+            ));
+        }
+        nodes.push(NodePlan {
+            label: label.clone(),
+            blobs: names,
+            bytes,
+            import: !done,
+            held: p.held.clone(),
+        });
+    }
+    if !short.is_empty() {
+        return Err(UsageError(format!(
+            "not enough disk, nothing was sent: {}\n  hint: free space there (`podman image prune`), then run it again",
+            short.join("; ")
+        )));
+    }
+    blobs.send = (0..blobs.files.len())
+        .filter(|k| blobs.targets.iter().any(|t| t.needs.contains(k)))
+        .collect();
+    Ok(ImagePlan {
+        image: image.to_string(),
+        digest: exported.digest.clone(),
+        id: exported.id.clone(),
+        size,
+        nodes,
+        blobs,
+    })
+}
+
+/// The plan in words (`--dry-run` prints it; a sync prints it first).
+pub fn render(p: &ImagePlan) -> String {
+    let mut s = format!(
+        "image sync {} (digest {}, id {}), {} compressed, from {} over the data plane\n",
+        p.image,
+        p.digest,
+        short(&p.id),
+        format_bytes(p.size),
+        p.nodes.first().map_or("the head", |n| n.label.as_str())
+    );
+    for n in &p.nodes {
+        let what = match (n.import, n.blobs.len()) {
+            (false, _) => "holds it already, nothing moves".to_string(),
+            (true, 0) => "its store holds every blob: imports it".to_string(),
+            (true, k) => format!(
+                "receives {k} blob(s), {}: {}; then imports it",
+                format_bytes(n.bytes),
+                n.blobs
+                    .iter()
+                    .map(|b| short(b))
+                    .collect::<Vec<_>>()
+                    .join(" ")
+            ),
+        };
+        s.push_str(&format!("  {}: {what}\n", n.label));
+    }
+    let chain = p.blobs.chain();
+    if !chain.is_empty() {
+        let names: Vec<&str> = std::iter::once(p.blobs.source.as_str())
+            .chain(chain.iter().map(|t| t.label.as_str()))
+            .collect();
+        s.push_str(&format!(
+            "chain: {} ({} on the stream; each node passes it on while it writes)\n",
+            names.join(" -> "),
+            format_bytes(p.blobs.stream_bytes())
+        ));
+    }
+    s
+}
+
+/// The first 12 hex digits of a digest.
+fn short(d: &str) -> &str {
+    let hex = d.strip_prefix("sha256:").unwrap_or(d);
+    &hex[..hex.len().min(12)]
+}
+
+/// One node's outcome.
+#[derive(Debug, Clone, Serialize)]
+pub struct NodeOutcome {
+    /// `node b`.
+    pub label: String,
+    /// Bytes its link carried in.
+    pub carried: u64,
+    /// Bytes it wrote into its store.
+    pub moved: u64,
+    /// Seconds its stream took.
+    pub seconds: f64,
+    /// The digests its engine holds now for the image's repository.
+    pub digests: Vec<String>,
+    /// The image id its engine holds now.
+    pub id: Option<String>,
+    /// Why it failed, if it did.
+    pub error: Option<String>,
+}
+
+/// The whole outcome (`--json` prints it).
+#[derive(Debug, Clone, Serialize)]
+pub struct Report {
+    /// The plan.
+    pub plan: ImagePlan,
+    /// Bytes on the stream.
+    pub stream: u64,
+    /// Every node, the head first.
+    pub nodes: Vec<NodeOutcome>,
+}
+
+/// `halobox image SUB ARGS…` on a node.
+fn node_cmd(cfg: &ClusterConfig, args: &[&str]) -> Vec<String> {
+    std::iter::once(cfg.halobox.clone())
+        .chain(["image".to_string()])
+        .chain(args.iter().map(|a| a.to_string()))
+        .collect()
+}
+
+/// The head's export and every node's store and engine, read over ssh.
+fn facts(
+    cfg: &ClusterConfig,
+    masters: &Masters,
+    image: &str,
+) -> anyhow::Result<(Exported, Vec<Prepared>)> {
+    let head = cfg.head();
+    let what = "`halobox image node-export`";
+    let done = remote_node(cfg, head).through(masters).run_ok(
+        what,
+        &node_cmd(cfg, &["node-export", image]),
+        EXPORT_TIMEOUT,
+    )?;
+    let exported: Exported = remote::last_json(
+        &format!("node {}", head.label()),
+        what,
+        &done.stdout,
+        &done.output,
+    )
+    .map_err(|e| anyhow::anyhow!(e))?;
+    let what = "`halobox image node-prepare`";
+    let results = each_node(&cfg.nodes, |node| {
+        let req = serde_json::to_string(&PrepareRequest {
+            image: image.to_string(),
+            commit: exported.commit.clone(),
+            files: exported.files.clone(),
+            docker: node.backend == NodeBackend::Docker,
+        })
+        .map_err(|e| e.to_string())?;
+        let done = remote_node(cfg, node)
+            .through(masters)
+            .run_ok_with_line(
+                what,
+                &node_cmd(cfg, &["node-prepare"]),
+                &req,
+                PREPARE_TIMEOUT,
+            )
+            .map_err(|e| e.to_string())?;
+        remote::last_json::<Prepared>(
+            &format!("node {}", node.label()),
+            what,
+            &done.stdout,
+            &done.output,
+        )
+    });
+    let mut prepared = vec![];
+    let mut errors = vec![];
+    for r in results {
+        match r {
+            Ok(p) => prepared.push(p),
+            Err(e) => errors.push(e),
+        }
+    }
+    if !errors.is_empty() {
+        bail!("{}", errors.join("\n"));
+    }
+    Ok((exported, prepared))
+}
+
+/// Imports the image on every node `import` names; each one's result.
+fn import_all(
+    cfg: &ClusterConfig,
+    masters: &Masters,
+    p: &ImagePlan,
+    import: &[bool],
+) -> Vec<Result<Option<Held>, String>> {
+    let commit = p.blobs.commit.clone();
+    let what = "`halobox image node-import`";
+    crate::fan_out::each(&cfg.nodes, |i, node| {
+        if !import[i] {
+            return Ok(None);
+        }
+        let (flag, want) = if node.backend == NodeBackend::Docker {
+            ("--docker-id", &p.id)
+        } else {
+            ("--digest", &p.digest)
+        };
+        let cmd = node_cmd(
+            cfg,
+            &["node-import", &p.image, "--commit", &commit, flag, want],
+        );
+        let done = remote_node(cfg, node)
+            .through(masters)
+            .run_ok(what, &cmd, IMPORT_TIMEOUT)
+            .map_err(|e| e.to_string())?;
+        remote::last_json::<Held>(
+            &format!("node {}", node.label()),
+            what,
+            &done.stdout,
+            &done.output,
+        )
+        .map(Some)
+    })
+}
+
+/// Moves `image` to every node of `cfg` as the plan says; the report.
+/// With `dry_run` the plan only (the head's store and every node's store
+/// are read and linked, nothing is sent or imported).
+pub fn move_image(
+    cfg: &ClusterConfig,
+    masters: &Masters,
+    image: &str,
+    dry_run: bool,
+    r: &mut dyn Reporter,
+) -> anyhow::Result<Report> {
+    crate::image_ref::ImageRef::parse(image).map_err(UsageError)?;
+    let (exported, prepared) = facts(cfg, masters, image)?;
+    let labels: Vec<String> = cfg
+        .nodes
+        .iter()
+        .map(|n| format!("node {}", n.label()))
+        .collect();
+    let p = plan(image, &exported, &labels, &prepared)?;
+    r.note(&render(&p));
+    let stream = p.blobs.stream_bytes();
+    let mut nodes: Vec<NodeOutcome> = p
+        .nodes
+        .iter()
+        .map(|n| NodeOutcome {
+            label: n.label.clone(),
+            carried: 0,
+            moved: 0,
+            seconds: 0.0,
+            digests: n
+                .held
+                .as_ref()
+                .map(|h| h.digests.clone())
+                .unwrap_or_default(),
+            id: n.held.as_ref().map(|h| h.id.clone()),
+            error: None,
+        })
+        .collect();
+    if dry_run {
+        return Ok(Report {
+            plan: p,
+            stream,
+            nodes,
+        });
+    }
+    if !p.blobs.chain().is_empty() {
+        let outcomes = chain::run_family(cfg, masters, &p.blobs, 0, "image")?;
+        for o in outcomes {
+            let Some(n) = nodes.iter_mut().find(|n| n.label == o.label) else {
+                continue;
+            };
+            n.carried = o.carried;
+            n.moved = o.moved;
+            n.seconds = o.seconds;
+            n.error = o.error.clone().or_else(|| {
+                (!o.bad.is_empty()).then(|| {
+                    format!(
+                        "{}: layer(s) refused, their sha256 is wrong: {}",
+                        o.label,
+                        o.bad.join("; ")
+                    )
+                })
+            });
+        }
+    }
+    let import: Vec<bool> = p
+        .nodes
+        .iter()
+        .zip(&nodes)
+        .map(|(pn, n)| pn.import && n.error.is_none())
+        .collect();
+    for (n, got) in nodes.iter_mut().zip(import_all(cfg, masters, &p, &import)) {
+        match got {
+            Ok(Some(h)) => {
+                n.digests = h.digests;
+                n.id = Some(h.id);
+            }
+            Ok(None) => {}
+            Err(e) => n.error = Some(e),
+        }
+    }
+    Ok(Report {
+        plan: p,
+        stream,
+        nodes,
+    })
+}
+
+/// The final table: node, bytes its link carried, digest, verdict.
+pub fn render_report(rep: &Report) -> String {
+    let mut s = format!(
+        "{:<16} {:>12} {:>12}  {:<20} {}\n",
+        "NODE", "CARRIED", "WRITTEN", "DIGEST", "RESULT"
+    );
+    for n in &rep.nodes {
+        s.push_str(&format!(
+            "{:<16} {:>12} {:>12}  {:<20} {}\n",
+            n.label,
+            format_bytes(n.carried),
+            format_bytes(n.moved),
+            if n.digests.contains(&rep.plan.digest) {
+                short(&rep.plan.digest)
+            } else {
+                n.digests.first().map_or("-", |d| short(d))
+            },
+            match &n.error {
+                Some(_) => "failed: keeps its old image",
+                None => "ok",
+            }
+        ));
+    }
+    s
+}
+
+/// Runs `halobox image sync` as `o` asks.
+pub fn sync(o: &Options, r: &mut dyn Reporter) -> anyhow::Result<()> {
+    let (_, cfg) = config::open(o.cluster.as_deref())?;
+    let masters = super::run::masters(&cfg);
+    let rep = move_image(&cfg, &masters, &o.image, o.dry_run, r)?;
+    if o.json {
+        r.out(&format!("{}\n", serde_json::to_string(&rep)?));
+    } else if !o.dry_run {
+        r.out(&render_report(&rep));
+    } else {
+        r.out(&render(&rep.plan));
+    }
+    let failed: Vec<String> = rep.nodes.iter().filter_map(|n| n.error.clone()).collect();
+    if failed.is_empty() {
+        return Ok(());
+    }
+    bail!(
+        "the image sync is not complete (those nodes keep their old image): {}\n  hint: run `halobox image sync {}` again: it sends only what is still missing",
+        failed.join("\n"),
+        o.image
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::cluster::image_store::ImageFile;
+    use crate::model::facts::{FileFacts, ModelFacts, NodeFacts};
+
+    const COMMIT: &str = "0123456789abcdef0123456789abcdef01234567";
+
+    fn blob(c: char) -> String {
+        c.to_string().repeat(64)
+    }
+
+    fn exported() -> Exported {
+        Exported {
+            digest: format!("sha256:{}", blob('d')),
+            id: format!("sha256:{}", blob('c')),
+            commit: COMMIT.into(),
+            files: ['d', 'c', 'a', 'b']
+                .iter()
+                .map(|&x| ImageFile {
+                    path: if x == 'd' {
+                        "manifest.json".into()
+                    } else {
+                        blob(x)
+                    },
+                    blob: blob(x),
+                    size: if x == 'a' { 1000 } else { 10 },
+                })
+                .collect(),
+            held: None,
+        }
+    }
+
+    /// A node whose store holds the blobs `has` (verified), with `held`.
+    fn node(has: &[char], held: Option<Held>, graph_free: u64) -> Prepared {
+        let files = exported()
+            .files
+            .iter()
+            .filter(|f| has.iter().any(|&x| blob(x) == f.blob))
+            .map(|f| FileFacts {
+                path: f.path.clone(),
+                blob: f.blob.clone(),
+                size: Some(f.size),
+                sha256: Some(f.blob.clone()),
+            })
+            .collect();
+        Prepared {
+            facts: NodeFacts {
+                hub: "/root/.local/share/halobox/images".into(),
+                free: 1 << 40,
+                model: Some(ModelFacts {
+                    commit: Some(COMMIT.into()),
+                    refs: vec![],
+                    commits: vec![COMMIT.into()],
+                    files,
+                }),
+            },
+            held,
+            graph_free,
+            docker: false,
+        }
+    }
+
+    fn labels() -> Vec<String> {
+        ["node a", "node b", "node c"].map(String::from).to_vec()
+    }
+
+    #[test]
+    fn only_missing_blobs_move_and_nodes_holding_the_digest_import_nothing() {
+        let e = exported();
+        let holds = Held {
+            digests: vec![e.digest.clone()],
+            id: e.id.clone(),
+        };
+        let nodes = [
+            node(&['d', 'c', 'a', 'b'], None, 1 << 40),
+            node(&['a'], Some(holds), 1 << 40),
+            node(&['a'], None, 1 << 40),
+        ];
+        let p = plan("reg:5000/x/y:v2", &e, &labels(), &nodes).unwrap();
+        assert!(p.nodes[0].import && p.nodes[0].blobs.is_empty());
+        assert!(!p.nodes[1].import && p.nodes[1].blobs.is_empty());
+        assert!(p.nodes[2].import);
+        assert_eq!(p.nodes[2].blobs, [blob('d'), blob('c'), blob('b')]);
+        assert_eq!(p.nodes[2].bytes, 30);
+        assert_eq!(p.blobs.stream_bytes(), 30);
+        let text = render(&p);
+        assert!(text.contains("node b: holds it already"), "{text}");
+        assert!(text.contains("node c: receives 3 blob(s), 30 B"), "{text}");
+        assert!(text.contains("chain: node a -> node c"), "{text}");
+    }
+
+    #[test]
+    fn a_localhost_image_or_a_docker_node_is_held_by_the_image_id() {
+        let e = exported();
+        let same_id = Held {
+            digests: vec![],
+            id: e.id.clone(),
+        };
+        let nodes = [
+            node(&['d', 'c', 'a', 'b'], None, 1 << 40),
+            node(&[], Some(same_id.clone()), 1 << 40),
+            node(&[], Some(same_id), 1 << 40),
+        ];
+        let p = plan("localhost/x:1", &e, &labels(), &nodes).unwrap();
+        assert!(p.nodes[1..].iter().all(|n| !n.import && n.blobs.is_empty()));
+        let p = plan("reg:5000/x/y:1", &e, &labels(), &nodes).unwrap();
+        assert!(p.nodes[1..].iter().all(|n| n.import));
+        // Docker keeps no registry digest for a loaded image: its id counts.
+        let mut nodes = nodes;
+        nodes[1].docker = true;
+        let p = plan("reg:5000/x/y:1", &e, &labels(), &nodes).unwrap();
+        assert!(!p.nodes[1].import && p.nodes[2].import);
+    }
+
+    #[test]
+    fn a_node_without_room_for_the_import_is_named_before_anything_moves() {
+        let e = exported();
+        let nodes = [
+            node(&['d', 'c', 'a', 'b'], None, 1 << 40),
+            node(&[], None, 100),
+            node(&[], None, 1 << 40),
+        ];
+        let err = plan("reg:5000/x/y:1", &e, &labels(), &nodes).unwrap_err();
+        assert!(
+            err.0
+                .contains("not enough disk, nothing was sent: node b has 100 B free"),
+            "{}",
+            err.0
+        );
+    }
+}
