@@ -5,9 +5,9 @@
 //! every blob checked against its sha256 where it arrives), then imports
 //! the image into its engine keeping the head's manifest digest.
 //!
-//! The steps: the head's export ([`image_store::export`], over ssh as
+//! The steps: the head's export ([`super::image_store::export`], over ssh as
 //! `halobox image node-export`), every node's store and engine read
-//! ([`image_store::prepare`], `node-prepare`), the plan (pure: [`plan`]),
+//! ([`super::image_store::prepare`], `node-prepare`), the plan (pure: [`plan`]),
 //! the chain (`image node-receive`/`node-send`), then the imports
 //! (`node-import`) only on nodes whose stream completed and verified: a
 //! node whose stream failed keeps its old image, and a rerun sends only
