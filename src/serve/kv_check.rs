@@ -48,6 +48,10 @@ pub struct EngineKv {
     /// The context one request may have (vLLM's `for N tokens per
     /// request`, llama.cpp's `n_ctx`).
     pub context: Option<u64>,
+    /// A worker's space seen before its start's `KV cache size` line (Ray
+    /// passes the workers' lines on in any order with the engine's).
+    #[serde(skip)]
+    pending: Option<u64>,
 }
 
 /// The first number in `s` (digits with `,` thousands separators and an
@@ -71,6 +75,9 @@ impl EngineKv {
     /// Takes what `line` says, if it is one of the lines above.
     pub fn read(&mut self, line: &str) {
         if line.contains("KV cache size: ") {
+            // A start's size line: the first worker space seen before it is
+            // its own (else the first one after it).
+            self.space_bytes = self.pending.take();
             self.tokens = after(line, "KV cache size: ").map(|t| t as u64);
             self.context = after(line, "Maximum concurrency for ").map(|t| t as u64);
             self.max_concurrency = after(line, "tokens per request: ");
@@ -106,14 +113,15 @@ impl EngineKv {
     }
 
     /// A worker's KV space: the first worker's of a start counts (the
-    /// head's, the first pipeline stage's); one after a start's `KV cache
-    /// size` begins the next start.
+    /// head's, the first pipeline stage's). Ray passes the workers' lines
+    /// on before or after the engine's `KV cache size`: one that comes
+    /// after it belongs to that start while the start has none; any other
+    /// is kept for the next size line.
     fn space(&mut self, bytes: u64) {
-        if self.tokens.is_some() {
-            *self = EngineKv::default();
-        }
-        if self.space_bytes.is_none() {
+        if self.tokens.is_some() && self.space_bytes.is_none() {
             self.space_bytes = Some(bytes);
+        } else if self.pending.is_none() {
+            self.pending = Some(bytes);
         }
     }
 
@@ -371,9 +379,24 @@ mod tests {
         e.read("(RayWorkerProc pid=2, ip=10.0.0.2) INFO Available KV cache memory: 12.0 GiB");
         e.read("INFO GPU KV cache size: 10,000 tokens, Maximum concurrency for 1,000 tokens per request: 10.00x");
         assert_eq!(e.space_bytes, Some(10 << 30));
-        // A restart in the same log.
+        // A restart in the same log: the last complete start counts until
+        // the new one's size line.
         e.read("(RayWorkerProc pid=3) INFO Available KV cache memory: 20.0 GiB");
-        assert_eq!((e.space_bytes, e.tokens), (Some(20 << 30), None));
+        assert_eq!((e.space_bytes, e.tokens), (Some(10 << 30), Some(10_000)));
+        e.read("INFO GPU KV cache size: 20,000 tokens, Maximum concurrency for 1,000 tokens per request: 20.00x");
+        assert_eq!((e.space_bytes, e.tokens), (Some(20 << 30), Some(20_000)));
+    }
+
+    /// Ray passes a worker's lines on after the engine's size line too (seen
+    /// on the CPU build over two nodes, in color).
+    #[test]
+    fn a_workers_space_after_the_size_line_is_its_starts() {
+        let mut e = EngineKv::default();
+        e.read("(EngineCore pid=622) INFO 12-06 05:19:00 [kv_cache_utils.py:2327] CPU KV cache size: 1,398,016 tokens, Maximum concurrency for 512 tokens per request: 2730.50x");
+        e.read("\u{1b}[36m(RayWorkerProc pid=660)\u{1b}[0m (Worker_TP0 pid=660) INFO 12-06 05:19:00 [cpu_worker.py:260] Explicitly set (1.0/23.59) GiB for KV cache on node 0.");
+        e.read("\u{1b}[36m(RayWorkerProc pid=213, ip=10.77.175.2)\u{1b}[0m (Worker_TP1 pid=213) INFO 12-06 05:19:00 [cpu_worker.py:260] Explicitly set (1.0/23.59) GiB for KV cache on node 0.");
+        assert_eq!((e.space_bytes, e.tokens), (Some(1 << 30), Some(1_398_016)));
+        assert_eq!(e.bytes_per_token().map(|b| b.round()), Some(768.0));
     }
 
     #[test]

@@ -345,13 +345,19 @@ mod tests {
             dir.path(),
         );
         let child = dir.path().join("child");
-        for _ in 0..50 {
-            if child.exists() {
+        // The file exists before the shell writes the pid into it.
+        let mut pid = String::new();
+        for _ in 0..100 {
+            pid = std::fs::read_to_string(&child)
+                .unwrap_or_default()
+                .trim()
+                .to_string();
+            if !pid.is_empty() {
                 break;
             }
             std::thread::sleep(std::time::Duration::from_millis(100));
         }
-        let pid = std::fs::read_to_string(&child).unwrap().trim().to_string();
+        assert!(pid.parse::<u32>().is_ok(), "no pid in {}", child.display());
         assert!(sh(&stop(), &["5"], dir.path()).starts_with("stopped "));
         std::thread::sleep(std::time::Duration::from_millis(300));
         let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
