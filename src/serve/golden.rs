@@ -7,16 +7,18 @@
 //! check); an upgrade is judged by them.
 //!
 //! The prompts and the judgement are pure ([`prompt_plan`], [`judge`]);
-//! [`record`] and [`check`] ask the engine through
-//! [`crate::bench::serving::client`].
+//! [`record`] and [`check`] ask the engine through [`Api`]: the serve's
+//! own requests ([`super::api_key`]), the key sent only to a listener
+//! proven this user's.
 
+use std::net::SocketAddr;
 use std::path::Path;
 use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
-use crate::bench::serving::client::{self, Key};
-use crate::bench::serving::prompts::{self, Prompt};
+use super::api_key;
+use crate::bench::serving::prompts;
 
 /// Tokens each golden completion asks for.
 pub const MAX_TOKENS: u32 = 16;
@@ -251,39 +253,80 @@ pub fn summary(set: &Summary) -> String {
     }
 }
 
+/// The serve's API as golden tokens ask it: every request through
+/// [`super::api_key`], so the key goes only to a listener proven this
+/// user's (the serve's engine), never to another process on its port.
+pub struct Api<'a> {
+    /// Where the API listens.
+    pub addr: SocketAddr,
+    /// Its key, when it wants one.
+    pub key: Option<&'a str>,
+}
+
+impl Api<'_> {
+    fn get(&self, path: &str, timeout: Duration) -> Result<(u16, String), String> {
+        api_key::get(self.addr, path, self.key, timeout)
+            .map(|r| (r.status, r.body))
+            .map_err(|e| e.to_string())
+    }
+
+    fn post(&self, path: &str, body: &str, timeout: Duration) -> Result<(u16, String), String> {
+        api_key::post_json(self.addr, path, body, self.key, timeout)
+            .map(|r| (r.status, r.body))
+            .map_err(|e| e.to_string())
+    }
+
+    /// `text`'s token ids (`None`: the server has no `/tokenize`).
+    fn tokenize(&self, model: &str, text: &str) -> Result<Option<Vec<u64>>, String> {
+        let (code, body) = self
+            .post(
+                "/tokenize",
+                &prompts::tokenize_body(model, text),
+                Duration::from_secs(60),
+            )
+            .map_err(|e| format!("/tokenize: {e}"))?;
+        prompts::tokens_in(code, &body)
+    }
+}
+
 /// The recorded serve of `cluster` as golden tokens need it: its API's
-/// address, its key, and its model as the API names it.
-fn serve_of(cluster: &Path) -> anyhow::Result<(String, Option<Key>, String, String)> {
+/// address, its key, its model as the API names it, and its engine.
+fn serve_of(cluster: &Path) -> anyhow::Result<(SocketAddr, Option<String>, String, String)> {
     let rec = super::state::load(cluster).ok_or_else(|| {
         crate::error::UsageError(format!(
             "no serve is recorded for {}\n  hint: start one with `halobox serve MODEL --detach`",
             cluster.display()
         ))
     })?;
-    let api = rec.endpoint.trim_start_matches("http://").to_string();
+    let addr: SocketAddr = rec
+        .endpoint
+        .trim_start_matches("http://")
+        .parse()
+        .map_err(|_| {
+            anyhow::anyhow!(
+                "the serve record's endpoint {:?} is not HOST:PORT",
+                rec.endpoint
+            )
+        })?;
     let from = crate::bench::serving::key::key_from(
         false,
         Some(&rec),
         Some(cluster),
         crate::bench::serving::key::is_set,
     );
-    let key = crate::bench::serving::key::load_key(&from)?;
-    let model = crate::engine::block_on(async {
-        let (code, body) = client::json(
-            &api,
-            "/v1/models",
-            None,
-            key.as_ref(),
-            Duration::from_secs(15),
-        )
-        .await
-        .map_err(|e| format!("{}: GET /v1/models: {e}", rec.endpoint))?;
-        crate::bench::serving::run::pick_model(&rec.endpoint, &body, None)
-            .map(|s| s.model)
-            .map_err(|e| format!("{e} (HTTP {code})"))
-    })?
-    .map_err(|e| anyhow::anyhow!("{e}\n  hint: `halobox serve status` shows the serve's state"))?;
-    Ok((api, key, model, rec.engine))
+    let key = crate::bench::serving::key::load_key(&from)?.map(|k| k.0);
+    let api = Api {
+        addr,
+        key: key.as_deref(),
+    };
+    let hint = "\n  hint: `halobox serve status` shows the serve's state";
+    let (code, body) = api
+        .get("/v1/models", Duration::from_secs(15))
+        .map_err(|e| anyhow::anyhow!("{}: GET /v1/models: {e}{hint}", rec.endpoint))?;
+    let model = crate::bench::serving::run::pick_model(&rec.endpoint, &body, None)
+        .map(|s| s.model)
+        .map_err(|e| anyhow::anyhow!("{e} (HTTP {code}){hint}"))?;
+    Ok((addr, key, model, rec.engine))
 }
 
 /// What `serve golden` did.
@@ -298,16 +341,20 @@ pub enum Outcome {
 /// `serve golden`: records the set when there is none for this model (or
 /// `again`), else checks the serve against it and keeps the check.
 pub fn run(cluster: &Path, again: bool) -> anyhow::Result<Outcome> {
-    let (api, key, model, engine) = serve_of(cluster)?;
+    let (addr, key, model, engine) = serve_of(cluster)?;
+    let api = Api {
+        addr,
+        key: key.as_deref(),
+    };
     match load(cluster).filter(|s| s.model == model && !again) {
         Some(mut set) => {
-            let c = check(&api, key.as_ref(), &set).map_err(anyhow::Error::msg)?;
+            let c = check(&api, &set).map_err(anyhow::Error::msg)?;
             set.last_check = Some(c.clone());
             save(cluster, &set)?;
             Ok(Outcome::Checked(c))
         }
         None => {
-            let set = record(&api, key.as_ref(), &model, &engine).map_err(anyhow::Error::msg)?;
+            let set = record(&api, &model, &engine).map_err(anyhow::Error::msg)?;
             save(cluster, &set)?;
             Ok(Outcome::Recorded(summarize(&set)))
         }
@@ -316,18 +363,11 @@ pub fn run(cluster: &Path, again: bool) -> anyhow::Result<Outcome> {
 
 /// Records the set for a serve that just answered, unless one is recorded
 /// for this model already; what to say about it.
-pub fn record_first(
-    cluster: &Path,
-    api: &str,
-    key: Option<&str>,
-    model: &str,
-    engine: &str,
-) -> Option<String> {
+pub fn record_first(cluster: &Path, api: &Api, model: &str, engine: &str) -> Option<String> {
     if load(cluster).is_some_and(|s| s.model == model) {
         return None;
     }
-    let key = key.map(|k| Key(k.to_string()));
-    Some(match record(api, key.as_ref(), model, engine) {
+    Some(match record(api, model, engine) {
         Ok(set) => match save(cluster, &set) {
             Ok(()) => format!(
                 "recorded {} golden completions (greedy; {}) for `halobox serve golden` and upgrades to compare against\n",
@@ -363,9 +403,8 @@ pub fn save(cluster: &Path, set: &GoldenSet) -> std::io::Result<()> {
 }
 
 /// One greedy completion of `prompt`, with its tokens.
-async fn complete(
-    api: &str,
-    key: Option<&Key>,
+fn complete(
+    api: &Api,
     model: &str,
     name: &str,
     prompt: serde_json::Value,
@@ -377,15 +416,9 @@ async fn complete(
         // computed the same way as the first time (vLLM ignores the field).
         "cache_prompt": false,
     });
-    let (code, text) = client::json(
-        api,
-        "/v1/completions",
-        Some(body.to_string()),
-        key,
-        ASK_TIMEOUT,
-    )
-    .await
-    .map_err(|e| format!("{name}: {e}"))?;
+    let (code, text) = api
+        .post("/v1/completions", &body.to_string(), ASK_TIMEOUT)
+        .map_err(|e| format!("{name}: {e}"))?;
     let v: serde_json::Value = serde_json::from_str(&text).unwrap_or_default();
     let Some(out) = v.pointer("/choices/0/text").and_then(|t| t.as_str()) else {
         return Err(format!(
@@ -393,117 +426,114 @@ async fn complete(
             crate::bench::serving::sse::short(&text)
         ));
     };
-    let tokens = prompts::tokenize(api, model, out, key).await.ok().flatten();
     Ok(Golden {
         name: name.to_string(),
         prompt,
         text: out.to_string(),
-        tokens,
+        tokens: api.tokenize(model, out).ok().flatten(),
     })
 }
 
 /// The engine's version as its API says it (vLLM `/version`, llama.cpp
 /// `/props` `build_info`).
-async fn version(api: &str, key: Option<&Key>) -> Option<String> {
-    for (path, field) in [("/version", "/version"), ("/props", "/build_info")] {
-        if let Ok((200, body)) = client::json(api, path, None, key, Duration::from_secs(10)).await
-            && let Some(v) = serde_json::from_str::<serde_json::Value>(&body)
-                .ok()
-                .and_then(|v| {
-                    v.pointer(field)
-                        .and_then(|x| x.as_str())
-                        .map(str::to_string)
-                })
-        {
-            return Some(crate::remote::printable(&v));
-        }
-    }
-    None
+fn version(api: &Api) -> Option<String> {
+    [("/version", "/version"), ("/props", "/build_info")]
+        .iter()
+        .find_map(|(path, field)| {
+            let (code, body) = api.get(path, Duration::from_secs(10)).ok()?;
+            let v: serde_json::Value = serde_json::from_str(&body).ok().filter(|_| code == 200)?;
+            v.pointer(field)
+                .and_then(|x| x.as_str())
+                .map(crate::remote::printable)
+        })
 }
 
 /// Asks every prompt of `prompts` again, in order.
-async fn ask_all(
-    api: &str,
-    key: Option<&Key>,
+fn ask_all(
+    api: &Api,
     model: &str,
     prompts: &[(String, serde_json::Value)],
 ) -> Result<Vec<Golden>, String> {
-    let mut out = Vec::new();
-    for (name, p) in prompts {
-        out.push(complete(api, key, model, name, p.clone()).await?);
-    }
-    Ok(out)
+    prompts
+        .iter()
+        .map(|(name, p)| complete(api, model, name, p.clone()))
+        .collect()
 }
 
 /// The context length `/v1/models` lists for `model` (vLLM's
 /// `max_model_len`; llama.cpp's `/props` `n_ctx` per slot).
-async fn context_of(api: &str, key: Option<&Key>, model: &str) -> Option<u64> {
-    if let Ok((200, body)) =
-        client::json(api, "/v1/models", None, key, Duration::from_secs(15)).await
-        && let Ok(s) = crate::bench::serving::run::pick_model(api, &body, Some(model))
+fn context_of(api: &Api, model: &str) -> Option<u64> {
+    if let Ok((200, body)) = api.get("/v1/models", Duration::from_secs(15))
+        && let Ok(s) = crate::bench::serving::run::pick_model("the serve", &body, Some(model))
         && s.max_model_len.is_some()
     {
         return s.max_model_len;
     }
-    let (code, body) = client::json(api, "/props", None, key, Duration::from_secs(15))
-        .await
-        .ok()?;
+    let (code, body) = api.get("/props", Duration::from_secs(15)).ok()?;
     let v: serde_json::Value = serde_json::from_str(&body).ok().filter(|_| code == 200)?;
     v.pointer("/default_generation_settings/n_ctx")
         .and_then(|n| n.as_u64())
 }
 
+/// The long prompt: exactly `n` token ids of fixed random words through the
+/// server's `/tokenize`, else `n` words.
+fn long_prompt(api: &Api, model: &str, n: usize) -> Result<serde_json::Value, String> {
+    let mut rng = prompts::Rng::new(4242);
+    let mut text = rng.words(n + 8);
+    for _ in 0..4 {
+        match api.tokenize(model, &text)? {
+            None => return Ok(serde_json::json!(rng.words(n))),
+            Some(mut ids) if ids.len() >= n => {
+                ids.truncate(n);
+                return Ok(serde_json::json!(ids));
+            }
+            Some(_) => {
+                text.push(' ');
+                text.push_str(&rng.words(n));
+            }
+        }
+    }
+    Err(format!(
+        "/tokenize made fewer than {n} tokens of {} words",
+        text.split(' ').count()
+    ))
+}
+
 /// Records the golden completions of the serve at `api` (its model, as
 /// the API names it, `model`).
-pub fn record(
-    api: &str,
-    key: Option<&Key>,
-    model: &str,
-    engine: &str,
-) -> Result<GoldenSet, String> {
-    crate::engine::block_on(async {
-        let (short, long) = prompt_plan(context_of(api, key, model).await);
-        let mut asked: Vec<(String, serde_json::Value)> = short
-            .into_iter()
-            .map(|(n, p)| (n, serde_json::json!(p)))
-            .collect();
-        if let Some(n) = long {
-            let (mut p, _) = prompts::build(api, model, key, 1, n as usize, 4242).await?;
-            let p = match p.remove(0) {
-                Prompt::Tokens(t) => serde_json::json!(t),
-                Prompt::Text(t) => serde_json::json!(t),
-            };
-            asked.push((format!("long-{n}"), p));
-        }
-        Ok(GoldenSet {
-            model: model.to_string(),
-            engine: engine.to_string(),
-            engine_version: version(api, key).await,
-            recorded_utc: crate::bench::run::utc_now().0,
-            prompts: ask_all(api, key, model, &asked).await?,
-            last_check: None,
-        })
+pub fn record(api: &Api, model: &str, engine: &str) -> Result<GoldenSet, String> {
+    let (short, long) = prompt_plan(context_of(api, model));
+    let mut asked: Vec<(String, serde_json::Value)> = short
+        .into_iter()
+        .map(|(n, p)| (n, serde_json::json!(p)))
+        .collect();
+    if let Some(n) = long {
+        asked.push((format!("long-{n}"), long_prompt(api, model, n as usize)?));
+    }
+    Ok(GoldenSet {
+        model: model.to_string(),
+        engine: engine.to_string(),
+        engine_version: version(api),
+        recorded_utc: crate::bench::run::utc_now().0,
+        prompts: ask_all(api, model, &asked)?,
+        last_check: None,
     })
-    .map_err(|e| e.to_string())?
 }
 
 /// Asks the recorded prompts of `set` again and judges the answers.
-pub fn check(api: &str, key: Option<&Key>, set: &GoldenSet) -> Result<Check, String> {
-    crate::engine::block_on(async {
-        let asked: Vec<(String, serde_json::Value)> = set
-            .prompts
-            .iter()
-            .map(|g| (g.name.clone(), g.prompt.clone()))
-            .collect();
-        let now = ask_all(api, key, &set.model, &asked).await?;
-        Ok(judge(
-            set,
-            &now,
-            version(api, key).await.as_deref(),
-            &crate::bench::run::utc_now().0,
-        ))
-    })
-    .map_err(|e| e.to_string())?
+pub fn check(api: &Api, set: &GoldenSet) -> Result<Check, String> {
+    let asked: Vec<(String, serde_json::Value)> = set
+        .prompts
+        .iter()
+        .map(|g| (g.name.clone(), g.prompt.clone()))
+        .collect();
+    let now = ask_all(api, &set.model, &asked)?;
+    Ok(judge(
+        set,
+        &now,
+        version(api).as_deref(),
+        &crate::bench::run::utc_now().0,
+    ))
 }
 
 #[cfg(test)]

@@ -243,15 +243,12 @@ pub fn serve(s: &Start, r: &mut dyn Reporter) -> anyhow::Result<()> {
     await_workers(s, &head, &mut log, r);
     check_kv(s, record, &log, r);
     print_ready(s, &head, &log, ready_in, r);
-    let api = s.api.to_string();
+    let api = super::golden::Api {
+        addr: s.api,
+        key: s.api_key.as_deref(),
+    };
     let engine = s.engine.to_string();
-    if let Some(said) = super::golden::record_first(
-        s.cluster_path,
-        &api,
-        s.api_key.as_deref(),
-        &s.served_name,
-        &engine,
-    ) {
+    if let Some(said) = super::golden::record_first(s.cluster_path, &api, &s.served_name, &engine) {
         r.note(&said);
     }
     Ok(())

@@ -70,6 +70,38 @@ pub const EXACT: &str = "exact (token ids cut by the server's /tokenize)";
 /// … when the server has no `/tokenize`.
 pub const APPROXIMATE: &str = "approximate (one word a token: the server has no /tokenize)";
 
+/// The body of a `/tokenize` request for `text` (vLLM reads
+/// model/prompt/add_special_tokens, llama.cpp content/add_special).
+pub fn tokenize_body(model: &str, text: &str) -> String {
+    serde_json::json!({
+        "model": model, "prompt": text, "add_special_tokens": false,
+        "content": text, "add_special": false,
+    })
+    .to_string()
+}
+
+/// The token ids in a `/tokenize` answer (`code`, `body`); `None` when
+/// the server has no `/tokenize` (404/405).
+pub fn tokens_in(code: u16, body: &str) -> Result<Option<Vec<u64>>, String> {
+    match code {
+        200 => {
+            let v: serde_json::Value = serde_json::from_str(body)
+                .map_err(|_| format!("/tokenize answered {}", super::sse::short(body)))?;
+            let ids = v
+                .get("tokens")
+                .and_then(|t| t.as_array())
+                .and_then(|a| a.iter().map(serde_json::Value::as_u64).collect());
+            ids.map(Some)
+                .ok_or_else(|| format!("/tokenize answered {}", super::sse::short(body)))
+        }
+        404 | 405 => Ok(None),
+        code => Err(format!(
+            "/tokenize answered HTTP {code}: {}",
+            super::sse::short(body)
+        )),
+    }
+}
+
 /// The token ids of `text` from the server's `/tokenize`, `None` when it
 /// has none (404/405).
 pub async fn tokenize(
@@ -78,35 +110,17 @@ pub async fn tokenize(
     text: &str,
     key: Option<&Key>,
 ) -> Result<Option<Vec<u64>>, String> {
-    // vLLM reads model/prompt/add_special_tokens, llama.cpp content/add_special.
-    let body = serde_json::json!({
-        "model": model, "prompt": text, "add_special_tokens": false,
-        "content": text, "add_special": false,
-    });
+    let body = tokenize_body(model, text);
     match client::json(
         authority,
         "/tokenize",
-        Some(body.to_string()),
+        Some(body),
         key,
         Duration::from_secs(60),
     )
     .await
     {
-        Ok((200, body)) => {
-            let v: serde_json::Value = serde_json::from_str(&body)
-                .map_err(|_| format!("/tokenize answered {}", super::sse::short(&body)))?;
-            let ids = v
-                .get("tokens")
-                .and_then(|t| t.as_array())
-                .and_then(|a| a.iter().map(serde_json::Value::as_u64).collect());
-            ids.map(Some)
-                .ok_or_else(|| format!("/tokenize answered {}", super::sse::short(&body)))
-        }
-        Ok((404 | 405, _)) => Ok(None),
-        Ok((code, body)) => Err(format!(
-            "/tokenize answered HTTP {code}: {}",
-            super::sse::short(&body)
-        )),
+        Ok((code, body)) => tokens_in(code, &body),
         Err(e) => Err(format!("/tokenize: {e}")),
     }
 }
