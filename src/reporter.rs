@@ -30,6 +30,19 @@ impl Reporter for Terminal {
     }
 }
 
+/// The terminal's stderr for everything: the progress of a command whose
+/// stdout is its report (`--json` stays one document).
+pub struct Stderr;
+
+impl Reporter for Stderr {
+    fn out(&mut self, text: &str) {
+        let _ = std::io::stderr().write_all(text.as_bytes());
+    }
+    fn note(&mut self, text: &str) {
+        let _ = std::io::stderr().write_all(text.as_bytes());
+    }
+}
+
 /// How a workflow asks before it changes something.
 pub trait Ask {
     /// Whether someone can answer (a terminal).

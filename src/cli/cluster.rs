@@ -217,6 +217,18 @@ pub struct ClusterRefreshArgs {
     /// Memlock limit for the containers (the nodes' `refresh --memlock`; default unlimited).
     #[arg(long, value_name = "SIZE")]
     pub memlock: Option<crate::container::memlock::MemlockRequest>,
+    /// Prove the new containers with the recorded serve (the default while one is recorded): `halobox check` in each staged container, then after the swap the serve again, its golden tokens and a short soak; any failure puts every node back on its old container and the old serve.
+    #[arg(long, conflicts_with = "no_verify")]
+    pub verify: bool,
+    /// Swap without the proof, even while a serve is recorded.
+    #[arg(long)]
+    pub no_verify: bool,
+    /// With --verify: greedy tokens that differ on the new image (an engine that changed) are recorded as the new golden set instead of rolling back.
+    #[arg(long, conflicts_with = "no_verify")]
+    pub accept_tokens: bool,
+    /// With --verify: how long the soak after the swap runs (90s, 10m).
+    #[arg(long, value_name = "D", default_value = "30s", value_parser = crate::bench::soak::plan::parse_duration)]
+    pub soak: u64,
     #[command(flatten)]
     pub file: ClusterFileArgs,
     #[command(flatten)]

@@ -50,7 +50,7 @@ pub struct RefreshArgs {
     /// Replace a container of that name that halobox did not make.
     #[arg(long)]
     pub adopt: bool,
-    /// After the swap, run `halobox check` on the new container (exit 1 when a check FAILs; the container stays).
+    /// After the swap, run `halobox check` on the new container (exit 1 when a check FAILs; the container stays). With --stage: before the swap, on the staged container and the current one, the staged line naming the FAILs the current one does not have.
     #[arg(long)]
     pub check: bool,
     /// For `cluster refresh`: stop before the swap with the checked new container under its temporary name, print it, then wait for a line on stdin: `commit` swaps it in, anything else removes it (the end of stdin: SIGTERM).

@@ -123,6 +123,18 @@ impl NodeBackend {
     pub fn is_container(self) -> bool {
         self != NodeBackend::Host
     }
+
+    /// The refresh backend this means (`host`: none, no container).
+    pub fn refresh_backend(self) -> Option<crate::backend::Backend> {
+        use crate::backend::Backend;
+        match self {
+            NodeBackend::Host => None,
+            NodeBackend::Toolbox => Some(Backend::Toolbox),
+            NodeBackend::Distrobox => Some(Backend::Distrobox),
+            NodeBackend::Podman => Some(Backend::Podman),
+            NodeBackend::Docker => Some(Backend::Docker),
+        }
+    }
 }
 
 impl fmt::Display for NodeBackend {
@@ -322,6 +334,23 @@ pub struct ClusterConfig {
 }
 
 impl ClusterConfig {
+    /// The nodes a refresh changes (those with a container) and the ones
+    /// it skips, with why.
+    pub fn container_nodes(&self) -> (Vec<NodeConfig>, Vec<String>) {
+        let mut nodes = Vec::new();
+        let mut skipped = Vec::new();
+        for n in &self.nodes {
+            match n.backend.is_container() {
+                true => nodes.push(n.clone()),
+                false => skipped.push(format!(
+                    "node {}: its Ray runs on the host (backend host): no container to refresh",
+                    n.label()
+                )),
+            }
+        }
+        (nodes, skipped)
+    }
+
     /// A config with defaults and these nodes.
     pub fn new(nodes: Vec<NodeConfig>) -> ClusterConfig {
         ClusterConfig {

@@ -17,7 +17,8 @@
 //!
 //! Every node at once: [`refresh`](mod@refresh) is `cluster refresh` (the
 //! image moved once first, [`refresh_image`]; then stage everywhere, then
-//! swap everywhere or nowhere), [`ray_state`] whether Ray
+//! swap everywhere or nowhere; [`refresh_verify`]: while a serve is recorded,
+//! the serve proves the new containers or every node goes back), [`ray_state`] whether Ray
 //! runs (the head's table, else Ray's daemons in every node's processes),
 //! [`install`] `cluster install`, [`doctor`] the probe, cross-node checks
 //! and table (pure) and [`doctor_run`] every node's probe over ssh,
@@ -47,6 +48,7 @@ pub mod preflight;
 pub mod ray_state;
 pub mod refresh;
 pub mod refresh_image;
+pub mod refresh_verify;
 pub mod resume;
 pub mod run;
 pub mod vars;

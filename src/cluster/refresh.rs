@@ -13,15 +13,17 @@ use std::time::{Duration, Instant};
 
 use serde::{Deserialize, Serialize};
 
-use crate::backend::Backend;
 use crate::cluster::config::{ClusterConfig, NodeBackend, NodeConfig};
+use crate::cluster::plan::RayNodes;
 use crate::cluster::ray_state::{self, RayState};
+use crate::cluster::refresh_verify as verify;
 use crate::cluster::run::remote_node;
 use crate::fan_out::each;
 use crate::image_ref::ImageRef;
 use crate::proc::{Proc, WaitError};
 use crate::refresh::pull::{self, PullPolicy};
 use crate::refresh::word::Word;
+use crate::reporter::Reporter;
 use crate::{remote, shell};
 
 /// How long one node's stage (the pull of a large image included) may take.
@@ -69,6 +71,9 @@ pub struct Request {
     /// `--from-registry`: every node pulls on its own, instead of the image
     /// moved once over the data plane ([`super::refresh_image`]).
     pub from_registry: bool,
+    /// `--verify` (the default while a serve is recorded): the serve proves
+    /// the new containers, else every node goes back.
+    pub verify: Option<verify::Options>,
 }
 
 impl Request {
@@ -80,33 +85,6 @@ impl Request {
     }
 }
 
-/// The refresh backend a node's Ray backend means (`host`: none, no container).
-pub fn backend(b: NodeBackend) -> Option<Backend> {
-    match b {
-        NodeBackend::Host => None,
-        NodeBackend::Toolbox => Some(Backend::Toolbox),
-        NodeBackend::Distrobox => Some(Backend::Distrobox),
-        NodeBackend::Podman => Some(Backend::Podman),
-        NodeBackend::Docker => Some(Backend::Docker),
-    }
-}
-
-/// The nodes refreshed (those with a container) and the ones skipped, with why.
-pub fn split(cfg: &ClusterConfig) -> (Vec<NodeConfig>, Vec<String>) {
-    let mut nodes = Vec::new();
-    let mut skipped = Vec::new();
-    for n in &cfg.nodes {
-        match backend(n.backend) {
-            Some(_) => nodes.push(n.clone()),
-            None => skipped.push(format!(
-                "node {}: its Ray runs on the host (backend host): no container to refresh",
-                n.label()
-            )),
-        }
-    }
-    (nodes, skipped)
-}
-
 /// The `halobox refresh --stage` that `node` runs, from `reference`.
 pub fn command(
     cfg: &ClusterConfig,
@@ -114,7 +92,10 @@ pub fn command(
     req: &Request,
     reference: &str,
 ) -> Vec<String> {
-    let backend = backend(node.backend).map_or("podman".to_string(), |b| b.to_string());
+    let backend = node
+        .backend
+        .refresh_backend()
+        .map_or("podman".to_string(), |b| b.to_string());
     let mut argv: Vec<String> = [
         cfg.halobox.as_str(),
         "refresh",
@@ -135,6 +116,9 @@ pub fn command(
     if let Some(p) = req.pull {
         argv.extend(["--pull".to_string(), p.to_string()]);
     }
+    if req.verify.is_some() {
+        argv.push("--check".into());
+    }
     argv.extend(["--yes", "--json", "--stage"].map(String::from));
     argv
 }
@@ -146,7 +130,7 @@ pub fn pinned(image: &ImageRef, digest: &str) -> String {
 
 /// The plan as `--dry-run` prints it.
 pub fn render_plan(cfg: &ClusterConfig, req: &Request) -> String {
-    let (nodes, skipped) = split(cfg);
+    let (nodes, skipped) = cfg.container_nodes();
     let mut out = String::from("halobox cluster refresh plan (dry run: nothing was changed)\n");
     if !req.from_registry {
         out.push_str(&format!(
@@ -207,10 +191,16 @@ pub fn render_plan(cfg: &ClusterConfig, req: &Request) -> String {
             shell::line(&command(cfg, n, req, &req.image.to_string()))
         ));
     }
-    out.push_str("  2. only when every node is staged on that digest, `commit` to every node at once: each swaps\n");
+    out.push_str(match req.verify {
+        Some(_) => "  2. only when every node is staged on that digest and its staged container passes every `halobox check` its current one passes, the serve and Ray (or the RPC servers) stop and `commit` goes to every node at once: each swaps, keeping its old container as NAME-prev\n",
+        None => "  2. only when every node is staged on that digest, `commit` to every node at once: each swaps\n",
+    });
     out.push_str(
         "  if any node fails to stage: `discard` to every staged node, each removes its staged container and keeps its old one (a link that drops means `discard` too)\n",
     );
+    if let Some(o) = &req.verify {
+        out.push_str(&verify::render_plan(cfg, o));
+    }
     out
 }
 
@@ -222,6 +212,9 @@ struct StagedLine {
     digest: Option<String>,
     #[serde(default)]
     image_id: Option<String>,
+    /// `--check`: the staged container against the current one.
+    #[serde(default)]
+    check: Option<crate::refresh::flow::StagedCheck>,
 }
 
 impl StagedLine {
@@ -269,6 +262,8 @@ pub struct Report {
     pub notes: Vec<String>,
     /// Seconds it took.
     pub seconds: f64,
+    /// The proof by the recorded serve (`--verify`), once the swap was made.
+    pub verify: Option<verify::Verified>,
 }
 
 /// A node's `refresh --stage`, staged and waiting for the word on its
@@ -425,10 +420,17 @@ fn stage_all(
     (Some(d), stages)
 }
 
-/// `cluster refresh`: stage everywhere, then swap everywhere (or nowhere).
-pub fn run(cfg: &ClusterConfig, config_path: &std::path::Path, req: &Request) -> Report {
+/// `cluster refresh`: stage everywhere, then swap everywhere (or nowhere);
+/// with `--verify`, the recorded serve proves the new containers after the
+/// swap or every node goes back ([`super::refresh_verify`]).
+pub fn run(
+    cfg: &ClusterConfig,
+    config_path: &std::path::Path,
+    req: &Request,
+    r: &mut dyn Reporter,
+) -> Report {
     let t0 = Instant::now();
-    let (nodes, skipped) = split(cfg);
+    let (nodes, skipped) = cfg.container_nodes();
     let mut report = Report {
         image: req.image.to_string(),
         digest: req.image.digest.clone(),
@@ -437,6 +439,7 @@ pub fn run(cfg: &ClusterConfig, config_path: &std::path::Path, req: &Request) ->
         nodes: Vec::new(),
         notes: skipped,
         seconds: 0.0,
+        verify: None,
     };
     if nodes.is_empty() {
         report
@@ -445,77 +448,144 @@ pub fn run(cfg: &ClusterConfig, config_path: &std::path::Path, req: &Request) ->
         report.ok = true;
         return report;
     }
-    let moved;
-    let req = if req.from_registry {
-        req
-    } else {
-        match super::refresh_image::move_first(cfg, &nodes, &req.image) {
-            Ok((image, pull, lines)) => {
-                report.notes.extend(lines);
-                moved = Request {
-                    image,
-                    pull: Some(pull),
-                    ..req.clone()
-                };
-                &moved
-            }
-            Err(why) => {
-                report.notes.push(why);
-                report.seconds = t0.elapsed().as_secs_f64();
-                return report;
-            }
+    let base = match req.verify.as_ref().map(|_| verify::baseline(config_path)) {
+        None => None,
+        Some(Ok(b)) => {
+            report.notes.extend(b.notes.iter().cloned());
+            Some(b)
         }
+        Some(Err(why)) => return report.ended(why, t0),
     };
-    // Whether Ray runs (the head asked, else every node's processes looked
-    // at) is found out while the nodes stage (it touches nothing), once the
-    // first one waits out its settle window: not while they pull and create.
-    let mut notes = Vec::new();
-    let settling = Gate::default();
-    let ((ray, head), (digest, mut stages)) = std::thread::scope(|s| {
-        let ray = s.spawn(|| {
-            settling.wait();
-            ray_state::ask(cfg, &nodes)
-        });
-        let staged = stage_all(cfg, &nodes, req, &mut notes, &settling);
-        settling.open();
-        (ray.join().expect("ray thread"), staged)
-    });
-    report.notes.extend(notes);
+    let moved = match moved_first(cfg, &nodes, req, &mut report.notes) {
+        Ok(m) => m,
+        Err(why) => return report.ended(why, t0),
+    };
+    let req = moved.as_ref().unwrap_or(req);
+    let (ray, head, digest, stages) = stage_everywhere(cfg, &nodes, req, &mut report.notes);
     report.digest = digest.clone();
     if let Some(pause) = crate::refresh::run::test_pause("commit") {
         std::thread::sleep(pause);
     }
-    let mut failures: Vec<String> = Vec::new();
-    for (n, st) in nodes.iter().zip(stages.iter_mut()) {
-        match (st, &digest) {
-            (Ok(_), None) => {}
-            (Ok(w), Some(d)) if w.line.key(req) != Some(d) => failures.push(match req.by_id() {
-                true => format!(
-                    "node {}: its {} is image {}, the head's is {d}\n  hint: copy the head's to it: {}",
-                    n.label(),
-                    req.image,
-                    w.line.image_id.as_deref().unwrap_or("(none)"),
-                    copy_command(&nodes[0], n, &req.image)
-                ),
-                false => format!(
-                    "node {}: staged digest {} is not {d}",
-                    n.label(),
-                    w.line.digest.as_deref().unwrap_or("(none)"),
-                ),
-            }),
-            (Ok(w), Some(_)) => {
-                if let Some(status) = w.proc.try_status() {
-                    failures.push(format!(
-                        "node {}: its staged run ended ({status}) before the swap: {}\n  hint: is its halobox the same version as this one? `halobox cluster install` copies this one",
-                        n.label(),
-                        remote::tail(&w.proc.output(), 2)
-                    ));
-                }
-            }
-            (Err(e), _) => failures.push(e.clone()),
+    let mut stages = stages;
+    let failures = before_swap(
+        &nodes,
+        &mut stages,
+        req,
+        &digest,
+        (&ray, &head),
+        &mut report.notes,
+    );
+    if !failures.is_empty() {
+        report.nodes = discard_all(cfg, &nodes, stages);
+        report.notes.extend(failures);
+        report.seconds = t0.elapsed().as_secs_f64();
+        return report;
+    }
+    let restart = ray != RayState::Stopped;
+    let down_from = Instant::now();
+    if base.is_some() {
+        report.notes.extend(verify::stop_serving(cfg, config_path));
+    } else if restart {
+        for d in crate::cluster::run::down(cfg)
+            .iter()
+            .filter(|d| d.outcome != "stopped")
+        {
+            report
+                .notes
+                .push(format!("{}: Ray not stopped: {}", d.name, d.detail));
         }
     }
-    if let Some(note) = absent_note(&nodes, &stages, &req.image) {
+    swap_all(cfg, &nodes, stages, &mut report);
+    match (&base, &req.verify) {
+        (Some(b), Some(o)) => {
+            prove_or_go_back(cfg, config_path, (b, o), &nodes, down_from, &mut report, r)
+        }
+        _ if restart => start_ray(cfg, config_path, &mut report),
+        _ => {}
+    }
+    report.seconds = t0.elapsed().as_secs_f64();
+    report
+}
+
+impl Report {
+    /// The report of a run that stopped before anything changed.
+    fn ended(mut self, why: String, t0: Instant) -> Report {
+        self.notes.push(why);
+        self.seconds = t0.elapsed().as_secs_f64();
+        self
+    }
+}
+
+/// The request after the image was moved once over the data plane
+/// (`None`: `--from-registry`, every node pulls as asked); `Err`: why the
+/// move failed (nothing changed).
+fn moved_first(
+    cfg: &ClusterConfig,
+    nodes: &[NodeConfig],
+    req: &Request,
+    notes: &mut Vec<String>,
+) -> Result<Option<Request>, String> {
+    if req.from_registry {
+        return Ok(None);
+    }
+    let (image, pull, lines) = super::refresh_image::move_first(cfg, nodes, &req.image)?;
+    notes.extend(lines);
+    Ok(Some(Request {
+        image,
+        pull: Some(pull),
+        ..req.clone()
+    }))
+}
+
+/// Ray's state as found while the nodes stage, with the head's answer.
+type RayFound = (RayState, Result<RayNodes, String>);
+
+/// Stages every node, and meanwhile finds out whether Ray runs (the head
+/// asked, else every node's processes looked at), once the first node waits
+/// out its settle window: not while they pull and create.
+fn stage_everywhere(
+    cfg: &ClusterConfig,
+    nodes: &[NodeConfig],
+    req: &Request,
+    notes: &mut Vec<String>,
+) -> (
+    RayState,
+    Result<RayNodes, String>,
+    Option<String>,
+    Vec<Stage>,
+) {
+    let settling = Gate::default();
+    let ((ray, head), (digest, stages)) = std::thread::scope(|s| {
+        let ray = s.spawn(|| -> RayFound {
+            settling.wait();
+            ray_state::ask(cfg, nodes)
+        });
+        let staged = stage_all(cfg, nodes, req, notes, &settling);
+        settling.open();
+        (ray.join().expect("ray thread"), staged)
+    });
+    (ray, head, digest, stages)
+}
+
+/// What keeps the swap from happening, each with its fix (empty: every
+/// node is staged on the one digest, its checks hold, and Ray may be
+/// stopped).
+fn before_swap(
+    nodes: &[NodeConfig],
+    stages: &mut [Stage],
+    req: &Request,
+    digest: &Option<String>,
+    (ray, head): (&RayState, &Result<RayNodes, String>),
+    notes: &mut Vec<String>,
+) -> Vec<String> {
+    let mut failures: Vec<String> = Vec::new();
+    for (n, st) in nodes.iter().zip(stages.iter_mut()) {
+        match st {
+            Ok(w) => failures.extend(staged_failure(nodes, n, w, req, digest.as_deref())),
+            Err(e) => failures.push(e.clone()),
+        }
+    }
+    if let Some(note) = absent_note(nodes, stages, &req.image) {
         failures.push(note);
     }
     if failures.is_empty() && digest.is_none() {
@@ -526,14 +596,14 @@ pub fn run(cfg: &ClusterConfig, config_path: &std::path::Path, req: &Request) ->
             req.image.repository
         ));
     }
-    if let (RayState::Stopped, Err(e)) = (&ray, &head) {
-        report.notes.push(format!(
+    if let (RayState::Stopped, Err(e)) = (ray, head) {
+        notes.push(format!(
             "could not ask Ray on the head whether it runs ({}); no node runs a Ray daemon (raylet, gcs_server): taken as not running",
             ray_state::first_line(e)
         ));
     }
-    if failures.is_empty() && !req.restart {
-        match &ray {
+    if failures.is_empty() && !req.restart && req.verify.is_none() {
+        match ray {
             RayState::Stopped => {}
             RayState::Running(how) => failures.push(format!(
                 "Ray is running in the cluster ({how}): swapping the containers would stop it\n  hint: pass --restart (cluster down, swap, cluster up), or `halobox cluster down` first"
@@ -543,28 +613,62 @@ pub fn run(cfg: &ClusterConfig, config_path: &std::path::Path, req: &Request) ->
             )),
         }
     }
-    let restart = ray != RayState::Stopped;
-    if let RayState::Unknown(why) = &ray
+    if let RayState::Unknown(why) = ray
         && failures.is_empty()
     {
-        report.notes.push(format!(
+        notes.push(format!(
             "cannot tell whether Ray is running ({why}): taken as running, so `cluster down` before the swap and `cluster up` after it (--restart)"
         ));
     }
-    if !failures.is_empty() {
-        report.nodes = discard_all(cfg, &nodes, stages);
-        report.notes.extend(failures);
-        report.seconds = t0.elapsed().as_secs_f64();
-        return report;
+    failures
+}
+
+/// Why node `n`'s staged container may not be swapped in (`None`: it may).
+fn staged_failure(
+    nodes: &[NodeConfig],
+    n: &NodeConfig,
+    w: &mut Waiting,
+    req: &Request,
+    digest: Option<&str>,
+) -> Option<String> {
+    let d = digest?;
+    if w.line.key(req).map(String::as_str) != Some(d) {
+        return Some(match req.by_id() {
+            true => format!(
+                "node {}: its {} is image {}, the head's is {d}\n  hint: copy the head's to it: {}",
+                n.label(),
+                req.image,
+                w.line.image_id.as_deref().unwrap_or("(none)"),
+                copy_command(&nodes[0], n, &req.image)
+            ),
+            false => format!(
+                "node {}: staged digest {} is not {d}",
+                n.label(),
+                w.line.digest.as_deref().unwrap_or("(none)"),
+            ),
+        });
     }
-    if restart {
-        let down = crate::cluster::run::down(cfg);
-        for d in down.iter().filter(|d| d.outcome != "stopped") {
-            report
-                .notes
-                .push(format!("{}: Ray not stopped: {}", d.name, d.detail));
-        }
+    if let Some(status) = w.proc.try_status() {
+        return Some(format!(
+            "node {}: its staged run ended ({status}) before the swap: {}\n  hint: is its halobox the same version as this one? `halobox cluster install` copies this one",
+            n.label(),
+            remote::tail(&w.proc.output(), 2)
+        ));
     }
+    let check = w.line.check.as_ref()?;
+    (!check.new_failures.is_empty()).then(|| {
+        format!(
+            "node {}: verify: {} FAILs what the current container passes:\n    {}\n  hint: `halobox check {}` there shows the old one's; the new image is not used",
+            n.label(),
+            verify::Step::Check.words(),
+            check.new_failures.join("\n    "),
+            n.container
+        )
+    })
+}
+
+/// Swaps every staged node at once (each node's result in `report`).
+fn swap_all(cfg: &ClusterConfig, nodes: &[NodeConfig], stages: Vec<Stage>, report: &mut Report) {
     // No failure: every node is staged.
     let staged: Vec<Waiting> = stages.into_iter().flatten().collect();
     let results = each(staged, |i, w| {
@@ -597,25 +701,77 @@ pub fn run(cfg: &ClusterConfig, config_path: &std::path::Path, req: &Request) ->
             "the swap failed on the node(s) marked failed after the others had swapped: those keep their old container; `halobox refresh --rollback` on a swapped node brings its old one back".into(),
         );
     }
-    if restart {
-        // Its progress on stderr, with the nodes' (stdout is the report).
-        match crate::cluster::run::up(
-            cfg,
-            config_path,
-            false,
-            cfg.timeout_s,
-            crate::cluster::auth::Mode::Token,
-            &mut std::io::stderr(),
-        ) {
-            Ok(_) => report.restarted = true,
-            Err(e) => {
-                report.ok = false;
-                report.notes.push(format!("Ray did not start again: {e:#}"));
-            }
+}
+
+/// `cluster up` again after the swap (its progress on stderr, with the
+/// nodes'; stdout is the report).
+fn start_ray(cfg: &ClusterConfig, config_path: &std::path::Path, report: &mut Report) {
+    match crate::cluster::run::up(
+        cfg,
+        config_path,
+        false,
+        cfg.timeout_s,
+        crate::cluster::auth::Mode::Token,
+        &mut std::io::stderr(),
+    ) {
+        Ok(_) => report.restarted = true,
+        Err(e) => {
+            report.ok = false;
+            report.notes.push(format!("Ray did not start again: {e:#}"));
         }
     }
-    report.seconds = t0.elapsed().as_secs_f64();
-    report
+}
+
+/// After the swap under `--verify`: the proof, then the old containers
+/// removed, or every swapped node back on its old one and the old serve
+/// started again.
+fn prove_or_go_back(
+    cfg: &ClusterConfig,
+    config_path: &std::path::Path,
+    (base, o): (&verify::Baseline, &verify::Options),
+    nodes: &[NodeConfig],
+    down_from: Instant,
+    report: &mut Report,
+    r: &mut dyn Reporter,
+) {
+    let swapped: Vec<NodeConfig> = nodes
+        .iter()
+        .zip(&report.nodes)
+        .filter(|(_, r)| r.outcome == "swapped")
+        .map(|(n, _)| n.clone())
+        .collect();
+    let mut v = match report.ok {
+        true => verify::prove(cfg, config_path, base, o, down_from, r),
+        false => verify::Verified {
+            failed: Some(verify::Failed {
+                step: verify::Step::Swap,
+                node: report
+                    .nodes
+                    .iter()
+                    .find(|r| r.outcome != "swapped")
+                    .map(|r| r.node.clone()),
+                detail: "the swap failed there (see above)".into(),
+            }),
+            down_s: down_from.elapsed().as_secs_f64(),
+            ..verify::Verified::new()
+        },
+    };
+    if v.failed.is_none() {
+        v.retired = verify::retire_old(cfg, &swapped);
+        report.restarted = true;
+    } else {
+        verify::roll_back(cfg, config_path, base, &swapped, &mut v, r);
+        report.ok = false;
+        report.restarted = v.outcome == "rolled_back";
+        for r in report.nodes.iter_mut().filter(|r| r.outcome == "swapped") {
+            r.outcome = match v.outcome.as_str() {
+                "rolled_back" => "rolled back".into(),
+                _ => "swapped".into(),
+            };
+            r.detail = format!("{} is on its old container again", r.node);
+        }
+    }
+    report.verify = Some(v);
 }
 
 /// `podman save IMAGE | ssh TO podman load` (docker for a docker node),
@@ -714,6 +870,9 @@ pub fn render(r: &Report) -> String {
     for n in &r.notes {
         out.push_str(&format!("note: {n}\n"));
     }
+    if let Some(v) = &r.verify {
+        out.push_str(&verify::render(v));
+    }
     if r.ok {
         out.push_str(&format!(
             "every node runs {} ({:.1} s)\n",
@@ -763,6 +922,7 @@ backend = "host"
             restart: false,
             pull: None,
             from_registry: true,
+            verify: None,
         }
     }
 
@@ -788,6 +948,40 @@ backend = "host"
     }
 
     #[test]
+    fn a_verified_refresh_checks_each_staged_container_and_plans_the_proof() {
+        let c = cfg();
+        let r = Request {
+            verify: Some(verify::Options {
+                soak_s: 45,
+                accept_tokens: false,
+            }),
+            ..req("reg:5000/x/vllm@sha256:ab")
+        };
+        assert!(
+            command(&c, &c.nodes[0], &r, "reg:5000/x/vllm@sha256:ab")
+                .join(" ")
+                .ends_with("--memlock 8M --check --yes --json --stage")
+        );
+        let text = render_plan(&c, &r);
+        assert!(
+            text.contains("passes every `halobox check` its current one passes"),
+            "{text}"
+        );
+        assert!(
+            text.contains("Ray and the recorded serve start again"),
+            "{text}"
+        );
+        assert!(text.contains("a 45 s soak must PASS"), "{text}");
+        assert!(
+            text.contains(
+                "a: /opt/hb/halobox refresh --rollback --name vllm --backend podman --yes"
+            ),
+            "{text}"
+        );
+        assert!(!render_plan(&c, &req("reg:5000/x/vllm")).contains("verify"));
+    }
+
+    #[test]
     fn each_node_stages_with_its_own_refresh() {
         let c = cfg();
         let r = req("reg:5000/x/vllm");
@@ -796,7 +990,7 @@ backend = "host"
             command(&c, b, &r, "reg:5000/x/vllm@sha256:ab").join(" "),
             "/opt/hb/halobox refresh latest --image reg:5000/x/vllm@sha256:ab --name llm --backend toolbox --memlock 8M --yes --json --stage"
         );
-        let (nodes, skipped) = split(&c);
+        let (nodes, skipped) = c.container_nodes();
         assert_eq!(nodes.len(), 2);
         assert!(skipped[0].contains("node c"), "{skipped:?}");
     }
@@ -852,6 +1046,7 @@ backend = "host"
             image: "localhost/vllm:20240101-000000".into(),
             digest: Some("sha256:other-repo".into()),
             image_id: Some("sha256:id".into()),
+            check: None,
         };
         assert_eq!(line.key(&r).map(String::as_str), Some("sha256:id"));
         assert_eq!(

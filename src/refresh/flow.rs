@@ -128,17 +128,14 @@ pub fn run(o: &Options, r: &mut dyn Reporter, ask: &mut dyn Ask) -> anyhow::Resu
         let result = match listener {
             Some(listener) => {
                 let staged = run::stage(&engine, &plan, &journal, &mut caught, &mut say).await;
-                let staged = match staged {
-                    Ok(st) => st,
-                    Err(e) => {
-                        if let Some(s) = e.signal() {
-                            r.note(&format!("error: {e}\n"));
-                            signals::reraise(s);
-                        }
-                        return Err(e.into());
-                    }
-                };
-                r.out(&format!("{}\n", serde_json::to_string(&staged)?));
+                let staged = staged.map_err(|e| reraised(e, r))?;
+                let mut line = serde_json::to_value(&staged)?;
+                if o.check {
+                    line["check"] = serde_json::to_value(
+                        check_staged(&engine, &staged.staged, &target.name, &facts, r).await,
+                    )?;
+                }
+                r.out(&format!("{}\n", serde_json::to_string(&line)?));
                 let word = tokio::select! {
                     w = listener.word() => w,
                     _ = caught.wait() => word::Word::Discard,
@@ -164,22 +161,23 @@ pub fn run(o: &Options, r: &mut dyn Reporter, ask: &mut dyn Ask) -> anyhow::Resu
             }
             None => run::execute(&engine, &plan, &journal, &mut caught, &mut say).await,
         };
-        let outcome = match result {
-            Ok(o) => o,
-            Err(e) => {
-                if let Some(s) = e.signal() {
-                    r.note(&format!("error: {e}\n"));
-                    signals::reraise(s);
-                }
-                return Err(e.into());
-            }
-        };
-        let report = match o.check && outcome.signal.is_none() {
+        let outcome = result.map_err(|e| reraised(e, r))?;
+        let report = match o.check && !o.stage && outcome.signal.is_none() {
             true => Some(check_new(&engine, &outcome.name, &facts, r).await?),
             false => None,
         };
         finish(o, &outcome, report.as_ref(), r)
     })?
+}
+
+/// The error of a run a signal stopped: said, then the signal raised
+/// again (the process ends as the signal asks); any other error as is.
+fn reraised(e: run::RefreshError, r: &mut dyn Reporter) -> anyhow::Error {
+    if let Some(s) = e.signal() {
+        r.note(&format!("error: {e}\n"));
+        signals::reraise(s);
+    }
+    e.into()
 }
 
 /// Says how the refresh ended: the new container (text or JSON), its
@@ -281,6 +279,69 @@ async fn confirm(
     ask.ask(&consequences(plan, Some(mine), Some(older)), &question)
 }
 
+/// What a staged run's `--check` found: the staged container checked from
+/// inside before any swap, against the container it would replace.
+#[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
+pub struct StagedCheck {
+    /// The checks the staged container FAILs that the current one passes
+    /// (each `ID: summary`): any of them keeps the cluster on its old
+    /// containers.
+    pub new_failures: Vec<String>,
+    /// Every check the staged container FAILs.
+    pub failures: Vec<String>,
+    /// Why it could not be checked, when it could not.
+    pub error: Option<String>,
+}
+
+/// The FAILs of `staged` that `current` (the container it would replace,
+/// when it could be checked) does not have, each `ID: summary`.
+pub fn new_failures(staged: &check::Report, current: Option<&check::Report>) -> Vec<String> {
+    let failed_before = |id: &str| {
+        current.is_some_and(|c| {
+            c.checks
+                .iter()
+                .any(|x| x.id == id && x.status == Status::Fail)
+        })
+    };
+    staged
+        .checks
+        .iter()
+        .filter(|c| c.status == Status::Fail && !failed_before(&c.id))
+        .map(|c| format!("{}: {}", c.id, c.summary))
+        .collect()
+}
+
+/// `--check` of a staged run: `halobox check` in the staged container and
+/// in `current` (the one it would replace), before the swap.
+async fn check_staged(
+    engine: &Engine,
+    staged: &str,
+    current: &str,
+    facts: &host::HostFacts,
+    r: &mut dyn Reporter,
+) -> StagedCheck {
+    r.note(&format!("==> check the staged {staged} from inside\n"));
+    let new = match check::run::check(engine, staged, Some(facts)).await {
+        Ok(rep) => rep,
+        Err(e) => {
+            return StagedCheck {
+                new_failures: vec![format!(
+                    "check: the staged container could not be checked: {e:#}"
+                )],
+                failures: vec![],
+                error: Some(format!("{e:#}")),
+            };
+        }
+    };
+    let old = check::run::check(engine, current, Some(facts)).await.ok();
+    let failures = new_failures(&new, None);
+    StagedCheck {
+        new_failures: new_failures(&new, old.as_ref()),
+        failures,
+        error: None,
+    }
+}
+
 /// `--check`: the new container checked from inside; an error keeps it.
 async fn check_new(
     engine: &Engine,
@@ -297,4 +358,42 @@ async fn check_new(
                 rollback(name)
             )
         })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn report(fails: &[&str]) -> check::Report {
+        let checks: Vec<crate::doctor::Check> = ["gpu", "python.torch", "rdma.ports"]
+            .iter()
+            .map(|id| match fails.contains(id) {
+                true => crate::doctor::Check::fail(id, format!("{id} says"), "fix"),
+                false => crate::doctor::Check::pass(id, format!("{id} says")),
+            })
+            .collect();
+        check::Report {
+            schema_version: 1,
+            container: "c".into(),
+            backend: None,
+            image: "i".into(),
+            image_id: "sha256:x".into(),
+            via: "engine exec".into(),
+            python: None,
+            summary: crate::doctor::Summary::of(&checks),
+            checks,
+        }
+    }
+
+    #[test]
+    fn a_staged_container_fails_only_what_the_current_one_passes() {
+        let now = report(&["gpu"]);
+        let staged = report(&["gpu", "python.torch"]);
+        assert_eq!(
+            new_failures(&staged, Some(&now)),
+            ["python.torch: python.torch says"]
+        );
+        assert_eq!(new_failures(&staged, None).len(), 2);
+        assert!(new_failures(&now, Some(&now)).is_empty());
+    }
 }

@@ -329,6 +329,19 @@ fn serve_of(cluster: &Path) -> anyhow::Result<(SocketAddr, Option<String>, Strin
     Ok((addr, key, model, rec.engine))
 }
 
+/// The context length of `cluster`'s recorded serve, as its API lists it
+/// (`None`: no serve answers, or it lists none).
+pub fn serve_context(cluster: &Path) -> Option<u64> {
+    let (addr, key, model, _) = serve_of(cluster).ok()?;
+    context_of(
+        &Api {
+            addr,
+            key: key.as_deref(),
+        },
+        &model,
+    )
+}
+
 /// What `serve golden` did.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub enum Outcome {

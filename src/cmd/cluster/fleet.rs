@@ -7,7 +7,7 @@ use anyhow::Context as _;
 
 use crate::cli::{ClusterInstallArgs, ClusterRefreshArgs};
 use crate::cluster::config;
-use crate::cluster::{install, refresh};
+use crate::cluster::{install, refresh, refresh_verify};
 use crate::error::UsageError;
 
 /// Runs `cluster refresh`.
@@ -21,17 +21,33 @@ pub fn refresh(a: &ClusterRefreshArgs) -> anyhow::Result<ExitCode> {
         restart: a.restart,
         pull: a.pull,
         from_registry: a.from_registry || a.pull.is_some(),
+        verify: refresh_verify::wanted(
+            match (a.verify || a.accept_tokens, a.no_verify) {
+                (true, _) => Some(true),
+                (_, true) => Some(false),
+                _ => None,
+            },
+            &path,
+        )
+        .then_some(refresh_verify::Options {
+            soak_s: a.soak,
+            accept_tokens: a.accept_tokens,
+        }),
     };
     if a.mode.dry_run() {
         print!("{}", refresh::render_plan(&cfg, &req));
         return Ok(ExitCode::SUCCESS);
     }
     if !a.confirm.yes {
-        let (nodes, _) = refresh::split(&cfg);
+        let (nodes, _) = cfg.container_nodes();
         let question = format!(
-            "Replace the containers of {} node(s) with {} once every new one stays up (each old one is kept, stopped, as NAME-prev)?",
+            "Replace the containers of {} node(s) with {} once every new one stays up (each old one is kept, stopped, as NAME-prev{})?",
             nodes.len(),
-            req.image
+            req.image,
+            match req.verify {
+                Some(_) => ", until the serve proves the new one",
+                None => "",
+            }
         );
         if !std::io::stdin().is_terminal() {
             return Err(UsageError(format!(
@@ -49,7 +65,7 @@ pub fn refresh(a: &ClusterRefreshArgs) -> anyhow::Result<ExitCode> {
             return Ok(ExitCode::FAILURE);
         }
     }
-    let report = refresh::run(&cfg, &path, &req);
+    let report = refresh::run(&cfg, &path, &req, &mut crate::reporter::Stderr);
     if a.mode.json() {
         println!("{}", serde_json::to_string_pretty(&report)?);
     } else {

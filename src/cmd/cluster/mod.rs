@@ -118,6 +118,10 @@ fn tui(a: &ClusterFileArgs) -> anyhow::Result<ExitCode> {
                 memlock: None,
                 pull: None,
                 from_registry: false,
+                verify: false,
+                no_verify: false,
+                accept_tokens: false,
+                soak: 30,
                 file: file(),
                 mode: PlanOutputArgs {
                     plan: DryRunArgs { dry_run: pick == 8 },
