@@ -179,8 +179,6 @@ const NOT_YET_SHORT: &[(&str, &str)] = &[
     ("src/cluster/refresh.rs", "run"),
     ("src/cluster/run.rs", "up"),
     ("src/image/build.rs", "plan"),
-    ("src/model/kv/hf.rs", "from_config"),
-    ("src/model/sync.rs", "run_family"),
     ("src/serve/start.rs", "start"),
 ];
 
