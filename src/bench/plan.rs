@@ -272,6 +272,8 @@ fn s<T: ToString>(v: T) -> String {
     v.to_string()
 }
 
+/// Path `i`'s plan: its TCP server on the peer and its legs (TCP,
+/// iperf3, RDMA).
 fn path_plan(
     opts: &BenchOptions,
     i: usize,
@@ -279,13 +281,17 @@ fn path_plan(
     local: &NodeContext,
     peer: Option<&NodeContext>,
 ) -> PathPlan {
-    let id = format!("p{i}");
-    let peer_ip = s(spec.peer_ip);
-    let local_ip = s(spec.local_ip);
-    let streams_set: Vec<u32> = if opts.streams > 1 {
-        vec![1, opts.streams]
-    } else {
-        vec![1]
+    let path = OnePath {
+        opts,
+        id: format!("p{i}"),
+        spec,
+        local,
+        peer,
+        streams: if opts.streams > 1 {
+            vec![1, opts.streams]
+        } else {
+            vec![1]
+        },
     };
     let tcp_server = on_peer(
         opts,
@@ -294,114 +300,206 @@ fn path_plan(
             s("bench"),
             s("serve"),
             s("--bind"),
-            peer_ip.clone(),
+            s(spec.peer_ip),
             s("--port"),
             s(opts.port),
             s("--idle-timeout"),
             s(SERVE_IDLE_S),
         ],
     );
-    let built_in = |kind: LegKind, n: u32, what: String| {
-        if opts.local_in.is_some() {
-            tcp_client(opts, spec, kind, n)
-        } else {
-            vec![s(BUILT_IN), what]
-        }
-    };
-    let mut legs = vec![Leg {
-        id: format!("{id}-tcp-latency"),
-        kind: LegKind::TcpLatency,
-        streams: 1,
-        server: None,
-        client: built_in(
-            LegKind::TcpLatency,
-            1,
-            format!(
-                "{} round trips of {TCP_LATENCY_BYTES} B to {peer_ip}:{} from {local_ip} (at most {} s)",
-                opts.latency_samples, opts.port, opts.duration_s
-            ),
-        ),
-        skip: None,
-    }];
-    for &n in &streams_set {
-        legs.push(Leg {
-            id: format!("{id}-tcp-bw-{n}"),
-            kind: LegKind::TcpBandwidth,
-            streams: n,
+    let mut legs = path.tcp_legs();
+    legs.extend(path.iperf3_legs());
+    legs.extend(path.rdma_legs());
+    PathPlan {
+        id: path.id,
+        spec: *spec,
+        tcp_server,
+        legs,
+    }
+}
+
+/// One path as its legs are planned: the options, its id, addresses and
+/// two ends, and the stream counts each bandwidth leg runs at.
+struct OnePath<'a> {
+    /// What `bench run` was asked.
+    opts: &'a BenchOptions,
+    /// `p0`, `p1`, …
+    id: String,
+    /// The addresses.
+    spec: &'a PathSpec,
+    /// This node's end.
+    local: &'a NodeContext,
+    /// The peer's end (`None` in a dry run).
+    peer: Option<&'a NodeContext>,
+    /// 1, and `--streams` when more.
+    streams: Vec<u32>,
+}
+
+impl OnePath<'_> {
+    /// The TCP latency leg, then a bandwidth leg for each stream count:
+    /// halobox's own client, built in or in this node's container.
+    fn tcp_legs(&self) -> Vec<Leg> {
+        let (opts, spec) = (self.opts, self.spec);
+        let (peer_ip, local_ip) = (spec.peer_ip, spec.local_ip);
+        let built_in = |kind: LegKind, n: u32, what: String| {
+            if opts.local_in.is_some() {
+                tcp_client(opts, spec, kind, n)
+            } else {
+                vec![s(BUILT_IN), what]
+            }
+        };
+        let mut legs = vec![Leg {
+            id: format!("{}-tcp-latency", self.id),
+            kind: LegKind::TcpLatency,
+            streams: 1,
             server: None,
             client: built_in(
-                LegKind::TcpBandwidth,
-                n,
+                LegKind::TcpLatency,
+                1,
                 format!(
-                    "{n} stream(s) to {peer_ip}:{} from {local_ip} for {} s",
-                    opts.port, opts.duration_s
+                    "{} round trips of {TCP_LATENCY_BYTES} B to {peer_ip}:{} from {local_ip} (at most {} s)",
+                    opts.latency_samples, opts.port, opts.duration_s
                 ),
             ),
             skip: None,
-        });
+        }];
+        for &n in &self.streams {
+            legs.push(Leg {
+                id: format!("{}-tcp-bw-{n}", self.id),
+                kind: LegKind::TcpBandwidth,
+                streams: n,
+                server: None,
+                client: built_in(
+                    LegKind::TcpBandwidth,
+                    n,
+                    format!(
+                        "{n} stream(s) to {peer_ip}:{} from {local_ip} for {} s",
+                        opts.port, opts.duration_s
+                    ),
+                ),
+                skip: None,
+            });
+        }
+        legs
     }
-    let iperf3_skip = if !local.iperf3 {
-        Some("iperf3 is not installed on this node".to_string())
-    } else if peer.is_some_and(|p| !p.iperf3) {
-        Some("iperf3 is not installed on the peer".to_string())
-    } else {
-        None
-    };
-    for &n in &streams_set {
-        legs.push(Leg {
-            id: format!("{id}-iperf3-{n}"),
-            kind: LegKind::Iperf3,
-            streams: n,
-            server: Some(on_peer(
-                opts,
-                vec![
-                    s("iperf3"),
-                    s("-s"),
-                    s("-1"),
-                    s("--forceflush"),
-                    s("-B"),
-                    peer_ip.clone(),
-                    s("-p"),
-                    s(IPERF3_PORT),
-                ],
+
+    /// An iperf3 leg for each stream count, skipped where an end lacks
+    /// iperf3.
+    fn iperf3_legs(&self) -> Vec<Leg> {
+        let opts = self.opts;
+        let (peer_ip, local_ip) = (s(self.spec.peer_ip), s(self.spec.local_ip));
+        let skip = if !self.local.iperf3 {
+            Some("iperf3 is not installed on this node".to_string())
+        } else if self.peer.is_some_and(|p| !p.iperf3) {
+            Some("iperf3 is not installed on the peer".to_string())
+        } else {
+            None
+        };
+        let server = on_peer(
+            opts,
+            vec![
+                s("iperf3"),
+                s("-s"),
+                s("-1"),
+                s("--forceflush"),
+                s("-B"),
+                peer_ip.clone(),
+                s("-p"),
+                s(IPERF3_PORT),
+            ],
+        );
+        let client = |n: u32| {
+            let argv = vec![
+                s("iperf3"),
+                s("-c"),
+                peer_ip.clone(),
+                s("-B"),
+                local_ip.clone(),
+                s("-p"),
+                s(IPERF3_PORT),
+                s("-t"),
+                s(opts.duration_s),
+                s("-P"),
+                s(n),
+                s("--json"),
+            ];
+            here(opts, argv)
+        };
+        self.streams
+            .iter()
+            .map(|&n| Leg {
+                id: format!("{}-iperf3-{n}", self.id),
+                kind: LegKind::Iperf3,
+                streams: n,
+                server: Some(server.clone()),
+                client: client(n),
+                skip: skip.clone(),
+            })
+            .collect()
+    }
+
+    /// The perftest legs: latency, bandwidth for each stream count, and
+    /// the sweep when asked; each on its own port from [`PERFTEST_PORT`].
+    fn rdma_legs(&self) -> Vec<Leg> {
+        let skip = match self.opts.link {
+            Some(link) => Some(format!(
+                "--link {link}: no RDMA over thunderbolt-net (a USB4 RDMA provider is RCCL's net plugin: `halobox bench collective`)"
             )),
-            client: here(
-                opts,
-                vec![
-                    s("iperf3"),
-                    s("-c"),
-                    peer_ip.clone(),
-                    s("-B"),
-                    local_ip.clone(),
-                    s("-p"),
-                    s(IPERF3_PORT),
-                    s("-t"),
-                    s(opts.duration_s),
-                    s("-P"),
-                    s(n),
-                    s("--json"),
-                ],
-            ),
-            skip: iperf3_skip.clone(),
-        });
+            None => rdma_skip(self.opts.rdma, self.local, self.peer),
+        };
+        let mut kinds = vec![(LegKind::RdmaLatency, 1)];
+        kinds.extend(self.streams.iter().map(|&n| (LegKind::RdmaBandwidth, n)));
+        if self.opts.sweep {
+            kinds.push((LegKind::RdmaSweep, 1));
+        }
+        kinds
+            .into_iter()
+            .zip(PERFTEST_PORT..)
+            .map(|((kind, n), port)| self.rdma_leg(kind, n, port, skip.clone()))
+            .collect()
     }
-    let rdma_skip = match opts.link {
-        Some(link) => Some(format!(
-            "--link {link}: no RDMA over thunderbolt-net (a USB4 RDMA provider is RCCL's net plugin: `halobox bench collective`)"
-        )),
-        None => rdma_skip(opts.rdma, local, peer),
-    };
-    let mtu = match (local.roce_mtu, peer.map(|p| p.roce_mtu)) {
-        (Some(l), Some(Some(p))) => Some(l.min(p)),
-        (Some(l), None) => Some(l),
-        _ => None,
-    };
-    let mut port = PERFTEST_PORT;
-    let mut rdma_leg = |kind: LegKind, n: u32| {
+
+    /// One perftest leg of `kind` at `n` queue pairs on `port`: the server
+    /// on the peer, the client here.
+    fn rdma_leg(&self, kind: LegKind, n: u32, port: u16, skip: Option<String>) -> Leg {
         let tool = if kind == LegKind::RdmaLatency {
             "ib_write_lat"
         } else {
             "ib_write_bw"
+        };
+        let common = self.perftest_args(kind, n, port);
+        let mut server = vec![s(tool)];
+        server.extend(perftest_endpoint(self.peer, "peer"));
+        server.extend(common.iter().cloned());
+        let mut client = vec![s(tool)];
+        client.extend(perftest_endpoint(Some(self.local), "local"));
+        client.extend(common);
+        client.push(s(self.spec.peer_ip));
+        let suffix = if kind == LegKind::RdmaLatency {
+            String::new()
+        } else if kind == LegKind::RdmaSweep {
+            "-sweep".to_string()
+        } else {
+            format!("-{n}")
+        };
+        Leg {
+            id: format!("{}-{tool}{suffix}", self.id),
+            kind,
+            streams: n,
+            server: Some(on_peer(self.opts, server)),
+            client: here(self.opts, client),
+            skip,
+        }
+    }
+
+    /// The perftest arguments both ends share: the port, the path MTU both
+    /// ends allow (at most 4096), and what `kind` measures.
+    fn perftest_args(&self, kind: LegKind, n: u32, port: u16) -> Vec<String> {
+        let opts = self.opts;
+        let mtu = match (self.local.roce_mtu, self.peer.map(|p| p.roce_mtu)) {
+            (Some(l), Some(Some(p))) => Some(l.min(p)),
+            (Some(l), None) => Some(l),
+            _ => None,
         };
         let mut common: Vec<String> = vec![s("-F"), s("-p"), s(port)];
         if let Some(m) = mtu {
@@ -422,64 +520,32 @@ fn path_plan(
                 s(opts.duration_s),
             ]);
         }
-        let endpoint = |ctx: Option<&NodeContext>, who: &str| -> Vec<String> {
-            match ctx {
-                None => vec![
-                    s("-d"),
-                    format!("<{who} device>"),
-                    s("-i"),
-                    format!("<{who} port>"),
-                    s("-x"),
-                    format!("<{who} gid index>"),
-                ],
-                Some(c) => match &c.rdma {
-                    None => vec![],
-                    Some(r) => {
-                        let mut v = vec![s("-d"), r.device.clone(), s("-i"), s(r.port)];
-                        if let Some(g) = r.gid_index {
-                            v.extend([s("-x"), s(g)]);
-                        }
-                        v
-                    }
-                },
+        common
+    }
+}
+
+/// A perftest end's device, port and GID index (`<who …>` placeholders
+/// when its context is unknown; none when it has no RDMA endpoint).
+fn perftest_endpoint(ctx: Option<&NodeContext>, who: &str) -> Vec<String> {
+    match ctx {
+        None => vec![
+            s("-d"),
+            format!("<{who} device>"),
+            s("-i"),
+            format!("<{who} port>"),
+            s("-x"),
+            format!("<{who} gid index>"),
+        ],
+        Some(c) => match &c.rdma {
+            None => vec![],
+            Some(r) => {
+                let mut v = vec![s("-d"), r.device.clone(), s("-i"), s(r.port)];
+                if let Some(g) = r.gid_index {
+                    v.extend([s("-x"), s(g)]);
+                }
+                v
             }
-        };
-        let mut server = vec![s(tool)];
-        server.extend(endpoint(peer, "peer"));
-        server.extend(common.iter().cloned());
-        let mut client = vec![s(tool)];
-        client.extend(endpoint(Some(local), "local"));
-        client.extend(common);
-        client.push(peer_ip.clone());
-        port += 1;
-        let suffix = if kind == LegKind::RdmaLatency {
-            String::new()
-        } else if kind == LegKind::RdmaSweep {
-            "-sweep".to_string()
-        } else {
-            format!("-{n}")
-        };
-        Leg {
-            id: format!("{id}-{tool}{suffix}"),
-            kind,
-            streams: n,
-            server: Some(on_peer(opts, server)),
-            client: here(opts, client),
-            skip: rdma_skip.clone(),
-        }
-    };
-    legs.push(rdma_leg(LegKind::RdmaLatency, 1));
-    for &n in &streams_set {
-        legs.push(rdma_leg(LegKind::RdmaBandwidth, n));
-    }
-    if opts.sweep {
-        legs.push(rdma_leg(LegKind::RdmaSweep, 1));
-    }
-    PathPlan {
-        id,
-        spec: *spec,
-        tcp_server,
-        legs,
+        },
     }
 }
 

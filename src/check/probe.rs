@@ -357,6 +357,109 @@ fn outcome(rest: &str) -> Result<String, String> {
     }
 }
 
+/// `rdma.port DEVICE PORT LINK_LAYER STATE`.
+fn rdma_port(rest: &str) -> Option<PortSeen> {
+    let (device, rest) = split(rest);
+    let (port, rest) = split(rest);
+    let (link_layer, state) = split(rest);
+    Some(PortSeen {
+        device: device.to_string(),
+        port: port.parse().ok()?,
+        link_layer: link_layer.to_string(),
+        state: state.trim().to_string(),
+    })
+}
+
+/// `kfd.node ID GFX_TARGET_VERSION RENDER_MINOR`.
+fn kfd_node(rest: &str) -> Option<KfdSeen> {
+    let mut w = rest.split_whitespace();
+    Some(KfdSeen {
+        id: w.next()?.parse().ok()?,
+        gfx_target_version: w.next().and_then(|g| g.parse().ok()),
+        render_minor: w.next().and_then(|m| m.parse().ok()),
+    })
+}
+
+/// `rccl.gate CONSUMER LIB CODE MISSING…`, or `rccl.gate - - WHY` when the
+/// gate did not run: the gate, or why it was skipped.
+fn rccl_gate(rest: &str) -> Result<GateSeen, String> {
+    let (consumer, rest) = split(rest);
+    let (lib, rest) = split(rest);
+    let (code, missing) = split(rest);
+    if consumer == "-" {
+        return Err(code.to_string());
+    }
+    Ok(GateSeen {
+        consumer: consumer.to_string(),
+        lib: value(lib),
+        code: code.parse().ok(),
+        missing: missing.split_whitespace().map(str::to_string).collect(),
+    })
+}
+
+/// `rccl.build PATH INJECT IB [GFX1151 BUNDLES UNREADABLE NOT_BUNDLE]`.
+fn rccl_build(rest: &str) -> RcclBuild {
+    let (path, rest) = split(rest);
+    let (inject, rest) = split(rest);
+    let (ib, counts) = split(rest);
+    let n: Vec<u32> = counts
+        .split_whitespace()
+        .map_while(|c| c.parse().ok())
+        .collect();
+    RcclBuild {
+        path: path.to_string(),
+        fault_injection: inject == "yes",
+        ib_gate: ib.trim() == "yes",
+        code_objects: match n[..] {
+            [gfx1151, bundles, unreadable, not_bundle] => Some(CodeObjects {
+                gfx1151,
+                bundles,
+                unreadable,
+                not_bundle,
+            }),
+            _ => None,
+        },
+    }
+}
+
+/// `rccl.loaded SHA PATH`, `rccl.loaded unreadable PATH` or
+/// `rccl.loaded none`.
+fn rccl_loaded(rest: &str) -> Option<RcclSeen> {
+    let (sha, path) = split(rest);
+    match sha {
+        "none" => None,
+        "unreadable" => Some(RcclSeen {
+            sha256: None,
+            path: split(path).0.to_string(),
+        }),
+        sha => Some(RcclSeen {
+            sha256: Some(sha.to_string()),
+            path: path.trim().to_string(),
+        }),
+    }
+}
+
+/// `netplugin PATH ok V7,V8`, `netplugin PATH err WHY` or
+/// `netplugin PATH -` (not loaded).
+fn net_plugin(rest: &str) -> NetPluginSeen {
+    let (path, rest) = split(rest);
+    let (word, detail) = split(rest);
+    let load = match word {
+        "ok" => Some(Ok(detail
+            .split(',')
+            .map(str::trim)
+            .filter(|v| !v.is_empty() && *v != "-")
+            .map(str::to_string)
+            .collect())),
+        "err" => Some(Err(detail.trim().to_string())),
+        _ => None,
+    };
+    NetPluginSeen {
+        path: path.to_string(),
+        load,
+    }
+}
+
 /// Parses the probe's stdout; lines without the mark are ignored.
 pub fn parse(stdout: &str) -> Probe {
     let mut p = Probe::default();
@@ -365,124 +468,91 @@ pub fn parse(stdout: &str) -> Probe {
             continue;
         };
         let (key, rest) = split(fact);
+        p.read(key, rest);
+    }
+    p
+}
+
+impl Probe {
+    /// Takes in one fact, `KEY REST`, by the family its key names (the word
+    /// before its first dot); a key no family knows is ignored.
+    fn read(&mut self, key: &str, rest: &str) {
+        match key.split_once('.').map_or(key, |(family, _)| family) {
+            "rdma" | "kfd" => self.read_hardware(key, rest),
+            "rccl" | "netplugin" => self.read_rccl(key, rest),
+            "torch" => self.read_torch(key, rest),
+            "python" | "py" | "amdsmi" | "vllm" => self.read_python(key, rest),
+            "llama" => self.read_llama(key, rest),
+            _ => self.read_container(key, rest),
+        }
+    }
+
+    /// The probe's own lines, the user, limits, environment, devices and
+    /// ray.
+    fn read_container(&mut self, key: &str, rest: &str) {
         match key {
-            "probe" => p.version = rest.trim().parse().ok(),
-            "end" => p.complete = true,
-            "uid" => p.uid = rest.trim().parse().ok(),
-            "user" => p.user = value(rest),
+            "probe" => self.version = rest.trim().parse().ok(),
+            "end" => self.complete = true,
+            "uid" => self.uid = rest.trim().parse().ok(),
+            "user" => self.user = value(rest),
             "groups" => {
-                p.groups = rest
+                self.groups = rest
                     .split_whitespace()
                     .filter_map(|g| g.parse().ok())
                     .collect()
             }
-            "memlock" => p.memlock = memlock(rest),
+            "memlock" => self.memlock = memlock(rest),
             "env" => {
                 let (name, val) = split(rest);
-                p.env.push((name.to_string(), val.trim().to_string()));
+                self.env.push((name.to_string(), val.trim().to_string()));
             }
-            "dev" => p.devices.extend(device(rest)),
-            "rdma" => p.rdma_class = rest.trim() == "yes",
-            "rdma.port" => {
-                let (device, rest) = split(rest);
-                let (port, rest) = split(rest);
-                let (link_layer, state) = split(rest);
-                if let Ok(port) = port.parse() {
-                    p.rdma_ports.push(PortSeen {
-                        device: device.to_string(),
-                        port,
-                        link_layer: link_layer.to_string(),
-                        state: state.trim().to_string(),
-                    });
-                }
+            "dev" => self.devices.extend(device(rest)),
+            "ray" => {
+                let (path, out) = split(rest);
+                self.ray = value(path).map(|path| (path, out.trim().to_string()));
             }
+            _ => {}
+        }
+    }
+
+    /// The RDMA class, ports, drivers and rdma-core; the KFD topology.
+    fn read_hardware(&mut self, key: &str, rest: &str) {
+        match key {
+            "rdma" => self.rdma_class = rest.trim() == "yes",
+            "rdma.port" => self.rdma_ports.extend(rdma_port(rest)),
             "rdma.driver" => {
                 let (device, driver) = split(rest);
-                p.rdma_drivers
+                self.rdma_drivers
                     .push((device.to_string(), driver.trim().to_string()));
             }
-            "rdma.core" => p.rdma_core = value(rest),
-            "rccl.gate" => {
-                let (consumer, rest) = split(rest);
-                let (lib, rest) = split(rest);
-                let (code, missing) = split(rest);
-                if consumer == "-" {
-                    p.rccl_gate_skipped = Some(code.to_string());
-                } else {
-                    p.rccl_gates.push(GateSeen {
-                        consumer: consumer.to_string(),
-                        lib: value(lib),
-                        code: code.parse().ok(),
-                        missing: missing.split_whitespace().map(str::to_string).collect(),
-                    });
-                }
-            }
-            "rccl.build" => {
-                let (path, rest) = split(rest);
-                let (inject, rest) = split(rest);
-                let (ib, counts) = split(rest);
-                let n: Vec<u32> = counts
-                    .split_whitespace()
-                    .map_while(|c| c.parse().ok())
-                    .collect();
-                p.rccl_builds.push(RcclBuild {
-                    path: path.to_string(),
-                    fault_injection: inject == "yes",
-                    ib_gate: ib.trim() == "yes",
-                    code_objects: match n[..] {
-                        [gfx1151, bundles, unreadable, not_bundle] => Some(CodeObjects {
-                            gfx1151,
-                            bundles,
-                            unreadable,
-                            not_bundle,
-                        }),
-                        _ => None,
-                    },
-                });
-            }
-            "torch.nccl" => {
-                p.torch.get_or_insert_with(TorchSeen::default).nccl = Some(match rest.trim() {
-                    "True" => Ok(true),
-                    "False" => Ok(false),
-                    other => Err(split(other).1.trim().to_string()),
-                })
-            }
-            "kfd" => p.kfd = rest.trim() == "yes",
-            "kfd.node" => {
-                let mut w = rest.split_whitespace();
-                if let Some(id) = w.next().and_then(|i| i.parse().ok()) {
-                    p.kfd_nodes.push(KfdSeen {
-                        id,
-                        gfx_target_version: w.next().and_then(|g| g.parse().ok()),
-                        render_minor: w.next().and_then(|m| m.parse().ok()),
-                    });
-                }
-            }
-            "rccl.file" => p.rccl_file = value(rest),
-            "netplugin" => {
-                let (path, rest) = split(rest);
-                let (word, detail) = split(rest);
-                let load = match word {
-                    "ok" => Some(Ok(detail
-                        .split(',')
-                        .map(str::trim)
-                        .filter(|v| !v.is_empty() && *v != "-")
-                        .map(str::to_string)
-                        .collect())),
-                    "err" => Some(Err(detail.trim().to_string())),
-                    _ => None,
-                };
-                p.net_plugins.push(NetPluginSeen {
-                    path: path.to_string(),
-                    load,
-                });
-            }
-            "python" => {
-                let (path, version) = split(rest);
-                p.python = value(path).map(|path| (path, version.trim().to_string()));
-            }
+            "rdma.core" => self.rdma_core = value(rest),
+            "kfd" => self.kfd = rest.trim() == "yes",
+            "kfd.node" => self.kfd_nodes.extend(kfd_node(rest)),
+            _ => {}
+        }
+    }
+
+    /// RCCL: the ABI gate, each build, the image's file, what torch
+    /// loaded; the net plugins.
+    fn read_rccl(&mut self, key: &str, rest: &str) {
+        match key {
+            "rccl.gate" => match rccl_gate(rest) {
+                Ok(gate) => self.rccl_gates.push(gate),
+                Err(why) => self.rccl_gate_skipped = Some(why),
+            },
+            "rccl.build" => self.rccl_builds.push(rccl_build(rest)),
+            "rccl.file" => self.rccl_file = value(rest),
+            "rccl.loaded" => self.rccl_loaded.extend(rccl_loaded(rest)),
+            "netplugin" => self.net_plugins.push(net_plugin(rest)),
+            _ => {}
+        }
+    }
+
+    /// What torch said.
+    fn read_torch(&mut self, key: &str, rest: &str) {
+        match key {
             "torch.import" => {
-                let t = p.torch.get_or_insert_with(TorchSeen::default);
+                let t = self.torch();
                 match outcome(rest) {
                     Ok(v) => {
                         let (version, hip) = split(&v);
@@ -493,79 +563,105 @@ pub fn parse(stdout: &str) -> Probe {
                 }
             }
             "torch.cuda" => {
-                let t = p.torch.get_or_insert_with(TorchSeen::default);
+                let t = self.torch();
                 let (ok, count) = split(rest);
                 t.cuda = Some(ok == "True");
                 t.device_count = count.trim().parse().ok();
             }
-            "torch.arch" => p.torch.get_or_insert_with(TorchSeen::default).arch = value(rest),
-            "torch.device" => p.torch.get_or_insert_with(TorchSeen::default).device = value(rest),
-            "torch.cuda.error" => {
-                p.torch.get_or_insert_with(TorchSeen::default).cuda_error = value(rest)
+            "torch.arch" => self.torch().arch = value(rest),
+            "torch.device" => self.torch().device = value(rest),
+            "torch.cuda.error" => self.torch().cuda_error = value(rest),
+            "torch.nccl" => {
+                self.torch().nccl = Some(match rest.trim() {
+                    "True" => Ok(true),
+                    "False" => Ok(false),
+                    other => Err(split(other).1.trim().to_string()),
+                })
             }
-            "rccl.loaded" => {
-                let (sha, path) = split(rest);
-                match sha {
-                    "none" => {}
-                    "unreadable" => p.rccl_loaded.push(RcclSeen {
-                        sha256: None,
-                        path: split(path).0.to_string(),
-                    }),
-                    sha => p.rccl_loaded.push(RcclSeen {
-                        sha256: Some(sha.to_string()),
-                        path: path.trim().to_string(),
-                    }),
-                }
+            _ => {}
+        }
+    }
+
+    /// What torch said so far, begun at its first fact.
+    fn torch(&mut self) -> &mut TorchSeen {
+        self.torch.get_or_insert_with(TorchSeen::default)
+    }
+
+    /// The python, how its parts exited, and what amdsmi and vLLM said.
+    fn read_python(&mut self, key: &str, rest: &str) {
+        match key {
+            "python" => {
+                let (path, version) = split(rest);
+                self.python = value(path).map(|path| (path, version.trim().to_string()));
             }
-            "amdsmi.import" => {
-                p.amdsmi
-                    .get_or_insert_with(AmdsmiSeen::default)
-                    .import_error = outcome(rest).err()
-            }
-            "amdsmi.init" => {
-                p.amdsmi.get_or_insert_with(AmdsmiSeen::default).init_error = outcome(rest).err()
-            }
-            "amdsmi.processors" => {
-                p.amdsmi.get_or_insert_with(AmdsmiSeen::default).processors =
-                    rest.trim().parse().ok()
-            }
-            "vllm.import" => {
-                let v = p.vllm.get_or_insert_with(VllmSeen::default);
-                match outcome(rest) {
-                    Ok(version) => v.version = value(&version),
-                    Err(e) => v.import_error = Some(e),
-                }
-            }
-            "vllm.platform" => p.vllm.get_or_insert_with(VllmSeen::default).platform = value(rest),
             "py.exit" => {
                 let (part, rest) = split(rest);
                 let (code, tail) = split(rest);
-                p.python_exits.push(PythonExit {
+                self.python_exits.push(PythonExit {
                     part: part.to_string(),
                     code: code.parse().unwrap_or(-1),
                     tail: tail.trim().to_string(),
                 });
             }
-            "llama.bin" => {
-                let (name, path) = split(rest);
-                p.llama_bins.push((name.to_string(), value(path)));
+            "amdsmi.import" => {
+                self.amdsmi
+                    .get_or_insert_with(AmdsmiSeen::default)
+                    .import_error = outcome(rest).err()
             }
-            "llama.version" => p.llama_version = value(rest),
-            "llama.dev" => p.llama_list.push(rest.trim().to_string()),
-            "llama.list" => p.llama_list_exit = rest.trim().parse().ok(),
-            "ray" => {
-                let (path, out) = split(rest);
-                p.ray = value(path).map(|path| (path, out.trim().to_string()));
+            "amdsmi.init" => {
+                self.amdsmi
+                    .get_or_insert_with(AmdsmiSeen::default)
+                    .init_error = outcome(rest).err()
+            }
+            "amdsmi.processors" => {
+                self.amdsmi
+                    .get_or_insert_with(AmdsmiSeen::default)
+                    .processors = rest.trim().parse().ok()
+            }
+            "vllm.import" => {
+                let v = self.vllm.get_or_insert_with(VllmSeen::default);
+                match outcome(rest) {
+                    Ok(version) => v.version = value(&version),
+                    Err(e) => v.import_error = Some(e),
+                }
+            }
+            "vllm.platform" => {
+                self.vllm.get_or_insert_with(VllmSeen::default).platform = value(rest)
             }
             _ => {}
         }
     }
-    p
+
+    /// llama.cpp's binaries, version and devices.
+    fn read_llama(&mut self, key: &str, rest: &str) {
+        match key {
+            "llama.bin" => {
+                let (name, path) = split(rest);
+                self.llama_bins.push((name.to_string(), value(path)));
+            }
+            "llama.version" => self.llama_version = value(rest),
+            "llama.dev" => self.llama_list.push(rest.trim().to_string()),
+            "llama.list" => self.llama_list_exit = rest.trim().parse().ok(),
+            _ => {}
+        }
+    }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn an_unknown_key_of_a_known_family_is_ignored() {
+        let p = parse("@@hbx torch.future 1\n@@hbx rdma.future x\n@@hbx vllm\n@@hbx end\n");
+        assert_eq!(
+            p,
+            Probe {
+                complete: true,
+                ..Probe::default()
+            }
+        );
+    }
 
     #[test]
     fn the_python_part_fits_in_single_quotes() {

@@ -135,121 +135,198 @@ fn node_findings(
     version: &str,
     rdma: bool,
 ) -> Vec<Finding> {
-    let mut out = Vec::new();
-    let mut add = |level, check, message| out.push(finding(level, check, Some(node), message));
+    let mut found: Vec<Found> = Vec::new();
     if r.halobox_version != version {
-        add(
+        found.push((
             Level::Fail,
             "version",
             format!(
                 "runs halobox {}, this machine {version}: install the same halobox on every node",
                 r.halobox_version
             ),
-        );
+        ));
     }
+    if let Some(stop) = not_running(node, r) {
+        found.push(stop);
+    } else {
+        if r.container.backend.is_container() {
+            found.extend(inside(node, r));
+        }
+        let access = Access::of(node, &r.container, rdma);
+        found.extend(access.memlock(r));
+        found.extend(access.kfd(r));
+        if let Some(v) = &r.view {
+            found.extend(access.opened(cfg, r, v));
+        }
+        if r.env.is_head && r.port_free == Some(false) {
+            found.push((
+                Level::Fail,
+                "port",
+                format!(
+                    "port {} on {} is already in use: stop what holds it (`ss -ltnp 'sport = :{}'`, `halobox cluster down`) or set ray_port in cluster.toml",
+                    cfg.ray_port, r.env.ip, cfg.ray_port
+                ),
+            ));
+        }
+    }
+    found
+        .into_iter()
+        .map(|(level, check, message)| finding(level, check, Some(node), message))
+        .collect()
+}
+
+/// A finding about the node at hand: its level, check and message.
+type Found = (Level, &'static str, String);
+
+/// Why the node's container cannot be looked into (not inspected, not
+/// there, not running), which ends the node's checks; `None` when it runs.
+fn not_running(node: &NodeConfig, r: &JoinReport) -> Option<Found> {
     if let Some(why) = &r.not_inspected {
-        add(Level::Fail, "container", why.clone());
-        return out;
+        return Some((Level::Fail, "container", why.clone()));
     }
     let c = &r.container;
     let name = &node.container;
     if !c.found {
-        add(
+        return Some((
             Level::Fail,
             "container",
             format!(
                 "there is no container {name}: create it with `halobox refresh --name {name}` on that node"
             ),
-        );
-        return out;
+        ));
     }
-    if !c.running() {
-        let state = c.state.as_deref().unwrap_or("not running");
+    if c.running() {
+        return None;
+    }
+    let state = c.state.as_deref().unwrap_or("not running");
+    Some(
         if c.halobox.is_some() && crate::container::enter::needs_start(name, state) == Ok(true) {
-            add(
+            (
                 Level::Warn,
                 "container",
                 format!(
                     "container {name} is {state}: `halobox cluster up` starts it first (by hand: `halobox enter {name} -- true` on that node)"
                 ),
-            );
+            )
         } else {
-            add(
+            (
                 Level::Fail,
                 "container",
                 format!(
                     "container {name} is {state}, not running: start it with `halobox enter {name} -- true` on that node"
                 ),
-            );
-        }
-        return out;
-    }
-    if c.backend.is_container() {
-        match (&c.halobox, &r.inside_error, &r.inside_version) {
-            (None, _, _) => add(
-                Level::Fail,
-                "halobox",
-                format!(
-                    "container {name} was made without halobox inside (by hand, or by an older halobox): re-create it with `halobox refresh --name {name}` on that node"
-                ),
+            )
+        },
+    )
+}
+
+/// What is wrong with halobox inside a container halobox made: none
+/// there, it cannot run, or it is not the node's version.
+fn inside(node: &NodeConfig, r: &JoinReport) -> Option<Found> {
+    let name = &node.container;
+    match (&r.container.halobox, &r.inside_error, &r.inside_version) {
+        (None, _, _) => Some((
+            Level::Fail,
+            "halobox",
+            format!(
+                "container {name} was made without halobox inside (by hand, or by an older halobox): re-create it with `halobox refresh --name {name}` on that node"
             ),
-            (Some(_), Some(e), _) => add(Level::Fail, "inside", e.clone()),
-            (Some(path), None, Some(v)) if v != &r.halobox_version => add(
-                Level::Fail,
-                "version",
-                format!(
-                    "halobox in container {name} ({path}) is {v}, the node's is {}: the container sees the binary's folder of its last refresh; `halobox refresh --name {name}` on that node",
-                    r.halobox_version
-                ),
+        )),
+        (Some(_), Some(e), _) => Some((Level::Fail, "inside", e.clone())),
+        (Some(path), None, Some(v)) if v != &r.halobox_version => Some((
+            Level::Fail,
+            "version",
+            format!(
+                "halobox in container {name} ({path}) is {v}, the node's is {}: the container sees the binary's folder of its last refresh; `halobox refresh --name {name}` on that node",
+                r.halobox_version
             ),
-            _ => {}
+        )),
+        _ => None,
+    }
+}
+
+/// How the checks of what RCCL will see where Ray runs (memlock, GPU and
+/// RDMA devices) judge and word a miss. Outside a container halobox made
+/// nothing: GPU access and memlock there are the host's business, so they
+/// only warn. Memlock and the RDMA devices matter only when RCCL uses RDMA.
+struct Access {
+    /// Where Ray runs is a container halobox made.
+    container: bool,
+    /// The level of a GPU device missing or closed.
+    gpu: Level,
+    /// The level of memlock short or an RDMA device missing or closed.
+    rdma: Level,
+    /// Where Ray runs, in messages.
+    place: String,
+    /// The command that fixes it.
+    fix: String,
+}
+
+impl Access {
+    /// The judging for `node`'s container `c`; `rdma`: the cluster uses RDMA.
+    fn of(node: &NodeConfig, c: &ContainerReport, rdma: bool) -> Access {
+        let container = c.backend.is_container();
+        let gpu = if container { Level::Fail } else { Level::Warn };
+        Access {
+            container,
+            gpu,
+            rdma: if rdma { gpu } else { Level::Warn },
+            place: where_(c),
+            fix: if container {
+                format!("`halobox refresh --name {}` on that node", node.container)
+            } else {
+                "`halobox doctor` on that node".to_string()
+            },
         }
     }
-    // Outside a container halobox made nothing: GPU access and memlock
-    // there are the host's business, so they only warn. Memlock and the
-    // RDMA devices matter only when RCCL uses RDMA.
-    let gpu_level = if c.backend.is_container() {
-        Level::Fail
-    } else {
-        Level::Warn
-    };
-    let rdma_level = if rdma { gpu_level } else { Level::Warn };
-    let place = where_(c);
-    let fix = if c.backend.is_container() {
-        format!("`halobox refresh --name {name}` on that node")
-    } else {
-        "`halobox doctor` on that node".to_string()
-    };
-    let view = r.view.as_ref();
-    match view.map_or(c.memlock, |v| v.memlock) {
-        Some(-1) => {}
-        other => add(
-            rdma_level,
+
+    /// Memlock not unlimited (as the runtime view reads it, else the
+    /// container's report).
+    fn memlock(&self, r: &JoinReport) -> Option<Found> {
+        let other = match r.view.as_ref().map_or(r.container.memlock, |v| v.memlock) {
+            Some(-1) => return None,
+            other => other,
+        };
+        Some((
+            self.rdma,
             "memlock",
             format!(
-                "memlock is {} in {place}: RDMA needs it unlimited ({})",
+                "memlock is {} in {}: RDMA needs it unlimited ({})",
                 other.map_or("unknown".into(), |v| format!("{v} bytes")),
-                if c.backend.is_container() {
-                    format!("{fix} sets it")
+                self.place,
+                if self.container {
+                    format!("{} sets it", self.fix)
                 } else {
                     "limits.d memlock unlimited".to_string()
                 }
             ),
-        ),
+        ))
     }
-    let kfd_in = view.map_or(c.kfd, |v| v.kfd.is_some());
-    if !kfd_in {
-        let why = if c.node_kfd || !c.backend.is_container() {
+
+    /// `/dev/kfd` missing where Ray runs (or on the node itself).
+    fn kfd(&self, r: &JoinReport) -> Option<Found> {
+        let c = &r.container;
+        if r.view.as_ref().map_or(c.kfd, |v| v.kfd.is_some()) {
+            return None;
+        }
+        let why = if c.node_kfd || !self.container {
             format!(
-                "/dev/kfd is not in {place} (made without the GPU devices?): vLLM will not see the GPU; {fix}"
+                "/dev/kfd is not in {} (made without the GPU devices?): vLLM will not see the GPU; {}",
+                self.place, self.fix
             )
         } else {
             "the node has no /dev/kfd: vLLM will not see a GPU there (`halobox doctor` on that node)"
                 .to_string()
         };
-        add(gpu_level, "devices", why);
+        Some((self.gpu, "devices", why))
     }
-    if let Some(v) = view {
+
+    /// From the runtime view `v`: GPU devices it cannot open, the node's
+    /// RDMA devices missing or closed there, and no ACTIVE port when RoCE
+    /// or InfiniBand is asked for.
+    fn opened(&self, cfg: &ClusterConfig, r: &JoinReport, v: &RuntimeView) -> Vec<Found> {
+        let (place, fix) = (self.place.as_str(), self.fix.as_str());
+        let mut out = Vec::new();
         let blocked: Vec<&DeviceAccess> = v
             .kfd
             .iter()
@@ -257,48 +334,36 @@ fn node_findings(
             .filter(|d| !d.usable)
             .collect();
         if !blocked.is_empty() {
-            add(gpu_level, "devices", cannot_open(v, &blocked, &place, &fix));
+            out.push((self.gpu, "devices", cannot_open(v, &blocked, place, fix)));
         }
-        let missing: Vec<&String> = c
+        let missing: Vec<&str> = r
+            .container
             .node_infiniband
             .iter()
             .filter(|p| !v.infiniband.iter().any(|d| &d.path == *p))
+            .map(String::as_str)
             .collect();
         if !missing.is_empty() {
-            add(
-                rdma_level,
+            out.push((
+                self.rdma,
                 "rdma",
                 format!(
                     "{} of the node not in {place}: RCCL cannot use RDMA there; {fix}",
-                    missing
-                        .iter()
-                        .map(|s| s.as_str())
-                        .collect::<Vec<_>>()
-                        .join(", ")
+                    missing.join(", ")
                 ),
-            );
+            ));
         }
         let blocked: Vec<&DeviceAccess> = v.infiniband.iter().filter(|d| !d.usable).collect();
         if !blocked.is_empty() {
-            add(rdma_level, "rdma", cannot_open(v, &blocked, &place, &fix));
+            out.push((self.rdma, "rdma", cannot_open(v, &blocked, place, fix)));
         }
         if matches!(cfg.transport, Transport::Roce | Transport::Ib)
-            && let Some(message) = no_active_port(cfg.transport, r, v, &place, &fix)
+            && let Some(message) = no_active_port(cfg.transport, r, v, place, fix)
         {
-            add(Level::Fail, "rdma", message);
+            out.push((Level::Fail, "rdma", message));
         }
+        out
     }
-    if r.env.is_head && r.port_free == Some(false) {
-        add(
-            Level::Fail,
-            "port",
-            format!(
-                "port {} on {} is already in use: stop what holds it (`ss -ltnp 'sport = :{}'`, `halobox cluster down`) or set ray_port in cluster.toml",
-                cfg.ray_port, r.env.ip, cfg.ray_port
-            ),
-        );
-    }
-    out
 }
 
 /// With RoCE or InfiniBand asked for: why RCCL would find no ACTIVE RDMA

@@ -445,18 +445,99 @@ pub fn up(
     let stopped = resume::stopped(&reports);
     if !dry_run && !stopped.is_empty() {
         start_containers(cfg, &masters, &stopped, out)?;
-        for s in &stopped {
-            let node = std::slice::from_ref(&cfg.nodes[s.index]);
-            if let Some(r) = reports_of(cfg, node, &masters).pop() {
-                reports[s.index] = r;
-            }
+        report_again(cfg, &masters, &stopped, &mut reports);
+    }
+    let running = keep_running(cfg, &masters, mode, config_path, &mut reports, out)?;
+    let join = resume::to_join(cfg, running.as_ref());
+    if dry_run {
+        print_stopped(cfg, &stopped, out)?;
+    }
+    let reports = pass_preflight(cfg, reports, mode, out)?;
+    if dry_run {
+        if running.is_some() {
+            writeln!(out, "\n{}", kept_line(cfg, &join))?;
+        }
+        print_node_plans(cfg, &reports, &join, mode, out)?;
+        writeln!(out, "\n{}", auth_summary(mode, &token_file))?;
+        writeln!(
+            out,
+            "\nthen wait up to {timeout_s} s until Ray's GCS on {}:{} lists {} alive node(s). Nothing was started (--dry-run).",
+            cfg.head().ip,
+            cfg.ray_port,
+            cfg.nodes.len()
+        )?;
+        return Ok(reports.into_iter().map(|r| r.env).collect());
+    }
+    let token = match mode {
+        auth::Mode::Token => Some(auth::load_or_create(&token_file)?),
+        auth::Mode::Insecure => None,
+    };
+    let starter = Starter {
+        cfg,
+        masters: &masters,
+        mode,
+        token: token.as_ref(),
+    };
+    let head = cfg.head();
+    // The state query starts with the head, so Python and Ray's modules
+    // load while Ray starts rather than beside the workers (it polls the
+    // head's port until the GCS answers).
+    let waiter = Waiter::start(cfg, &masters, cfg.nodes.len(), timeout_s, mode)?;
+    if running.is_some() {
+        writeln!(out, "{}", kept_line(cfg, &join))?;
+    } else {
+        starter.start_head(out)?;
+    }
+    starter.start_workers(&join, out)?;
+    let t = Instant::now();
+    let nodes = waiter.result(head)?;
+    all_alive(cfg, &nodes, timeout_s)?;
+    let envs: Vec<NodeEnv> = reports.into_iter().map(|r| r.env).collect();
+    save_state(config_path, envs.clone(), nodes.gcs.and_then(|g| g.session));
+    writeln!(
+        out,
+        "Ray lists all {} node(s) ({:.1} s); cluster up in {:.1} s",
+        cfg.nodes.len(),
+        t.elapsed().as_secs_f64(),
+        t0.elapsed().as_secs_f64()
+    )?;
+    Ok(envs)
+}
+
+/// What `up` adds to an error once nodes may have started.
+const CLEANUP: &str =
+    "\n  hint: the nodes already started keep running; `halobox cluster down` stops them";
+
+/// Replaces the reports of the `stopped` nodes (their containers just
+/// started) with new ones.
+fn report_again(
+    cfg: &ClusterConfig,
+    masters: &Masters,
+    stopped: &[resume::Stopped],
+    reports: &mut [Result<JoinReport, String>],
+) {
+    for s in stopped {
+        let node = std::slice::from_ref(&cfg.nodes[s.index]);
+        if let Some(r) = reports_of(cfg, node, masters).pop() {
+            reports[s.index] = r;
         }
     }
-    // The head's port is taken: by this cluster's Ray (kept), or by
-    // something else (the preflight names it).
+}
+
+/// The Ray kept when the head's port is taken by this cluster's Ray
+/// ([`adopt`]; its port then is no finding); `None` when it is free or
+/// taken by something else (the preflight names it).
+fn keep_running(
+    cfg: &ClusterConfig,
+    masters: &Masters,
+    mode: auth::Mode,
+    config_path: &Path,
+    reports: &mut [Result<JoinReport, String>],
+    out: &mut dyn Write,
+) -> std::io::Result<Option<RayNodes>> {
     let running = match reports.first() {
         Some(Ok(r)) if r.env.is_head && r.port_free == Some(false) => {
-            adopt(cfg, &masters, mode, config_path, &reports, out)?
+            adopt(cfg, masters, mode, config_path, reports, out)?
         }
         _ => None,
     };
@@ -465,21 +546,38 @@ pub fn up(
     {
         r.port_free = None;
     }
-    let join = resume::to_join(cfg, running.as_ref());
-    if dry_run {
-        for s in &stopped {
-            let node = &cfg.nodes[s.index];
-            writeln!(
-                out,
-                "node {} ({}): container {} is {}: started first (`{}` there)",
-                node.label(),
-                node.ip,
-                node.container,
-                s.state,
-                shell::line(&start_container_argv(cfg, node))
-            )?;
-        }
+    Ok(running)
+}
+
+/// The `--dry-run` lines of the containers `up` would start first.
+fn print_stopped(
+    cfg: &ClusterConfig,
+    stopped: &[resume::Stopped],
+    out: &mut dyn Write,
+) -> std::io::Result<()> {
+    for s in stopped {
+        let node = &cfg.nodes[s.index];
+        writeln!(
+            out,
+            "node {} ({}): container {} is {}: started first (`{}` there)",
+            node.label(),
+            node.ip,
+            node.container,
+            s.state,
+            shell::line(&start_container_argv(cfg, node))
+        )?;
     }
+    Ok(())
+}
+
+/// Prints the preflight's findings; every node's report once none fails,
+/// else the error naming the failed checks.
+fn pass_preflight(
+    cfg: &ClusterConfig,
+    reports: Vec<Result<JoinReport, String>>,
+    mode: auth::Mode,
+    out: &mut dyn Write,
+) -> anyhow::Result<Vec<JoinReport>> {
     let findings = preflight::preflight(cfg, &reports, VERSION, mode);
     print_findings(out, &findings)?;
     let failed: Vec<&Finding> = findings.iter().filter(|f| f.level == Level::Fail).collect();
@@ -496,63 +594,73 @@ pub fn up(
             named.join(", ")
         );
     }
-    let reports: Vec<JoinReport> = reports
+    Ok(reports
         .into_iter()
         .map(|r| r.expect("preflight passed"))
-        .collect();
-    if dry_run {
-        if running.is_some() {
-            writeln!(out, "\n{}", kept_line(cfg, &join))?;
+        .collect())
+}
+
+/// The `--dry-run` plan of each node that joins: its transport, env and
+/// the command that starts it there.
+fn print_node_plans(
+    cfg: &ClusterConfig,
+    reports: &[JoinReport],
+    join: &[&NodeConfig],
+    mode: auth::Mode,
+    out: &mut dyn Write,
+) -> std::io::Result<()> {
+    for (node, r) in cfg.nodes.iter().zip(reports) {
+        if !join.iter().any(|j| j.ip == node.ip) {
+            continue;
         }
-        for (node, r) in cfg.nodes.iter().zip(&reports) {
-            if !join.iter().any(|j| j.ip == node.ip) {
-                continue;
-            }
-            writeln!(
-                out,
-                "\nnode {} ({}){}: transport {}: {}",
-                node.label(),
-                node.ip,
-                if r.env.is_head { ", head" } else { "" },
-                r.env.transport,
-                r.env.reason
-            )?;
-            for a in r.env.assignments() {
-                writeln!(out, "  {a}")?;
-            }
-            writeln!(
-                out,
-                "  per node (vLLM must not copy the head's): {}",
-                r.env.per_node.join(" ")
-            )?;
-            writeln!(out, "  on the node: {}", shell::line(&r.command))?;
-            writeln!(
-                out,
-                "  from here:   {}",
-                shell::line(&node_argv(cfg, node, &start_command(cfg, node, mode)))
-            )?;
-        }
-        writeln!(out, "\n{}", auth_summary(mode, &token_file))?;
         writeln!(
             out,
-            "\nthen wait up to {timeout_s} s until Ray's GCS on {}:{} lists {} alive node(s). Nothing was started (--dry-run).",
-            cfg.head().ip,
-            cfg.ray_port,
-            cfg.nodes.len()
+            "\nnode {} ({}){}: transport {}: {}",
+            node.label(),
+            node.ip,
+            if r.env.is_head { ", head" } else { "" },
+            r.env.transport,
+            r.env.reason
         )?;
-        return Ok(reports.into_iter().map(|r| r.env).collect());
+        for a in r.env.assignments() {
+            writeln!(out, "  {a}")?;
+        }
+        writeln!(
+            out,
+            "  per node (vLLM must not copy the head's): {}",
+            r.env.per_node.join(" ")
+        )?;
+        writeln!(out, "  on the node: {}", shell::line(&r.command))?;
+        writeln!(
+            out,
+            "  from here:   {}",
+            shell::line(&node_argv(cfg, node, &start_command(cfg, node, mode)))
+        )?;
     }
-    let token = match mode {
-        auth::Mode::Token => Some(auth::load_or_create(&token_file)?),
-        auth::Mode::Insecure => None,
-    };
-    // A start's stale-Ray note (`cluster join` stopped what was left of a
-    // cluster that is gone) is shown, named by its node.
-    let start = |node: &NodeConfig| -> Result<Vec<String>, String> {
+    Ok(())
+}
+
+/// Starts Ray on nodes: `cluster join` over each node's master
+/// connection, with the cluster's token on its stdin in token mode.
+struct Starter<'a> {
+    /// The cluster.
+    cfg: &'a ClusterConfig,
+    /// The run's ssh connections.
+    masters: &'a Masters,
+    /// Ray's authentication.
+    mode: auth::Mode,
+    /// The cluster's token (token mode).
+    token: Option<&'a auth::Token>,
+}
+
+impl Starter<'_> {
+    /// Starts Ray on `node`: its stale-Ray notes (`cluster join` stopped
+    /// what was left of a cluster that is gone), named by the node.
+    fn start(&self, node: &NodeConfig) -> Result<Vec<String>, String> {
         let what = "`halobox cluster join`";
-        let argv = start_command(cfg, node, mode);
-        let n = remote_node(cfg, node).through(&masters);
-        match &token {
+        let argv = start_command(self.cfg, node, self.mode);
+        let n = remote_node(self.cfg, node).through(self.masters);
+        match self.token {
             Some(t) => n.run_ok_with_line(what, &argv, t.secret(), JOIN_TIMEOUT),
             None => n.run_ok(what, &argv, JOIN_TIMEOUT),
         }
@@ -564,20 +672,15 @@ pub fn up(
                 .collect()
         })
         .map_err(|e| e.to_string())
-    };
-    let cleanup =
-        "\n  hint: the nodes already started keep running; `halobox cluster down` stops them";
-    let head = cfg.head();
-    // The state query starts with the head, so Python and Ray's modules
-    // load while Ray starts rather than beside the workers (it polls the
-    // head's port until the GCS answers).
-    let waiter = Waiter::start(cfg, &masters, cfg.nodes.len(), timeout_s, mode)?;
-    if running.is_some() {
-        writeln!(out, "{}", kept_line(cfg, &join))?;
-    } else {
+    }
+
+    /// Starts the head, then says how long it took.
+    fn start_head(&self, out: &mut dyn Write) -> anyhow::Result<()> {
+        let head = self.cfg.head();
         let t = Instant::now();
-        let notes = start(head)
-            .map_err(|e| anyhow::anyhow!("starting the Ray head failed: {e}{cleanup}"))?;
+        let notes = self
+            .start(head)
+            .map_err(|e| anyhow::anyhow!("starting the Ray head failed: {e}{CLEANUP}"))?;
         for n in notes {
             writeln!(out, "{n}")?;
         }
@@ -588,16 +691,23 @@ pub fn up(
             head.ip,
             t.elapsed().as_secs_f64()
         )?;
+        Ok(())
     }
-    let workers: Vec<NodeConfig> = join
-        .iter()
-        .filter(|n| n.ip != head.ip)
-        .map(|n| (*n).clone())
-        .collect();
-    let workers = &workers[..];
-    if !workers.is_empty() {
+
+    /// Starts every node of `join` but the head at once; an error names
+    /// each that failed.
+    fn start_workers(&self, join: &[&NodeConfig], out: &mut dyn Write) -> anyhow::Result<()> {
+        let head = self.cfg.head();
+        let workers: Vec<NodeConfig> = join
+            .iter()
+            .filter(|n| n.ip != head.ip)
+            .map(|n| (*n).clone())
+            .collect();
+        if workers.is_empty() {
+            return Ok(());
+        }
         let t = Instant::now();
-        let results = each_node(workers, start);
+        let results = each_node(&workers, |n| self.start(n));
         let mut errors = Vec::new();
         for r in results {
             match r {
@@ -607,7 +717,7 @@ pub fn up(
         }
         if !errors.is_empty() {
             bail!(
-                "{} of {} worker(s) failed to start:\n  {}{cleanup}",
+                "{} of {} worker(s) failed to start:\n  {}{CLEANUP}",
                 errors.len(),
                 workers.len(),
                 errors.join("\n  ")
@@ -619,38 +729,34 @@ pub fn up(
             workers.len(),
             t.elapsed().as_secs_f64()
         )?;
+        Ok(())
     }
-    let t = Instant::now();
-    let nodes = waiter.result(head)?;
+}
+
+/// An error naming the nodes Ray does not list alive after `timeout_s`
+/// (with the GCS's last error).
+fn all_alive(cfg: &ClusterConfig, nodes: &RayNodes, timeout_s: u64) -> anyhow::Result<()> {
     let alive: Vec<&plan::RayNode> = nodes.alive().collect();
-    if alive.len() < cfg.nodes.len() {
-        let missing: Vec<String> = cfg
-            .nodes
-            .iter()
-            .filter(|n| !alive.iter().any(|a| a.ip == n.ip.to_string()))
-            .map(|n| format!("{} ({})", n.label(), n.ip))
-            .collect();
-        bail!(
-            "after {timeout_s} s Ray lists {} of {} node(s); missing: {}{}{cleanup}",
-            alive.len(),
-            cfg.nodes.len(),
-            missing.join(", "),
-            nodes
-                .error
-                .map(|e| format!(" (last GCS error: {e})"))
-                .unwrap_or_default()
-        );
+    if alive.len() >= cfg.nodes.len() {
+        return Ok(());
     }
-    let envs: Vec<NodeEnv> = reports.into_iter().map(|r| r.env).collect();
-    save_state(config_path, envs.clone(), nodes.gcs.and_then(|g| g.session));
-    writeln!(
-        out,
-        "Ray lists all {} node(s) ({:.1} s); cluster up in {:.1} s",
+    let missing: Vec<String> = cfg
+        .nodes
+        .iter()
+        .filter(|n| !alive.iter().any(|a| a.ip == n.ip.to_string()))
+        .map(|n| format!("{} ({})", n.label(), n.ip))
+        .collect();
+    bail!(
+        "after {timeout_s} s Ray lists {} of {} node(s); missing: {}{}{CLEANUP}",
+        alive.len(),
         cfg.nodes.len(),
-        t.elapsed().as_secs_f64(),
-        t0.elapsed().as_secs_f64()
-    )?;
-    Ok(envs)
+        missing.join(", "),
+        nodes
+            .error
+            .as_ref()
+            .map(|e| format!(" (last GCS error: {e})"))
+            .unwrap_or_default()
+    );
 }
 
 /// One node in `cluster status`.

@@ -101,38 +101,8 @@ pub struct BuildOptions {
 
 /// Resolves a build from a definition and options.
 pub fn plan(def: &Definition, opts: &BuildOptions) -> Result<BuildPlan, String> {
-    let mut args = def.file.build_args();
-    let mut overridden = Vec::new();
-    for kv in &opts.build_args {
-        let (k, v) = kv
-            .split_once('=')
-            .ok_or_else(|| format!("--build-arg {kv:?}: use KEY=VALUE"))?;
-        if !def.parsed.args.contains_key(k) {
-            return Err(format!(
-                "--build-arg {k}: {} declares no `ARG {k}` (args: {})",
-                def.containerfile.display(),
-                def.parsed
-                    .args
-                    .keys()
-                    .cloned()
-                    .collect::<Vec<_>>()
-                    .join(", ")
-            ));
-        }
-        check_override(&def.file, k, v)?;
-        args.insert(k.to_string(), v.to_string());
-        overridden.push(k.to_string());
-    }
-    let target = opts.target.clone().or(def.file.target.clone());
-    if let Some(t) = &target
-        && !def.parsed.has_stage(t)
-    {
-        return Err(format!(
-            "--target {t}: no such stage in {} (stages: {})",
-            def.containerfile.display(),
-            super::definition::stage_list(&def.parsed)
-        ));
-    }
+    let (args, overridden) = build_args(def, opts)?;
+    let target = target(def, opts)?;
     let containerfile = relative_to(&def.containerfile, &def.context).ok_or_else(|| {
         format!(
             "{} is not inside the context {}",
@@ -144,66 +114,10 @@ pub fn plan(def: &Definition, opts: &BuildOptions) -> Result<BuildPlan, String> 
     if !include.is_empty() && !include.iter().any(|i| covers(i, &containerfile)) {
         include.push(containerfile.clone());
     }
-    let mut labels = def.file.labels.clone();
-    labels.insert(
-        "org.opencontainers.image.created".into(),
-        opts.created.clone(),
-    );
-    labels
-        .entry("org.opencontainers.image.title".into())
-        .or_insert(def.file.name.clone());
-    if let Some(r) = &opts.revision {
-        labels.insert("org.opencontainers.image.revision".into(), r.clone());
-    }
-    let tags = if opts.tags.is_empty() {
-        vec![format!("localhost/{}:latest", def.file.name)]
-    } else {
-        let mut t = Vec::new();
-        for tag in &opts.tags {
-            let r = ImageRef::parse(tag).map_err(|e| format!("--tag: {e}"))?;
-            if r.digest.is_some() {
-                return Err(format!("--tag {tag}: a tag cannot carry a digest"));
-            }
-            t.push(r.for_channel("latest").to_string());
-        }
-        t
-    };
-    let needed = def.parsed.needed_for(target.as_deref());
-    let stages = def
-        .parsed
-        .stages
-        .iter()
-        .zip(needed)
-        .enumerate()
-        .map(|(i, (st, built))| {
-            let earlier = def.parsed.stages[..i]
-                .iter()
-                .any(|s| s.name.as_deref() == Some(st.from.as_str()));
-            PlannedStage {
-                name: st.name.clone(),
-                from: st.from.clone(),
-                base: if earlier {
-                    format!("stage {}", st.from)
-                } else {
-                    substitute(&st.from, &args, &def.parsed.defaults)
-                },
-                built,
-            }
-        })
-        .collect();
-    let rccl = args
-        .get("RCCL")
-        .or_else(|| def.parsed.defaults.get("RCCL"))
-        .filter(|_| def.parsed.args.contains_key("RCCL"))
-        .cloned();
-    if let Some(r) = &rccl
-        && !RCCL_CHOICES.iter().any(|(c, _)| c == r)
-    {
-        return Err(format!(
-            "--build-arg RCCL={r}: the RCCL choice is stock (the SDK's own) or patched; hint: `halobox build {} --build-arg RCCL=patched`",
-            def.file.name
-        ));
-    }
+    let labels = labels(def, opts);
+    let tags = tags(def, opts)?;
+    let stages = stages(def, target.as_deref(), &args);
+    let rccl = rccl(def, &args)?;
     let pins = Pins {
         images: def.file.images.clone(),
         versions: def.file.versions.clone(),
@@ -233,6 +147,139 @@ pub fn plan(def: &Definition, opts: &BuildOptions) -> Result<BuildPlan, String> 
         publish: def.file.publish.clone(),
         rccl,
     })
+}
+
+/// The definition's pins with each `--build-arg KEY=VALUE` on top (a key
+/// the Containerfile declares, a value the pin allows): the args and the
+/// keys the command line replaced.
+fn build_args(
+    def: &Definition,
+    opts: &BuildOptions,
+) -> Result<(BTreeMap<String, String>, Vec<String>), String> {
+    let mut args = def.file.build_args();
+    let mut overridden = Vec::new();
+    for kv in &opts.build_args {
+        let (k, v) = kv
+            .split_once('=')
+            .ok_or_else(|| format!("--build-arg {kv:?}: use KEY=VALUE"))?;
+        if !def.parsed.args.contains_key(k) {
+            return Err(format!(
+                "--build-arg {k}: {} declares no `ARG {k}` (args: {})",
+                def.containerfile.display(),
+                def.parsed
+                    .args
+                    .keys()
+                    .cloned()
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            ));
+        }
+        check_override(&def.file, k, v)?;
+        args.insert(k.to_string(), v.to_string());
+        overridden.push(k.to_string());
+    }
+    Ok((args, overridden))
+}
+
+/// The stage built: `--target`, else the definition's, which must be a
+/// stage of the Containerfile.
+fn target(def: &Definition, opts: &BuildOptions) -> Result<Option<String>, String> {
+    let target = opts.target.clone().or(def.file.target.clone());
+    if let Some(t) = &target
+        && !def.parsed.has_stage(t)
+    {
+        return Err(format!(
+            "--target {t}: no such stage in {} (stages: {})",
+            def.containerfile.display(),
+            super::definition::stage_list(&def.parsed)
+        ));
+    }
+    Ok(target)
+}
+
+/// The definition's labels with the OCI ones: created, title (unless the
+/// definition sets it) and revision when known.
+fn labels(def: &Definition, opts: &BuildOptions) -> BTreeMap<String, String> {
+    let mut labels = def.file.labels.clone();
+    labels.insert(
+        "org.opencontainers.image.created".into(),
+        opts.created.clone(),
+    );
+    labels
+        .entry("org.opencontainers.image.title".into())
+        .or_insert(def.file.name.clone());
+    if let Some(r) = &opts.revision {
+        labels.insert("org.opencontainers.image.revision".into(), r.clone());
+    }
+    labels
+}
+
+/// Each `--tag` in full (`latest` when it names none; no digest), or
+/// `localhost/NAME:latest` when none is given.
+fn tags(def: &Definition, opts: &BuildOptions) -> Result<Vec<String>, String> {
+    if opts.tags.is_empty() {
+        return Ok(vec![format!("localhost/{}:latest", def.file.name)]);
+    }
+    let mut t = Vec::new();
+    for tag in &opts.tags {
+        let r = ImageRef::parse(tag).map_err(|e| format!("--tag: {e}"))?;
+        if r.digest.is_some() {
+            return Err(format!("--tag {tag}: a tag cannot carry a digest"));
+        }
+        t.push(r.for_channel("latest").to_string());
+    }
+    Ok(t)
+}
+
+/// The Containerfile's stages, each with the base it starts from (an
+/// earlier stage, or its `FROM` with the args filled in) and whether
+/// building `target` runs it.
+fn stages(
+    def: &Definition,
+    target: Option<&str>,
+    args: &BTreeMap<String, String>,
+) -> Vec<PlannedStage> {
+    let needed = def.parsed.needed_for(target);
+    def.parsed
+        .stages
+        .iter()
+        .zip(needed)
+        .enumerate()
+        .map(|(i, (st, built))| {
+            let earlier = def.parsed.stages[..i]
+                .iter()
+                .any(|s| s.name.as_deref() == Some(st.from.as_str()));
+            PlannedStage {
+                name: st.name.clone(),
+                from: st.from.clone(),
+                base: if earlier {
+                    format!("stage {}", st.from)
+                } else {
+                    substitute(&st.from, args, &def.parsed.defaults)
+                },
+                built,
+            }
+        })
+        .collect()
+}
+
+/// The RCCL choice (`ARG RCCL` from the args or its default) when the
+/// Containerfile has one; an error for a value not in [`RCCL_CHOICES`].
+fn rccl(def: &Definition, args: &BTreeMap<String, String>) -> Result<Option<String>, String> {
+    let rccl = args
+        .get("RCCL")
+        .or_else(|| def.parsed.defaults.get("RCCL"))
+        .filter(|_| def.parsed.args.contains_key("RCCL"))
+        .cloned();
+    if let Some(r) = &rccl
+        && !RCCL_CHOICES.iter().any(|(c, _)| c == r)
+    {
+        return Err(format!(
+            "--build-arg RCCL={r}: the RCCL choice is stock (the SDK's own) or patched; hint: `halobox build {} --build-arg RCCL=patched`",
+            def.file.name
+        ));
+    }
+    Ok(rccl)
 }
 
 /// `$NAME` and `${NAME}` filled in from the build args, else the `ARG` defaults.

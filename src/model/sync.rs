@@ -379,16 +379,50 @@ pub fn run_family(
     family: &str,
 ) -> anyhow::Result<Vec<Outcome>> {
     let token = transfer::token().context("reading /dev/urandom for the run's token")?;
-    let chain = plan.chain();
     let bars = indicatif::MultiProgress::with_draw_target(indicatif::ProgressDrawTarget::stderr());
-    let style = indicatif::ProgressStyle::with_template(
-        "{prefix:>12} [{bar:30}] {bytes}/{total_bytes} {binary_bytes_per_sec} {msg}",
-    )
-    .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar())
-    .progress_chars("=> ");
     let total = plan.stream_bytes();
-    let job = |keep: Vec<usize>, listen, next| Job {
-        token: token.clone(),
+    let (mut running, first) = start_receivers(cfg, masters, plan, family, &token, &bars)?;
+    let src = &cfg.nodes[source];
+    let line = serde_json::to_string(&job(plan, &token, vec![], None, first))?;
+    let srn = remote_node(cfg, src).through(masters);
+    let mut sender = srn.spawn_with_line(&family_cmd(cfg, family, &["node-send"]), &line)?;
+    let started = Instant::now();
+    for r in &mut running {
+        r.started = started;
+    }
+    let mut ends = ends_at(cfg, &running, src, started);
+    let gave_up = follow(&mut running, &mut sender, &mut ends, total, started);
+    if gave_up.is_some() {
+        stop_every_end(&mut running, &mut sender);
+    }
+    let sent = sender.wait(Duration::from_secs(5));
+    let sender_error = match &gave_up {
+        Some((named, why)) if named.contains(&(ends.len() - 1)) => Some(why.clone()),
+        _ => (!sent.status.is_some_and(|s| s.success()))
+            .then(|| srn.error("the sender", &sent).to_string()),
+    };
+    Ok(outcomes(
+        cfg,
+        plan,
+        running,
+        &ends,
+        gave_up.as_ref(),
+        sender_error,
+    ))
+}
+
+/// The job an end of the stream is given: the plan's snapshot with the
+/// run's token, and (for a receiver) what it keeps, where it listens and
+/// the next receiver it passes the stream to.
+fn job(
+    plan: &Plan,
+    token: &str,
+    keep: Vec<usize>,
+    listen: Option<std::net::IpAddr>,
+    next: Option<SocketAddr>,
+) -> Job {
+    Job {
+        token: token.to_string(),
         id: plan.model.id.clone(),
         ref_name: (!super::cache::is_commit(&plan.model.revision))
             .then(|| plan.model.revision.clone()),
@@ -399,23 +433,40 @@ pub fn run_family(
         listen,
         next,
         hub: plan.hub.clone(),
-    };
+    }
+}
+
+/// A receiver's progress bar: node, bar, bytes, rate.
+fn progress_style() -> indicatif::ProgressStyle {
+    indicatif::ProgressStyle::with_template(
+        "{prefix:>12} [{bar:30}] {bytes}/{total_bytes} {binary_bytes_per_sec} {msg}",
+    )
+    .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar())
+    .progress_chars("=> ")
+}
+
+/// Starts the chain's receivers from the last to the first (each listens
+/// before the one before it connects), each with its bar in `bars`: the
+/// receivers in chain order and the first one's address.
+fn start_receivers(
+    cfg: &ClusterConfig,
+    masters: &Masters,
+    plan: &Plan,
+    family: &str,
+    token: &str,
+    bars: &indicatif::MultiProgress,
+) -> anyhow::Result<(Vec<Running>, Option<SocketAddr>)> {
+    let style = progress_style();
     let mut running: Vec<Running> = vec![];
     let mut next: Option<SocketAddr> = None;
-    for t in chain.iter().rev() {
+    for t in plan.chain().iter().rev() {
         let node = &cfg.nodes[t.node];
-        let line = serde_json::to_string(&job(t.needs.clone(), Some(node.ip.into()), next))?;
+        let job = job(plan, token, t.needs.clone(), Some(node.ip.into()), next);
+        let line = serde_json::to_string(&job)?;
         let rn = remote_node(cfg, node).through(masters);
-        let mut proc = rn.spawn_with_line(&family_cmd(cfg, family, &["node-receive"]), &line)?;
-        let port = match listening(&mut proc) {
-            Ok(p) => p,
-            Err(why) => {
-                let done = proc.wait(Duration::from_secs(5));
-                bail!("{}", rn.error(&format!("the receiver ({why})"), &done));
-            }
-        };
+        let (proc, port) = start_receiver(&rn, &family_cmd(cfg, family, &["node-receive"]), &line)?;
         next = Some(SocketAddr::new(node.ip.into(), port));
-        let bar = bars.insert(0, indicatif::ProgressBar::new(total));
+        let bar = bars.insert(0, indicatif::ProgressBar::new(plan.stream_bytes()));
         bar.set_style(style.clone());
         bar.set_prefix(node.label().to_string());
         running.insert(
@@ -429,11 +480,30 @@ pub fn run_family(
             },
         );
     }
-    let src = &cfg.nodes[source];
-    let line = serde_json::to_string(&job(vec![], None, next))?;
-    let srn = remote_node(cfg, src).through(masters);
-    let mut sender = srn.spawn_with_line(&family_cmd(cfg, family, &["node-send"]), &line)?;
-    let started = Instant::now();
+    Ok((running, next))
+}
+
+/// Runs `cmd` on `rn` with `line` on its stdin and waits until it listens:
+/// the receiver and its port, or the node's error.
+fn start_receiver(rn: &remote::Node, cmd: &[String], line: &str) -> anyhow::Result<(Proc, u16)> {
+    let mut proc = rn.spawn_with_line(cmd, line)?;
+    match listening(&mut proc) {
+        Ok(port) => Ok((proc, port)),
+        Err(why) => {
+            let done = proc.wait(Duration::from_secs(5));
+            bail!("{}", rn.error(&format!("the receiver ({why})"), &done));
+        }
+    }
+}
+
+/// The ends as [`judge`] follows them from `started`: the receivers in
+/// chain order, then the sender on `src`.
+fn ends_at(
+    cfg: &ClusterConfig,
+    running: &[Running],
+    src: &NodeConfig,
+    started: Instant,
+) -> Vec<End> {
     let end = |label: String, role| End {
         label,
         role,
@@ -442,20 +512,26 @@ pub fn run_family(
         count: 0,
         moved: started,
     };
-    // The receivers in chain order, then the sender.
-    let mut ends: Vec<End> = running
+    running
         .iter()
         .map(|r| end(format!("node {}", cfg.nodes[r.target].label()), "receiver"))
         .chain(std::iter::once(end(
             format!("node {}", src.label()),
             "sender",
         )))
-        .collect();
-    for r in &mut running {
-        r.started = started;
-    }
+        .collect()
+}
+
+/// Reads every end's lines (moving the bars) until all have ended or
+/// [`judge`] gives up: the ends it named and why, if it did.
+fn follow(
+    running: &mut [Running],
+    sender: &mut Proc,
+    ends: &mut [End],
+    total: u64,
+    started: Instant,
+) -> Option<(Vec<usize>, String)> {
     let deadline = deadline_for(total);
-    let mut gave_up: Option<(Vec<usize>, String)> = None;
     loop {
         for (r, e) in running.iter_mut().zip(ends.iter_mut()) {
             if r.ended.is_some() {
@@ -471,42 +547,49 @@ pub fn run_family(
         }
         let s = ends.len() - 1;
         if ends[s].running {
-            watch(&mut sender, &mut ends[s], "sent", Duration::ZERO);
+            watch(sender, &mut ends[s], "sent", Duration::ZERO);
         }
         if ends.iter().all(|e| !e.running) {
-            break;
+            return None;
         }
-        if let Some(v) = judge(&ends, total, started, deadline, Instant::now()) {
-            gave_up = Some(v);
-            break;
+        if let Some(v) = judge(ends, total, started, deadline, Instant::now()) {
+            return Some(v);
         }
         std::thread::sleep(Duration::from_millis(50));
     }
-    if gave_up.is_some() {
-        // Their stdin closed, the guards stop every end at once.
-        for r in running.iter_mut().filter(|r| r.ended.is_none()) {
-            let _ = r.proc.send(&[]);
-        }
-        let _ = sender.send(&[]);
+}
+
+/// Closes the stdin of every end still running: their guards stop them
+/// all at once.
+fn stop_every_end(running: &mut [Running], sender: &mut Proc) {
+    for r in running.iter_mut().filter(|r| r.ended.is_none()) {
+        let _ = r.proc.send(&[]);
     }
-    // Which node each end is, to name it in the outcomes.
-    let named: Vec<usize> = gave_up.as_ref().map(|(v, _)| v.clone()).unwrap_or_default();
-    let reason = gave_up.as_ref().map(|(_, why)| why.clone());
-    let sender_named = named.contains(&(ends.len() - 1));
-    let sent = sender.wait(Duration::from_secs(5));
-    let sender_error = match &reason {
-        Some(why) if sender_named => Some(why.clone()),
-        _ => (!sent.status.is_some_and(|s| s.success()))
-            .then(|| srn.error("the sender", &sent).to_string()),
-    };
-    let named_targets: Vec<usize> = named
+    let _ = sender.send(&[]);
+}
+
+/// One outcome per target of the plan, in its order: a node with nothing
+/// to receive moved nothing; a receiver's as [`receiver_outcome`] reads it.
+fn outcomes(
+    cfg: &ClusterConfig,
+    plan: &Plan,
+    mut running: Vec<Running>,
+    ends: &[End],
+    gave_up: Option<&(Vec<usize>, String)>,
+    sender_error: Option<String>,
+) -> Vec<Outcome> {
+    let reason = gave_up.map(|(_, why)| why.as_str());
+    // Which node each end the give-up named is.
+    let named_targets: Vec<usize> = gave_up
+        .map(|(named, _)| named.as_slice())
+        .unwrap_or_default()
         .iter()
         .filter(|&&i| i < running.len())
         .map(|&i| running[i].target)
         .collect();
     let counts: Vec<(usize, u64)> = running
         .iter()
-        .zip(&ends)
+        .zip(ends)
         .map(|(r, e)| (r.target, e.count))
         .collect();
     let mut out = vec![];
@@ -522,56 +605,83 @@ pub fn run_family(
             });
             continue;
         };
-        let r = running.remove(pos);
-        let node = &cfg.nodes[t.node];
-        let seconds = r
-            .ended
-            .unwrap_or_else(Instant::now)
-            .duration_since(r.started)
-            .as_secs_f64();
-        let done = r.proc.wait(Duration::from_secs(5));
-        let (moved, bad, error) = if let Some(why) = &reason
-            && named_targets.contains(&t.node)
-        {
-            (0, vec![], Some(why.clone()))
-        } else if done.status.is_some_and(|s| s.success()) {
-            match last_json::<Received>(node, "the receiver", &done.stdout, &done.output) {
-                Ok(rec) => (rec.bytes, rec.bad, None),
-                Err(e) => (0, vec![], Some(e)),
-            }
-        } else if let Some(why) = &reason
-            && r.ended.is_none()
-        {
-            (
-                0,
-                vec![],
-                Some(format!("{}: stopped, as the sync gave up: {why}", t.label)),
-            )
-        } else {
-            (
-                0,
-                vec![],
-                Some(
-                    remote_node(cfg, node)
-                        .error("the receiver", &done)
-                        .to_string(),
-                ),
-            )
-        };
         let seen = counts
             .iter()
             .find(|(n, _)| *n == t.node)
             .map_or(0, |(_, c)| *c);
-        out.push(Outcome {
-            label: t.label.clone(),
-            moved,
-            carried: last_count(&done.stdout, "bytes").max(seen),
-            seconds,
-            bad,
-            error: error.or_else(|| sender_error.clone()),
-        });
+        let gave_up = GaveUp {
+            reason,
+            named: named_targets.contains(&t.node),
+        };
+        let mut o = receiver_outcome(cfg, t, running.remove(pos), seen, gave_up);
+        o.error = o.error.or_else(|| sender_error.clone());
+        out.push(o);
     }
-    Ok(out)
+    out
+}
+
+/// Whether the sync gave up, as one receiver's outcome sees it.
+struct GaveUp<'a> {
+    /// Why the sync gave up, if it did.
+    reason: Option<&'a str>,
+    /// It gave up on this receiver.
+    named: bool,
+}
+
+/// What receiver `r` (of target `t`) wrote, from its report, with the
+/// bytes its link carried (the most of its last count and `seen`); else
+/// why it failed: the give-up's reason when it named it, stopped when the
+/// sync gave up on another, or the node's own error.
+fn receiver_outcome(
+    cfg: &ClusterConfig,
+    t: &super::plan::Target,
+    r: Running,
+    seen: u64,
+    gave_up: GaveUp,
+) -> Outcome {
+    let node = &cfg.nodes[t.node];
+    let seconds = r
+        .ended
+        .unwrap_or_else(Instant::now)
+        .duration_since(r.started)
+        .as_secs_f64();
+    let done = r.proc.wait(Duration::from_secs(5));
+    let (moved, bad, error) = if let Some(why) = gave_up.reason
+        && gave_up.named
+    {
+        (0, vec![], Some(why.to_string()))
+    } else if done.status.is_some_and(|s| s.success()) {
+        match last_json::<Received>(node, "the receiver", &done.stdout, &done.output) {
+            Ok(rec) => (rec.bytes, rec.bad, None),
+            Err(e) => (0, vec![], Some(e)),
+        }
+    } else if let Some(why) = gave_up.reason
+        && r.ended.is_none()
+    {
+        (
+            0,
+            vec![],
+            Some(format!("{}: stopped, as the sync gave up: {why}", t.label)),
+        )
+    } else {
+        (
+            0,
+            vec![],
+            Some(
+                remote_node(cfg, node)
+                    .error("the receiver", &done)
+                    .to_string(),
+            ),
+        )
+    };
+    Outcome {
+        label: t.label.clone(),
+        moved,
+        carried: last_count(&done.stdout, "bytes").max(seen),
+        seconds,
+        bad,
+        error,
+    }
 }
 
 /// The last `WORD N` count in `stdout`, or 0.

@@ -31,29 +31,44 @@ pub fn start(
     cfg: &ClusterConfig,
     r: &mut dyn Reporter,
 ) -> anyhow::Result<()> {
-    let a = &req.spec;
-    let model = a.model.clone();
-    if let Some(e) = req.engine
-        && e != cfg.engine
-    {
-        return Err(UsageError(format!(
-            "--engine {e}, but {} names engine {} (`cluster up` started what that engine needs)\n  hint: set `engine = \"{e}\"` in {}, then `halobox cluster down` and `halobox cluster up`; or drop --engine",
-            path.display(),
-            cfg.engine,
-            path.display()
-        ))
-        .into());
-    }
+    check_engine(req, path, cfg)?;
     let root = match &req.sysroot {
         Some(dir) => HostRoot::sysroot(dir)?,
         None => HostRoot::live(),
     };
     if cfg.engine == Engine::LlamaCpp {
-        return run_llama(req, path, cfg, model, r);
+        return run_llama(req, path, cfg, req.spec.model.clone(), r);
     }
     let facts = host::gather(root, GatherOptions::default());
-    let mut secrets: Vec<Option<String>> =
-        plan::SECRETS.iter().map(|n| prepare::secret(n)).collect();
+    let mut secrets = vllm_secrets()?;
+    let serve = VllmServe::plan(req, path, cfg, facts, &secrets, r)?;
+    if req.dry_run {
+        return serve.dry_run(r);
+    }
+    serve.check(r)?;
+    secrets[1] = api_key::load(&serve.key_source, secrets[1].as_deref())?;
+    launch::serve(&serve.start(&secrets), r)
+}
+
+/// Refuses an `--engine` other than the cluster's (`cluster up` started
+/// what the cluster's engine needs).
+fn check_engine(req: &Request, path: &Path, cfg: &ClusterConfig) -> Result<(), UsageError> {
+    match req.engine {
+        Some(e) if e != cfg.engine => Err(UsageError(format!(
+            "--engine {e}, but {} names engine {} (`cluster up` started what that engine needs)\n  hint: set `engine = \"{e}\"` in {}, then `halobox cluster down` and `halobox cluster up`; or drop --engine",
+            path.display(),
+            cfg.engine,
+            path.display()
+        ))),
+        _ => Ok(()),
+    }
+}
+
+/// vLLM's secrets from this environment, in [`plan::SECRETS`]' order; an
+/// error for one holding a line break (each goes to vLLM as one line on
+/// stdin).
+fn vllm_secrets() -> Result<Vec<Option<String>>, UsageError> {
+    let secrets: Vec<Option<String>> = plan::SECRETS.iter().map(|n| prepare::secret(n)).collect();
     if let Some(name) = plan::SECRETS.iter().zip(&secrets).find_map(|(n, v)| {
         v.as_ref()
             .is_some_and(|v| v.contains(['\n', '\r']))
@@ -61,44 +76,103 @@ pub fn start(
     }) {
         return Err(UsageError(format!(
             "{name} holds a line break: it goes to vLLM as one line on stdin\n  hint: export it again without the newline: `read -rs {name}; export {name}`"
-        ))
-        .into());
+        )));
     }
-    let host = a.host.unwrap_or(std::net::IpAddr::V4(cfg.head().ip));
-    let key_source = api_key::Source::choose(
-        a.no_api_key,
-        secrets[1].is_some().then_some(plan::SECRETS[1]),
-        path,
-    );
-    let is_head = matches!(
-        crate::dataplane::select(&facts, Some(cfg.head().ip)),
-        crate::dataplane::Selection::Chosen(_)
-    );
-    let choice = serve_split(req, cfg, &facts, is_head)?;
-    r.out(&format!(
-        "{}{}\n",
-        if req.dry_run { "# " } else { "" },
-        choice.line
-    ));
-    let planned = ServeRequest {
-        hf_token: secrets[0].is_some(),
-        api_key: key_source != api_key::Source::Off,
-        ..planned_request(req, host, &choice)
-    };
-    let (p, argv) = prepare::prepare(cfg, &facts, &planned, req.dry_run)?;
-    let fit_req = fit::request(&p, &planned).map_err(UsageError)?;
-    let size = fit::model_size(
-        &model,
-        &a.extra,
-        crate::model::cache::hub_dir_from_env().as_deref(),
-    );
-    if req.dry_run {
+    Ok(secrets)
+}
+
+/// A vLLM serve as planned: what a dry run reports, and what a start
+/// checks and launches.
+struct VllmServe<'a> {
+    /// What was asked.
+    req: &'a Request,
+    /// The cluster file.
+    path: &'a Path,
+    /// The cluster.
+    cfg: &'a ClusterConfig,
+    /// This machine's facts.
+    facts: host::HostFacts,
+    /// This machine is the head.
+    is_head: bool,
+    /// Where the API listens.
+    host: std::net::IpAddr,
+    /// Where the API key comes from.
+    key_source: api_key::Source,
+    /// The plan.
+    p: plan::ServePlan,
+    /// The engine's argv as the plan shows it.
+    argv: Vec<String>,
+    /// What the fit check judges.
+    fit_req: fit_model::FitRequest,
+    /// The model's size, or why it is not known here.
+    size: Result<fit_model::ModelSize, String>,
+}
+
+impl<'a> VllmServe<'a> {
+    /// Chooses the split (said to `r`), then plans the serve with the
+    /// secrets that are set.
+    fn plan(
+        req: &'a Request,
+        path: &'a Path,
+        cfg: &'a ClusterConfig,
+        facts: host::HostFacts,
+        secrets: &[Option<String>],
+        r: &mut dyn Reporter,
+    ) -> anyhow::Result<VllmServe<'a>> {
+        let a = &req.spec;
+        let host = a.host.unwrap_or(std::net::IpAddr::V4(cfg.head().ip));
+        let key_source = api_key::Source::choose(
+            a.no_api_key,
+            secrets[1].is_some().then_some(plan::SECRETS[1]),
+            path,
+        );
+        let is_head = matches!(
+            crate::dataplane::select(&facts, Some(cfg.head().ip)),
+            crate::dataplane::Selection::Chosen(_)
+        );
+        let choice = serve_split(req, cfg, &facts, is_head)?;
+        r.out(&format!(
+            "{}{}\n",
+            if req.dry_run { "# " } else { "" },
+            choice.line
+        ));
+        let planned = ServeRequest {
+            hf_token: secrets[0].is_some(),
+            api_key: key_source != api_key::Source::Off,
+            ..planned_request(req, host, &choice)
+        };
+        let (p, argv) = prepare::prepare(cfg, &facts, &planned, req.dry_run)?;
+        let fit_req = fit::request(&p, &planned).map_err(UsageError)?;
+        let size = fit::model_size(
+            &a.model,
+            &a.extra,
+            crate::model::cache::hub_dir_from_env().as_deref(),
+        );
+        Ok(VllmServe {
+            req,
+            path,
+            cfg,
+            facts,
+            is_head,
+            host,
+            key_source,
+            p,
+            argv,
+            fit_req,
+            size,
+        })
+    }
+
+    /// `--dry-run`: the plan, the model's presence, how it would start
+    /// and the fit check's verdict; starts nothing.
+    fn dry_run(&self, r: &mut dyn Reporter) -> anyhow::Result<()> {
+        let (req, a, cfg) = (self.req, &self.req.spec, self.cfg);
         // The nodes are asked only for a live plan (not from a snapshot).
         let model_check = match req.sysroot {
-            None => preflight::model_complete(cfg, &model, &a.extra, true)?,
+            None => preflight::model_complete(cfg, &a.model, &a.extra, true)?,
             Some(_) => None,
         };
-        r.out(&plan::render_serve(&p, &argv));
+        r.out(&plan::render_serve(&self.p, &self.argv));
         if let Some(summary) = model_check {
             r.out(&format!("# model: {summary}\n"));
         }
@@ -111,14 +185,14 @@ pub fn start(
         r.out(&format!(
             "# started detached in the head's container by halobox (log: {}), watched until its API answers at {}{}\n",
             program::LOG,
-            engine::api_addr(Some(host), a.port),
+            engine::api_addr(Some(self.host), a.port),
             if req.detach {
                 ", then left running (--detach)"
             } else {
                 ", then in the foreground until Ctrl-C"
             }
         ));
-        r.out(&format!("# {}\n", key_source.describe()));
+        r.out(&format!("# {}\n", self.key_source.describe()));
         restart_line(a, r);
         if req.preflight {
             r.out(&format!(
@@ -127,16 +201,25 @@ pub fn start(
                 cfg.nodes.len()
             ));
         }
-        let Ok(size) = &size else {
-            r.out(&format!("# fit check: not made: {}\n", size.unwrap_err()));
-            return Ok(());
+        self.dry_fit(r)
+    }
+
+    /// The dry run's fit check, as comments; an error when the serve
+    /// would refuse the plan (unless `--no-fit-check`).
+    fn dry_fit(&self, r: &mut dyn Reporter) -> anyhow::Result<()> {
+        let size = match &self.size {
+            Ok(size) => size,
+            Err(e) => {
+                r.out(&format!("# fit check: not made: {e}\n"));
+                return Ok(());
+            }
         };
         let f = fit::check(
-            cfg,
-            is_head.then_some(&facts),
+            self.cfg,
+            self.is_head.then_some(&self.facts),
             size,
-            &fit_req,
-            req.sysroot.is_none(),
+            &self.fit_req,
+            self.req.sysroot.is_none(),
         );
         for l in fit_model::render(&f).lines() {
             r.out(&format!("# {l}\n"));
@@ -145,7 +228,7 @@ pub fn start(
             r.out(&format!("# warning: {w}\n"));
         }
         if let Some(e) = fit_model::refusal(&f, false) {
-            if a.no_fit_check {
+            if self.req.spec.no_fit_check {
                 r.out(&format!(
                     "# {}\n",
                     fit_model::overridden(&e).replace('\n', "\n# ")
@@ -154,76 +237,94 @@ pub fn start(
             }
             return Err(UsageError(format!("serve would refuse this plan: {e}")).into());
         }
-        return Ok(());
+        Ok(())
     }
-    for n in &p.notes {
-        r.note(&format!("warning: {n}\n"));
-    }
-    if let Some(w) = api_key::no_key_warning(&key_source, host) {
-        r.note(&format!("{w}\n"));
-    }
-    // The fit check asks every node's facts over ssh: it runs beside the
-    // preflight's own questions to the nodes.
-    let (checked, fitted) = std::thread::scope(|sc| {
-        let fitted = sc.spawn(|| {
-            size.as_ref()
-                .map(|size| fit::check(cfg, Some(&facts), size, &fit_req, true))
-        });
-        let checked = preflight::check(cfg, &model, &a.extra, p.tp * p.pp, Some(host), a.port);
-        (checked, preflight::joined(fitted))
-    });
-    checked?;
-    match fitted {
-        Ok(f) => {
-            if let Some(e) = fit_model::refusal(&f, true) {
-                if !a.no_fit_check {
-                    return Err(UsageError(e).into());
-                }
-                r.note(&format!("{}\n", fit_model::overridden(&e)));
-            }
-            if let Some(w) = fit_model::warning(&f) {
-                r.note(&format!("warning: {w}\n"));
-            }
+
+    /// Before the start: the plan's warnings, the preflight and the fit
+    /// check (beside each other), and the collective with `--preflight`.
+    fn check(&self, r: &mut dyn Reporter) -> anyhow::Result<()> {
+        let (a, cfg) = (&self.req.spec, self.cfg);
+        for n in &self.p.notes {
+            r.note(&format!("warning: {n}\n"));
         }
-        Err(why) => r.note(&format!("warning: the fit check was not made: {why}\n")),
+        if let Some(w) = api_key::no_key_warning(&self.key_source, self.host) {
+            r.note(&format!("{w}\n"));
+        }
+        // The fit check asks every node's facts over ssh: it runs beside the
+        // preflight's own questions to the nodes.
+        let (checked, fitted) = std::thread::scope(|sc| {
+            let fitted = sc.spawn(|| {
+                self.size
+                    .as_ref()
+                    .map(|size| fit::check(cfg, Some(&self.facts), size, &self.fit_req, true))
+            });
+            let gpus = self.p.tp * self.p.pp;
+            let checked = preflight::check(cfg, &a.model, &a.extra, gpus, Some(self.host), a.port);
+            (checked, preflight::joined(fitted))
+        });
+        checked?;
+        match fitted {
+            Ok(f) => {
+                if let Some(e) = fit_model::refusal(&f, true) {
+                    if !a.no_fit_check {
+                        return Err(UsageError(e).into());
+                    }
+                    r.note(&format!("{}\n", fit_model::overridden(&e)));
+                }
+                if let Some(w) = fit_model::warning(&f) {
+                    r.note(&format!("warning: {w}\n"));
+                }
+            }
+            Err(why) => r.note(&format!("warning: the fit check was not made: {why}\n")),
+        }
+        if self.req.preflight {
+            collective_preflight(cfg, r)?;
+        }
+        Ok(())
     }
-    if req.preflight {
-        collective_preflight(cfg, r)?;
+
+    /// What [`launch::serve`] starts, with the secrets (the API key's
+    /// second) and the plan's count of the KV cache.
+    fn start(&self, secrets: &[Option<String>]) -> Start<'a> {
+        let (a, p, cfg) = (&self.req.spec, &self.p, self.cfg);
+        let kv_plan = self
+            .size
+            .as_ref()
+            .ok()
+            .and_then(|s| s.kv.as_ref())
+            .map(|kv| {
+                PlanKv::of(
+                    kv,
+                    &self.fit_req.kv_options(),
+                    u64::from(p.pp),
+                    self.fit_req.max_model_len,
+                )
+            });
+        Start {
+            cfg,
+            cluster_path: self.path,
+            served_name: preflight::served_name(&a.model, &a.extra),
+            model: a.model.clone(),
+            command: with_env(&p.env, &p.command),
+            secret_names: p.secrets.clone(),
+            secrets: secrets.iter().flatten().cloned().collect(),
+            clear_cache: p.clear_cache.then(|| plan::COMPILE_CACHE.to_string()),
+            check: None,
+            api: engine::api_addr(Some(self.host), a.port),
+            api_key: secrets[1].clone(),
+            api_key_source: self.key_source.clone(),
+            workers: usize::try_from(p.tp * p.pp)
+                .unwrap_or(usize::MAX)
+                .min(cfg.nodes.len()),
+            nccl_debug: a.nccl_debug,
+            detach: self.req.detach,
+            timeout: Duration::from_secs(a.timeout),
+            engine: Engine::Vllm,
+            args: Some(a.clone()),
+            restart: self.req.restarted,
+            kv_plan,
+        }
     }
-    secrets[1] = api_key::load(&key_source, secrets[1].as_deref())?;
-    let kv_plan = size.as_ref().ok().and_then(|s| s.kv.as_ref()).map(|kv| {
-        PlanKv::of(
-            kv,
-            &fit_req.kv_options(),
-            u64::from(p.pp),
-            fit_req.max_model_len,
-        )
-    });
-    let start = Start {
-        cfg,
-        cluster_path: path,
-        served_name: preflight::served_name(&model, &a.extra),
-        model,
-        command: with_env(&p.env, &p.command),
-        secret_names: p.secrets.clone(),
-        secrets: secrets.iter().flatten().cloned().collect(),
-        clear_cache: p.clear_cache.then(|| plan::COMPILE_CACHE.to_string()),
-        check: None,
-        api: engine::api_addr(Some(host), a.port),
-        api_key: secrets[1].clone(),
-        api_key_source: key_source,
-        workers: usize::try_from(p.tp * p.pp)
-            .unwrap_or(usize::MAX)
-            .min(cfg.nodes.len()),
-        nccl_debug: a.nccl_debug,
-        detach: req.detach,
-        timeout: Duration::from_secs(a.timeout),
-        engine: Engine::Vllm,
-        args: Some(a.clone()),
-        restart: req.restarted,
-        kv_plan,
-    };
-    launch::serve(&start, r)
 }
 
 /// The split and context `serve` starts with: `plan`'s choice unless

@@ -13,54 +13,133 @@ use super::{KvModel, Layer, Rules};
 /// The model's cache from its `config.json`; an error says what is missing
 /// or not understood.
 pub fn from_config(config: &Value) -> Result<KvModel, String> {
-    let c = match config.get("text_config") {
-        Some(t) if t.is_object() => t,
-        _ => config,
-    };
-    let num = |k: &str| c.get(k).and_then(Value::as_u64);
-    let layers = num("num_hidden_layers")
-        .or_else(|| num("n_layer"))
-        .or_else(|| num("num_layers"))
-        .ok_or("config.json gives no num_hidden_layers")?;
-    let heads = num("num_attention_heads")
-        .or_else(|| num("n_head"))
-        .ok_or("config.json gives no num_attention_heads")?;
-    let kv_heads = if c.get("multi_query").and_then(Value::as_bool) == Some(true) {
-        1
-    } else {
-        num("num_key_value_heads")
-            .or_else(|| num("multi_query_group_num"))
-            .or_else(|| num("n_head_kv"))
-            .unwrap_or(heads)
-    };
-    let head_dim = match num("head_dim") {
-        Some(h) => h,
-        None => {
-            num("hidden_size").ok_or("config.json gives no head_dim or hidden_size")? / heads.max(1)
-        }
-    };
+    let c = text_config(config);
+    let shape = Shape::read(c)?;
+    let kinds = Kinds::read(c, &shape);
+    let layers = layer_list(c, shape.layers, &kinds)?;
     // vLLM's `--dtype auto` runs a float32 checkpoint in the platform's
     // 16-bit type (`_resolve_auto_dtype` in vllm/config/model.py), a 16-bit
     // one as it is; `--dtype float32` is [`super::KvOptions::model_dtype_bytes`].
     let dtype_bytes = 2;
-    let full = Layer::Full {
-        kv_heads,
-        head_dim,
-        head_dim_v: head_dim,
-    };
-    let window = num("sliding_window");
-    let sliding = window.map(|window| Layer::Sliding {
-        kv_heads,
-        head_dim,
-        head_dim_v: head_dim,
-        window,
-    });
-    let mla = num("kv_lora_rank").map(|r| Layer::Mla {
-        latent: r + num("qk_rope_head_dim").unwrap_or(64),
-    });
-    let linear = || -> Result<Layer, String> {
+    Ok(KvModel {
+        layers,
+        dtype_bytes,
+        max_positions: num(c, "max_position_embeddings")
+            .or_else(|| num(c, "max_sequence_length"))
+            .or_else(|| num(c, "seq_length")),
+        attention_heads: Some(shape.heads),
+        rules: Rules::Vllm,
+    })
+}
+
+/// The text model's config: a multimodal config's `text_config`, else the
+/// config itself.
+fn text_config(config: &Value) -> &Value {
+    match config.get("text_config") {
+        Some(t) if t.is_object() => t,
+        _ => config,
+    }
+}
+
+/// A whole number the config gives under `k`.
+fn num(c: &Value, k: &str) -> Option<u64> {
+    c.get(k).and_then(Value::as_u64)
+}
+
+/// The attention's size: layers, heads, KV heads and head size.
+struct Shape {
+    /// Hidden layers.
+    layers: u64,
+    /// Attention (query) heads.
+    heads: u64,
+    /// KV heads (1 for multi-query attention).
+    kv_heads: u64,
+    /// Each head's size.
+    head_dim: u64,
+}
+
+impl Shape {
+    /// The shape under the names the model families use for it.
+    fn read(c: &Value) -> Result<Shape, String> {
+        let num = |k: &str| num(c, k);
+        let layers = num("num_hidden_layers")
+            .or_else(|| num("n_layer"))
+            .or_else(|| num("num_layers"))
+            .ok_or("config.json gives no num_hidden_layers")?;
+        let heads = num("num_attention_heads")
+            .or_else(|| num("n_head"))
+            .ok_or("config.json gives no num_attention_heads")?;
+        let kv_heads = if c.get("multi_query").and_then(Value::as_bool) == Some(true) {
+            1
+        } else {
+            num("num_key_value_heads")
+                .or_else(|| num("multi_query_group_num"))
+                .or_else(|| num("n_head_kv"))
+                .unwrap_or(heads)
+        };
+        let head_dim = match num("head_dim") {
+            Some(h) => h,
+            None => {
+                num("hidden_size").ok_or("config.json gives no head_dim or hidden_size")?
+                    / heads.max(1)
+            }
+        };
+        Ok(Shape {
+            layers,
+            heads,
+            kv_heads,
+            head_dim,
+        })
+    }
+}
+
+/// The kinds of layer the config can have, before knowing which layer is
+/// which.
+struct Kinds<'a> {
+    /// The config, for the linear-attention state (read only when a layer
+    /// needs it).
+    c: &'a Value,
+    /// Full attention (no latent).
+    full: Layer,
+    /// Sliding-window attention, when the config gives a window.
+    sliding: Option<Layer>,
+    /// Latent attention, when `kv_lora_rank` is set.
+    mla: Option<Layer>,
+}
+
+impl<'a> Kinds<'a> {
+    /// Each kind of layer sized by the config's shape.
+    fn read(c: &'a Value, shape: &Shape) -> Kinds<'a> {
+        let (kv_heads, head_dim) = (shape.kv_heads, shape.head_dim);
+        Kinds {
+            c,
+            full: Layer::Full {
+                kv_heads,
+                head_dim,
+                head_dim_v: head_dim,
+            },
+            sliding: num(c, "sliding_window").map(|window| Layer::Sliding {
+                kv_heads,
+                head_dim,
+                head_dim_v: head_dim,
+                window,
+            }),
+            mla: num(c, "kv_lora_rank").map(|r| Layer::Mla {
+                latent: r + num(c, "qk_rope_head_dim").unwrap_or(64),
+            }),
+        }
+    }
+
+    /// A global layer: latent attention when the model has it, else full.
+    fn global(&self) -> Layer {
+        self.mla.unwrap_or(self.full)
+    }
+
+    /// A linear-attention layer's fixed state; an error names the size the
+    /// config leaves out.
+    fn linear(&self) -> Result<Layer, String> {
         let need = |k: &str| {
-            num(k).ok_or(format!(
+            num(self.c, k).ok_or(format!(
                 "config.json gives linear-attention layers but no {k}"
             ))
         };
@@ -78,19 +157,27 @@ pub fn from_config(config: &Value) -> Result<KvModel, String> {
             rows: dv,
             cols: dk,
         })
-    };
-    let kind = |t: &str| -> Result<Layer, String> {
+    }
+
+    /// The layer a `layer_types` entry names.
+    fn named(&self, t: &str) -> Result<Layer, String> {
         match t {
-            "full_attention" | "attention" | "global" => Ok(mla.unwrap_or(full)),
-            "sliding_attention" | "sliding_window" | "local" => sliding.ok_or_else(|| {
+            "full_attention" | "attention" | "global" => Ok(self.global()),
+            "sliding_attention" | "sliding_window" | "local" => self.sliding.ok_or_else(|| {
                 "config.json names sliding_attention layers but gives no sliding_window".into()
             }),
-            "linear_attention" => linear(),
+            "linear_attention" => self.linear(),
             other => Err(format!(
                 "config.json names a layer type the fit check does not know: {other}"
             )),
         }
-    };
+    }
+}
+
+/// Each of the `layers` layers' kind: from `layer_types`, a
+/// `full_attention_interval`, a sliding pattern, one window for all, or
+/// all global.
+fn layer_list(c: &Value, layers: u64, kinds: &Kinds) -> Result<Vec<Layer>, String> {
     let types: Option<Vec<String>> = c.get("layer_types").and_then(Value::as_array).map(|a| {
         a.iter()
             .filter_map(|v| v.as_str().map(String::from))
@@ -100,47 +187,35 @@ pub fn from_config(config: &Value) -> Result<KvModel, String> {
     let mut out = Vec::with_capacity(layers as usize);
     if let Some(types) = types.filter(|t| !t.is_empty()) {
         for t in types.iter().take(layers as usize) {
-            out.push(kind(t)?);
+            out.push(kinds.named(t)?);
         }
-    } else if let Some(every) = num("full_attention_interval").filter(|n| *n > 0) {
+    } else if let Some(every) = num(c, "full_attention_interval").filter(|n| *n > 0) {
         // Qwen3NextConfig: a layer is full attention when (i + 1) % interval == 0.
         for i in 0..layers {
             out.push(if (i + 1) % every == 0 {
-                kind("full_attention")?
+                kinds.global()
             } else {
-                linear()?
+                kinds.linear()?
             });
         }
     } else if let (Some(p), Some(s)) = (
-        num("sliding_window_pattern")
+        num(c, "sliding_window_pattern")
             .filter(|p| *p > 0)
             .or_else(|| default_pattern(c)),
-        sliding,
+        kinds.sliding,
     ) {
         // Gemma 2/3, gpt-oss, Command R7B: every p-th layer is global, the
         // others slide (transformers' default `layer_types` for these).
         for i in 0..layers {
-            out.push(if (i + 1) % p == 0 {
-                mla.unwrap_or(full)
-            } else {
-                s
-            });
+            out.push(if (i + 1) % p == 0 { kinds.global() } else { s });
         }
-    } else if let (Some(s), true, None) = (sliding, use_sliding, mla) {
+    } else if let (Some(s), true, None) = (kinds.sliding, use_sliding, kinds.mla) {
         // Mistral-style: one window for every layer.
         out.extend(std::iter::repeat_n(s, layers as usize));
     } else {
-        out.extend(std::iter::repeat_n(mla.unwrap_or(full), layers as usize));
+        out.extend(std::iter::repeat_n(kinds.global(), layers as usize));
     }
-    Ok(KvModel {
-        layers: out,
-        dtype_bytes,
-        max_positions: num("max_position_embeddings")
-            .or_else(|| num("max_sequence_length"))
-            .or_else(|| num("seq_length")),
-        attention_heads: Some(heads),
-        rules: Rules::Vllm,
-    })
+    Ok(out)
 }
 
 /// The sliding pattern transformers gives a model type whose config.json
