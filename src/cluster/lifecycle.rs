@@ -27,11 +27,7 @@ pub fn up(
     if mode == auth::Mode::Insecure && cfg.engine != Engine::LlamaCpp {
         r.note(&format!("{}\n", auth::INSECURE_WARNING));
     }
-    let envs = if cfg.engine == Engine::LlamaCpp {
-        rpc::up(cfg, dry_run, &mut Out(r))?
-    } else {
-        run::up(cfg, path, dry_run, timeout_s, mode, &mut Out(r))?
-    };
+    let envs = engine_up(cfg, path, dry_run, timeout_s, mode, r)?;
     if !metrics {
         r.out("halobox metrics: not started (--no-metrics)\n");
         return Ok(envs);
@@ -65,6 +61,22 @@ pub fn up(
         r.note("warning: halobox metrics did not start on every node (see above); the cluster is up without it there: free the port, then run `halobox cluster up` again\n");
     }
     Ok(envs)
+}
+
+/// The engine's cluster alone: Ray on every node, or llama.cpp's RPC
+/// servers on the workers; each node's env as applied.
+pub fn engine_up(
+    cfg: &ClusterConfig,
+    path: &Path,
+    dry_run: bool,
+    timeout_s: u64,
+    mode: auth::Mode,
+    r: &mut dyn Reporter,
+) -> anyhow::Result<Vec<NodeEnv>> {
+    match cfg.engine {
+        Engine::LlamaCpp => rpc::up(cfg, dry_run, &mut Out(r)),
+        _ => run::up(cfg, path, dry_run, timeout_s, mode, &mut Out(r)),
+    }
 }
 
 /// Stops `halobox metrics` on every node: true when each was asked.
@@ -120,10 +132,7 @@ pub fn down(cfg: &ClusterConfig, config_path: &Path, r: &mut dyn Reporter) -> bo
         }
         return stop_metrics(cfg, r) && ok;
     }
-    let results = run::down(cfg);
-    if results.first().is_some_and(|h| h.outcome == "stopped") {
-        run::forget_state(config_path);
-    }
+    let results = run::down_and_forget(cfg, config_path);
     let mut ok = true;
     for n in &results {
         if n.outcome == "stopped" {

@@ -16,15 +16,15 @@ use std::time::{Duration, Instant};
 
 use serde::Serialize;
 
-use super::auth;
 use super::config::{ClusterConfig, Engine, NodeConfig};
 use super::run::{self, remote_node};
+use super::{auth, lifecycle};
 use crate::bench::serving::key::{is_set, key_from, load_key};
 use crate::bench::serving::target;
 use crate::bench::soak::{self, plan::SoakOptions, plan::Watched};
 use crate::fan_out::each;
 use crate::refresh::plan::PREV_SUFFIX;
-use crate::reporter::{Out, Reporter};
+use crate::reporter::Reporter;
 use crate::serve::golden::{self, Check, Outcome};
 use crate::serve::request::{Request, Spec};
 use crate::serve::{control, rpc_servers, state};
@@ -223,10 +223,7 @@ pub fn stop_serving(cfg: &ClusterConfig, config_path: &Path) -> Vec<String> {
         }
         return notes;
     }
-    let down = run::down(cfg);
-    if down.first().is_some_and(|h| h.outcome == "stopped") {
-        run::forget_state(config_path);
-    }
+    let down = run::down_and_forget(cfg, config_path);
     for d in down.iter().filter(|d| d.outcome != "stopped") {
         notes.push(format!("{}: Ray not stopped: {}", d.name, d.detail));
     }
@@ -241,18 +238,8 @@ fn start_serving(
     spec: &Spec,
     r: &mut dyn Reporter,
 ) -> Result<(), (Step, String)> {
-    let up = match cfg.engine {
-        Engine::LlamaCpp => rpc_servers::up(cfg, false, &mut Out(&mut *r)),
-        _ => run::up(
-            cfg,
-            config_path,
-            false,
-            cfg.timeout_s,
-            auth::Mode::Token,
-            &mut Out(&mut *r),
-        ),
-    };
-    up.map_err(|e| (Step::Cluster, format!("{e:#}")))?;
+    lifecycle::engine_up(cfg, config_path, false, cfg.timeout_s, auth::Mode::Token, r)
+        .map_err(|e| (Step::Cluster, format!("{e:#}")))?;
     crate::serve::start::start(&Request::again(spec.clone()), config_path, cfg, r).map_err(|e| {
         (
             Step::Serve,

@@ -797,7 +797,7 @@ pub struct Status {
 
 /// Removes the record of the `up` with `config` (`cluster down` stopped
 /// its Ray: a Ray found on the head's port later is not that one).
-pub fn forget_state(config: &Path) {
+fn forget_state(config: &Path) {
     if let (Some(p), Some(_)) = (state_path(), load_state(config)) {
         let _ = std::fs::remove_file(p);
     }
@@ -856,6 +856,16 @@ pub struct DownResult {
     pub outcome: String,
     /// Details.
     pub detail: String,
+}
+
+/// [`down`] of the cluster `config_path` holds, and the record of the `up`
+/// that started its Ray forgotten once the head's Ray stopped.
+pub fn down_and_forget(cfg: &ClusterConfig, config_path: &Path) -> Vec<DownResult> {
+    let results = down(cfg);
+    if results.first().is_some_and(|h| h.outcome == "stopped") {
+        forget_state(config_path);
+    }
+    results
 }
 
 /// `cluster down`: `ray stop` on every node, each result reported.
