@@ -16,16 +16,19 @@
 //!   [`serve::plan`], [`model::plan`], [`bench::plan`] and [`image`];
 //! - effects: [`engine`] (the container engine's API), [`container`] (the
 //!   containers themselves), [`setup`], [`check::run`], [`refresh`] (one
-//!   container replaced: [`refresh::run`]), [`cluster`] (Ray over every
-//!   node: [`cluster::join`], [`cluster::run`]), [`serve`] (vLLM or
+//!   container replaced: [`refresh::run`]), [`cluster`] (each node's
+//!   side: [`cluster::join`], and the node runner [`cluster::run`]),
+//!   [`fleet`] (the workflows over every node: `cluster up`'s executors
+//!   [`fleet::ray_up`] and [`fleet::rpc_up`], refresh, install, doctor,
+//!   bench, the serve's supervisor), [`serve`] (vLLM or
 //!   llama.cpp on the head), [`model`] (weights on every node), [`metrics`]
 //!   (a node's figures for Prometheus, read like [`host`]'s facts), over
 //!   [`ssh`], [`remote`], [`http`], [`proc`] and [`shell`];
 //! - the library's entry points (the doors each [`cmd`] file calls, listed
 //!   in `DOORS` in `tests/layering.rs`) for commands over the cluster:
-//!   [`cluster::up`], [`cluster::down`], [`cluster::refresh`],
-//!   [`serve::supervisor::serve`], [`bench::collective::run()`],
-//!   [`bench::serving::ab_run`] and [`mod@bench`]; for the others:
+//!   [`fleet::up`], [`fleet::down`], [`fleet::refresh`],
+//!   [`fleet::supervisor::serve`], [`bench::collective::run()`],
+//!   [`fleet::serving_ab`] and [`mod@bench`]; for the others:
 //!   [`refresh::flow`], [`setup::flow`], [`bench::flow`], [`model::flow`],
 //!   [`image::publish_flow`] and [`image::add_layer`], each asking through
 //!   a [`reporter::Ask`] where it asks;
@@ -52,6 +55,7 @@ pub mod doctor;
 pub mod engine;
 pub mod error;
 pub mod fan_out;
+pub mod fleet;
 pub mod host;
 pub mod http;
 pub mod image;

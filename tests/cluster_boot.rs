@@ -29,8 +29,8 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::{Duration, Instant};
 
-use halobox::cluster::boot::plan::{self, NodeFacts, Options};
 use halobox::cluster::config::{ClusterConfig, NodeBackend, NodeConfig};
+use halobox::fleet::boot::plan::{self, NodeFacts, Options};
 use halobox::serve::request::Spec;
 
 use common::serve::{HALOBOX, Serving, tiny_vllm_serve};

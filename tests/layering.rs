@@ -337,7 +337,7 @@ const PRINTS: &[&str] = &[
     // `HALOBOX_TEST_PAUSED`, the line the tests wait for.
     "src/refresh/run.rs",
     // Each node's staging lines, echoed from one thread per node.
-    "src/cluster/refresh.rs",
+    "src/fleet/refresh.rs",
     // `enter`'s wait for distrobox, beside the container's own terminal.
     "src/container/enter.rs",
 ];
@@ -466,27 +466,119 @@ const FLOORS: &[(&str, &[&str])] = &[
     ),
     ("the cluster", &["cluster", "model"]),
     ("serving and benchmarks", &["serve", "bench"]),
-    (
-        "workflows over the cluster",
-        &[
-            "serve::start",
-            "serve::supervisor",
-            "cluster::lifecycle",
-            "cluster::metrics_nodes",
-            "cluster::boot",
-            "cluster::bench",
-            "cluster::bench_run",
-            "cluster::doctor",
-            "cluster::doctor_run",
-            "cluster::install",
-            "cluster::ray_state",
-            "cluster::refresh",
-            "cluster::refresh_verify",
-            "bench::serving::ab_run",
-        ],
-    ),
+    ("workflows over the cluster", &["fleet"]),
     ("the command line", &["cli", "cmd", ""]),
 ];
+
+/// The modules [`FLOORS`] puts on another floor than their folder's, each
+/// with why. Every other folder of `src/` sits on one floor.
+const CARVE_OUTS: &[(&str, &str)] = &[
+    (
+        "cluster::config",
+        "cluster.toml's reader: the host floors read the file (cli's defaults, doctor's firewall ports, metrics' scrape targets)",
+    ),
+    (
+        "cluster::vars",
+        "cluster.toml's variables, checked by its reader",
+    ),
+    (
+        "cluster::auth",
+        "the Ray token variables cluster.toml may not set, checked by its reader",
+    ),
+];
+
+/// The most carve-outs [`CARVE_OUTS`] may list.
+const MAX_CARVE_OUTS: usize = 6;
+
+/// The folders that name a folder on a higher floor (through a carve-out),
+/// each with why.
+const FOLDER_ARROWS_UP: &[(&str, &str, &str)] = &[
+    (
+        "doctor",
+        "cluster",
+        "the firewall's ports come from cluster.toml (cluster::config)",
+    ),
+    (
+        "metrics",
+        "cluster",
+        "the exporter's node and the scrape config read cluster.toml (cluster::config)",
+    ),
+];
+
+/// The most arrows back up at folder scale.
+const MAX_FOLDER_ARROWS_UP: usize = 2;
+
+/// The entries of `floors` below a folder: modules on another floor than
+/// their folder's.
+fn spanning(floors: &[(&str, &[&str])]) -> Vec<String> {
+    floors
+        .iter()
+        .flat_map(|(_, prefixes)| prefixes.iter())
+        .filter(|p| p.contains("::"))
+        .map(|p| p.to_string())
+        .collect()
+}
+
+/// Every `folder -> folder` (the first part of a module's path) where the
+/// target's folder is on a higher floor than the caller's.
+fn folder_arrows_up(sources: &[Source]) -> BTreeSet<(String, String)> {
+    let top = |m: &[String]| vec![m.first().cloned().unwrap_or_default()];
+    named(sources)
+        .into_iter()
+        .filter(|(m, _, t)| top(m) != top(t) && floor(&top(t)) > floor(&top(m)))
+        .map(|(m, _, t)| (top(&m)[0].clone(), top(&t)[0].clone()))
+        .collect()
+}
+
+#[test]
+fn every_folder_sits_on_one_floor_but_the_carve_outs() {
+    let listed: BTreeSet<String> = CARVE_OUTS.iter().map(|(m, _)| m.to_string()).collect();
+    let found: BTreeSet<String> = spanning(FLOORS).into_iter().collect();
+    assert_eq!(
+        found, listed,
+        "a module on another floor than its folder must be in CARVE_OUTS with its reason (or move it to a folder of its floor)"
+    );
+    assert!(
+        CARVE_OUTS.len() <= MAX_CARVE_OUTS,
+        "{} carve-outs, at most {MAX_CARVE_OUTS}: give the modules a folder of their floor",
+        CARVE_OUTS.len()
+    );
+    assert!(CARVE_OUTS.iter().all(|(_, why)| !why.is_empty()));
+}
+
+#[test]
+fn the_folders_call_up_only_where_listed() {
+    let listed: BTreeSet<(String, String)> = FOLDER_ARROWS_UP
+        .iter()
+        .map(|(a, b, _)| (a.to_string(), b.to_string()))
+        .collect();
+    assert_eq!(
+        folder_arrows_up(&sources()),
+        listed,
+        "folders that call a folder on a higher floor: move the code, or list the arrow in FOLDER_ARROWS_UP with its reason"
+    );
+    assert!(FOLDER_ARROWS_UP.len() <= MAX_FOLDER_ARROWS_UP);
+}
+
+#[test]
+fn the_checker_sees_a_folder_on_two_floors() {
+    let floors: &[(&str, &[&str])] = &[("low", &["a", "b::c"]), ("high", &["b", "d::e::f"])];
+    assert_eq!(spanning(floors), ["b::c", "d::e::f"]);
+    let m = |p: &str, code: &str| source(p, false, code);
+    let tree = [
+        m("doctor::firewall", "use crate::cluster::config::parse;"),
+        m("cluster::config", ""),
+        m("cluster::run", "use crate::fleet::refresh::run;"),
+        m("fleet::refresh", "use crate::cluster::run::up;"),
+    ];
+    assert_eq!(
+        folder_arrows_up(&tree),
+        BTreeSet::from([
+            ("cluster".to_string(), "fleet".to_string()),
+            ("doctor".to_string(), "cluster".to_string()),
+        ])
+    );
+}
 
 /// The floor of module `m` (an index into [`FLOORS`]).
 fn floor(m: &[String]) -> usize {
@@ -532,13 +624,13 @@ fn the_checker_sees_a_call_up_a_floor() {
     let tree = [
         m("config", "use crate::container::spec::Spec;"),
         m("container::spec", "use crate::config::load;"),
-        m("cluster::run", "crate::serve::start::start();"),
-        m("serve::start", "use crate::cluster::run::up;"),
+        m("cluster::run", "crate::fleet::refresh::run();"),
+        m("fleet::refresh", "use crate::cluster::run::up;"),
     ];
     assert_eq!(
         upward(&tree),
         [
-            "cluster::run (the cluster) -> serve::start (workflows over the cluster)",
+            "cluster::run (the cluster) -> fleet::refresh (workflows over the cluster)",
             "config (the engine and the settings) -> container::spec (containers and one host)",
         ]
     );
@@ -739,7 +831,7 @@ const DOORS: &[(&str, &[&str])] = &[
             "bench::flow::compare",
         ],
     ),
-    ("cmd::bench::ab", &["bench::serving::ab_run::run"]),
+    ("cmd::bench::ab", &["fleet::serving_ab::run"]),
     ("cmd::bench::collective", &["bench::collective::run"]),
     (
         "cmd::bench::html",
@@ -752,16 +844,16 @@ const DOORS: &[(&str, &[&str])] = &[
     ("cmd::cluster", &[]),
     (
         "cmd::cluster::bench",
-        &["cluster::bench_run::bench", "bench::collective::run"],
+        &["fleet::bench_run::bench", "bench::collective::run"],
     ),
     (
         "cmd::cluster::boot",
-        &["cluster::boot::run::enable", "cluster::boot::run::disable"],
+        &["fleet::boot::run::enable", "fleet::boot::run::disable"],
     ),
-    ("cmd::cluster::doctor", &["cluster::doctor_run::doctor"]),
+    ("cmd::cluster::doctor", &["fleet::doctor_run::doctor"]),
     (
         "cmd::cluster::fleet",
-        &["cluster::refresh::run", "cluster::install::run"],
+        &["fleet::refresh::run", "fleet::install::run"],
     ),
     (
         "cmd::cluster::init",
@@ -771,15 +863,15 @@ const DOORS: &[(&str, &[&str])] = &[
         "cmd::cluster::join",
         &["cluster::join::report", "cluster::join::start"],
     ),
-    ("cmd::cluster::lifecycle", &["cluster::up", "cluster::down"]),
-    ("cmd::cluster::menu", &["serve::supervisor::serve"]),
+    ("cmd::cluster::lifecycle", &["fleet::up", "fleet::down"]),
+    ("cmd::cluster::menu", &["fleet::supervisor::serve"]),
     (
         "cmd::cluster::metrics",
         &["metrics::scrape_config::prometheus_config"],
     ),
     (
         "cmd::cluster::status",
-        &["cluster::run::status", "serve::rpc_servers::status"],
+        &["fleet::ray_up::status", "serve::rpc_servers::status"],
     ),
     ("cmd::cluster::top", &["metrics::top::watch"]),
     ("cmd::completions", &[]),
@@ -818,7 +910,7 @@ const DOORS: &[(&str, &[&str])] = &[
     (
         "cmd::serve",
         &[
-            "serve::supervisor::serve",
+            "fleet::supervisor::serve",
             "serve::control::status",
             "serve::control::logs",
             "serve::control::stop",
@@ -944,17 +1036,17 @@ fn every_cmd_file_goes_through_its_doors() {
 
 #[test]
 fn the_checker_sees_a_door() {
-    let code = "use crate::image::publish_flow as flow;\nuse crate::cluster::{self, run};\n\
-                fn f() { flow::run(); cluster::up(); crate::serve::supervisor::serve(); x_run::go(); }";
+    let code = "use crate::image::publish_flow as flow;\nuse crate::fleet;\nuse crate::cluster::run;\n\
+                fn f() { flow::run(); fleet::up(); crate::fleet::supervisor::serve(); x_run::go(); }";
     assert!(calls(code, "image::publish_flow::run"));
-    assert!(calls(code, "cluster::up"));
-    assert!(calls(code, "serve::supervisor::serve"));
+    assert!(calls(code, "fleet::up"));
+    assert!(calls(code, "fleet::supervisor::serve"));
     assert!(!calls(code, "cluster::run::status"));
     assert!(!calls(code, "bench::run::go"));
     let files = modules();
-    assert!(is_library_fn(&files, "cluster::up"));
-    assert!(is_library_fn(&files, "serve::supervisor::serve"));
-    assert!(!is_library_fn(&files, "serve::supervisor::nothing_here"));
+    assert!(is_library_fn(&files, "fleet::up"));
+    assert!(is_library_fn(&files, "fleet::supervisor::serve"));
+    assert!(!is_library_fn(&files, "fleet::supervisor::nothing_here"));
 }
 
 /// The boxes of CONTRIBUTING.md's first picture besides the doors.
@@ -962,7 +1054,7 @@ const LAYERS: &str = r#"    cmd --> doors
     doors --> facts["facts: src/host/, src/engine/ queries, setup/facts.rs, refresh/prepare.rs"]
     facts --> plan["plan (pure): refresh/plan.rs, setup/, cluster/plan.rs, serve/plan.rs, container/spec.rs"]
     plan -->|--dry-run| out["printed plan"]
-    plan --> exec["executor: refresh/run.rs, setup/apply.rs, cluster/run.rs, cluster/refresh.rs"]
+    plan --> exec["executor: refresh/run.rs, setup/apply.rs, fleet/ray_up.rs, fleet/rpc_up.rs, fleet/refresh.rs"]
     exec --> edge["the edge: src/engine/, src/ssh.rs + src/remote.rs, src/http.rs, src/proc.rs"]
 "#;
 

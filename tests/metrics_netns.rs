@@ -325,7 +325,7 @@ fn cluster_up_starts_metrics_on_every_node_and_down_stops_them() {
     let log = |x: char, i: u32| {
         let cat = format!(
             "cat \"{}\"/metrics-$0.log",
-            halobox::cluster::metrics_nodes::DIR
+            halobox::fleet::metrics_nodes::DIR
         );
         let out = nodes
             .on_node(x, &["sh", "-c", &cat, &nodes.ip(i)])

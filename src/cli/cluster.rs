@@ -244,7 +244,7 @@ pub struct ClusterInstallArgs {
     #[arg(long, value_name = "PATH")]
     pub halobox: Option<std::path::PathBuf>,
     /// Seconds the transfer to each node may take, 1..86400 (a node that stops reading is given up on then).
-    #[arg(long, value_name = "S", default_value_t = crate::cluster::install::SEND_TIMEOUT_S, value_parser = crate::units::parse_timeout)]
+    #[arg(long, value_name = "S", default_value_t = crate::fleet::install::SEND_TIMEOUT_S, value_parser = crate::units::parse_timeout)]
     pub timeout: u64,
     /// Put every node back on the halobox the last install replaced (DEST.halobox-prev).
     #[arg(long)]
@@ -288,8 +288,8 @@ pub struct ClusterBenchArgs {
     #[command(flatten)]
     pub file: ClusterFileArgs,
     /// Which pairs: every pair, or the head with every other node.
-    #[arg(long, value_enum, default_value_t = crate::cluster::bench::Pairs::All)]
-    pub pairs: crate::cluster::bench::Pairs,
+    #[arg(long, value_enum, default_value_t = crate::fleet::bench::Pairs::All)]
+    pub pairs: crate::fleet::bench::Pairs,
     /// Save every pair's run under DIR (default: $XDG_STATE_HOME/halobox/bench/<UTC time>-cluster).
     #[arg(long, value_name = "DIR")]
     pub save: Option<std::path::PathBuf>,

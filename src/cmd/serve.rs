@@ -29,7 +29,7 @@ pub fn run(a: &ServeArgs) -> anyhow::Result<ExitCode> {
     }
     let (path, cfg) = config::open(a.file.cluster.as_deref())?;
     let req = if a.recorded {
-        let Some(spec) = crate::cluster::boot::run::kept_serve(&path) else {
+        let Some(spec) = crate::fleet::boot::run::kept_serve(&path) else {
             return Err(UsageError(format!(
                 "no serve is kept for boot for {}\n  hint: start one with `halobox serve MODEL --restart on-failure --detach`, then run `halobox cluster enable`",
                 path.display()
@@ -44,7 +44,7 @@ pub fn run(a: &ServeArgs) -> anyhow::Result<ExitCode> {
     } else {
         a.request()
     };
-    crate::serve::supervisor::serve(&req, &path, &cfg, &mut Terminal)?;
+    crate::fleet::supervisor::serve(&req, &path, &cfg, &mut Terminal)?;
     Ok(ExitCode::SUCCESS)
 }
 
@@ -75,7 +75,7 @@ fn act(action: &ServeAction) -> anyhow::Result<ExitCode> {
         }
         ServeAction::Supervise { file } => {
             let (path, cfg) = config::open(file.cluster.as_deref())?;
-            crate::serve::supervisor::supervise_detached(&path, &cfg, &mut Terminal)?;
+            crate::fleet::supervisor::supervise_detached(&path, &cfg, &mut Terminal)?;
             Ok(ExitCode::SUCCESS)
         }
         ServeAction::Golden {

@@ -4,7 +4,9 @@
 //! it fails or Ctrl-C stops it; `serve status`, `logs` and `stop` for a
 //! serve left running with `--detach`.
 //!
-//! - [`supervisor::serve`]: the library's one entry point for `serve` (what
+//! - [`crate::fleet::supervisor::serve`] (beside the other workflows over
+//!   the cluster, since a restart brings lost nodes back with `cluster
+//!   up`) is the library's one entry point for `serve` (what
 //!   `src/cmd/serve.rs` and the cluster menu call): it starts the serve
 //!   through [`start`](mod@start), then a detached supervisor or the
 //!   foreground supervises it (a plain foreground serve too, under the
@@ -16,8 +18,8 @@
 //! - [`api_key`]: the API key (and `require_key.py`, the vLLM middleware
 //!   that asks for it on every route); [`llama`]: llama-server's command and
 //!   checks; [`rpc`]: llama.cpp's RPC server programs; [`rpc_servers`]: the
-//!   RPC servers on every worker (`cluster up`/`status`/`down` for engine
-//!   llama.cpp);
+//!   RPC servers on every worker (their commands and `cluster status`'s
+//!   view; [`crate::fleet::rpc_up`] starts and stops them);
 //! - [`plan`]: `vllm serve`'s command, environment and parallelism (pure);
 //! - [`preflight`]: cluster up, GPUs, port, vLLM, the model on every node;
 //! - [`fit`]: the model's weights and KV cache against each node's GPU
@@ -43,8 +45,8 @@
 //! - [`state`]: what a serve recorded on the head (the serve, its
 //!   restarts, its supervisor's pid file); [`interrupt`]: Ctrl-C;
 //! - [`restart_policy`]: `--restart`'s policy, window, events and progress
-//!   probe (pure); [`supervisor`]: the supervisor that acts on them (stop,
-//!   wait for the nodes, `cluster up`, start again from the record).
+//!   probe (pure), which [`crate::fleet::supervisor`] acts on (stop, wait
+//!   for the nodes, `cluster up`, start again from the record).
 
 pub mod api_key;
 pub mod checks;
@@ -68,7 +70,6 @@ pub mod rpc;
 pub mod rpc_servers;
 pub mod start;
 pub mod state;
-pub mod supervisor;
 pub mod watcher;
 
 /// The API port a serve listens on unless `--port` says otherwise.

@@ -3,7 +3,7 @@
 //! a supervisor records (when, which check, which node, how long until
 //! serving again), and the progress probe's judgement (requests running
 //! but no token generated for `--stall-timeout`). The supervisor that acts
-//! on them is [`super::supervisor`](mod@super::supervisor)'s.
+//! on them is [`crate::fleet::supervisor`](mod@crate::fleet::supervisor)'s.
 
 use std::fmt;
 use std::str::FromStr;

@@ -3,7 +3,7 @@
 //! through in the foreground), then each of [`super::checks`]' checks when
 //! it is due. It returns how watching ended ([`Seen`]), a failure blamed on
 //! a node where one is to blame; what to do about it is
-//! [`super::supervisor`]'s.
+//! [`crate::fleet::supervisor`]'s.
 
 use std::net::SocketAddr;
 use std::sync::mpsc::{Receiver, TryRecvError};

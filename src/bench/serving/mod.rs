@@ -8,10 +8,9 @@
 //! them); [`run`] runs the levels; [`record`] saves, derives and renders;
 //! [`key`] finds the API's key; [`target`] which endpoint (`--url` or the
 //! recorded serve); [`measure`] runs and saves a benchmark;
-//! [`ab`] plans and judges `--ab-transport`, [`ab_run`] runs it.
+//! [`ab`] plans and judges `--ab-transport`, [`crate::fleet::serving_ab`] runs it.
 
 pub mod ab;
-pub mod ab_run;
 pub mod client;
 pub mod key;
 pub mod plan;

@@ -10,12 +10,12 @@ use std::path::Path;
 use std::process::ExitCode;
 
 use crate::bench::serving::ab;
-use crate::bench::serving::ab_run;
 use crate::bench::serving::key;
 use crate::bench::serving::plan::{self as splan, Endpoint};
 use crate::cli::BenchServingArgs;
 use crate::cluster::config;
 use crate::error::UsageError;
+use crate::fleet::serving_ab;
 use crate::reporter::Terminal;
 use crate::serve::{interrupt, state};
 
@@ -56,13 +56,13 @@ pub fn run(args: &BenchServingArgs) -> anyhow::Result<ExitCode> {
         return Ok(ExitCode::SUCCESS);
     }
     let key = key::load_key(&from)?;
-    ab_run::refuse_if_used(&p, &opts.endpoint, key.as_ref())?;
+    serving_ab::refuse_if_used(&p, &opts.endpoint, key.as_ref())?;
     let dir = args.save_dir()?;
     interrupt::catch()?;
     let spec = serve.args.clone().expect("planned");
     let r = {
         let _quiet = StdoutToStderr::start()?;
-        ab_run::run(
+        serving_ab::run(
             &p,
             &cfg,
             &path,
@@ -80,7 +80,7 @@ pub fn run(args: &BenchServingArgs) -> anyhow::Result<ExitCode> {
         print!("{}", ab::render_results(&r));
         println!("saved in {}", dir.display());
     }
-    Ok(if ab_run::passed(&r) {
+    Ok(if serving_ab::passed(&r) {
         ExitCode::SUCCESS
     } else {
         ExitCode::FAILURE

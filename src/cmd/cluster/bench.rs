@@ -5,10 +5,10 @@ use std::process::ExitCode;
 
 use crate::bench::run::{default_save_dir, utc_now};
 use crate::cli::ClusterBenchArgs;
-use crate::cluster::bench::{self, PairOptions};
-use crate::cluster::bench_run;
 use crate::cluster::config;
 use crate::error::UsageError;
+use crate::fleet::bench::{self, PairOptions};
+use crate::fleet::bench_run;
 
 /// Measures the pairs, prints the matrices and the flagged links (or
 /// JSON); exit 1 when a pair could not be measured at all, or the

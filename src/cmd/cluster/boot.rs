@@ -1,12 +1,12 @@
 //! `halobox cluster enable` and `cluster disable` (the library's
-//! [`crate::cluster::boot::run`]): systemd units that bring the cluster
+//! [`crate::fleet::boot::run`]): systemd units that bring the cluster
 //! back after a reboot, and their removal.
 
 use std::process::ExitCode;
 
 use crate::cli::ClusterBootArgs;
-use crate::cluster::boot::run;
 use crate::cluster::config;
+use crate::fleet::boot::run;
 use crate::reporter::Terminal;
 
 fn exit(ok: bool) -> ExitCode {

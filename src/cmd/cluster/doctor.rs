@@ -4,7 +4,7 @@ use std::process::ExitCode;
 
 use crate::cli::ClusterDoctorArgs;
 use crate::cluster::config;
-use crate::cluster::{doctor, doctor_run};
+use crate::fleet::{doctor, doctor_run};
 
 /// Probes every node, checks across them and prints the table (or JSON);
 /// exit 1 when anything FAILs.

@@ -7,8 +7,8 @@ use anyhow::Context as _;
 
 use crate::cli::{ClusterInstallArgs, ClusterRefreshArgs};
 use crate::cluster::config;
-use crate::cluster::{install, refresh, refresh_verify};
 use crate::error::UsageError;
+use crate::fleet::{install, refresh, refresh_verify};
 
 /// Runs `cluster refresh`.
 pub fn refresh(a: &ClusterRefreshArgs) -> anyhow::Result<ExitCode> {

@@ -1,20 +1,22 @@
-//! `halobox cluster up` and `cluster down` (the library's [`crate::cluster::up`] and
-//! [`crate::cluster::down`]); `down --dry-run` prints what each node runs.
+//! `halobox cluster up` and `cluster down` (the library's [`crate::fleet::up`] and
+//! [`crate::fleet::down`]); `down --dry-run` prints what each node runs.
 
 use std::process::ExitCode;
 
 use crate::cli::{ClusterDownArgs, ClusterUpArgs};
 use crate::cluster::auth;
 use crate::cluster::config::{self, Engine};
-use crate::cluster::{self, run};
-use crate::cluster::{metrics_nodes, plan};
+use crate::cluster::plan;
+use crate::cluster::run;
+use crate::fleet;
+use crate::fleet::metrics_nodes;
 use crate::reporter::Terminal;
 use crate::serve::rpc_servers as rpc;
 use crate::shell;
 
 pub fn up(a: &ClusterUpArgs) -> anyhow::Result<ExitCode> {
     let (path, cfg) = config::open(a.file.cluster.as_deref())?;
-    cluster::up(
+    fleet::up(
         &cfg,
         &path,
         a.plan.dry_run,
@@ -68,7 +70,7 @@ pub fn down(a: &ClusterDownArgs) -> anyhow::Result<ExitCode> {
         }
         return Ok(ExitCode::SUCCESS);
     }
-    Ok(if cluster::down(&cfg, &path, &mut Terminal) {
+    Ok(if fleet::down(&cfg, &path, &mut Terminal) {
         ExitCode::SUCCESS
     } else {
         ExitCode::FAILURE

@@ -10,8 +10,8 @@ use crate::reporter::Terminal;
 /// parallel size, context length, eager mode, erase the compile cache),
 /// then the plan (`serve --dry-run`) and, confirmed, `serve`.
 pub fn serve_menu(a: &ClusterFileArgs) -> anyhow::Result<ExitCode> {
+    use crate::fleet::supervisor::serve;
     use crate::serve::request::{Request, Spec};
-    use crate::serve::supervisor::serve;
     use dialoguer::{Confirm, Input};
     let (path, cfg) = config::open(a.cluster.as_deref())?;
     let n = u32::try_from(cfg.nodes.len()).unwrap_or(u32::MAX);

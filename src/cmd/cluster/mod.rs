@@ -103,7 +103,7 @@ fn tui(a: &ClusterFileArgs) -> anyhow::Result<ExitCode> {
             }),
             7 => bench::run(&ClusterBenchArgs {
                 file: file(),
-                pairs: crate::cluster::bench::Pairs::All,
+                pairs: crate::fleet::bench::Pairs::All,
                 save: None,
                 duration: 10,
                 rdma: false,
@@ -131,7 +131,7 @@ fn tui(a: &ClusterFileArgs) -> anyhow::Result<ExitCode> {
             }),
             10 => fleet::install(&ClusterInstallArgs {
                 halobox: None,
-                timeout: crate::cluster::install::SEND_TIMEOUT_S,
+                timeout: crate::fleet::install::SEND_TIMEOUT_S,
                 rollback: false,
                 file: file(),
                 plan: DryRunArgs { dry_run: false },

@@ -5,7 +5,7 @@ use std::process::ExitCode;
 
 use crate::cli::ClusterStatusArgs;
 use crate::cluster::config::{self, Engine};
-use crate::cluster::run;
+use crate::fleet::ray_up;
 use crate::serve::rpc_servers as rpc;
 
 pub fn status(a: &ClusterStatusArgs) -> anyhow::Result<ExitCode> {
@@ -31,7 +31,7 @@ pub fn status(a: &ClusterStatusArgs) -> anyhow::Result<ExitCode> {
             ExitCode::FAILURE
         });
     }
-    let s = run::status(&cfg, &path)?;
+    let s = ray_up::status(&cfg, &path)?;
     let healthy = s.error.is_none() && s.alive == cfg.nodes.len() && s.unknown.is_empty();
     if a.output.json {
         println!("{}", serde_json::to_string_pretty(&s)?);
@@ -46,7 +46,7 @@ pub fn status(a: &ClusterStatusArgs) -> anyhow::Result<ExitCode> {
 }
 
 /// The status table.
-pub fn render_status(s: &run::Status, n: usize) -> String {
+pub fn render_status(s: &ray_up::Status, n: usize) -> String {
     let mut out = format!("Ray GCS {}: {}/{n} node(s) alive\n", s.gcs, s.alive);
     if let Some(e) = &s.error {
         let hint = if e.starts_with(crate::cluster::plan::NOT_SENT) {

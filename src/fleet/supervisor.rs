@@ -1,5 +1,5 @@
 //! The supervisor: `serve`'s one entry point [`serve()`] starts the serve
-//! ([`super::start`](mod@super::start)), then under `--restart
+//! ([`crate::serve::start`](mod@crate::serve::start)), then under `--restart
 //! on-failure[:MAX]` either starts a detached supervisor on the head
 //! (`--detach`: `halobox serve supervise`, its pid file beside the serve's
 //! record, one at a time by an `flock`) or supervises in this process (the
@@ -7,34 +7,34 @@
 //! policy [`Keep::Never`]: the same checks, and a failure ends it, named.
 //!
 //! The supervisor ([`supervise`]) watches the engine through
-//! [`super::watcher`] (the log judged, `/health`, the process, the progress
+//! [`crate::serve::watcher`] (the log judged, `/health`, the process, the progress
 //! probe, the 1-token probe, Ray's table, the RPC and raylet ports: see
-//! [`super::checks`]). Under `--restart`, on a failure it stops the engine and
+//! [`crate::serve::checks`]). Under `--restart`, on a failure it stops the engine and
 //! its process group, waits with a bounded backoff until every node of the
 //! split is back (Ray lists it alive, or its RPC server answers `HELLO`;
 //! `cluster up` brings back what is missing), waits while another process
 //! holds the API port (not this serve's: no restart is spent on it), then
 //! starts the recorded serve again; after a start that failed, the next
-//! restart waits longer ([`super::restart_policy::pause_before`]). Each
+//! restart waits longer ([`crate::serve::restart_policy::pause_before`]). Each
 //! restart is an event in the state folder; past the policy's limit it gives up, leaving nothing running. It never restarts a
 //! serve a `serve stop`, `cluster down` or `--ab-transport` holds
-//! ([`super::program::HELD_FILE`]).
+//! ([`crate::serve::program::HELD_FILE`]).
 
 use std::io::{BufRead as _, Write as _};
 use std::net::{IpAddr, SocketAddr};
 use std::path::Path;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
-use super::engine::{Head, Held};
-use super::launch::{self, Log, NotServing, grace};
-use super::request::{Request, Spec};
-use super::restart_policy::{self, Check, Decision, Event, Outcome, Policy, Port, Restarts};
-use super::state::{self, Process};
-use super::watcher::{self, Failure, Seen, Watched, stamp};
-use super::{api_key, interrupt, plan, preflight, start};
 use crate::cluster::config::{ClusterConfig, Engine};
 use crate::error::UsageError;
 use crate::reporter::Reporter;
+use crate::serve::engine::{Head, Held};
+use crate::serve::launch::{self, Log, NotServing, grace};
+use crate::serve::request::{Request, Spec};
+use crate::serve::restart_policy::{self, Check, Decision, Event, Outcome, Policy, Port, Restarts};
+use crate::serve::state::{self, Process};
+use crate::serve::watcher::{self, Failure, Seen, Watched, stamp};
+use crate::serve::{api_key, interrupt, plan, preflight, start};
 
 /// The secrets a serve reads from the environment at every start, handed
 /// to a detached supervisor on its stdin (never in an argument).
@@ -48,7 +48,7 @@ const NODES_WITHIN: Duration = Duration::from_secs(600);
 /// the API port.
 const PORT_EVERY: Duration = Duration::from_secs(2);
 
-/// Starts the serve `req` asks for (see [`super::start::start`]) and
+/// Starts the serve `req` asks for (see [`crate::serve::start::start`]) and
 /// supervises it: under `--restart` by a detached supervisor with
 /// `--detach`, else by this process until Ctrl-C; without `--restart` in
 /// the foreground by this process under [`Keep::Never`] (the same checks),
@@ -139,7 +139,7 @@ fn spawn(path: &Path) -> anyhow::Result<u32> {
     if let Some(mut stdin) = child.stdin.take() {
         let mut text = String::new();
         for name in SECRETS {
-            if let Some(v) = super::prepare::secret(name) {
+            if let Some(v) = crate::serve::prepare::secret(name) {
                 text.push_str(&format!("{name}={v}\n"));
             }
         }
@@ -350,7 +350,7 @@ fn key(spec: &Spec, path: &Path, engine: Engine) -> Option<String> {
         Engine::Vllm => plan::SECRETS[1],
         Engine::LlamaCpp => "LLAMA_API_KEY",
     };
-    let value = super::prepare::secret(env);
+    let value = crate::serve::prepare::secret(env);
     let source = api_key::Source::choose(spec.no_api_key, value.is_some().then_some(env), path);
     api_key::load(&source, value.as_deref()).ok().flatten()
 }
@@ -689,7 +689,7 @@ fn wait_nodes(cfg: &ClusterConfig, path: &Path, head: &Head, r: &mut dyn Reporte
             stamp()
         ));
         let mut out = NoteLines(r);
-        if let Err(e) = crate::cluster::up(
+        if let Err(e) = crate::fleet::up(
             cfg,
             path,
             false,
@@ -716,15 +716,15 @@ fn wait_nodes(cfg: &ClusterConfig, path: &Path, head: &Head, r: &mut dyn Reporte
 fn missing(cfg: &ClusterConfig) -> Option<String> {
     match cfg.engine {
         Engine::LlamaCpp => {
-            let gone: Vec<String> = super::rpc_servers::workers(cfg)
+            let gone: Vec<String> = crate::serve::rpc_servers::workers(cfg)
                 .iter()
                 .filter(|n| {
                     !matches!(
-                        super::rpc::hello(
+                        crate::serve::rpc::hello(
                             SocketAddr::from((n.ip, cfg.rpc_port)),
                             Duration::from_secs(5)
                         ),
-                        super::rpc::Hello::Version(..)
+                        crate::serve::rpc::Hello::Version(..)
                     )
                 })
                 .map(|n| {

@@ -5,11 +5,11 @@
 
 use std::path::Path;
 
-use super::config::{ClusterConfig, Engine};
-use super::env::NodeEnv;
-use super::{auth, metrics_nodes, run};
+use super::metrics_nodes;
+use crate::cluster::config::{ClusterConfig, Engine};
+use crate::cluster::env::NodeEnv;
+use crate::cluster::{auth, run};
 use crate::reporter::{Out, Reporter};
-use crate::serve::rpc_servers as rpc;
 
 /// `cluster up` of `cfg` (read from `path`, perhaps changed in memory):
 /// Ray, or llama.cpp's RPC servers, then (with `metrics`) `halobox
@@ -74,8 +74,8 @@ pub fn engine_up(
     r: &mut dyn Reporter,
 ) -> anyhow::Result<Vec<NodeEnv>> {
     match cfg.engine {
-        Engine::LlamaCpp => rpc::up(cfg, dry_run, &mut Out(r)),
-        _ => run::up(cfg, path, dry_run, timeout_s, mode, &mut Out(r)),
+        Engine::LlamaCpp => super::rpc_up::up(cfg, dry_run, &mut Out(r)),
+        _ => super::ray_up::up(cfg, path, dry_run, timeout_s, mode, &mut Out(r)),
     }
 }
 
@@ -116,7 +116,7 @@ pub fn down(cfg: &ClusterConfig, config_path: &Path, r: &mut dyn Reporter) -> bo
     }
     if cfg.engine == Engine::LlamaCpp {
         let mut ok = true;
-        for (name, said) in rpc::down(cfg) {
+        for (name, said) in super::rpc_up::down(cfg) {
             match said {
                 Ok(said) => r.out(&format!("{name}: RPC server {said}\n")),
                 Err(e) => {
@@ -132,7 +132,7 @@ pub fn down(cfg: &ClusterConfig, config_path: &Path, r: &mut dyn Reporter) -> bo
         }
         return stop_metrics(cfg, r) && ok;
     }
-    let results = run::down_and_forget(cfg, config_path);
+    let results = super::ray_up::down_and_forget(cfg, config_path);
     let mut ok = true;
     for n in &results {
         if n.outcome == "stopped" {

@@ -10,8 +10,8 @@ use std::net::SocketAddr;
 use std::path::Path;
 use std::time::Duration;
 
-use super::config::{ClusterConfig, NodeConfig};
-use super::run::{each_node, remote_node};
+use crate::cluster::config::{ClusterConfig, NodeConfig};
+use crate::cluster::run::{each_node, remote_node};
 use crate::metrics::serve::DEFAULT_PORT;
 use crate::serve::program::{ALIVE_FN, PID_FNS, RECORD_FN};
 
@@ -175,7 +175,7 @@ mod tests {
     use super::*;
 
     fn cfg() -> ClusterConfig {
-        super::super::config::parse(
+        crate::cluster::config::parse(
             "[[node]]\nname = \"a\"\nssh = \"root@10.0.0.1\"\nip = \"10.0.0.1\"\nbackend = \"host\"\n\
              [[node]]\nname = \"b\"\nssh = \"root@10.0.0.2\"\nip = \"10.0.0.2\"\nbackend = \"podman\"\ncontainer = \"hb\"\n",
         )

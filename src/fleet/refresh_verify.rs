@@ -16,18 +16,19 @@ use std::time::{Duration, Instant};
 
 use serde::Serialize;
 
-use super::config::{ClusterConfig, Engine, NodeConfig};
-use super::run::{self, remote_node};
-use super::{auth, lifecycle};
+use super::lifecycle;
 use crate::bench::serving::key::{is_set, key_from, load_key};
 use crate::bench::serving::target;
 use crate::bench::soak::{self, plan::SoakOptions, plan::Watched};
+use crate::cluster::auth;
+use crate::cluster::config::{ClusterConfig, Engine, NodeConfig};
+use crate::cluster::run::remote_node;
 use crate::fan_out::each;
 use crate::refresh::plan::PREV_SUFFIX;
 use crate::reporter::Reporter;
 use crate::serve::golden::{self, Check, Outcome};
 use crate::serve::request::{Request, Spec};
-use crate::serve::{control, rpc_servers, state};
+use crate::serve::{control, state};
 
 /// `halobox metrics`' port on each node, read by the soak for GTT.
 const METRICS_PORT: u16 = 9837;
@@ -216,14 +217,14 @@ pub fn stop_serving(cfg: &ClusterConfig, config_path: &Path) -> Vec<String> {
         notes.push(format!("the serve's stop: {e:#}"));
     }
     if cfg.engine == Engine::LlamaCpp {
-        for (name, said) in rpc_servers::down(cfg) {
+        for (name, said) in super::rpc_up::down(cfg) {
             if let Err(e) = said {
                 notes.push(format!("{name}: RPC server not stopped: {e}"));
             }
         }
         return notes;
     }
-    let down = run::down_and_forget(cfg, config_path);
+    let down = super::ray_up::down_and_forget(cfg, config_path);
     for d in down.iter().filter(|d| d.outcome != "stopped") {
         notes.push(format!("{}: Ray not stopped: {}", d.name, d.detail));
     }

@@ -1,16 +1,16 @@
 //! `bench serving --ab-transport` as a workflow: the engine asked whether
 //! anybody uses it ([`refuse_if_used`]), then [`run`] (per leg `serve
 //! stop`, `cluster down`, `cluster up` with the leg's transport, the serve
-//! started again from its record, the benchmark). [`super::ab`] plans and
+//! started again from its record, the benchmark). [`crate::bench::serving::ab`] plans and
 //! judges it.
 
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use super::ab::{self, AbPlan, AbResults, Leg, LegResult};
-use super::client::Key;
-use super::plan::{Endpoint, ServingOptions};
+use crate::bench::serving::ab::{self, AbPlan, AbResults, Leg, LegResult};
+use crate::bench::serving::client::Key;
+use crate::bench::serving::plan::{Endpoint, ServingOptions};
 use crate::cluster::auth;
 use crate::cluster::config::ClusterConfig;
 use crate::error::UsageError;
@@ -99,9 +99,12 @@ pub fn passed(r: &AbResults) -> bool {
     r.restored
         && r.interrupted.is_none()
         && r.legs.len() == 2
-        && r.legs
-            .iter()
-            .all(|l| l.error.is_none() && l.results.as_ref().is_some_and(super::passed))
+        && r.legs.iter().all(|l| {
+            l.error.is_none()
+                && l.results
+                    .as_ref()
+                    .is_some_and(crate::bench::serving::passed)
+        })
 }
 
 /// Everything one A/B run needs.
@@ -218,7 +221,7 @@ impl Run<'_> {
         if interrupt::arrived().is_some() {
             return (res, reached);
         }
-        if !crate::cluster::down(&cfg, self.path, self.r) {
+        if !crate::fleet::down(&cfg, self.path, self.r) {
             fail(
                 &mut res,
                 "cluster down",
@@ -230,7 +233,7 @@ impl Run<'_> {
         if interrupt::arrived().is_some() {
             return (res, reached);
         }
-        match crate::cluster::up(
+        match crate::fleet::up(
             &cfg,
             self.path,
             false,
@@ -259,7 +262,7 @@ impl Run<'_> {
         }
         let dir: PathBuf = self.dir.join(&leg.name);
         res.saved = Some(dir.display().to_string());
-        match super::measure(self.opts, self.key, &dir, self.r) {
+        match crate::bench::serving::measure(self.opts, self.key, &dir, self.r) {
             Ok(r) => res.results = Some(r),
             Err(e) => fail(&mut res, "bench", format!("{e:#}")),
         }
@@ -277,6 +280,6 @@ impl Run<'_> {
             spec.tp = u32::try_from(cfg.nodes.len()).ok();
         }
         let req = Request::again(spec);
-        crate::serve::supervisor::serve(&req, self.path, cfg, self.r)
+        crate::fleet::supervisor::serve(&req, self.path, cfg, self.r)
     }
 }

@@ -15,10 +15,10 @@ use serde::{Deserialize, Serialize};
 
 use crate::cluster::config::{ClusterConfig, NodeBackend, NodeConfig};
 use crate::cluster::plan::RayNodes;
-use crate::cluster::ray_state::{self, RayState};
-use crate::cluster::refresh_verify as verify;
 use crate::cluster::run::remote_node;
 use crate::fan_out::each;
+use crate::fleet::ray_state::{self, RayState};
+use crate::fleet::refresh_verify as verify;
 use crate::image_ref::ImageRef;
 use crate::proc::{Proc, WaitError};
 use crate::refresh::pull::{self, PullPolicy};
@@ -69,7 +69,7 @@ pub struct Request {
     /// `--pull` for the nodes' refresh, when given.
     pub pull: Option<PullPolicy>,
     /// `--from-registry`: every node pulls on its own, instead of the image
-    /// moved once over the data plane ([`super::refresh_image`]).
+    /// moved once over the data plane ([`crate::cluster::refresh_image`]).
     pub from_registry: bool,
     /// `--verify` (the default while a serve is recorded): the serve proves
     /// the new containers, else every node goes back.
@@ -139,7 +139,7 @@ pub fn render_plan(cfg: &ClusterConfig, req: &Request) -> String {
             nodes.first().map_or("-", |n| n.label()),
             req.image
         ));
-        if let Some(why) = super::image_sync::refusal(&nodes) {
+        if let Some(why) = crate::cluster::image_sync::refusal(&nodes) {
             out.push_str(&format!("  refused  {why}\n"));
         }
     }
@@ -486,7 +486,7 @@ pub fn run(
     if base.is_some() {
         report.notes.extend(verify::stop_serving(cfg, config_path));
     } else if restart {
-        for d in crate::cluster::run::down(cfg)
+        for d in crate::fleet::ray_up::down(cfg)
             .iter()
             .filter(|d| d.outcome != "stopped")
         {
@@ -528,7 +528,7 @@ fn moved_first(
     if req.from_registry {
         return Ok(None);
     }
-    let (image, pull, lines) = super::refresh_image::move_first(cfg, nodes, &req.image)?;
+    let (image, pull, lines) = crate::cluster::refresh_image::move_first(cfg, nodes, &req.image)?;
     notes.extend(lines);
     Ok(Some(Request {
         image,
@@ -706,7 +706,7 @@ fn swap_all(cfg: &ClusterConfig, nodes: &[NodeConfig], stages: Vec<Stage>, repor
 /// `cluster up` again after the swap (its progress on stderr, with the
 /// nodes'; stdout is the report).
 fn start_ray(cfg: &ClusterConfig, config_path: &std::path::Path, report: &mut Report) {
-    match crate::cluster::run::up(
+    match crate::fleet::ray_up::up(
         cfg,
         config_path,
         false,
