@@ -890,10 +890,7 @@ const DOORS: &[(&str, &[&str])] = &[
         &["engine::connect", "refresh::repair::heal_all"],
     ),
     ("cmd::man", &[]),
-    (
-        "cmd::metrics",
-        &["metrics::collect", "metrics::serve::serve"],
-    ),
+    ("cmd::metrics", &["fleet::exporter::run"]),
     (
         "cmd::model",
         &[

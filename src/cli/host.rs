@@ -65,6 +65,25 @@ pub struct MetricsArgs {
     pub serve_record: Option<std::path::PathBuf>,
 }
 
+impl MetricsArgs {
+    /// The library's request: the flags as `halobox metrics` asks them.
+    pub fn request(&self) -> anyhow::Result<crate::fleet::exporter::Request> {
+        Ok(crate::fleet::exporter::Request {
+            root: self.source.root()?,
+            print: self.print,
+            listen: self.listen,
+            node: self.node.clone(),
+            container: self
+                .container
+                .clone()
+                .map(|c| (c, self.backend.unwrap_or_default()))
+                .filter(|(_, b)| b.is_container()),
+            ray: self.ray,
+            serve: self.serve_endpoint.map(|a| (a, self.serve_record.clone())),
+        })
+    }
+}
+
 /// `halobox snapshot`.
 #[derive(Debug, Args)]
 pub struct SnapshotArgs {

@@ -5,7 +5,8 @@
 //! [`up`] and [`down`] ([`lifecycle`]) are `cluster up` and `cluster down`:
 //! the engine's cluster by one of its two executors, [`ray_up`] (Ray on
 //! every node) or [`rpc_up`] (llama.cpp's RPC servers on the workers), and
-//! [`metrics_nodes`] (`halobox metrics` on every node's host); [`ray_state`]
+//! [`metrics_nodes`] (`halobox metrics` on every node's host, which is
+//! [`exporter`]: the host's figures and what the node runs); [`ray_state`]
 //! says whether Ray runs (the head's table, else Ray's daemons in every
 //! node's processes). [`refresh`](mod@refresh) is `cluster refresh` (the
 //! image moved once first, stage everywhere, then swap everywhere or
@@ -22,6 +23,7 @@ pub mod bench_run;
 pub mod boot;
 pub mod doctor;
 pub mod doctor_run;
+pub mod exporter;
 pub mod install;
 pub mod lifecycle;
 pub mod metrics_nodes;
