@@ -1,6 +1,6 @@
 //! `halobox metrics` on a node of the fleet (as `cluster up` starts it on
 //! every node, [`super::metrics_nodes`]): the host's figures
-//! ([`crate::metrics::collect`]) and what the node runs (its container,
+//! ([`crate::metrics::collect()`]) and what the node runs (its container,
 //! Ray's daemons, and on the head the serve its record names), printed once
 //! or served on `GET /metrics` until killed.
 
