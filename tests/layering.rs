@@ -863,7 +863,10 @@ const DOORS: &[(&str, &[&str])] = &[
         "cmd::cluster::join",
         &["cluster::join::report", "cluster::join::start"],
     ),
-    ("cmd::cluster::lifecycle", &["fleet::up", "fleet::down"]),
+    (
+        "cmd::cluster::lifecycle",
+        &["fleet::up", "fleet::down", "fleet::lifecycle::down_plan"],
+    ),
     ("cmd::cluster::menu", &["fleet::supervisor::serve"]),
     (
         "cmd::cluster::metrics",

@@ -8,8 +8,10 @@ use std::path::Path;
 use super::metrics_nodes;
 use crate::cluster::config::{ClusterConfig, Engine};
 use crate::cluster::env::NodeEnv;
-use crate::cluster::{auth, run};
+use crate::cluster::{auth, plan, run};
 use crate::reporter::{Out, Reporter};
+use crate::serve::rpc_servers;
+use crate::shell;
 
 /// `cluster up` of `cfg` (read from `path`, perhaps changed in memory):
 /// Ray, or llama.cpp's RPC servers, then (with `metrics`) `halobox
@@ -93,6 +95,47 @@ fn stop_metrics(cfg: &ClusterConfig, r: &mut dyn Reporter) -> bool {
         }
     }
     ok
+}
+
+/// `cluster down --dry-run`: what [`down`] runs on each node, in its
+/// order (the serve on the head, then Ray or the RPC servers, then
+/// `halobox metrics`), one line each.
+pub fn down_plan(cfg: &ClusterConfig) -> Vec<String> {
+    let mut lines = vec![format!(
+        "{} (first: a vLLM that halobox serve started, and its shm segments): {}",
+        cfg.head().label(),
+        shell::line(&crate::serve::control::stop_argv(cfg))
+    )];
+    let engine: Vec<_> = if cfg.engine == Engine::LlamaCpp {
+        rpc_servers::workers(cfg)
+            .iter()
+            .map(|n| (n, rpc_servers::stop_command(cfg, n)))
+            .collect()
+    } else {
+        cfg.nodes
+            .iter()
+            .map(|n| (n, plan::stop_command(cfg, n)))
+            .collect()
+    };
+    for (node, argv) in engine {
+        lines.push(format!(
+            "{}: {}",
+            node.label(),
+            shell::line(&run::node_argv(cfg, node, &argv))
+        ));
+    }
+    for node in &cfg.nodes {
+        lines.push(format!(
+            "{} (last: halobox metrics on its host): {}",
+            node.label(),
+            shell::line(&run::node_argv(
+                cfg,
+                node,
+                &metrics_nodes::stop_command(node)
+            ))
+        ));
+    }
+    lines
 }
 
 /// `cluster down` of `cfg` (read from `config_path`): the serve on the

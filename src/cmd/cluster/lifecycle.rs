@@ -5,14 +5,9 @@ use std::process::ExitCode;
 
 use crate::cli::{ClusterDownArgs, ClusterUpArgs};
 use crate::cluster::auth;
-use crate::cluster::config::{self, Engine};
-use crate::cluster::plan;
-use crate::cluster::run;
+use crate::cluster::config;
 use crate::fleet;
-use crate::fleet::metrics_nodes;
 use crate::reporter::Terminal;
-use crate::serve::rpc_servers as rpc;
-use crate::shell;
 
 pub fn up(a: &ClusterUpArgs) -> anyhow::Result<ExitCode> {
     let (path, cfg) = config::open(a.file.cluster.as_deref())?;
@@ -35,38 +30,8 @@ pub fn up(a: &ClusterUpArgs) -> anyhow::Result<ExitCode> {
 pub fn down(a: &ClusterDownArgs) -> anyhow::Result<ExitCode> {
     let (path, cfg) = config::open(a.file.cluster.as_deref())?;
     if a.plan.dry_run {
-        println!(
-            "{} (first: a vLLM that halobox serve started, and its shm segments): {}",
-            cfg.head().label(),
-            shell::line(&crate::serve::control::stop_argv(&cfg))
-        );
-        if cfg.engine == Engine::LlamaCpp {
-            for node in rpc::workers(&cfg) {
-                println!(
-                    "{}: {}",
-                    node.label(),
-                    shell::line(&run::node_argv(&cfg, node, &rpc::stop_command(&cfg, node)))
-                );
-            }
-        } else {
-            for node in &cfg.nodes {
-                println!(
-                    "{}: {}",
-                    node.label(),
-                    shell::line(&run::node_argv(&cfg, node, &plan::stop_command(&cfg, node)))
-                );
-            }
-        }
-        for node in &cfg.nodes {
-            println!(
-                "{} (last: halobox metrics on its host): {}",
-                node.label(),
-                shell::line(&run::node_argv(
-                    &cfg,
-                    node,
-                    &metrics_nodes::stop_command(node)
-                ))
-            );
+        for line in fleet::lifecycle::down_plan(&cfg) {
+            println!("{line}");
         }
         return Ok(ExitCode::SUCCESS);
     }
