@@ -154,6 +154,21 @@ pip_tool zizmor "zizmor==${ZIZMOR_VERSION:-1.32.0}" || { echo "error: could not 
 log "zizmor --offline .github/workflows/track.yml"
 zizmor --offline .github/workflows/track.yml
 
+# cargo's target folder is kept between runs on one machine (as the venvs in
+# /opt and the release build's in /var/cache/halobox/release-target): a fresh
+# clone then rebuilds halobox itself, not every dependency. Keyed by the
+# toolchain (a new rustc starts a new folder and the old ones go); a
+# CARGO_TARGET_DIR from outside wins.
+if [ -z "${CARGO_TARGET_DIR:-}" ]; then
+  key=$(rustc -V | sha256sum | cut -c1-12)
+  mkdir -p /var/cache/halobox
+  for old in /var/cache/halobox/target-*; do
+    if [ -e "$old" ] && [ "$old" != "/var/cache/halobox/target-$key" ]; then rm -rf "$old"; fi
+  done
+  export CARGO_TARGET_DIR=/var/cache/halobox/target-$key
+fi
+log "cargo's target folder: $CARGO_TARGET_DIR"
+
 log "cargo fmt --check"
 cargo fmt --all -- --check
 log "cargo clippy -- -D warnings"
@@ -170,7 +185,7 @@ INSTA_UPDATE=no cargo test --locked --no-run
 shared_image() { # SCRIPT ARGS...: made, else its output and exit 1
   local try out
   for try in 1 2; do
-    if out=$(HALOBOX_BIN="$PWD/target/debug/halobox" bash "$@" 2>&1 >/dev/null); then
+    if out=$(HALOBOX_BIN="$CARGO_TARGET_DIR/debug/halobox" bash "$@" 2>&1 >/dev/null); then
       return 0
     fi
     printf '%s\n' "$out" | tail -n 60 >&2
