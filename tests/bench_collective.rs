@@ -6,21 +6,15 @@
 //! and scripts/vllm-venv.sh's venv (scripts/test.sh installs both); a
 //! missing piece fails.
 
+mod common;
+
 use std::process::Command;
 
+/// halobox with `args` (the tests' one runner): whether it succeeded, and
+/// what it printed.
 fn halobox(args: &[&str]) -> (bool, String) {
-    let out = Command::new(env!("CARGO_BIN_EXE_halobox"))
-        .args(args)
-        .output()
-        .expect("run halobox");
-    (
-        out.status.success(),
-        format!(
-            "{}{}",
-            String::from_utf8_lossy(&out.stdout),
-            String::from_utf8_lossy(&out.stderr)
-        ),
-    )
+    let out = common::run(args);
+    (out.status.success(), common::text(&out))
 }
 
 /// The two-node run, then its JSON checked: gloo, every sum right, a
