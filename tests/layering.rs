@@ -337,7 +337,7 @@ const PRINTS: &[&str] = &[
     // `HALOBOX_TEST_PAUSED`, the line the tests wait for.
     "src/refresh/run.rs",
     // Each node's staging lines, echoed from one thread per node.
-    "src/fleet/refresh.rs",
+    "src/fleet/refresh/stage.rs",
     // `enter`'s wait for distrobox, beside the container's own terminal.
     "src/container/enter.rs",
 ];
@@ -1133,7 +1133,7 @@ fn contributing_draws_the_doors_and_stays_short() {
 
 /// The rooms whose `mod.rs` doc names every file and folder in them (so
 /// none, like `cluster/resume.rs` once, is named nowhere).
-const NAMED_IN_DOC: &[&str] = &["cluster", "serve", "model", "refresh", "metrics"];
+const NAMED_IN_DOC: &[&str] = &["cluster", "fleet", "serve", "model", "refresh", "metrics"];
 
 #[test]
 fn every_file_of_the_workflow_rooms_is_named_in_its_doc() {

@@ -17,6 +17,11 @@
 //! table (pure) and [`doctor_run`] every node's probe over ssh, and
 //! [`bench`](mod@bench) pairs, matrices and flagged links with causes
 //! (pure) and [`bench_run`] one pair at a time over ssh.
+//!
+//! Over a serve: [`supervisor`] is `serve`'s one door (the serve started,
+//! then watched, and under `--restart` brought back, lost nodes through
+//! `cluster up` first), and [`serving_ab`] is `bench serving
+//! --ab-transport` (the cluster and the serve restarted on each transport).
 
 pub mod bench;
 pub mod bench_run;
