@@ -7,7 +7,7 @@
 //! failed is named with its error. The digest is the one in `--image`, else
 //! the one the head's pull resolved; a node whose pull of the tag gave
 //! another (the tag moved meanwhile) stages `REPO@DIGEST` again
-//! ([`stage`]: the first phase on every node).
+//! (`stage.rs`: the first phase on every node).
 
 use std::time::{Duration, Instant};
 
