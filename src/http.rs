@@ -8,9 +8,9 @@
 //! request with the head bounded, and set their own deadlines. The API key
 //! goes in an `Authorization` header and nowhere else (no error names it),
 //! and an error's text is printable. [`get_ours`], [`post_json_ours`] and
-//! [`send_ours`] send it only to a listener proven to be this user's (or root's): the
-//! connection's far end looked up in this machine's socket table
-//! ([`crate::host::sockets`]) before a byte is written.
+//! [`send_ours`] send it only to a listener proven to be this user's (or
+//! root's): the connection's far end looked up in this machine's socket
+//! table ([`crate::host::sockets`]) before a byte is written.
 
 use std::fmt;
 use std::net::SocketAddr;
