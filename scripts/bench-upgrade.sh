@@ -84,6 +84,7 @@ down() {
   local name=$1 poller t0 t1 rc figures
   shift
   local log=$OUT/$name.poll
+  : >"$log"
   ip netns exec "hb-$TAG-a" python3 scripts/serve/poll.py run "$url" "$PROMPT" "$KEY" >"$log" 2>"$OUT/$name.poller.err" &
   poller=$!
   for _ in $(seq 600); do grep -q ' ok$' "$log" && break; sleep 0.1; done
