@@ -7,10 +7,10 @@
 //! [`read_body`]: `bench serving`'s many streamed completions) get the same
 //! request with the head bounded, and set their own deadlines. The API key
 //! goes in an `Authorization` header and nowhere else (no error names it),
-//! and an error's text is printable. [`get_ours`] and [`post_json_ours`]
-//! send it only to a listener proven to be this user's (or root's): the
-//! connection's far end looked up in this machine's socket table
-//! ([`crate::host::sockets`]) before a byte is written.
+//! and an error's text is printable. [`get_ours`], [`post_json_ours`] and
+//! [`send_ours`] send it only to a listener proven to be this user's (or
+//! root's): the connection's far end looked up in this machine's socket
+//! table ([`crate::host::sockets`]) before a byte is written.
 
 use std::fmt;
 use std::net::SocketAddr;
@@ -23,6 +23,10 @@ use hyper_util::rt::TokioIo;
 
 /// The most of an answer's head (status line and headers) that is read.
 pub const HEAD_LIMIT: usize = 64 << 10;
+
+/// The words of a [`Why::NotOurs`] whose listener is on another machine
+/// (no socket of this machine's table is the connection's far end).
+pub const NOT_HERE: &str = "is not a socket on this machine";
 
 /// The most of a body [`get`] and [`post_json`] keep.
 pub const BODY_LIMIT: usize = 1 << 20;
@@ -218,6 +222,22 @@ pub async fn send(
     send_to(authority, method, path, body, key, false).await
 }
 
+/// [`send`] with the key, sent only when the listener at `authority` is
+/// proven this user's or root's exactly as [`get_ours`] proves it: on this
+/// machine and owned by this user or root, else [`Why::NotOurs`] (another
+/// user's socket, or one not on this machine) and nothing written on the
+/// connection. For async callers that send the key (`bench serving`'s and
+/// `bench soak`'s streamed completions).
+pub async fn send_ours(
+    authority: &str,
+    method: Method,
+    path: &str,
+    body: Option<String>,
+    key: &str,
+) -> Result<Response<Incoming>, Why> {
+    send_to(authority, method, path, body, Some(key), true).await
+}
+
 /// [`send`]; with `prove`, the connection's far end must be [`ours`]
 /// before anything is written on it.
 async fn send_to(
@@ -283,15 +303,25 @@ async fn ours(stream: &tokio::net::TcpStream) -> Result<(), Why> {
             Some(uid) if uid == me || uid == 0 => return Ok(()),
             Some(uid) => {
                 return Err(Why::NotOurs(format!(
-                    "not ours: {peer} is a socket of uid {uid}, not of this user (uid {me}) nor root, so it is not the serve's engine"
+                    "not ours: {peer} is a socket of {}, not of this user (uid {me}) nor root, so it is not the serve's engine",
+                    holder(uid)
                 )));
             }
             None => tokio::time::sleep(Duration::from_millis(10)).await,
         }
     }
     Err(Why::NotOurs(format!(
-        "{peer} is not a socket on this machine: whose it is cannot be proven here (run this on the head)"
+        "{peer} {NOT_HERE}: whose it is cannot be proven here (run this on the head)"
     )))
+}
+
+/// A socket's owner in words: `uid N (NAME)`, or `uid N` when this
+/// machine has no name for it.
+fn holder(uid: u32) -> String {
+    match nix::unistd::User::from_uid(nix::unistd::Uid::from_raw(uid)) {
+        Ok(Some(u)) => format!("uid {uid} ({})", crate::remote::printable(&u.name)),
+        _ => format!("uid {uid}"),
+    }
 }
 
 /// An answer's body as lossy UTF-8, cut at `max` bytes (the rest is not

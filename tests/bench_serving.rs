@@ -1277,3 +1277,169 @@ fn a_soak_passes_and_a_frozen_serve_fails_it_naming_the_stall() {
     let _ = metrics.kill();
     let _ = metrics.wait();
 }
+
+/// A listener of another user's: a raw TCP server run as `nobody` (uid
+/// 65534, through `setpriv`) on a free loopback port that answers like an
+/// OpenAI server (`/v1/models` lists a model, a completion streams a token)
+/// and appends every byte each connection sent it, then `|`, to `seen`
+/// (in a folder it may write). Stopped when dropped.
+struct Squatter {
+    child: Child,
+    port: u16,
+    seen: PathBuf,
+    _dir: tempfile::TempDir,
+}
+
+impl Squatter {
+    fn start() -> Squatter {
+        use std::io::BufRead as _;
+        use std::os::unix::fs::PermissionsExt as _;
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o777)).unwrap();
+        let seen = dir.path().join("seen");
+        let code = r#"
+import json, socket, sys
+s = socket.socket(); s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+s.bind(('127.0.0.1', int(sys.argv[1]))); s.listen(64)
+models = json.dumps({'object': 'list', 'data': [{'id': 'squat', 'object': 'model', 'owned_by': 'squat'}]}).encode()
+token = b'data: ' + json.dumps({'choices': [{'index': 0, 'text': 'x'}]}).encode() + b'\n\n'
+print('ready', flush=True)
+while True:
+    c, _ = s.accept(); c.settimeout(2); got = b''
+    try:
+        while b'\r\n\r\n' not in got:
+            b = c.recv(4096)
+            if not b: break
+            got += b
+        head, _, body = got.partition(b'\r\n\r\n')
+        n = max([int(l.split(b':')[1]) for l in head.split(b'\r\n') if l.lower().startswith(b'content-length:')] or [0])
+        while len(body) < n:
+            b = c.recv(4096)
+            if not b: break
+            body += b; got += b
+        if head.startswith(b'GET /v1/models'):
+            c.sendall(b'HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: %d\r\nConnection: close\r\n\r\n' % len(models) + models)
+        elif head.startswith(b'POST /v1/completions'):
+            c.sendall(b'HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nConnection: close\r\n\r\n' + token * 4 + b'data: [DONE]\n\n')
+        elif head:
+            c.sendall(b'HTTP/1.1 404 Not Found\r\nContent-Length: 0\r\nConnection: close\r\n\r\n')
+    except OSError:
+        pass
+    open(sys.argv[2], 'ab').write(got + b'|'); c.close()
+"#;
+        let port = free_port();
+        let mut child = Command::new("setpriv")
+            .args(["--reuid=65534", "--regid=65534", "--clear-groups"])
+            .args(["/usr/bin/python3", "-c", code, &port.to_string()])
+            .arg(&seen)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("setpriv");
+        let mut line = String::new();
+        std::io::BufReader::new(child.stdout.take().unwrap())
+            .read_line(&mut line)
+            .unwrap();
+        assert_eq!(line.trim(), "ready", "the squatter did not start");
+        Squatter {
+            child,
+            port,
+            seen,
+            _dir: dir,
+        }
+    }
+
+    fn url(&self) -> String {
+        format!("http://127.0.0.1:{}", self.port)
+    }
+
+    /// Everything it was sent so far (each connection ended by `|`).
+    fn heard(&self) -> String {
+        String::from_utf8_lossy(&std::fs::read(&self.seen).unwrap_or_default()).into_owned()
+    }
+}
+
+impl Drop for Squatter {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// Another user's listener on the serve's port (a squatter that answers
+/// like an OpenAI server and records every byte): `bench soak` and `bench
+/// serving` with a key send it no byte of a request, exit 1, and name
+/// whose the port is and what to do, without the key. A request without a
+/// key reaches it, so it does record what it is sent.
+#[test]
+fn a_squatter_on_the_port_gets_no_key() {
+    if !Command::new("id")
+        .arg("-u")
+        .output()
+        .is_ok_and(|o| o.stdout == b"0\n")
+    {
+        eprintln!("skipped: needs root to run a listener as uid 65534");
+        return;
+    }
+    let squatter = Squatter::start();
+    let url = squatter.url();
+    let plain = Command::new("curl")
+        .args(["-s", "--max-time", "10", &format!("{url}/v1/models")])
+        .output()
+        .unwrap();
+    assert!(
+        String::from_utf8_lossy(&plain.stdout).contains("\"squat\""),
+        "the squatter answers like an OpenAI server: {}",
+        common::text(&plain)
+    );
+    assert!(squatter.heard().starts_with("GET /v1/models HTTP/1.1\r\n"));
+    let key = new_key();
+    let soak = Command::new(env!("CARGO_BIN_EXE_halobox"))
+        .args(["bench", "soak", "--url", &url, "--duration", "5s"])
+        .args([
+            "--context",
+            "64",
+            "--short-tokens",
+            "8",
+            "--output-tokens",
+            "4",
+        ])
+        .env_remove("VLLM_API_KEY")
+        .env("LLAMA_API_KEY", &key)
+        .output()
+        .unwrap();
+    let serving = serving(
+        &["--url", &url, "--requests", "2", "--concurrency", "1"],
+        &[("LLAMA_API_KEY", &key)],
+        Some(&key),
+    );
+    let heard = squatter.heard();
+    assert!(!heard.contains(&key), "the squatter got the key: {heard}");
+    assert!(
+        !heard.to_lowercase().contains("authorization"),
+        "the squatter got an Authorization header: {heard}"
+    );
+    assert!(
+        heard.ends_with("||") && heard.matches("GET ").count() == 1 && !heard.contains("POST "),
+        "the squatter was sent a request after the keyless one: {heard}"
+    );
+    for (what, o) in [("bench soak", &soak), ("bench serving", &serving)] {
+        let all = common::text(o);
+        assert_eq!(o.status.code(), Some(1), "{what}: {all}");
+        assert!(!all.contains(&key), "{what} printed the key: {all}");
+        assert!(
+            all.contains(&format!(
+                "{url}: the API key was not sent: not ours: 127.0.0.1:{} is a socket of uid 65534 (nobody), not of this user (uid 0) nor root",
+                squatter.port
+            )),
+            "{what}: {all}"
+        );
+        assert!(
+            all.contains(&format!(
+                "hint: another process holds the serve's port: `ss -ltnp 'sport = :{}'` shows it",
+                squatter.port
+            )),
+            "{what}: {all}"
+        );
+    }
+}

@@ -5,7 +5,9 @@
 //! the image's environment), one whose llama-server does not start, and
 //! the node image with one more layer. The first two roll back (the old
 //! serve gives its golden tokens again, the difference named), the last is
-//! proven and the old containers go. One cluster for the three cases.
+//! proven and the old containers go. Then the steps by hand (`serve stop;
+//! cluster refresh --no-verify --restart; serve --detach`): the RPC servers
+//! stop for the swap and start again. One cluster for the four cases.
 
 mod common;
 
@@ -132,6 +134,7 @@ fn cluster_refresh_proves_a_new_image_or_puts_every_node_back() {
     );
     let dead = image(&s, "dead", "ENV LLAMA_ARG_CACHE_TYPE_K=no-such-type");
     let good = image(&s, "good", "");
+    let again = image(&s, "again", "LABEL io.halobox.test=again");
 
     // No serve recorded: --verify has nothing to prove with, and says so.
     let refused = refresh(&s, &good, &["--verify"]);
@@ -234,4 +237,49 @@ fn cluster_refresh_proves_a_new_image_or_puts_every_node_back() {
     }
     let g = golden_now(&s).expect_ok("serve golden on the new image");
     assert!(g.out.contains("4 of 4"), "{g}");
+
+    // 4. By hand (`serve stop; cluster refresh --no-verify --restart;
+    //    serve --detach`): the RPC servers run in the containers the swap
+    //    replaces, so without --restart the swap is refused naming them,
+    //    and with it they stop for the swap and start again on the new
+    //    containers, where the serve starts and gives its golden tokens.
+    s.hb(&["serve", "stop", "--cluster", &cfg])
+        .expect_ok("serve stop");
+    let before = images(&s);
+    let refused = refresh(&s, &again, &["--no-verify"]);
+    assert!(
+        !refused.ok()
+            && refused.both().contains(
+                "llama.cpp's RPC servers are running in the cluster (the RPC server runs on node(s) b): swapping the containers would stop them"
+            )
+            && refused.both().contains("hint: pass --restart"),
+        "a swap that stops the RPC servers was not refused: {refused}"
+    );
+    assert_eq!(images(&s), before, "the refused swap changed a container");
+    let r = refresh(&s, &again, &["--no-verify", "--restart", "--json"]);
+    assert!(r.ok(), "refresh --no-verify --restart failed: {r}");
+    let report: Value = serde_json::from_str(&r.out).unwrap_or_else(|e| panic!("{e}: {r}"));
+    assert_eq!(report["restarted"], true, "{r}");
+    assert!(report["verify"].is_null(), "{r}");
+    let status = s
+        .hb(&["cluster", "status", "--cluster", &cfg])
+        .expect_ok("cluster status after refresh --restart");
+    assert!(
+        status
+            .out
+            .lines()
+            .any(|l| l.starts_with('b') && l.contains("running")),
+        "the RPC server is not running again: {status}"
+    );
+    s.hb(&["serve", &s.model, "--detach", "--cluster", &cfg])
+        .expect_ok("serve --detach after refresh --no-verify --restart");
+    let g = golden_now(&s).expect_ok("serve golden after the refresh by hand");
+    assert!(g.out.contains("4 of 4"), "{g}");
+    assert!(
+        images(&s)
+            .iter()
+            .zip(&before)
+            .all(|(a, b)| a.is_some() && a != b),
+        "a node is still on its old image"
+    );
 }

@@ -205,7 +205,7 @@ pub struct ClusterRefreshArgs {
     /// Image repository or reference (default: HALOBOX_IMAGE, this machine's config `image`, or this project's image).
     #[arg(long, value_name = "REF")]
     pub image: Option<String>,
-    /// When Ray runs, or whether it runs cannot be told: stop it for the swap (cluster down) and start it again (cluster up).
+    /// When Ray (or engine llama.cpp's RPC servers) runs, or whether it runs cannot be told: stop it for the swap (cluster down) and start it again (cluster up).
     #[arg(long)]
     pub restart: bool,
     /// When each node pulls the image (the nodes' `refresh --pull`, with --from-registry, which it implies): always (default for a registry image), missing, never; a localhost/ image is used from each node's engine and must have the same image id on every node.

@@ -353,11 +353,13 @@ pub fn differences(c: &Check) -> String {
 /// and short prompts for `soak_s`, every node's GTT watched.
 /// The soak's long prompt for a serve of `context` tokens: what the
 /// concurrent requests fit in together with their output (llama.cpp's
-/// slots share one KV cache of that size), at most [`SOAK_CONTEXT`].
+/// slots share one KV cache of that size), beside the room left to the
+/// serve's users ([`golden::left_for_others`]), at most [`SOAK_CONTEXT`].
 fn soak_context(context: Option<u64>) -> u64 {
     context
         .map_or(SOAK_CONTEXT, |c| {
-            (c / u64::from(SOAK_CONCURRENCY)).saturating_sub(u64::from(SOAK_OUTPUT) + 8)
+            (c.saturating_sub(golden::left_for_others(c)) / u64::from(SOAK_CONCURRENCY))
+                .saturating_sub(u64::from(SOAK_OUTPUT) + 8)
         })
         .clamp(16, SOAK_CONTEXT)
 }
@@ -618,8 +620,9 @@ mod tests {
     #[test]
     fn the_soak_prompts_fit_the_serve_side_by_side() {
         assert_eq!(soak_context(None), SOAK_CONTEXT);
-        assert_eq!(soak_context(Some(128)), 24);
-        assert_eq!(soak_context(Some(4096)), 2008);
+        assert_eq!(soak_context(Some(128)), 16);
+        assert_eq!(soak_context(Some(2048)), 856);
+        assert_eq!(soak_context(Some(4096)), 1880);
         assert_eq!(soak_context(Some(131_072)), SOAK_CONTEXT);
         assert_eq!(soak_context(Some(40)), 16);
     }

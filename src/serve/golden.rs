@@ -25,6 +25,22 @@ pub const MAX_TOKENS: u32 = 16;
 /// The long prompt's length when the context allows it: past 4k tokens,
 /// where long-context faults show (llama.cpp's TOP_K crash past 4096).
 pub const LONG_TOKENS: u64 = 4608;
+/// Tokens of the serve's context the long prompt leaves to other requests
+/// while it runs (an eighth of a smaller context): llama-server's slots
+/// share one KV cache of the context's
+/// size, so a long prompt that filled it but for its own output made any
+/// user's request during a check (or the check, during a user's request)
+/// fail with "Context size has been exceeded", and `cluster refresh
+/// --verify` rolled back a good image of a serve in use.
+pub const LEFT_FOR_OTHERS: u64 = 256;
+
+/// The tokens of a `context`-token serve left to other requests beside a
+/// check's or a soak's own: [`LEFT_FOR_OTHERS`], or an eighth of a smaller
+/// context.
+pub fn left_for_others(context: u64) -> u64 {
+    (context / 8).min(LEFT_FOR_OTHERS)
+}
+
 /// The short prompts, fixed.
 const SHORT: [&str; 3] = [
     "The capital of France is",
@@ -105,7 +121,9 @@ pub fn prompt_plan(max_model_len: Option<u64>) -> (Vec<(String, String)>, Option
         .enumerate()
         .map(|(i, p)| (format!("short-{}", i + 1), p.to_string()))
         .collect();
-    let room = max_model_len.map_or(LONG_TOKENS, |m| m.saturating_sub(u64::from(MAX_TOKENS) + 8));
+    let room = max_model_len.map_or(LONG_TOKENS, |m| {
+        m.saturating_sub(u64::from(MAX_TOKENS) + 8 + left_for_others(m))
+    });
     let long = room.min(LONG_TOKENS);
     (short, (long >= 256).then_some(long))
 }
@@ -566,7 +584,12 @@ mod tests {
     fn the_long_prompt_goes_past_4k_where_the_context_allows() {
         assert_eq!(prompt_plan(Some(131_072)).1, Some(LONG_TOKENS));
         assert_eq!(prompt_plan(None).1, Some(LONG_TOKENS));
-        assert_eq!(prompt_plan(Some(2048)).1, Some(2048 - 24), "near the limit");
+        assert_eq!(
+            prompt_plan(Some(2048)).1,
+            Some(2048 - 24 - LEFT_FOR_OTHERS),
+            "near the limit, with room for another request"
+        );
+        assert_eq!(prompt_plan(Some(512)).1, Some(512 - 24 - 64));
         assert_eq!(prompt_plan(Some(128)).1, None);
         assert_eq!(prompt_plan(Some(2048)).0.len(), 3);
     }

@@ -1,7 +1,10 @@
 //! `bench serving`'s requests to the endpoint through [`crate::http`], one
 //! connection per request (as a user's client would open): small JSON
 //! requests, and a streamed completion timed chunk by chunk. The key goes
-//! in an `Authorization` header and nowhere else.
+//! in an `Authorization` header and nowhere else, and only on a connection
+//! whose listener is proven this user's or root's ([`http::send_ours`], as
+//! the serve's own probes send it): another user's listener on the port, or
+//! one on another machine, gets no byte ([`Failure::NotOurs`]).
 
 use std::fmt;
 use std::time::{Duration, Instant};
@@ -41,6 +44,9 @@ pub enum Failure {
     Protocol(String),
     /// The server reported an error inside the stream.
     Server(String),
+    /// The key was not sent: the listener is not proven this user's or
+    /// root's (whose it is, or that it is not on this machine).
+    NotOurs(String),
 }
 
 impl Failure {
@@ -48,7 +54,10 @@ impl Failure {
     pub fn ends_run(&self) -> bool {
         matches!(
             self,
-            Failure::Unreachable(_) | Failure::Broken(_) | Failure::Timeout(_)
+            Failure::Unreachable(_)
+                | Failure::Broken(_)
+                | Failure::Timeout(_)
+                | Failure::NotOurs(_)
         )
     }
 }
@@ -62,10 +71,13 @@ impl fmt::Display for Failure {
             Failure::Status(c, m) => write!(f, "HTTP {c}: {m}"),
             Failure::Protocol(e) => write!(f, "{e}"),
             Failure::Server(e) => write!(f, "the server reported: {e}"),
+            Failure::NotOurs(e) => write!(f, "the API key was not sent: {e}"),
         }
     }
 }
 
+/// One request on a new connection; with a key, only to a listener
+/// proven this user's or root's ([`http::send_ours`]).
 async fn send(
     authority: &str,
     method: Method,
@@ -73,20 +85,34 @@ async fn send(
     body: Option<String>,
     key: Option<&Key>,
 ) -> Result<Response<Incoming>, Failure> {
-    let key = key.map(|k| k.0.as_str());
-    http::send(authority, method, path, body, key)
-        .await
-        .map_err(|why| match why {
-            Why::Connect(e) => Failure::Unreachable(format!("{authority}: {e}")),
-            Why::Broken(_) => Failure::Broken(format!(
-                "{authority} closed the connection without an answer"
-            )),
-            Why::Timeout(t) => Failure::Timeout(t.as_secs()),
-            Why::NotHttp(e) => {
-                Failure::Protocol(format!("{authority} does not speak HTTP/1.1: {e}"))
-            }
-            Why::BadRequest | Why::NotOurs(_) => Failure::Protocol(why.to_string()),
-        })
+    let sent = match key {
+        Some(k) => http::send_ours(authority, method, path, body, &k.0).await,
+        None => http::send(authority, method, path, body, None).await,
+    };
+    sent.map_err(|why| match why {
+        Why::Connect(e) => Failure::Unreachable(format!("{authority}: {e}")),
+        Why::Broken(_) => Failure::Broken(format!(
+            "{authority} closed the connection without an answer"
+        )),
+        Why::Timeout(t) => Failure::Timeout(t.as_secs()),
+        Why::NotHttp(e) => Failure::Protocol(format!("{authority} does not speak HTTP/1.1: {e}")),
+        Why::NotOurs(w) => Failure::NotOurs(w),
+        Why::BadRequest => Failure::Protocol(why.to_string()),
+    })
+}
+
+/// What to do when the key was not sent to `authority` (the text of a
+/// [`Failure::NotOurs`]): run on the head when the listener is on another
+/// machine, else free the port for the serve.
+pub fn not_ours_hint(authority: &str, why: &str) -> String {
+    let port = authority.rsplit(':').next().unwrap_or("PORT");
+    if why.contains(http::NOT_HERE) {
+        "  hint: run this on the serve's head, where its listener can be proven this user's (the key goes to no listener that cannot)".to_string()
+    } else {
+        format!(
+            "  hint: another process holds the serve's port: `ss -ltnp 'sport = :{port}'` shows it; stop it, then start the serve again (`halobox serve`), or benchmark the serve at its own --url"
+        )
+    }
 }
 
 /// The server's message in an error body (`{"error":{"message":…}}`, or
@@ -259,6 +285,60 @@ mod tests {
     #[test]
     fn a_key_never_shows_in_debug() {
         assert_eq!(format!("{:?}", Key("sekrit".into())), "Key(..)");
+    }
+
+    /// A listener of another user's on the port (uid 65534, recording
+    /// every byte each connection sends it) gets no byte of a streamed
+    /// completion nor of a JSON request that carry the key: the failure
+    /// names whose the socket is and ends the run. The same request
+    /// without a key reaches it (so it does record what it is sent).
+    #[test]
+    fn the_key_goes_to_no_listener_of_another_user() {
+        if !nix::unistd::getuid().is_root() {
+            eprintln!("skipped: needs root to run a listener as uid 65534");
+            return;
+        }
+        const SECRET: &str = "sekrit-key-42";
+        let squatter = crate::host::sockets::Squatter::start();
+        let at = squatter.addr.to_string();
+        let key = Key(SECRET.into());
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        let t = Duration::from_secs(5);
+        let (timing, streamed) = rt.block_on(stream(&at, "{}".into(), Some(&key), t));
+        let asked = rt.block_on(json(&at, "/v1/models", None, Some(&key), t));
+        let plain = rt.block_on(json(&at, "/v1/models", None, None, t));
+        let heard = String::from_utf8_lossy(&squatter.heard()).into_owned();
+        assert!(
+            heard.starts_with("||GET /v1/models HTTP/1.1"),
+            "the squatter heard more than two empty connections and the keyless request: {heard}"
+        );
+        assert!(!heard.contains(SECRET), "{heard}");
+        assert_eq!(timing.chunks, 0);
+        for f in [streamed.unwrap(), asked.unwrap_err()] {
+            let said = f.to_string();
+            assert!(matches!(f, Failure::NotOurs(_)) && f.ends_run(), "{f:?}");
+            assert!(
+                said.starts_with("the API key was not sent: not ours: ")
+                    && said.contains("uid 65534"),
+                "{said}"
+            );
+            assert!(!said.contains(SECRET), "{said}");
+        }
+        assert!(plain.is_err(), "the squatter answers nothing: {plain:?}");
+    }
+
+    #[test]
+    fn the_hint_follows_where_the_listener_is() {
+        let far = format!(
+            "192.0.2.1:8000 {}: whose it is cannot be proven here",
+            http::NOT_HERE
+        );
+        assert!(not_ours_hint("192.0.2.1:8000", &far).contains("run this on the serve's head"));
+        let held = "not ours: 127.0.0.1:8000 is a socket of uid 65534 (nobody), not of this user";
+        assert!(not_ours_hint("127.0.0.1:8000", held).contains("`ss -ltnp 'sport = :8000'`"));
     }
 
     #[test]

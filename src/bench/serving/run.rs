@@ -94,6 +94,12 @@ pub async fn probe(o: &ServingOptions, key: Option<&Key>) -> Result<Served, Stri
         Err(Failure::Protocol(e)) => {
             return Err(format!("{url} is not an OpenAI API server: {e}"));
         }
+        Err(Failure::NotOurs(why)) => {
+            return Err(format!(
+                "{url}: the API key was not sent: {why}\n{}",
+                client::not_ours_hint(auth, &why)
+            ));
+        }
         Err(e) => return Err(format!("{url}: GET /v1/models: {e}\n{hint_status}")),
     };
     if let Some(max) = served.max_model_len {

@@ -13,7 +13,7 @@ use std::time::{Duration, Instant};
 
 use serde::Serialize;
 
-use crate::cluster::config::{ClusterConfig, NodeBackend, NodeConfig};
+use crate::cluster::config::{ClusterConfig, Engine, NodeBackend, NodeConfig};
 use crate::cluster::plan::RayNodes;
 use crate::fan_out::each;
 use crate::fleet::ray_state::{self, RayState};
@@ -22,6 +22,7 @@ use crate::image_ref::ImageRef;
 use crate::refresh::pull::{self, PullPolicy};
 use crate::refresh::word::Word;
 use crate::reporter::Reporter;
+use crate::serve::rpc_servers::{self, RpcStatus};
 use crate::shell;
 
 mod stage;
@@ -205,7 +206,8 @@ pub struct Report {
     pub digest: Option<String>,
     /// Every container was swapped.
     pub ok: bool,
-    /// Ray was stopped for the swap and started again.
+    /// The engine's cluster (Ray, or llama.cpp's RPC servers) was stopped
+    /// for the swap and started again.
     pub restarted: bool,
     /// Per node.
     pub nodes: Vec<NodeResult>,
@@ -269,7 +271,7 @@ pub fn run(
         &mut stages,
         req,
         &digest,
-        (&ray, &head),
+        (engine_words(cfg), &ray, &head),
         &mut report.notes,
     );
     if !failures.is_empty() {
@@ -283,21 +285,14 @@ pub fn run(
     if base.is_some() {
         report.notes.extend(verify::stop_serving(cfg, config_path));
     } else if restart {
-        for d in crate::fleet::ray_up::down(cfg)
-            .iter()
-            .filter(|d| d.outcome != "stopped")
-        {
-            report
-                .notes
-                .push(format!("{}: Ray not stopped: {}", d.name, d.detail));
-        }
+        report.notes.extend(engine_down(cfg));
     }
     swap_all(cfg, &nodes, stages, &mut report);
     match (&base, &req.verify) {
         (Some(b), Some(o)) => {
             prove_or_go_back(cfg, config_path, (b, o), &nodes, down_from, &mut report, r)
         }
-        _ if restart => start_ray(cfg, config_path, &mut report),
+        _ if restart => engine_up(cfg, config_path, &mut report, r),
         _ => {}
     }
     report.seconds = t0.elapsed().as_secs_f64();
@@ -337,6 +332,69 @@ fn moved_first(
 /// Ray's state as found while the nodes stage, with the head's answer.
 type RayFound = (RayState, Result<RayNodes, String>);
 
+/// What the engine's cluster is called in a message, with its verb and
+/// pronoun: `Ray` (is, it), or with engine llama.cpp its RPC servers (are,
+/// them: they run in the nodes' containers, so a swap stops them too).
+type Words = (&'static str, &'static str, &'static str);
+
+/// The [`Words`] for `cfg`'s engine.
+fn engine_words(cfg: &ClusterConfig) -> Words {
+    match cfg.engine {
+        Engine::LlamaCpp => ("llama.cpp's RPC servers", "are", "them"),
+        _ => ("Ray", "is", "it"),
+    }
+}
+
+/// Whether the engine's cluster runs: Ray (asked on the head, else every
+/// node's processes looked at), or with engine llama.cpp the RPC servers
+/// (each worker's state asked in its container; no Ray to ask).
+fn engine_state(cfg: &ClusterConfig, nodes: &[NodeConfig]) -> RayFound {
+    match cfg.engine {
+        Engine::LlamaCpp => (
+            rpc_state(&rpc_servers::status(cfg, false)),
+            Ok(RayNodes::default()),
+        ),
+        _ => ray_state::ask(cfg, nodes),
+    }
+}
+
+/// The RPC servers' state from each worker's row: running when one runs
+/// (or is frozen: a process the swap would stop), else stopped (a node
+/// whose container cannot be asked runs none in it).
+fn rpc_state(rows: &[RpcStatus]) -> RayState {
+    let running: Vec<&str> = rows
+        .iter()
+        .filter(|r| r.state == "running" || r.state == "frozen")
+        .map(|r| r.name.as_str())
+        .collect();
+    match running.is_empty() {
+        true => RayState::Stopped,
+        false => RayState::Running(format!(
+            "the RPC server runs on node(s) {}",
+            running.join(", ")
+        )),
+    }
+}
+
+/// Stops the engine's cluster for the swap (`--restart`): Ray on every
+/// node, or the RPC servers; a note for each node that did not stop.
+fn engine_down(cfg: &ClusterConfig) -> Vec<String> {
+    if cfg.engine == Engine::LlamaCpp {
+        return super::rpc_up::down(cfg)
+            .into_iter()
+            .filter_map(|(name, said)| {
+                said.err()
+                    .map(|e| format!("{name}: RPC server not stopped: {e}"))
+            })
+            .collect();
+    }
+    super::ray_up::down(cfg)
+        .iter()
+        .filter(|d| d.outcome != "stopped")
+        .map(|d| format!("{}: Ray not stopped: {}", d.name, d.detail))
+        .collect()
+}
+
 /// Stages every node, and meanwhile finds out whether Ray runs (the head
 /// asked, else every node's processes looked at), once the first node waits
 /// out its settle window: not while they pull and create.
@@ -355,7 +413,7 @@ fn stage_everywhere(
     let ((ray, head), (digest, stages)) = std::thread::scope(|s| {
         let ray = s.spawn(|| -> RayFound {
             settling.wait();
-            ray_state::ask(cfg, nodes)
+            engine_state(cfg, nodes)
         });
         let staged = stage_all(cfg, nodes, req, notes, &settling);
         settling.open();
@@ -372,7 +430,7 @@ fn before_swap(
     stages: &mut [Stage],
     req: &Request,
     digest: &Option<String>,
-    (ray, head): (&RayState, &Result<RayNodes, String>),
+    ((name, is, it), ray, head): (Words, &RayState, &Result<RayNodes, String>),
     notes: &mut Vec<String>,
 ) -> Vec<String> {
     let mut failures: Vec<String> = Vec::new();
@@ -403,10 +461,10 @@ fn before_swap(
         match ray {
             RayState::Stopped => {}
             RayState::Running(how) => failures.push(format!(
-                "Ray is running in the cluster ({how}): swapping the containers would stop it\n  hint: pass --restart (cluster down, swap, cluster up), or `halobox cluster down` first"
+                "{name} {is} running in the cluster ({how}): swapping the containers would stop {it}\n  hint: pass --restart (cluster down, swap, cluster up), or `halobox cluster down` first"
             )),
             RayState::Unknown(why) => failures.push(format!(
-                "cannot tell whether Ray is running in the cluster ({why}): swapping the containers would stop it if it is\n  hint: fix that and run again, or pass --restart (cluster down, swap, cluster up)"
+                "cannot tell whether {name} {is} running in the cluster ({why}): swapping the containers would stop {it} if so\n  hint: fix that and run again, or pass --restart (cluster down, swap, cluster up)"
             )),
         }
     }
@@ -414,7 +472,7 @@ fn before_swap(
         && failures.is_empty()
     {
         notes.push(format!(
-            "cannot tell whether Ray is running ({why}): taken as running, so `cluster down` before the swap and `cluster up` after it (--restart)"
+            "cannot tell whether {name} {is} running ({why}): taken as running, so `cluster down` before the swap and `cluster up` after it (--restart)"
         ));
     }
     failures
@@ -456,21 +514,30 @@ fn swap_all(cfg: &ClusterConfig, nodes: &[NodeConfig], stages: Vec<Stage>, repor
     }
 }
 
-/// `cluster up` again after the swap (its progress on stderr, with the
-/// nodes'; stdout is the report).
-fn start_ray(cfg: &ClusterConfig, config_path: &std::path::Path, report: &mut Report) {
-    match crate::fleet::ray_up::up(
+/// The engine's cluster again after the swap (`--restart`): `cluster up`
+/// (Ray, or with engine llama.cpp the RPC servers), its progress through
+/// `r` (stderr; stdout is the report).
+fn engine_up(
+    cfg: &ClusterConfig,
+    config_path: &std::path::Path,
+    report: &mut Report,
+    r: &mut dyn Reporter,
+) {
+    match crate::fleet::lifecycle::engine_up(
         cfg,
         config_path,
         false,
         cfg.timeout_s,
         crate::cluster::auth::Mode::Token,
-        &mut std::io::stderr(),
+        r,
     ) {
         Ok(_) => report.restarted = true,
         Err(e) => {
             report.ok = false;
-            report.notes.push(format!("Ray did not start again: {e:#}"));
+            report.notes.push(format!(
+                "{} did not start again: {e:#}",
+                engine_words(cfg).0
+            ));
         }
     }
 }
@@ -644,6 +711,50 @@ backend = "host"
             from_registry: true,
             verify: None,
         }
+    }
+
+    /// A llama.cpp cluster's RPC servers run in the containers a swap
+    /// replaces: one running (or frozen) is the engine's cluster running,
+    /// and the swap without --restart is refused in their words.
+    #[test]
+    fn running_rpc_servers_hold_the_swap_like_ray() {
+        let row = |name: &str, state: &str| RpcStatus {
+            name: name.into(),
+            ip: "10.0.0.2".parse().unwrap(),
+            state: state.into(),
+            detail: String::new(),
+            hello: None,
+        };
+        assert_eq!(rpc_state(&[]), RayState::Stopped);
+        assert_eq!(
+            rpc_state(&[row("b", "exited"), row("c", "unreachable")]),
+            RayState::Stopped
+        );
+        let running = rpc_state(&[row("b", "running"), row("c", "frozen"), row("d", "none")]);
+        assert_eq!(
+            running,
+            RayState::Running("the RPC server runs on node(s) b, c".into())
+        );
+        let c = crate::cluster::config::parse(
+            "engine = \"llama.cpp\"\n[[node]]\nname = \"a\"\nssh = \"root@n1\"\nip = \"10.0.0.1\"\nbackend = \"podman\"\n",
+        )
+        .unwrap();
+        let mut notes = Vec::new();
+        let refused = before_swap(
+            &[],
+            &mut [],
+            &req("reg:5000/x/vllm"),
+            &Some("sha256:1".into()),
+            (engine_words(&c), &running, &Ok(RayNodes::default())),
+            &mut notes,
+        );
+        assert_eq!(refused.len(), 1, "{refused:?}");
+        assert!(
+            refused[0].starts_with("llama.cpp's RPC servers are running in the cluster (the RPC server runs on node(s) b, c): swapping the containers would stop them\n  hint: pass --restart"),
+            "{}",
+            refused[0]
+        );
+        assert_eq!(engine_words(&cfg()).0, "Ray");
     }
 
     #[test]
