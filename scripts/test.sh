@@ -60,12 +60,39 @@ if ! cargo clippy --version >/dev/null 2>&1 || ! cargo fmt --version >/dev/null 
   rustup component add clippy rustfmt
 fi
 
+# cargo's target folder is kept between runs on one machine (as the venvs in
+# /opt and the release build's in /var/cache/halobox/release-target): a fresh
+# clone then rebuilds halobox itself, not every dependency. Keyed by the
+# toolchain (a new rustc starts a new folder and the old ones go); a
+# CARGO_TARGET_DIR from outside wins.
+if [ -z "${CARGO_TARGET_DIR:-}" ]; then
+  key=$(rustc -V | sha256sum | cut -c1-12)
+  mkdir -p /var/cache/halobox
+  for old in /var/cache/halobox/target-*; do
+    if [ -e "$old" ] && [ "$old" != "/var/cache/halobox/target-$key" ]; then rm -rf "$old"; fi
+  done
+  export CARGO_TARGET_DIR=/var/cache/halobox/target-$key
+fi
+log "cargo's target folder: $CARGO_TARGET_DIR"
+
 # Real engines for the container tests (podman API, dockerd, toolbox,
 # distrobox, local registries): installed and started here, as root.
 if [ "$(id -u)" -ne 0 ]; then
   echo "error: the container tests start podman, dockerd and registries: run this script as root" >&2
   exit 1
 fi
+# halobox's build (every test binary, then clippy's and rustdoc's checks)
+# runs in the background while the engines and the venvs download, and is
+# awaited before the lint: the same commands below then find it built and
+# report any failure themselves.
+log "building halobox's tests, clippy and the docs in the background (log: /tmp/halobox-cargo-build.log)"
+(
+  INSTA_UPDATE=no cargo test --locked --no-run \
+    && cargo clippy --all-targets --locked -- -D warnings \
+    && RUSTDOCFLAGS='-D warnings' cargo doc --no-deps --locked --quiet
+) >/tmp/halobox-cargo-build.log 2>&1 &
+cargo_pid=$!
+
 # llama.cpp's CPU build (about 18 CPU-minutes once per machine) runs while
 # the engines and the venvs download; it is awaited before the tests.
 log "building llama.cpp's CPU binaries in the background (scripts/llama-cpp.sh, log: /tmp/halobox-llama-cpp.log)"
@@ -154,21 +181,7 @@ pip_tool zizmor "zizmor==${ZIZMOR_VERSION:-1.32.0}" || { echo "error: could not 
 log "zizmor --offline .github/workflows/track.yml"
 zizmor --offline .github/workflows/track.yml
 
-# cargo's target folder is kept between runs on one machine (as the venvs in
-# /opt and the release build's in /var/cache/halobox/release-target): a fresh
-# clone then rebuilds halobox itself, not every dependency. Keyed by the
-# toolchain (a new rustc starts a new folder and the old ones go); a
-# CARGO_TARGET_DIR from outside wins.
-if [ -z "${CARGO_TARGET_DIR:-}" ]; then
-  key=$(rustc -V | sha256sum | cut -c1-12)
-  mkdir -p /var/cache/halobox
-  for old in /var/cache/halobox/target-*; do
-    if [ -e "$old" ] && [ "$old" != "/var/cache/halobox/target-$key" ]; then rm -rf "$old"; fi
-  done
-  export CARGO_TARGET_DIR=/var/cache/halobox/target-$key
-fi
-log "cargo's target folder: $CARGO_TARGET_DIR"
-
+wait "$cargo_pid" || log "the background build failed: the steps below show why"
 log "cargo fmt --check"
 cargo fmt --all -- --check
 log "cargo clippy -- -D warnings"
