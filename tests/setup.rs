@@ -636,21 +636,34 @@ fn setup_stopped_at(root: &str, nth: usize, signal: &str) -> std::process::Outpu
         "strace must be installed (scripts/test.sh installs it)"
     );
     // Through sh, which reaps the traced halobox itself (strace runs it as
-    // its parent's child).
-    std::process::Command::new("sh")
-        .args([
-            "-c",
-            "strace -f -qq -o /dev/null -e trace=rename,renameat,renameat2 \
+    // its parent's child). SIGINT and SIGTERM at their default actions in
+    // it, whatever this test inherited: a run started in the background of
+    // a script inherits SIGINT ignored, and setup rightly keeps a signal
+    // that was ignored ignored (it would then finish, as asked).
+    let mut sh = std::process::Command::new("sh");
+    // SAFETY: between fork and exec only signal(2), which is async-signal-safe.
+    unsafe {
+        std::os::unix::process::CommandExt::pre_exec(&mut sh, || {
+            use nix::sys::signal::{SigHandler, Signal, signal};
+            for s in [Signal::SIGINT, Signal::SIGTERM] {
+                signal(s, SigHandler::SigDfl).map_err(std::io::Error::from)?;
+            }
+            Ok(())
+        });
+    }
+    sh.args([
+        "-c",
+        "strace -f -qq -o /dev/null -e trace=rename,renameat,renameat2 \
              -e inject=rename,renameat,renameat2:signal=\"$1\":when=\"$2\" \
              \"$3\" setup --sysroot \"$4\" --yes",
-            "sh",
-            signal,
-            &nth.to_string(),
-            env!("CARGO_BIN_EXE_halobox"),
-            root,
-        ])
-        .output()
-        .unwrap()
+        "sh",
+        signal,
+        &nth.to_string(),
+        env!("CARGO_BIN_EXE_halobox"),
+        root,
+    ])
+    .output()
+    .unwrap()
 }
 
 /// A run killed (SIGKILL) at every rename in turn, between a change and its
