@@ -608,7 +608,9 @@ fn a_second_refresh_fails_at_once_or_waits() {
     let name = "hbx-lock";
     clean("podman", name);
     ok(&h.refresh(PODMAN, name, &format!("{REPO}:1"), &[]));
-    let mut first = paused_refresh(&h, name, "4");
+    // Paused long enough that the second run below meets it paused, however
+    // slowly a busy machine starts that run (4 s were too few once).
+    let mut first = paused_refresh(&h, name, "20");
     let pid = first.child.id();
     let out = h.refresh(PODMAN, name, &format!("{REPO}:1"), &["--yes"]);
     assert!(
