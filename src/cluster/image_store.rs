@@ -255,34 +255,58 @@ pub fn export(store: &Path, image: &str) -> Result<Exported, String> {
     })
 }
 
-/// The export a registry image already has in the store: its manifest
-/// (asked of the registry, a few KB) names a snapshot whose every file is
-/// there, recorded as hashed to its name and unchanged since; none
-/// otherwise (a `localhost/` image, a manifest list, a blob missing).
+/// The export a registry image already has in the store: the registry's
+/// digest of its manifest (skopeo computes it from the manifest's bytes)
+/// names a snapshot whose every file is there, recorded as hashed to its
+/// name and unchanged since; none otherwise (a `localhost/` image, a
+/// blob missing or changed).
+///
+/// The digest is skopeo's, not a hash of the manifest as this process
+/// captured it: captured output is kept line by line (a newline added
+/// after the last), so its hash never matched and every no-op copied the
+/// whole image again.
 fn already_here(store: &Path, image: &str) -> Result<Option<Exported>, String> {
     if image.starts_with("localhost/") {
         return Ok(None);
     }
-    let raw = skopeo(
-        &["inspect", "--raw", &format!("docker://{image}")],
+    let said = skopeo(
+        &[
+            "inspect",
+            "--format",
+            "{{.Digest}}",
+            &format!("docker://{image}"),
+        ],
         Duration::from_secs(120),
     )
-    .map_err(|e| format!("the head cannot read {image}'s manifest: {e}"))?;
-    let Ok(id) = config_of(raw.as_bytes()) else {
+    .map_err(|e| format!("the head cannot read {image}'s manifest digest: {e}"))?;
+    let Some(kept) = kept(store, said.trim()) else {
         return Ok(None);
     };
-    let digest = sha_hex(raw.as_bytes());
-    let commit = &digest[..40];
+    Ok(Some(Exported {
+        held: held(image)?,
+        ..kept
+    }))
+}
+
+/// The export of the snapshot of manifest `digest` (`sha256:…`) when the
+/// store holds it complete: every file recorded as hashed to its name and
+/// unchanged since, its `manifest.json` the blob `digest` names (its bytes
+/// hashed again here, a few KB) and a `version`; none otherwise. `held`
+/// is left empty for the caller.
+fn kept(store: &Path, digest: &str) -> Option<Exported> {
+    let hex = digest.strip_prefix("sha256:")?;
+    if !cache::is_sha256(hex) {
+        return None;
+    }
+    let commit = &hex[..40];
     let repo = Repo::new(store, ID);
-    let Ok(files) = repo.files(commit) else {
-        return Ok(None);
-    };
+    let files = repo.files(commit).ok()?;
     let rec = Record::load(&record::path(store, &cache::folder_of(ID)));
     let mut out = vec![];
     for f in files {
         let size = match f.size {
             Some(s) if rec.fresh(&f.blob, &repo.blob(&f.blob)).as_deref() == Some(&f.blob) => s,
-            _ => return Ok(None),
+            _ => return None,
         };
         out.push(ImageFile {
             path: f.path,
@@ -292,18 +316,22 @@ fn already_here(store: &Path, image: &str) -> Result<Option<Exported>, String> {
     }
     if !out
         .iter()
-        .any(|f| f.path == "manifest.json" && f.blob == digest)
+        .any(|f| f.path == "manifest.json" && f.blob == hex)
         || !out.iter().any(|f| f.path == "version")
     {
-        return Ok(None);
+        return None;
     }
-    Ok(Some(Exported {
-        digest: format!("sha256:{digest}"),
-        id,
+    let manifest = std::fs::read(repo.blob(hex)).ok()?;
+    if sha_hex(&manifest) != hex {
+        return None;
+    }
+    Some(Exported {
+        digest: digest.to_string(),
+        id: config_of(&manifest).ok()?,
         commit: commit.to_string(),
         files: out,
-        held: held(image)?,
-    }))
+        held: None,
+    })
 }
 
 /// Every name in `req` is one this node may use as a file name.
@@ -463,6 +491,55 @@ mod tests {
         let mut bad = ok;
         bad.commit = "zz".into();
         assert!(check_request(&bad).unwrap_err().contains("40 hex"));
+    }
+
+    /// A store holding one image's snapshot, every blob recorded as
+    /// hashed; its manifest digest.
+    fn stored(store: &Path) -> String {
+        let repo = Repo::new(store, ID);
+        std::fs::create_dir_all(repo.blobs()).unwrap();
+        let manifest = br#"{"schemaVersion":2,"config":{"digest":"sha256:c0","size":2}}"#;
+        let digest = sha_hex(manifest);
+        let rec_path = record::path(store, &cache::folder_of(ID));
+        let mut rec = Record::load(&rec_path);
+        for (name, bytes) in [
+            ("manifest.json", &manifest[..]),
+            ("version", DIR_VERSION.as_bytes()),
+            ("layer", b"a layer"),
+        ] {
+            let sha = sha_hex(bytes);
+            let path = if name == "layer" {
+                sha.clone()
+            } else {
+                name.into()
+            };
+            std::fs::write(repo.blob(&sha), bytes).unwrap();
+            rec.note(&sha, &repo.blob(&sha), &sha).unwrap();
+            repo.link(&digest[..40], &path, &sha).unwrap();
+        }
+        rec.save(&rec_path).unwrap();
+        format!("sha256:{digest}")
+    }
+
+    #[test]
+    fn a_registry_image_held_complete_in_the_store_is_not_copied_again() {
+        let d = tempfile::tempdir().unwrap();
+        let store = d.path().join("images");
+        let digest = stored(&store);
+        let e = kept(&store, &digest).expect("the snapshot is complete and verified");
+        assert_eq!(e.digest, digest);
+        assert_eq!(e.id, "sha256:c0");
+        assert_eq!(e.commit, digest[7..47]);
+        assert_eq!(e.files.len(), 3);
+        // Another digest (as a newline added to the manifest would give),
+        // or none at all, is not this snapshot.
+        let other = format!("sha256:{}", sha_hex(b"{}\n"));
+        assert!(kept(&store, &other).is_none());
+        assert!(kept(&store, "").is_none());
+        // A blob changed since it was hashed: copied again.
+        let repo = Repo::new(&store, ID);
+        std::fs::write(repo.blob(&sha_hex(b"a layer")), b"another").unwrap();
+        assert!(kept(&store, &digest).is_none());
     }
 
     #[test]
