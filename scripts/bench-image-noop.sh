@@ -20,13 +20,7 @@ done
 podman image exists localhost/halobox-distro:1 \
   || { echo "error: localhost/halobox-distro:1 is missing: bash scripts/engines/start.sh" >&2; exit 1; }
 
-if [ -n "${HALOBOX_BIN:-}" ]; then
-  bin="$(realpath "$HALOBOX_BIN")"
-else
-  cargo build --release --quiet
-  bin="$(pwd)/${CARGO_TARGET_DIR:-target}/release/halobox"
-  case "${CARGO_TARGET_DIR:-}" in /*) bin="$CARGO_TARGET_DIR/release/halobox" ;; esac
-fi
+bin="$(realpath "$(bash scripts/release-bin.sh)")"
 
 tag="bn$$"
 n=204
