@@ -107,7 +107,7 @@ async fn send(
 pub fn not_ours_hint(authority: &str, why: &str) -> String {
     let port = authority.rsplit(':').next().unwrap_or("PORT");
     if why.contains(http::NOT_HERE) {
-        "  hint: run this on the serve's head, where its listener can be proven this user's (the key goes to no listener that cannot)".to_string()
+        "  hint: run this on the serve's head, where its listener can be proven this user's (the key goes to no listener that cannot); `--no-api-key` for a serve started without one".to_string()
     } else {
         format!(
             "  hint: another process holds the serve's port: `ss -ltnp 'sport = :{port}'` shows it; stop it, then start the serve again (`halobox serve`), or benchmark the serve at its own --url"
