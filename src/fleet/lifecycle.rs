@@ -81,6 +81,30 @@ pub fn engine_up(
     }
 }
 
+/// Stops the engine's cluster alone: llama.cpp's RPC servers on the
+/// workers, or Ray on every node (the up's record forgotten too when
+/// `forget` names the cluster file); a note for each node that did not
+/// stop.
+pub fn engine_down(cfg: &ClusterConfig, forget: Option<&Path>) -> Vec<String> {
+    if cfg.engine == Engine::LlamaCpp {
+        return super::rpc_up::down(cfg)
+            .into_iter()
+            .filter_map(|(name, said)| {
+                said.err()
+                    .map(|e| format!("{name}: RPC server not stopped: {e}"))
+            })
+            .collect();
+    }
+    let down = match forget {
+        Some(path) => super::ray_up::down_and_forget(cfg, path),
+        None => super::ray_up::down(cfg),
+    };
+    down.iter()
+        .filter(|d| d.outcome != "stopped")
+        .map(|d| format!("{}: Ray not stopped: {}", d.name, d.detail))
+        .collect()
+}
+
 /// Stops `halobox metrics` on every node: true when each was asked.
 fn stop_metrics(cfg: &ClusterConfig, r: &mut dyn Reporter) -> bool {
     let mut ok = true;

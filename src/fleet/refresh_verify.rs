@@ -216,18 +216,7 @@ pub fn stop_serving(cfg: &ClusterConfig, config_path: &Path) -> Vec<String> {
     if let Err(e) = control::stop(cfg, config_path) {
         notes.push(format!("the serve's stop: {e:#}"));
     }
-    if cfg.engine == Engine::LlamaCpp {
-        for (name, said) in super::rpc_up::down(cfg) {
-            if let Err(e) = said {
-                notes.push(format!("{name}: RPC server not stopped: {e}"));
-            }
-        }
-        return notes;
-    }
-    let down = super::ray_up::down_and_forget(cfg, config_path);
-    for d in down.iter().filter(|d| d.outcome != "stopped") {
-        notes.push(format!("{}: Ray not stopped: {}", d.name, d.detail));
-    }
+    notes.extend(lifecycle::engine_down(cfg, Some(config_path)));
     notes
 }
 

@@ -285,7 +285,9 @@ pub fn run(
     if base.is_some() {
         report.notes.extend(verify::stop_serving(cfg, config_path));
     } else if restart {
-        report.notes.extend(engine_down(cfg));
+        report
+            .notes
+            .extend(super::lifecycle::engine_down(cfg, None));
     }
     swap_all(cfg, &nodes, stages, &mut report);
     match (&base, &req.verify) {
@@ -374,25 +376,6 @@ fn rpc_state(rows: &[RpcStatus]) -> RayState {
             running.join(", ")
         )),
     }
-}
-
-/// Stops the engine's cluster for the swap (`--restart`): Ray on every
-/// node, or the RPC servers; a note for each node that did not stop.
-fn engine_down(cfg: &ClusterConfig) -> Vec<String> {
-    if cfg.engine == Engine::LlamaCpp {
-        return super::rpc_up::down(cfg)
-            .into_iter()
-            .filter_map(|(name, said)| {
-                said.err()
-                    .map(|e| format!("{name}: RPC server not stopped: {e}"))
-            })
-            .collect();
-    }
-    super::ray_up::down(cfg)
-        .iter()
-        .filter(|d| d.outcome != "stopped")
-        .map(|d| format!("{}: Ray not stopped: {}", d.name, d.detail))
-        .collect()
 }
 
 /// Stages every node, and meanwhile finds out whether Ray runs (the head
