@@ -282,12 +282,18 @@ down() {
     [ -n "$pids" ] && kill -9 $pids 2>/dev/null
     ip netns del "$ns"
   done
-  # Files of the nodes' engines can be busy for a moment after the kill.
-  for _ in 1 2 3 4 5; do
-    rm -rf "$dir"/node_* 2>/dev/null && break
-    sleep 0.2
+  # The nodes' folders are renamed aside and removed in the background, at
+  # idle I/O priority: a docker node's data root holds a whole extracted
+  # image, which takes a loaded machine most of a minute to delete, and the
+  # caller need not wait for it. Files of the nodes' engines can be busy
+  # for a moment after the kill, so the removal is tried again.
+  trash=$(mktemp -d "$(dirname "$dir")/halobox-trash.XXXXXX")
+  for f in "$dir"/node_*; do
+    [ -e "$f" ] && mv "$f" "$trash"/
   done
-  rm -rf "$dir"/node_*
+  # shellcheck disable=SC2016
+  setsid ionice -c 3 bash -c 'for _ in 1 2 3 4 5; do rm -rf "$1" 2>/dev/null && exit 0; sleep 1; done; rm -rf "$1"' \
+    trash "$trash" </dev/null >/dev/null 2>&1 &
   exit 0
 }
 

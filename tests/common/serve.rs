@@ -23,6 +23,14 @@ use super::netns::Nodes;
 pub const HALOBOX: &str = env!("CARGO_BIN_EXE_halobox");
 /// vLLM's CPU venv (scripts/vllm-venv.sh).
 pub const VENV: &str = "/opt/halobox-vllm";
+/// torch inductor's cache of compiled CPU kernels, kept on this machine and
+/// bound into every vLLM node container at the folder torch uses by default
+/// (`/tmp/torchinductor_root`): vLLM's CPU build compiles its kernels and a
+/// precompiled header with g++ at every start, most of a minute of both
+/// cores per node, and a new container starts with an empty /tmp. The cache
+/// is keyed by each kernel's source, so what it holds is what a compile
+/// would make.
+pub const INDUCTOR_CACHE: &str = "/var/cache/halobox-engines/torchinductor";
 /// The prompt of every completion compared.
 pub const PROMPT: &str = "The capital of France is";
 /// Tokens generated for the comparison.
@@ -589,7 +597,7 @@ impl Serving {
         );
     }
 
-    /// `halobox refresh` on every node: the engine's build and the model
+    /// `halobox refresh` on every node at once: the engine's build and the model
     /// bound in read-only, the container named vllm.
     pub fn refresh(&self) {
         let (engine, models) = match self.engine {
@@ -602,29 +610,41 @@ impl Serving {
                 format!("{}:/models:ro", self.model_host.display()),
             ),
         };
+        let mut more = Vec::new();
+        if self.engine == Engine::Vllm {
+            std::fs::create_dir_all(INDUCTOR_CACHE).unwrap();
+            more = vec![
+                "--volume".to_string(),
+                format!("{INDUCTOR_CACHE}:/tmp/torchinductor_root"),
+            ];
+        }
+        // Every node at once: a docker node pulls and unpacks the image
+        // into its own store, which takes a loaded machine half a minute.
+        let mut running = Vec::new();
+        let mut args = vec![
+            HALOBOX,
+            "refresh",
+            "--backend",
+            &self.backend,
+            "--image",
+            &self.image,
+            "--memlock",
+            "8M",
+            "--name",
+            "vllm",
+            "--volume",
+            &engine,
+            "--volume",
+            &models,
+            "--yes",
+        ];
+        args.extend(more.iter().map(String::as_str));
         for &x in &self.names {
-            let cmd = self.on_node(
-                x,
-                &[
-                    HALOBOX,
-                    "refresh",
-                    "--backend",
-                    &self.backend,
-                    "--image",
-                    &self.image,
-                    "--memlock",
-                    "8M",
-                    "--name",
-                    "vllm",
-                    "--volume",
-                    &engine,
-                    "--volume",
-                    &models,
-                    "--yes",
-                ],
-            );
-            self.run(&format!("refresh-{x}"), cmd)
-                .expect_ok(&format!("refresh on node {x}"));
+            let mut cmd = self.on_node(x, &args);
+            running.push((x, self.spawn(&format!("refresh-{x}"), &mut cmd)));
+        }
+        for (x, r) in running {
+            r.wait().expect_ok(&format!("refresh on node {x}"));
         }
     }
 
