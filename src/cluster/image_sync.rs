@@ -85,9 +85,10 @@ pub struct ImagePlan {
     /// Its compressed size (every file of its layout; none when the head
     /// exported nothing).
     pub size: Option<u64>,
-    /// Whether the head exported the image into its store this run (not
-    /// when every node already held the head's image id of a `localhost/`
-    /// image).
+    /// Whether the head ran its export this run (`node-export`: a copy
+    /// into its store, or a registry image's complete snapshot found
+    /// there); not when every node already held the head's image id of a
+    /// `localhost/` image.
     pub exported: bool,
     /// Every node, the head first.
     pub nodes: Vec<NodePlan>,
