@@ -5,14 +5,19 @@
 # c -> d), localhost/halobox-distro:1 plus one layer of SIZE_MB random bytes
 # (default 512, as the full bench's image; 0: none) pushed to the nodes'
 # registry, one sync that moves it, then RUNS more syncs (default 5), each
-# timed from node a; each must move no byte. Prints every run's seconds,
-# then the median last, ending in `x` (goal < 2).
-# Usage (as root): scripts/bench-image-noop.sh [RUNS] [SIZE_MB]
+# timed from node a; each must move no byte. Prints every run's seconds
+# (and whether the head ran its export), then the median last, ending
+# in `x` (goal < 2). KIND `localhost` loads the same image into node a's
+# engine as localhost/bench-image-noop:1 instead (a `halobox build` of the
+# head's own, no registry digest) and syncs that.
+# Usage (as root): scripts/bench-image-noop.sh [RUNS] [SIZE_MB] [registry|localhost]
 #   HALOBOX_BIN=path uses that binary instead of `cargo build --release`.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 runs="${1:-5}"
 size_mb="${2:-512}"
+kind="${3:-registry}"
+case "$kind" in registry|localhost) ;; *) echo "error: KIND is registry or localhost, not $kind" >&2; exit 1 ;; esac
 [ "$(id -u)" -eq 0 ] || { echo "error: run as root (it creates network namespaces)" >&2; exit 1; }
 for t in skopeo bc python3; do
   command -v "$t" >/dev/null || { echo "error: $t is missing: bash scripts/engines/install.sh" >&2; exit 1; }
@@ -39,12 +44,17 @@ if [ "$size_mb" -gt 0 ]; then
   head -c "$((size_mb << 20))" /dev/urandom >"$dir/l1.bin"
   "$bin" image add-layer localhost/halobox-distro:1 --engine unix:///run/podman/podman.sock \
     --add "$dir/l1.bin:/bench/l1.bin" --output "$dir/one.tar" >/dev/null
-  ip netns exec "$sw" skopeo copy -q --dest-tls-verify=false "oci-archive:$dir/one.tar" "docker://$image"
-  rm -f "$dir/l1.bin" "$dir/one.tar"
+  rm -f "$dir/l1.bin"
 else
-  ip netns exec "$sw" skopeo copy -q --dest-tls-verify=false \
-    containers-storage:localhost/halobox-distro:1 "docker://$image"
+  skopeo copy -q containers-storage:localhost/halobox-distro:1 "oci-archive:$dir/one.tar"
 fi
+if [ "$kind" = localhost ]; then
+  image="localhost/bench-image-noop:1"
+  on a skopeo copy -q "oci-archive:$dir/one.tar" "containers-storage:$image"
+else
+  ip netns exec "$sw" skopeo copy -q --dest-tls-verify=false "oci-archive:$dir/one.tar" "docker://$image"
+fi
+rm -f "$dir/one.tar"
 {
   echo "halobox = \"$bin\""
   echo "ssh_options = [\"UserKnownHostsFile=$dir/known_hosts\", \"IdentityFile=$dir/client_key\", \"IdentitiesOnly=yes\"]"
@@ -69,7 +79,8 @@ for _ in $(seq "$runs"); do
   t=$(sync_once)
   moved=$(python3 -c "import json; r=json.load(open('$dir/report.json')); print(r['stream'] + sum(n['carried'] for n in r['nodes']))")
   [ "$moved" = 0 ] || { echo "error: a no-op sync moved $moved bytes" >&2; exit 1; }
-  printf 'no-op sync, 4 nodes: %.2f s\n' "$t"
+  exported=$(python3 -c "import json; e=json.load(open('$dir/report.json'))['plan'].get('exported'); print({True: 'yes', False: 'no'}.get(e, 'not reported'))")
+  printf 'no-op sync of %s, 4 nodes: %.2f s (the head ran its export: %s)\n' "$kind" "$t" "$exported"
   times+=("$t")
 done
 echo "binary: $bin; $(nproc) CPUs; load $(cut -d' ' -f1-3 /proc/loadavg)"

@@ -13,7 +13,9 @@
 //! by default) swaps every node onto v2 with the registry unreachable from
 //! b and c; a `localhost/` image built on the head with a large
 //! layer, its receiver killed half-way on node c, leaves c without it, and
-//! a rerun completes with the head's image id everywhere. Needs root, the
+//! a rerun completes with the head's image id everywhere, and one more
+//! run, every node holding that id, moves nothing and exports nothing (the
+//! head's image store is not written). Needs root, the
 //! engines of scripts/engines/start.sh, skopeo and tc; a missing piece
 //! fails.
 
@@ -449,6 +451,34 @@ fn the_image_travels_once_keeps_its_digest_and_survives_faults() {
             .held(x, local)
             .unwrap_or_else(|| panic!("node {x} has no {local}"));
         assert_eq!(id, head_id, "node {x}'s image id");
+    }
+
+    // Every node holds the head's image id: a second sync asks every
+    // node's engine first and moves nothing, and the head exports nothing
+    // (no copy out of its storage: its image store is not written at all).
+    let images = STORE.rsplit_once('/').unwrap().0;
+    let marker = "/root/.local/share/halobox/noop-marker";
+    c.sh('a', &format!("touch {marker}; sleep 0.1"));
+    let out = c.sync(local, &[]);
+    assert!(out.status.success(), "{}", text(&out));
+    let written = c.sh('a', &format!("find {images} -newer {marker}"));
+    assert_eq!(
+        written.trim(),
+        "",
+        "the head's image store was written by a sync that had nothing to move"
+    );
+    let r = report(&out);
+    assert_eq!(r["plan"]["exported"], false, "{r}");
+    assert_eq!(r["plan"]["id"], head_id.as_str(), "{r}");
+    assert_eq!(r["stream"], 0, "{r}");
+    for x in NODES {
+        let p = plan_node(&r, x);
+        assert_eq!(p["import"], false, "{r}");
+        assert_eq!(p["bytes"], 0, "{r}");
+        assert_eq!(p["blobs"].as_array().unwrap().len(), 0, "{r}");
+        assert_eq!(node(&r, x)["carried"], 0, "{r}");
+        assert_eq!(node(&r, x)["moved"], 0, "{r}");
+        assert_eq!(node(&r, x)["id"], head_id.as_str(), "{r}");
     }
 }
 

@@ -49,6 +49,15 @@ pub enum ImageCommand {
         /// The image.
         image: String,
     },
+    /// (run by halobox on a node) Reports the image its engine holds under a name, if any.
+    #[command(
+        hide = true,
+        after_help = "Examples:\n  halobox image node-held localhost/vllm-therock-gfx1151:latest    (what `image sync` of a localhost/ image runs on each node over ssh first)"
+    )]
+    NodeHeld {
+        /// The image.
+        image: String,
+    },
     /// (run by halobox on a node) Reports its blob store and engine image (the request on stdin).
     #[command(
         hide = true,

@@ -55,6 +55,15 @@ pub struct Held {
     pub id: String,
 }
 
+/// A node's answer to `halobox image node-held IMAGE`: what its engine
+/// holds under the name, if anything (the check [`prepare`] makes too,
+/// asked alone before the head exports anything).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct HeldReply {
+    /// The image, or none.
+    pub held: Option<Held>,
+}
+
 /// One file of an image's `dir:` layout.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ImageFile {

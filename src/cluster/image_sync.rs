@@ -5,7 +5,12 @@
 //! every blob checked against its sha256 where it arrives), then imports
 //! the image into its engine keeping the head's manifest digest.
 //!
-//! The steps: the head's export ([`super::image_store::export`], over ssh as
+//! The steps: for a `localhost/` image, first every node's engine asked
+//! which image it holds under the name (`image node-held`): when every
+//! node holds the head's image id the plan ([`plan_held`]) moves nothing
+//! and the head exports nothing (reading 20 GB out of its storage only to
+//! find every node has it). Otherwise: the head's export
+//! ([`super::image_store::export`], over ssh as
 //! `halobox image node-export`), every node's store and engine read
 //! ([`super::image_store::prepare`], `node-prepare`), the plan (pure: [`plan`]),
 //! the chain (`image node-receive`/`node-send`), then the imports
@@ -20,7 +25,7 @@ use anyhow::bail;
 use serde::Serialize;
 
 use super::config::{self, ClusterConfig, NodeBackend, NodeConfig};
-use super::image_store::{Exported, Held, ID, PrepareRequest, Prepared};
+use super::image_store::{Exported, Held, HeldReply, ID, PrepareRequest, Prepared};
 use super::run::{each_node, remote_node};
 use crate::error::UsageError;
 use crate::model::cache::ModelRef;
@@ -34,6 +39,8 @@ use crate::units::format_bytes;
 const EXPORT_TIMEOUT: Duration = Duration::from_secs(4 * 3600);
 /// How long reading a node's store may take (hashing blobs never hashed).
 const PREPARE_TIMEOUT: Duration = Duration::from_secs(3600);
+/// How long asking a node's engine what it holds may take.
+const HELD_TIMEOUT: Duration = Duration::from_secs(120);
 /// How long an import may take.
 const IMPORT_TIMEOUT: Duration = Duration::from_secs(4 * 3600);
 
@@ -70,12 +77,19 @@ pub struct NodePlan {
 pub struct ImagePlan {
     /// The image.
     pub image: String,
-    /// The digest every node ends with.
-    pub digest: String,
+    /// The digest every node ends with (none when the head exported
+    /// nothing: a `localhost/` image every node already holds).
+    pub digest: Option<String>,
     /// Its image id.
     pub id: String,
-    /// Its compressed size (every file of its layout).
-    pub size: u64,
+    /// Its compressed size (every file of its layout; none when the head
+    /// exported nothing).
+    pub size: Option<u64>,
+    /// Whether the head ran its export this run (`node-export`: a copy
+    /// into its store, or a registry image's complete snapshot found
+    /// there); not when every node already held the head's image id of a
+    /// `localhost/` image.
+    pub exported: bool,
     /// Every node, the head first.
     pub nodes: Vec<NodePlan>,
     /// The blob stream (the model sync's plan over the blob store).
@@ -174,24 +188,83 @@ pub fn plan(
         .collect();
     Ok(ImagePlan {
         image: image.to_string(),
-        digest: exported.digest.clone(),
+        digest: Some(exported.digest.clone()),
         id: exported.id.clone(),
-        size,
+        size: Some(size),
+        exported: true,
         nodes,
         blobs,
     })
 }
 
+/// The plan before any export, from what every node's engine holds under
+/// the name (`held[i]` is node i, the head first; none where a node holds
+/// nothing or could not say): for a `localhost/` image whose image id the
+/// head holds and every other node holds too, nothing moves and nothing is
+/// exported; none otherwise (the head exports the image and [`plan`]
+/// decides from every node's store, as for any image).
+pub fn plan_held(
+    image: &str,
+    source: &str,
+    labels: &[String],
+    held: &[Option<Held>],
+) -> Option<ImagePlan> {
+    if !image.starts_with("localhost/") || held.len() != labels.len() {
+        return None;
+    }
+    let id = held.first()?.as_ref()?.id.clone();
+    if !held.iter().all(|h| h.as_ref().is_some_and(|h| h.id == id)) {
+        return None;
+    }
+    let nodes = labels
+        .iter()
+        .zip(held)
+        .map(|(label, h)| NodePlan {
+            label: label.clone(),
+            blobs: vec![],
+            bytes: 0,
+            import: false,
+            held: h.clone(),
+        })
+        .collect();
+    Some(ImagePlan {
+        image: image.to_string(),
+        digest: None,
+        id,
+        size: None,
+        exported: false,
+        nodes,
+        blobs: BlobPlan {
+            model: ModelRef {
+                id: ID.to_string(),
+                revision: String::new(),
+            },
+            commit: String::new(),
+            source: source.to_string(),
+            hub: String::new(),
+            files: vec![],
+            targets: vec![],
+            send: vec![],
+        },
+    })
+}
+
 /// The plan in words (`--dry-run` prints it; a sync prints it first).
 pub fn render(p: &ImagePlan) -> String {
-    let mut s = format!(
-        "image sync {} (digest {}, id {}), {} compressed, from {} over the data plane\n",
-        p.image,
-        p.digest,
-        short(&p.id),
-        format_bytes(p.size),
-        p.nodes.first().map_or("the head", |n| n.label.as_str())
-    );
+    let head = p.nodes.first().map_or("the head", |n| n.label.as_str());
+    let mut s = match (&p.digest, p.size) {
+        (Some(d), Some(size)) => format!(
+            "image sync {} (digest {d}, id {}), {} compressed, from {head} over the data plane\n",
+            p.image,
+            short(&p.id),
+            format_bytes(size),
+        ),
+        _ => format!(
+            "image sync {} (id {}): every node holds {head}'s image id already, so {head} exports nothing and nothing moves\n",
+            p.image,
+            short(&p.id),
+        ),
+    };
     for n in &p.nodes {
         let what = match (n.import, n.blobs.len()) {
             (false, _) => "holds it already, nothing moves".to_string(),
@@ -325,6 +398,50 @@ fn facts(
     Ok((exported, prepared))
 }
 
+/// What every node's engine holds under `image` (`image node-held`, node
+/// i at i, the head first): none where it holds nothing, and where it
+/// cannot say (its engine down, an older halobox), so that node counts as
+/// lacking it and the run goes on as for any image, the export and
+/// `node-prepare` naming what is wrong.
+fn held_everywhere(cfg: &ClusterConfig, masters: &Masters, image: &str) -> Vec<Option<Held>> {
+    let what = "`halobox image node-held`";
+    each_node(&cfg.nodes, |node| {
+        let done = remote_node(cfg, node)
+            .through(masters)
+            .run_ok(what, &node_cmd(cfg, &["node-held", image]), HELD_TIMEOUT)
+            .ok()?;
+        remote::last_json::<HeldReply>(
+            &format!("node {}", node.label()),
+            what,
+            &done.stdout,
+            &done.output,
+        )
+        .ok()?
+        .held
+    })
+}
+
+/// The plan from the facts: for a `localhost/` image every node's engine
+/// asked first, and when every node holds the head's image id, nothing
+/// exported ([`plan_held`]); else the head's export and every node's store
+/// ([`plan`]).
+fn plan_from_facts(
+    cfg: &ClusterConfig,
+    masters: &Masters,
+    image: &str,
+    labels: &[String],
+) -> anyhow::Result<ImagePlan> {
+    if image.starts_with("localhost/") {
+        let held = held_everywhere(cfg, masters, image);
+        let head = labels.first().map_or("", String::as_str);
+        if let Some(p) = plan_held(image, head, labels, &held) {
+            return Ok(p);
+        }
+    }
+    let (exported, prepared) = facts(cfg, masters, image)?;
+    Ok(plan(image, &exported, labels, &prepared)?)
+}
+
 /// Imports the image on every node `import` names; each one's result.
 fn import_all(
     cfg: &ClusterConfig,
@@ -338,10 +455,10 @@ fn import_all(
         if !import[i] {
             return Ok(None);
         }
-        let (flag, want) = if node.backend == NodeBackend::Docker {
-            ("--docker-id", &p.id)
-        } else {
-            ("--digest", &p.digest)
+        let (flag, want) = match &p.digest {
+            _ if node.backend == NodeBackend::Docker => ("--docker-id", &p.id),
+            Some(d) => ("--digest", d),
+            None => return Err(format!("{}: no digest to import", node.label())),
         };
         let cmd = node_cmd(
             cfg,
@@ -372,13 +489,12 @@ pub fn move_image(
     r: &mut dyn Reporter,
 ) -> anyhow::Result<Report> {
     crate::image_ref::ImageRef::parse(image).map_err(UsageError)?;
-    let (exported, prepared) = facts(cfg, masters, image)?;
     let labels: Vec<String> = cfg
         .nodes
         .iter()
         .map(|n| format!("node {}", n.label()))
         .collect();
-    let p = plan(image, &exported, &labels, &prepared)?;
+    let p = plan_from_facts(cfg, masters, image, &labels)?;
     r.note(&render(&p));
     let stream = p.blobs.stream_bytes();
     let mut nodes: Vec<NodeOutcome> = p
@@ -460,10 +576,9 @@ pub fn render_report(rep: &Report) -> String {
             n.label,
             format_bytes(n.carried),
             format_bytes(n.moved),
-            if n.digests.contains(&rep.plan.digest) {
-                short(&rep.plan.digest)
-            } else {
-                n.digests.first().map_or("-", |d| short(d))
+            match &rep.plan.digest {
+                Some(d) if n.digests.contains(d) => short(d),
+                _ => n.digests.first().map_or("-", |d| short(d)),
             },
             match &n.error {
                 Some(_) => "failed: keeps its old image",
@@ -610,6 +725,57 @@ mod tests {
         nodes[1].docker = true;
         let p = plan("reg:5000/x/y:1", &e, &labels(), &nodes).unwrap();
         assert!(!p.nodes[1].import && p.nodes[2].import);
+    }
+
+    #[test]
+    fn a_localhost_image_every_node_holds_with_the_heads_id_is_not_exported() {
+        let id = format!("sha256:{}", blob('c'));
+        let other = format!("sha256:{}", blob('e'));
+        let h = |id: &str| {
+            Some(Held {
+                digests: vec![],
+                id: id.into(),
+            })
+        };
+        let all = [h(&id), h(&id), h(&id)];
+        let p = plan_held("localhost/x:1", "node a", &labels(), &all).expect("nothing to export");
+        assert!(!p.exported && p.digest.is_none() && p.size.is_none());
+        assert_eq!(p.id, id);
+        assert!(
+            p.nodes
+                .iter()
+                .all(|n| !n.import && n.blobs.is_empty() && n.bytes == 0)
+        );
+        assert_eq!(p.blobs.stream_bytes(), 0);
+        assert!(p.blobs.chain().is_empty());
+        let text = render(&p);
+        assert!(
+            text.contains("so node a exports nothing and nothing moves"),
+            "{text}"
+        );
+        assert!(text.contains("node c: holds it already"), "{text}");
+        let json = serde_json::to_value(&p).unwrap();
+        assert_eq!(json["exported"], false, "{json}");
+        assert_eq!(json["nodes"][2]["bytes"], 0, "{json}");
+        // One node with another id, or none, or a head without it: the
+        // head exports, as for any image.
+        for held in [
+            [h(&id), h(&other), h(&id)],
+            [h(&id), None, h(&id)],
+            [None, h(&id), h(&id)],
+        ] {
+            assert!(plan_held("localhost/x:1", "node a", &labels(), &held).is_none());
+        }
+        // A registry image: its export is skipped by the store's digest.
+        assert!(plan_held("reg:5000/x/y:1", "node a", &labels(), &all).is_none());
+        // Exported, the plan says so.
+        let nodes = [
+            node(&['d', 'c', 'a', 'b'], None, 1 << 40),
+            node(&[], h(&id), 1 << 40),
+            node(&[], h(&id), 1 << 40),
+        ];
+        let p = plan("localhost/x:1", &exported(), &labels(), &nodes).unwrap();
+        assert!(p.exported && p.size == Some(1030));
     }
 
     #[test]

@@ -25,11 +25,16 @@ impl Reporter for Notes {
 
 /// The image the nodes stage once it was moved, and their pull policy:
 /// a registry image as `REPO@DIGEST` (the digest every node now holds), a
-/// `localhost/` one as it is; neither pulled.
-pub fn staged_image(image: &ImageRef, digest: &str) -> Result<(ImageRef, PullPolicy), String> {
+/// `localhost/` one as it is (with no digest when the head exported
+/// nothing, every node holding its image id already); neither pulled.
+pub fn staged_image(
+    image: &ImageRef,
+    digest: Option<&str>,
+) -> Result<(ImageRef, PullPolicy), String> {
     if pull::is_local(image) {
         return Ok((image.clone(), PullPolicy::Never));
     }
+    let digest = digest.ok_or_else(|| format!("the move of {image} named no digest"))?;
     let pinned = ImageRef::parse(&format!("{}@{digest}", image.repository))?;
     Ok((pinned, PullPolicy::Never))
 }
@@ -61,7 +66,7 @@ pub fn move_first(
     notes
         .0
         .push(image_sync::render_report(&rep).trim_end().to_string());
-    let (staged, policy) = staged_image(image, &rep.plan.digest)?;
+    let (staged, policy) = staged_image(image, rep.plan.digest.as_deref())?;
     Ok((staged, policy, notes.0))
 }
 
@@ -72,10 +77,10 @@ mod tests {
     #[test]
     fn a_moved_registry_image_is_staged_by_its_digest_and_never_pulled() {
         let d = format!("sha256:{}", "a".repeat(64));
-        let (r, p) = staged_image(&ImageRef::parse("reg:5000/x/y:v2").unwrap(), &d).unwrap();
+        let (r, p) = staged_image(&ImageRef::parse("reg:5000/x/y:v2").unwrap(), Some(&d)).unwrap();
         assert_eq!(r.to_string(), format!("reg:5000/x/y@{d}"));
         assert_eq!(p, PullPolicy::Never);
-        let (r, _) = staged_image(&ImageRef::parse("localhost/z:1").unwrap(), &d).unwrap();
+        let (r, _) = staged_image(&ImageRef::parse("localhost/z:1").unwrap(), None).unwrap();
         assert_eq!(r.to_string(), "localhost/z:1");
     }
 }

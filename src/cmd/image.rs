@@ -21,6 +21,9 @@ pub fn run(cmd: ImageCommand) -> anyhow::Result<ExitCode> {
         ImageCommand::NodeExport { image } => {
             json(&image_store::export(&store()?, &image).map_err(anyhow::Error::msg)?)
         }
+        ImageCommand::NodeHeld { image } => json(&image_store::HeldReply {
+            held: image_store::held(&image).map_err(anyhow::Error::msg)?,
+        }),
         ImageCommand::NodePrepare => {
             let req: image_store::PrepareRequest = serde_json::from_str(&stdin_line()?)
                 .map_err(|e| anyhow::anyhow!("the request on stdin cannot be read: {e}"))?;
