@@ -214,7 +214,9 @@ shared_image scripts/netns/fleet-image.sh local
 shared_image scripts/netns/fleet-image.sh local ray
 log "shared images ready in $((SECONDS - images_started)) s"
 # The test binaries run in two lanes at once: cargo runs one binary after
-# another, and the live ones mostly wait (on engines, nodes, servers). The
+# another, and one lane leaves a core idle while its live tests wait (on
+# engines, nodes, servers); two keep both cores about 90% busy, so a third
+# would only add contention. The
 # vLLM e2e (tests/serve_e2e.rs, vLLM over Ray on CPU: about 7.5 GB at its
 # peak, one case at a time) and the other vLLM-venv binary go in lane 1,
 # every other binary (the llama.cpp e2e too: a few hundred MB) in lane 2, so
@@ -224,11 +226,12 @@ log "shared images ready in $((SECONDS - images_started)) s"
 # two vLLM clusters run at once (about 15 GB). The two cluster container
 # binaries (mostly waiting on podman and docker) and the KV check against
 # vLLM's and llama.cpp's own (tests/kv_engines.rs, one vLLM at a time after the others in
-# lane 1) go in lane 1 too, so the lanes take about as long. Binaries that
+# lane 1) go in lane 1 too, and the engines' bounds (tests/engine_bounds.rs,
+# half a minute), so the lanes take about as long. Binaries that
 # share a resource across tests already take their own locks (the node
 # images: scripts/netns/node-image.sh). Each lane's output is printed whole
 # when both have ended, then each binary's time.
-lane1=(serve_e2e serve_restart bench_collective cluster_fleet cluster_containers kv_engines cluster_upgrade)
+lane1=(serve_e2e serve_restart bench_collective cluster_fleet cluster_containers kv_engines cluster_upgrade engine_bounds)
 lane1_args=()
 for t in "${lane1[@]}"; do lane1_args+=(--test "$t"); done
 lane2_args=(--lib --bins)
