@@ -213,17 +213,16 @@ log "shared images ready in $((SECONDS - images_started)) s"
 # every other binary (the llama.cpp e2e too: a few hundred MB) in lane 2, so
 # the suite stays far below the machine's 24 GB. The serve supervisor's
 # binary (tests/serve_restart.rs: vLLM once, llama.cpp once) joins lane 1;
-# lane 2 runs its vLLM binaries one after the other (tests/cluster_boot.rs,
-# tests/kv_engines.rs), so at most two vLLM clusters run at once (about 15 GB). The two cluster container
-# binaries (mostly waiting on podman and docker) and the engines' bounds
-# (tests/engine_bounds.rs, half a minute) go in lane 1 too; the KV check
-# against vLLM's and llama.cpp's own (tests/kv_engines.rs, one vLLM at a
-# time, after tests/cluster_boot.rs in lane 2), so the lanes take about as
-# long. Binaries that
+# lane 2 keeps one vLLM binary of its own (tests/cluster_boot.rs), so at most
+# two vLLM clusters run at once (about 15 GB). The two cluster container
+# binaries (mostly waiting on podman and docker) and the KV check against
+# vLLM's and llama.cpp's own (tests/kv_engines.rs, one vLLM at a time after the others in
+# lane 1) go in lane 1 too, and the engines' bounds (tests/engine_bounds.rs,
+# half a minute), so the lanes take about as long. Binaries that
 # share a resource across tests already take their own locks (the node
 # images: scripts/netns/node-image.sh). Each lane's output is printed whole
 # when both have ended, then each binary's time.
-lane1=(serve_e2e serve_restart bench_collective cluster_fleet cluster_containers cluster_upgrade engine_bounds)
+lane1=(serve_e2e serve_restart bench_collective cluster_fleet cluster_containers kv_engines cluster_upgrade engine_bounds)
 lane1_args=()
 for t in "${lane1[@]}"; do lane1_args+=(--test "$t"); done
 lane2_args=(--lib --bins)
@@ -253,16 +252,6 @@ lane2_pid=$!
 # fill, where before the lanes they added their whole time to the run.
 # cargo holds its build folder's lock only while it compiles, so neither
 # waits for the other past that. A failure fails the run once the lanes end.
-# The release build tests/release.rs checks (cargo zigbuild --release, about
-# five CPU-minutes, niced) starts now as well, as that test runs it: at umask
-# 0 into the same target folder. The test then finds it built (cargo waits
-# for this build's lock if it comes first), where before the whole build ran
-# inside lane 2 near its end. Its failure is the test's to report.
-release_version=$(sed -n 's/^version = "\(.*\)"/\1/p' Cargo.toml | head -n1)
-release_dist=$(mktemp -d /tmp/halobox-release-prebuild.XXXXXX)
-(umask 0 && HALOBOX_DIST="$release_dist" CARGO_TARGET_DIR=/var/cache/halobox/release-target \
-  exec bash scripts/release.sh "$release_version") >"$release_dist.log" 2>&1 &
-release_pid=$!
 lint_rc=0
 log "cargo clippy -- -D warnings (while the lanes run)"
 cargo clippy --all-targets --locked -- -D warnings || lint_rc=$?
@@ -271,8 +260,6 @@ RUSTDOCFLAGS='-D warnings' cargo doc --no-deps --locked --quiet || lint_rc=$?
 rc1=0 rc2=0
 wait "$lane1_pid" || rc1=$?
 wait "$lane2_pid" || rc2=$?
-wait "$release_pid" || log "the release build started beside the lanes failed (log: $release_dist.log); tests/release.rs says why"
-rm -rf "$release_dist"
 cat "$lanes/lane2.log" "$lanes/lane1.log"
 log "time of each test binary (s), slowest first"
 # cargo prints `Running tests/X.rs (…)` before a binary and `… finished in Ns` after it.
