@@ -610,17 +610,7 @@ impl Serving {
                 format!("{}:/models:ro", self.model_host.display()),
             ),
         };
-        let mut more = Vec::new();
-        if self.engine == Engine::Vllm {
-            std::fs::create_dir_all(INDUCTOR_CACHE).unwrap();
-            more = vec![
-                "--volume".to_string(),
-                format!("{INDUCTOR_CACHE}:/tmp/torchinductor_root"),
-            ];
-        }
-        // Every node at once: a docker node pulls and unpacks the image
-        // into its own store, which takes a loaded machine half a minute.
-        let mut running = Vec::new();
+        let inductor = format!("{INDUCTOR_CACHE}:/tmp/torchinductor_root");
         let mut args = vec![
             HALOBOX,
             "refresh",
@@ -638,7 +628,13 @@ impl Serving {
             &models,
             "--yes",
         ];
-        args.extend(more.iter().map(String::as_str));
+        if self.engine == Engine::Vllm {
+            std::fs::create_dir_all(INDUCTOR_CACHE).unwrap();
+            args.extend(["--volume", &inductor]);
+        }
+        // Every node at once: a docker node pulls and unpacks the image
+        // into its own store, which takes a loaded machine half a minute.
+        let mut running = Vec::new();
         for &x in &self.names {
             let mut cmd = self.on_node(x, &args);
             running.push((x, self.spawn(&format!("refresh-{x}"), &mut cmd)));
