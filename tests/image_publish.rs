@@ -8,7 +8,7 @@ mod common;
 
 use std::process::Output;
 
-use common::engines::{AUTH_REPO, PODMAN, cli, require};
+use common::engines::{AUTH_REPO, PODMAN, cli, image_names, require};
 use common::halobox;
 use serde_json::Value;
 
@@ -85,6 +85,7 @@ fn remote(reference: &str, pw: &str) -> Value {
 
 #[test]
 fn publishes_every_tag_with_labels_and_promotes() {
+    let _names = image_names();
     require(PODMAN);
     let pw = password();
     let repo = repo();
@@ -182,6 +183,7 @@ fn publishes_every_tag_with_labels_and_promotes() {
 
 #[test]
 fn wrong_password_fails_clearly_and_pushes_nothing() {
+    let _names = image_names();
     require(PODMAN);
     let pw = password();
     let wrong = format!("{pw}-wrong-{}", std::process::id());
@@ -222,6 +224,7 @@ fn wrong_password_fails_clearly_and_pushes_nothing() {
 
 #[test]
 fn credentials_bound_to_another_registry_are_not_sent() {
+    let _names = image_names();
     require(PODMAN);
     let pw = password();
     let repo = format!("{}-bound", repo());
@@ -293,6 +296,7 @@ fn absent(reference: &str, pw: &str) -> bool {
 
 #[test]
 fn a_channel_moves_only_to_the_candidates_digest() {
+    let _names = image_names();
     require(PODMAN);
     let pw = password();
     let repo = format!("{}-candidate", repo());
