@@ -110,11 +110,6 @@ bash scripts/vllm-venv.sh /opt/halobox-vllm
 # fails the run.
 bash scripts/amd-binaries.sh /opt/halobox-amd-binaries
 export HALOBOX_AMD_BINARIES=/opt/halobox-amd-binaries
-if ! wait "$llama_pid"; then
-  cat /tmp/halobox-llama-cpp.log >&2
-  echo "error: scripts/llama-cpp.sh failed (its output is above)" >&2
-  exit 1
-fi
 # A real local package index for scripts/track-pins.py (tests/track_pins.rs).
 PYPISERVER_VERSION=2.4.2
 if ! /opt/halobox-pypiserver/bin/python -c "import sys, importlib.metadata as m; sys.exit(m.version('pypiserver') != '$PYPISERVER_VERSION')" 2>/dev/null; then
@@ -213,6 +208,14 @@ shared_image scripts/netns/node-image.sh
 shared_image scripts/netns/fleet-image.sh local
 shared_image scripts/netns/fleet-image.sh local ray
 log "shared images ready in $((SECONDS - images_started)) s"
+# llama.cpp's build is awaited only here: on a cold machine it is the
+# longest of the setup (about 15 minutes beside cargo's build), and the
+# lint tools, the lints and the shared images above need none of it.
+if ! wait "$llama_pid"; then
+  cat /tmp/halobox-llama-cpp.log >&2
+  echo "error: scripts/llama-cpp.sh failed (its output is above)" >&2
+  exit 1
+fi
 # The test binaries run in two lanes at once: cargo runs one binary after
 # another, and one lane leaves a core idle while its live tests wait (on
 # engines, nodes, servers); two keep both cores about 90% busy, so a third
