@@ -24,13 +24,13 @@ pub fn require(socket: &str) {
     );
 }
 
-/// Held by every test of a binary that names or unnames the test images
-/// (`podman tag`, `rmi NAME`, a `halobox publish` that tags), for the
-/// whole test. Podman 4.3 (Debian 12's) writes an image's whole name list
-/// back on each tag and untag, so two at once on one image lose one
-/// another's names (fixed upstream in containers/common#1700): a tag made
-/// by one test vanished before its push ("image not known") while another
-/// test untagged the same image.
+/// Held for the whole test by tests that tag and untag the same test image
+/// at once (tests/image_publish.rs: `podman tag`, `rmi NAME`, and the tags
+/// `halobox publish` makes). Podman 4.3 (Debian 12's) writes an image's
+/// whole name list back on each tag and untag, so two at once on one image
+/// lose one another's names (fixed upstream in containers/common#1700): a
+/// tag made by one test vanished before its push ("image not known") while
+/// another test untagged the same image.
 pub fn image_names() -> std::sync::MutexGuard<'static, ()> {
     static NAMES: std::sync::Mutex<()> = std::sync::Mutex::new(());
     NAMES.lock().unwrap_or_else(|e| e.into_inner())
