@@ -4,7 +4,9 @@ use clap::Parser;
 
 fn main() -> ExitCode {
     let cli = halobox::cli::Cli::parse();
-    match halobox::cmd::run(cli) {
+    let result = halobox::cmd::run(cli);
+    halobox::image::cleanup::wait_if_interrupted();
+    match result {
         Ok(code) => code,
         Err(err) => {
             eprintln!("error: {err:#}");

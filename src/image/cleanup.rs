@@ -3,11 +3,13 @@
 //! are removed before halobox exits (130 or 143, as a shell reports them).
 
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Mutex, Once};
 use std::time::{Duration, Instant};
 
 static PATHS: Mutex<Vec<PathBuf>> = Mutex::new(Vec::new());
 static WATCH: Once = Once::new();
+static SIGNALLED: AtomicBool = AtomicBool::new(false);
 
 /// Removes `path` (a folder or a file) on SIGINT/SIGTERM until [`unregister`]ed.
 pub fn register(path: &Path) {
@@ -50,10 +52,23 @@ fn watch() {
                     _ = term.recv() => 143,
                 }
             });
+            SIGNALLED.store(true, Ordering::SeqCst);
             remove_all();
             std::process::exit(code);
         });
     drop(spawned);
+}
+
+/// Once a signal has arrived, never returns: the cleanup thread is removing
+/// the registered paths and then exits with the signal's code. Called before
+/// halobox reports its result, so an error the removal caused in the work
+/// itself (a file vanished mid-write) is not reported in the signal's place.
+pub fn wait_if_interrupted() {
+    if SIGNALLED.load(Ordering::SeqCst) {
+        loop {
+            std::thread::park();
+        }
+    }
 }
 
 /// Removes every registered path. Other threads may still be writing into
