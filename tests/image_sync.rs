@@ -150,6 +150,23 @@ impl Cluster {
             .and_then(|p| p.parse().ok())
     }
 
+    /// No node's engine keeps a prefix staged by an import beside the
+    /// stream (`localhost/halobox-staging:…`).
+    fn no_staging_left(&self) {
+        for x in NODES {
+            let left = self.sh(
+                x,
+                "podman images --format '{{.Repository}}:{{.Tag}}' | grep -c halobox-staging || true",
+            );
+            assert_eq!(
+                left.trim(),
+                "0",
+                "node {x} keeps staged prefixes: {}",
+                self.sh(x, "podman images --all")
+            );
+        }
+    }
+
     /// Runs `sh -c SCRIPT` on node `x`; its stdout.
     fn sh(&self, x: char, script: &str) -> String {
         ok(&self
@@ -229,6 +246,7 @@ fn the_image_travels_once_keeps_its_digest_and_survives_faults() {
             .unwrap_or_else(|| panic!("node {x} has no v1"));
         assert!(d.contains(&digest), "node {x}: {d}");
     }
+    c.no_staging_left();
     for x in ['b', 'c'] {
         let carried = node(&r, x)["carried"].as_u64().unwrap();
         assert!(carried > 0, "node {x} carried nothing: {r}");
@@ -327,6 +345,8 @@ fn the_image_travels_once_keeps_its_digest_and_survives_faults() {
         assert_eq!(blobs, [layer.as_str()], "node {x}");
         assert!(c.held(x, &c.v2).unwrap().0.contains(&v2_digest), "node {x}");
     }
+    // What the stopped imports of the damaged run staged is gone too.
+    c.no_staging_left();
 
     // `cluster refresh` moves the image the same way by default: with the
     // registry unreachable from b and c, every node still swaps onto v2's
@@ -444,13 +464,30 @@ fn the_image_travels_once_keeps_its_digest_and_survives_faults() {
         c.held('c', local).is_none(),
         "node c imported after its receiver died"
     );
+    // The rerun: c's store holds every layer but the big one (last in the
+    // stream), so c imports those first layers (a staged prefix) while the
+    // big one still streams over its held link; the staging names are
+    // removed afterwards.
+    c.throttle('c', Some("80mbit"));
     let out = c.sync(local, &[]);
+    c.throttle('c', None);
     assert!(out.status.success(), "{}", text(&out));
     for x in NODES {
         let (_, id) = c
             .held(x, local)
             .unwrap_or_else(|| panic!("node {x} has no {local}"));
         assert_eq!(id, head_id, "node {x}'s image id");
+    }
+    let r = report(&out);
+    assert!(
+        node(&r, 'c')["staged"].as_u64().unwrap() >= 1,
+        "node c imported no layer before the last arrived: {r}"
+    );
+    c.no_staging_left();
+    // The first layers are v2's whole image: staging them named v2's
+    // image, and removing the staging name left v2 where it was.
+    for x in ['b', 'c'] {
+        assert!(c.held(x, &c.v2).is_some(), "node {x} lost v2");
     }
 
     // Every node holds the head's image id: a second sync asks every

@@ -97,6 +97,10 @@ pub enum ImageCommand {
         /// Load it into docker instead, ending with this image id.
         #[arg(long)]
         docker_id: Option<String>,
+        /// Run beside the stream: wait for the blobs of this manifest
+        /// digest, importing the layers that arrived so far, then the image.
+        #[arg(long, value_name = "MANIFEST_DIGEST")]
+        follow: Option<String>,
     },
 }
 

@@ -19,6 +19,12 @@
 //! store already holds and reports it with the engine's digest of the
 //! image, and [`import`] copies the complete snapshot into the engine with
 //! `--preserve-digests` and checks the digest it ends with.
+//! [`import_following`] runs beside the stream: each time more of the
+//! image's first layers are there verified, it imports that prefix under a
+//! staging name (`localhost/halobox-staging:DIGEST12-K`), so a node unpacks
+//! layers while the rest arrive; the image's own import then reuses them
+//! and removes the staging names. The prefix's manifest and config are
+//! the only documents halobox writes (no tool imports part of an image).
 
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -55,6 +61,19 @@ pub struct Held {
     pub id: String,
 }
 
+/// A node's answer to `halobox image node-import`: what its engine holds
+/// now, and how many prefixes of the image it imported beside the stream
+/// before the image itself.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Imported {
+    /// The image.
+    #[serde(flatten)]
+    pub held: Held,
+    /// Prefixes staged beside the stream (0: the image was imported whole).
+    #[serde(default)]
+    pub staged: usize,
+}
+
 /// A node's answer to `halobox image node-held IMAGE`: what its engine
 /// holds under the name, if anything (the check [`prepare`] makes too,
 /// asked alone before the head exports anything).
@@ -88,6 +107,11 @@ pub struct Exported {
     pub files: Vec<ImageFile>,
     /// What the head's engine holds under the name.
     pub held: Option<Held>,
+    /// The layers' blobs (sha256 hex) in the manifest's order, base first:
+    /// the order the stream carries them in, so a node can import the
+    /// first layers while the rest arrive.
+    #[serde(default)]
+    pub layers: Vec<String>,
 }
 
 /// What one node is asked to prepare (the head's export).
@@ -152,6 +176,28 @@ fn config_of(manifest: &[u8]) -> Result<String, String> {
         .and_then(|d| d.as_str())
         .map(str::to_string)
         .ok_or_else(|| "the image's manifest names no config (a manifest list?)".to_string())
+}
+
+/// The layers (sha256 hex) a manifest lists, in order; none when one is
+/// not a sha256 digest.
+fn layers_of(manifest: &serde_json::Value) -> Option<Vec<String>> {
+    manifest
+        .get("layers")?
+        .as_array()?
+        .iter()
+        .map(|l| {
+            let d = l.get("digest")?.as_str()?.strip_prefix("sha256:")?;
+            cache::is_sha256(d).then(|| d.to_string())
+        })
+        .collect()
+}
+
+/// [`layers_of`] the manifest's bytes (none when they are not JSON).
+fn layers_in(manifest: &[u8]) -> Vec<String> {
+    serde_json::from_slice(manifest)
+        .ok()
+        .and_then(|m| layers_of(&m))
+        .unwrap_or_default()
 }
 
 /// What the engine holds under `image`, if anything (asked through its
@@ -261,6 +307,7 @@ pub fn export(store: &Path, image: &str) -> Result<Exported, String> {
         commit,
         files,
         held: held(image)?,
+        layers: layers_in(&manifest),
     })
 }
 
@@ -340,6 +387,7 @@ fn kept(store: &Path, digest: &str) -> Option<Exported> {
         commit: commit.to_string(),
         files: out,
         held: None,
+        layers: layers_in(&manifest),
     })
 }
 
@@ -470,8 +518,251 @@ pub fn import(store: &Path, image: &str, commit: &str, want: &Want) -> Result<He
             "{image} was loaded into docker as image {}, not {id}",
             now.id
         )),
-        _ => Ok(now),
+        Want::Digest(_) => {
+            // Every prefix staged beside a stream goes: the image stacks on
+            // this run's, and a stopped run's are of no more use.
+            unstage(&left_staged());
+            Ok(now)
+        }
+        Want::DockerId(_) => Ok(now),
     }
+}
+
+/// How often [`import_following`] looks at the store.
+const FOLLOW_POLL: Duration = Duration::from_millis(200);
+
+/// The image's manifest as the store holds it verified: its layers (hex,
+/// in order) and its config's hex.
+#[derive(Debug, Clone)]
+struct Layout {
+    manifest: serde_json::Value,
+    config: String,
+    layers: Vec<String>,
+}
+
+/// The manifest named `digest` (`sha256:…`) once it is in the store,
+/// hashed to its name; none before.
+fn layout(repo: &Repo, rec: &Record, digest: &str) -> Result<Option<Layout>, String> {
+    let hex = digest.strip_prefix("sha256:").unwrap_or(digest);
+    if !cache::is_sha256(hex) {
+        return Err(format!("{} is not a sha256 digest", cache::shown(digest)));
+    }
+    if !verified(repo, rec, hex) {
+        return Ok(None);
+    }
+    let bytes =
+        std::fs::read(repo.blob(hex)).map_err(|e| format!("{}: {e}", repo.blob(hex).display()))?;
+    let manifest: serde_json::Value = serde_json::from_slice(&bytes)
+        .map_err(|e| format!("the image's manifest is not JSON: {e}"))?;
+    let config = config_of(&bytes)?;
+    let layers = layers_of(&manifest)
+        .ok_or_else(|| "the image's manifest lists no sha256 layers".to_string())?;
+    let config = config
+        .strip_prefix("sha256:")
+        .filter(|c| cache::is_sha256(c))
+        .ok_or_else(|| {
+            format!(
+                "the image's config {} is not a sha256 digest",
+                cache::shown(&config)
+            )
+        })?
+        .to_string();
+    Ok(Some(Layout {
+        manifest,
+        config,
+        layers,
+    }))
+}
+
+/// The blob `hex` is in the store, recorded as hashed to its name and
+/// unchanged since.
+fn verified(repo: &Repo, rec: &Record, hex: &str) -> bool {
+    rec.fresh(hex, &repo.blob(hex)).as_deref() == Some(hex)
+}
+
+/// How many of the image's first layers (and its config) are in the store
+/// verified.
+fn verified_prefix(repo: &Repo, rec: &Record, l: &Layout) -> usize {
+    if !verified(repo, rec, &l.config) {
+        return 0;
+    }
+    l.layers
+        .iter()
+        .take_while(|h| verified(repo, rec, h))
+        .count()
+}
+
+/// The manifest and config of the image made of the first `k` layers of
+/// `l`: the same JSON, the layer list, `rootfs.diff_ids` and `history`
+/// cut after the `k`-th layer. No tool imports part of an image, so these
+/// two documents are made here; every layer stays the registry's blob.
+fn prefix_documents(l: &Layout, config: &[u8], k: usize) -> Result<(Vec<u8>, Vec<u8>), String> {
+    let mut c: serde_json::Value = serde_json::from_slice(config)
+        .map_err(|e| format!("the image's config is not JSON: {e}"))?;
+    if let Some(ids) = c
+        .pointer_mut("/rootfs/diff_ids")
+        .and_then(|v| v.as_array_mut())
+    {
+        ids.truncate(k);
+    }
+    if let Some(history) = c.get_mut("history").and_then(|v| v.as_array_mut()) {
+        let mut layers = 0;
+        let keep = history
+            .iter()
+            .take_while(|h| {
+                let before = layers;
+                if h.get("empty_layer").and_then(|e| e.as_bool()) != Some(true) {
+                    layers += 1;
+                }
+                before < k
+            })
+            .count();
+        history.truncate(keep);
+    }
+    let config = serde_json::to_vec(&c).map_err(|e| e.to_string())?;
+    let mut m = l.manifest.clone();
+    if let Some(layers) = m.get_mut("layers").and_then(|v| v.as_array_mut()) {
+        layers.truncate(k);
+    }
+    m["config"]["digest"] = format!("sha256:{}", sha_hex(&config)).into();
+    m["config"]["size"] = config.len().into();
+    let manifest = serde_json::to_vec(&m).map_err(|e| e.to_string())?;
+    Ok((manifest, config))
+}
+
+/// The name a prefix of `k` layers of the image `digest` is staged under.
+fn staging_name(digest: &str, k: usize) -> String {
+    format!("{STAGING}:{}-{k}", staging_tag(digest))
+}
+
+/// The repository prefixes are staged in.
+const STAGING: &str = "localhost/halobox-staging";
+
+/// The tag of the staged prefixes of the image `digest`, up to `-K`.
+fn staging_tag(digest: &str) -> String {
+    let hex = digest.strip_prefix("sha256:").unwrap_or(digest);
+    hex[..hex.len().min(12)].to_string()
+}
+
+/// Every staged prefix in the engine here: this run's, and those a stopped
+/// run left (its stream failed, or it was killed), of this image or another
+/// (a `localhost/` image exported again has another digest).
+fn left_staged() -> Vec<String> {
+    let tags = crate::engine::block_on(async {
+        let engine = crate::engine::connect(None).await?;
+        anyhow::Ok(engine.repository_tags(STAGING).await?)
+    });
+    match tags {
+        Ok(Ok(tags)) => tags
+            .into_iter()
+            .map(|(t, _)| format!("{STAGING}:{t}"))
+            .collect(),
+        _ => vec![],
+    }
+}
+
+/// Imports the image's first `k` layers into podman's storage as `name`
+/// (a `dir:` layout in a work folder of the store: the prefix's manifest
+/// and config, links to the layers' blobs).
+fn stage(store: &Path, l: &Layout, k: usize, name: &str) -> Result<(), String> {
+    let repo = Repo::new(store, ID);
+    let config = std::fs::read(repo.blob(&l.config))
+        .map_err(|e| format!("{}: {e}", repo.blob(&l.config).display()))?;
+    let (manifest, config) = prefix_documents(l, &config, k)?;
+    let work = tempfile::Builder::new()
+        .prefix("stage-")
+        .tempdir_in(store)
+        .map_err(|e| format!("{}: {e}", store.display()))?;
+    let dir = work.path();
+    let write = |name: &str, bytes: &[u8]| {
+        std::fs::write(dir.join(name), bytes)
+            .map_err(|e| format!("{}: {e}", dir.join(name).display()))
+    };
+    write("manifest.json", &manifest)?;
+    write(&sha_hex(&config), &config)?;
+    write("version", DIR_VERSION.as_bytes())?;
+    for hex in &l.layers[..k] {
+        std::os::unix::fs::symlink(repo.blob(hex), dir.join(hex))
+            .map_err(|e| format!("{}: {e}", dir.join(hex).display()))?;
+    }
+    skopeo(
+        &[
+            "copy",
+            "-q",
+            &format!("dir:{}", dir.display()),
+            &format!("containers-storage:{name}"),
+        ],
+        COPY_TIMEOUT,
+    )
+    .map(drop)
+}
+
+/// Removes the staging names `names`, each a name only: a prefix can be an
+/// image the engine holds already under another name (an older version of
+/// the image), which stays, and the image stacks on its layers.
+fn unstage(names: &[String]) {
+    if names.is_empty() {
+        return;
+    }
+    let _ = crate::engine::block_on(async {
+        let engine = crate::engine::connect(None).await?;
+        for name in names {
+            let _ = engine.untag(name).await;
+        }
+        anyhow::Ok(())
+    });
+}
+
+/// [`import`] as the blobs arrive (run beside the stream): into podman's
+/// storage each time more of the image's first layers are verified in the
+/// store, that prefix is imported under a staging name, so the unpacking
+/// goes on while the rest still streams; when every blob is there, the
+/// image itself is imported (its staged layers reused, not unpacked again)
+/// and the staging names removed ([`import`]). Docker loads the whole image at the end only. Runs until
+/// every blob is there: the caller stops it when the stream fails.
+pub fn import_following(
+    store: &Path,
+    image: &str,
+    commit: &str,
+    digest: &str,
+    want: &Want,
+) -> Result<Imported, String> {
+    let repo = Repo::new(store, ID);
+    let mut staged: Vec<String> = vec![];
+    let mut staged_k = 0;
+    let mut count = 0;
+    let done = loop {
+        let rec = Record::load(&record::path(store, &cache::folder_of(ID)));
+        if let Some(l) = layout(&repo, &rec, digest)? {
+            let k = verified_prefix(&repo, &rec, &l);
+            if k == l.layers.len() {
+                break import(store, image, commit, want);
+            }
+            if matches!(want, Want::Digest(_)) && k > staged_k {
+                staged_k = k;
+                let name = staging_name(digest, k);
+                match stage(store, &l, k, &name) {
+                    Ok(()) => {
+                        staged.push(name);
+                        count += 1;
+                    }
+                    Err(e) => {
+                        unstage(&staged);
+                        return Err(format!("staging the first {k} layer(s) of {image}: {e}"));
+                    }
+                }
+                continue;
+            }
+        }
+        std::thread::sleep(FOLLOW_POLL);
+    };
+    if done.is_err() {
+        unstage(&staged);
+    }
+    done.map(|held| Imported {
+        held,
+        staged: count,
+    })
 }
 
 #[cfg(test)]
@@ -549,6 +840,74 @@ mod tests {
         let repo = Repo::new(&store, ID);
         std::fs::write(repo.blob(&sha_hex(b"a layer")), b"another").unwrap();
         assert!(kept(&store, &digest).is_none());
+    }
+
+    #[test]
+    fn a_prefix_keeps_its_layers_diff_ids_and_history_only() {
+        let l = Layout {
+            manifest: serde_json::json!({
+                "schemaVersion": 2,
+                "config": {"digest": "sha256:old", "size": 1},
+                "layers": [{"digest": "sha256:x"}, {"digest": "sha256:y"}, {"digest": "sha256:z"}],
+            }),
+            config: "c".repeat(64),
+            layers: vec![],
+        };
+        let config = serde_json::to_vec(&serde_json::json!({
+            "architecture": "amd64",
+            "rootfs": {"type": "layers", "diff_ids": ["sha256:1", "sha256:2", "sha256:3"]},
+            "history": [
+                {"created_by": "a"},
+                {"created_by": "env", "empty_layer": true},
+                {"created_by": "b"},
+                {"created_by": "env2", "empty_layer": true},
+                {"created_by": "c"},
+            ],
+        }))
+        .unwrap();
+        let (m, c) = prefix_documents(&l, &config, 2).unwrap();
+        let m: serde_json::Value = serde_json::from_slice(&m).unwrap();
+        let cv: serde_json::Value = serde_json::from_slice(&c).unwrap();
+        assert_eq!(
+            cv["rootfs"]["diff_ids"],
+            serde_json::json!(["sha256:1", "sha256:2"])
+        );
+        let by: Vec<&str> = cv["history"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|h| h["created_by"].as_str().unwrap())
+            .collect();
+        assert_eq!(by, ["a", "env", "b"]);
+        assert_eq!(cv["architecture"], "amd64");
+        assert_eq!(m["layers"].as_array().unwrap().len(), 2);
+        assert_eq!(m["config"]["digest"], format!("sha256:{}", sha_hex(&c)));
+        assert_eq!(m["config"]["size"], c.len());
+    }
+
+    #[test]
+    fn the_verified_prefix_stops_at_the_first_layer_not_there() {
+        let d = tempfile::tempdir().unwrap();
+        let repo = Repo::new(d.path(), ID);
+        std::fs::create_dir_all(repo.blobs()).unwrap();
+        let rec_path = record::path(d.path(), &cache::folder_of(ID));
+        let mut rec = Record::load(&rec_path);
+        let mut put = |bytes: &[u8]| {
+            let sha = sha_hex(bytes);
+            std::fs::write(repo.blob(&sha), bytes).unwrap();
+            rec.note(&sha, &repo.blob(&sha), &sha).unwrap();
+            sha
+        };
+        let (config, l1, l3) = (put(b"{}"), put(b"one"), put(b"three"));
+        let l = Layout {
+            manifest: serde_json::json!({}),
+            config,
+            layers: vec![l1, sha_hex(b"two"), l3],
+        };
+        assert_eq!(verified_prefix(&repo, &rec, &l), 1);
+        // Without its config no layer counts.
+        std::fs::remove_file(repo.blob(&l.config)).unwrap();
+        assert_eq!(verified_prefix(&repo, &rec, &l), 0);
     }
 
     #[test]

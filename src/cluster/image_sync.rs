@@ -13,10 +13,11 @@
 //! ([`super::image_store::export`], over ssh as
 //! `halobox image node-export`), every node's store and engine read
 //! ([`super::image_store::prepare`], `node-prepare`), the plan (pure: [`plan`]),
-//! the chain (`image node-receive`/`node-send`), then the imports
-//! (`node-import`) only on nodes whose stream completed and verified: a
-//! node whose stream failed keeps its old image, and a rerun sends only
-//! what its store still lacks.
+//! the chain (`image node-receive`/`node-send`), and the imports
+//! (`node-import`): while the chain streams, on the nodes that receive
+//! nothing (the head), then on every node whose stream completed and
+//! verified: a node whose stream failed keeps its old image, and a rerun
+//! sends only what its store still lacks.
 
 use std::path::PathBuf;
 use std::time::Duration;
@@ -25,13 +26,13 @@ use anyhow::bail;
 use serde::Serialize;
 
 use super::config::{self, ClusterConfig, NodeBackend, NodeConfig};
-use super::image_store::{Exported, Held, HeldReply, ID, PrepareRequest, Prepared};
+use super::image_store::{Exported, Held, HeldReply, ID, Imported, PrepareRequest, Prepared};
 use super::run::{each_node, remote_node};
 use crate::error::UsageError;
 use crate::model::cache::ModelRef;
 use crate::model::plan::{self as model_plan, Plan as BlobPlan};
 use crate::model::sync as chain;
-use crate::remote::{self, Masters};
+use crate::remote::{self, Masters, STOP_GRACE};
 use crate::reporter::Reporter;
 use crate::units::format_bytes;
 
@@ -186,6 +187,15 @@ pub fn plan(
     blobs.send = (0..blobs.files.len())
         .filter(|k| blobs.targets.iter().any(|t| t.needs.contains(k)))
         .collect();
+    // The small files first, then the layers base first: a node imports
+    // the first layers while the rest still stream.
+    blobs.send.sort_by_key(|&k| {
+        exported
+            .layers
+            .iter()
+            .position(|l| *l == blobs.files[k].blob)
+            .map_or(0, |i| i + 1)
+    });
     Ok(ImagePlan {
         image: image.to_string(),
         digest: Some(exported.digest.clone()),
@@ -312,6 +322,9 @@ pub struct NodeOutcome {
     pub moved: u64,
     /// Seconds its stream took.
     pub seconds: f64,
+    /// Prefixes of the image it imported beside the stream, before the
+    /// image itself (the first layers, unpacked while the rest arrived).
+    pub staged: usize,
     /// The digests its engine holds now for the image's repository.
     pub digests: Vec<String>,
     /// The image id its engine holds now.
@@ -442,39 +455,127 @@ fn plan_from_facts(
     Ok(plan(image, &exported, labels, &prepared)?)
 }
 
+/// The `node-import` command for `node`; with `follow`, the one that runs
+/// beside the stream (`--follow`: it imports what arrived so far, then the
+/// image).
+fn import_cmd(
+    cfg: &ClusterConfig,
+    p: &ImagePlan,
+    node: &NodeConfig,
+    follow: bool,
+) -> Result<Vec<String>, String> {
+    let digest = p.digest.as_deref();
+    let (flag, want) = match digest {
+        _ if node.backend == NodeBackend::Docker => ("--docker-id", p.id.as_str()),
+        Some(d) => ("--digest", d),
+        None => return Err(format!("{}: no digest to import", node.label())),
+    };
+    let mut args = vec![
+        "node-import",
+        p.image.as_str(),
+        "--commit",
+        p.blobs.commit.as_str(),
+        flag,
+        want,
+    ];
+    match (follow, digest) {
+        (true, Some(d)) => args.extend(["--follow", d]),
+        (true, None) => return Err(format!("{}: no digest to follow", node.label())),
+        (false, _) => {}
+    }
+    Ok(node_cmd(cfg, &args))
+}
+
+/// What a finished `node-import` said: the image its engine holds now.
+fn imported(
+    cfg: &ClusterConfig,
+    masters: &Masters,
+    node: &NodeConfig,
+    done: &crate::proc::Finished,
+) -> Result<Imported, String> {
+    let what = "`halobox image node-import`";
+    if !done.status.is_some_and(|s| s.success()) {
+        return Err(remote_node(cfg, node)
+            .through(masters)
+            .error(what, done)
+            .to_string());
+    }
+    remote::last_json::<Imported>(
+        &format!("node {}", node.label()),
+        what,
+        &done.stdout,
+        &done.output,
+    )
+}
+
 /// Imports the image on every node `import` names; each one's result.
 fn import_all(
     cfg: &ClusterConfig,
     masters: &Masters,
     p: &ImagePlan,
     import: &[bool],
-) -> Vec<Result<Option<Held>, String>> {
-    let commit = p.blobs.commit.clone();
-    let what = "`halobox image node-import`";
+) -> Vec<Result<Option<Imported>, String>> {
     crate::fan_out::each(&cfg.nodes, |i, node| {
         if !import[i] {
             return Ok(None);
         }
-        let (flag, want) = match &p.digest {
-            _ if node.backend == NodeBackend::Docker => ("--docker-id", &p.id),
-            Some(d) => ("--digest", d),
-            None => return Err(format!("{}: no digest to import", node.label())),
-        };
-        let cmd = node_cmd(
-            cfg,
-            &["node-import", &p.image, "--commit", &commit, flag, want],
-        );
+        let cmd = import_cmd(cfg, p, node, false)?;
         let done = remote_node(cfg, node)
             .through(masters)
-            .run_ok(what, &cmd, IMPORT_TIMEOUT)
-            .map_err(|e| e.to_string())?;
-        remote::last_json::<Held>(
-            &format!("node {}", node.label()),
-            what,
-            &done.stdout,
-            &done.output,
-        )
-        .map(Some)
+            .spawn(&cmd)
+            .map_err(|e| e.to_string())?
+            .complete(IMPORT_TIMEOUT, STOP_GRACE);
+        imported(cfg, masters, node, &done).map(Some)
+    })
+}
+
+/// Starts the import beside the stream (`node-import --follow`) on every
+/// node `follow` names.
+fn start_following(
+    cfg: &ClusterConfig,
+    masters: &Masters,
+    p: &ImagePlan,
+    follow: &[bool],
+) -> Vec<Option<Result<crate::proc::Proc, String>>> {
+    cfg.nodes
+        .iter()
+        .zip(follow)
+        .map(|(node, &f)| {
+            f.then(|| {
+                let cmd = import_cmd(cfg, p, node, true)?;
+                remote_node(cfg, node)
+                    .through(masters)
+                    .spawn(&cmd)
+                    .map_err(|e| e.to_string())
+            })
+        })
+        .collect()
+}
+
+/// Each follower's result: waited for where its node's stream completed
+/// and verified (`ok[i]`), stopped (dropped: its import never finishes, the
+/// node keeps its old image) where it did not.
+fn finish_following(
+    cfg: &ClusterConfig,
+    masters: &Masters,
+    started: Vec<Option<Result<crate::proc::Proc, String>>>,
+    ok: &[bool],
+) -> Vec<Result<Option<Imported>, String>> {
+    let jobs: Vec<_> = started.into_iter().zip(ok).collect();
+    crate::fan_out::each(jobs, |i, (proc, &ok)| {
+        let node = &cfg.nodes[i];
+        match proc {
+            None => Ok(None),
+            Some(Err(e)) => Err(e),
+            Some(Ok(proc)) if ok => {
+                let done = proc.complete(IMPORT_TIMEOUT, STOP_GRACE);
+                imported(cfg, masters, node, &done).map(Some)
+            }
+            Some(Ok(proc)) => {
+                drop(proc);
+                Ok(None)
+            }
+        }
     })
 }
 
@@ -505,6 +606,7 @@ pub fn move_image(
             carried: 0,
             moved: 0,
             seconds: 0.0,
+            staged: 0,
             digests: n
                 .held
                 .as_ref()
@@ -521,8 +623,32 @@ pub fn move_image(
             nodes,
         });
     }
-    if !p.blobs.chain().is_empty() {
-        let outcomes = chain::run_family(cfg, masters, &p.blobs, 0, "image")?;
+    // Nodes whose store holds every blob already (the head, which
+    // exported it) import while the chain streams to the others, and each
+    // receiving node imports beside its stream, layer by layer as they
+    // arrive verified.
+    let early: Vec<bool> = p
+        .nodes
+        .iter()
+        .map(|n| n.import && n.blobs.is_empty())
+        .collect();
+    let follow: Vec<bool> = p
+        .nodes
+        .iter()
+        .map(|n| n.import && !n.blobs.is_empty())
+        .collect();
+    let following = start_following(cfg, masters, &p, &follow);
+    let (streamed, early_got) = std::thread::scope(|s| {
+        let imports = s.spawn(|| import_all(cfg, masters, &p, &early));
+        let streamed = if p.blobs.chain().is_empty() {
+            Ok(vec![])
+        } else {
+            chain::run_family(cfg, masters, &p.blobs, 0, "image")
+        };
+        (streamed, imports.join().expect("the early imports' thread"))
+    });
+    {
+        let outcomes = streamed?;
         for o in outcomes {
             let Some(n) = nodes.iter_mut().find(|n| n.label == o.label) else {
                 continue;
@@ -541,17 +667,19 @@ pub fn move_image(
             });
         }
     }
-    let import: Vec<bool> = p
-        .nodes
-        .iter()
-        .zip(&nodes)
-        .map(|(pn, n)| pn.import && n.error.is_none())
-        .collect();
-    for (n, got) in nodes.iter_mut().zip(import_all(cfg, masters, &p, &import)) {
+    let ok: Vec<bool> = nodes.iter().map(|n| n.error.is_none()).collect();
+    let followed = finish_following(cfg, masters, following, &ok);
+    let got_all = early_got
+        .into_iter()
+        .zip(followed)
+        .zip(&early)
+        .map(|((e, f), &was_early)| if was_early { e } else { f });
+    for (n, got) in nodes.iter_mut().zip(got_all) {
         match got {
-            Ok(Some(h)) => {
-                n.digests = h.digests;
-                n.id = Some(h.id);
+            Ok(Some(i)) => {
+                n.digests = i.held.digests;
+                n.id = Some(i.held.id);
+                n.staged = i.staged;
             }
             Ok(None) => {}
             Err(e) => n.error = Some(e),
@@ -642,6 +770,7 @@ mod tests {
                 })
                 .collect(),
             held: None,
+            layers: vec![blob('b'), blob('a')],
         }
     }
 
@@ -702,6 +831,26 @@ mod tests {
         assert!(text.contains("node b: holds it already"), "{text}");
         assert!(text.contains("node c: receives 3 blob(s), 30 B"), "{text}");
         assert!(text.contains("chain: node a -> node c"), "{text}");
+    }
+
+    #[test]
+    fn the_stream_carries_the_small_files_then_the_layers_base_first() {
+        let e = exported();
+        let nodes = [
+            node(&['d', 'c', 'a', 'b'], None, 1 << 40),
+            node(&[], None, 1 << 40),
+            node(&[], None, 1 << 40),
+        ];
+        let p = plan("reg:5000/x/y:v2", &e, &labels(), &nodes).unwrap();
+        let sent: Vec<&str> = p
+            .blobs
+            .send
+            .iter()
+            .map(|&k| p.blobs.files[k].blob.as_str())
+            .collect();
+        // The manifest's layers are b then a, whatever order the files are in.
+        assert_eq!(sent[2..], [blob('b').as_str(), blob('a').as_str()]);
+        assert!(sent[..2].contains(&blob('d').as_str()) && sent[..2].contains(&blob('c').as_str()));
     }
 
     #[test]

@@ -46,16 +46,20 @@ pub fn run(cmd: ImageCommand) -> anyhow::Result<ExitCode> {
             commit,
             digest,
             docker_id,
+            follow,
         } => {
             let want = match (digest, docker_id) {
                 (_, Some(id)) => image_store::Want::DockerId(id),
                 (Some(d), None) => image_store::Want::Digest(d),
                 (None, None) => anyhow::bail!("--digest or --docker-id is needed"),
             };
-            json(
-                &image_store::import(&store()?, &image, &commit, &want)
-                    .map_err(anyhow::Error::msg)?,
-            )
+            let store = store()?;
+            let imported = match follow {
+                Some(d) => image_store::import_following(&store, &image, &commit, &d, &want),
+                None => image_store::import(&store, &image, &commit, &want)
+                    .map(|held| image_store::Imported { held, staged: 0 }),
+            };
+            json(&imported.map_err(anyhow::Error::msg)?)
         }
     }
 }
