@@ -97,10 +97,16 @@ pub enum ImageCommand {
         /// Load it into docker instead, ending with this image id.
         #[arg(long)]
         docker_id: Option<String>,
-        /// Run beside the stream: wait for the blobs of this manifest
-        /// digest, importing the layers that arrived so far, then the image.
-        #[arg(long, value_name = "MANIFEST_DIGEST")]
-        follow: Option<String>,
+    },
+    /// (run by halobox on a node) Imports an image's first layers beside the stream, as they arrive.
+    #[command(
+        hide = true,
+        after_help = "Examples:\n  halobox image node-stage --digest sha256:D    (what `image sync` runs on each receiving node over ssh, beside the stream)"
+    )]
+    NodeStage {
+        /// The image's manifest digest.
+        #[arg(long)]
+        digest: String,
     },
 }
 

@@ -19,11 +19,11 @@
 //! store already holds and reports it with the engine's digest of the
 //! image, and [`import`] copies the complete snapshot into the engine with
 //! `--preserve-digests` and checks the digest it ends with.
-//! [`import_following`] runs beside the stream: each time more of the
+//! [`stage_following`] runs beside the stream: each time more of the
 //! image's first layers are there verified, it imports that prefix under a
 //! staging name (`localhost/halobox-staging:DIGEST12-K`), so a node unpacks
-//! layers while the rest arrive; the image's own import then reuses them
-//! and removes the staging names. The prefix's manifest and config are
+//! layers while the rest arrive; the image's own import, once the stream
+//! completed, reuses them and removes the staging names. The prefix's manifest and config are
 //! the only documents halobox writes (no tool imports part of an image).
 
 use std::path::{Path, PathBuf};
@@ -61,16 +61,11 @@ pub struct Held {
     pub id: String,
 }
 
-/// A node's answer to `halobox image node-import`: what its engine holds
-/// now, and how many prefixes of the image it imported beside the stream
-/// before the image itself.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Imported {
-    /// The image.
-    #[serde(flatten)]
-    pub held: Held,
-    /// Prefixes staged beside the stream (0: the image was imported whole).
-    #[serde(default)]
+/// A node's answer to `halobox image node-stage`: how many prefixes of the
+/// image it imported beside the stream ([`stage_following`]).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Staged {
+    /// Prefixes staged (0: the import unpacks the whole image).
     pub staged: usize,
 }
 
@@ -518,17 +513,17 @@ pub fn import(store: &Path, image: &str, commit: &str, want: &Want) -> Result<He
             "{image} was loaded into docker as image {}, not {id}",
             now.id
         )),
-        Want::Digest(_) => {
-            // Every prefix staged beside a stream goes: the image stacks on
-            // this run's, and a stopped run's are of no more use.
-            unstage(&left_staged());
+        Want::Digest(d) => {
+            // Its prefixes staged beside the stream go: the image stacks on
+            // their layers.
+            unstage(&left_staged(d));
             Ok(now)
         }
         Want::DockerId(_) => Ok(now),
     }
 }
 
-/// How often [`import_following`] looks at the store.
+/// How often [`stage_following`] looks at the store.
 const FOLLOW_POLL: Duration = Duration::from_millis(200);
 
 /// The image's manifest as the store holds it verified: its layers (hex,
@@ -644,17 +639,19 @@ fn staging_tag(digest: &str) -> String {
     hex[..hex.len().min(12)].to_string()
 }
 
-/// Every staged prefix in the engine here: this run's, and those a stopped
-/// run left (its stream failed, or it was killed), of this image or another
-/// (a `localhost/` image exported again has another digest).
-fn left_staged() -> Vec<String> {
+/// The staged prefixes of the image `digest` in the engine here: this
+/// run's, and those a stopped run of it left (its stream failed, or it was
+/// killed). Another image's are left alone: a run of it may be using them.
+fn left_staged(digest: &str) -> Vec<String> {
     let tags = crate::engine::block_on(async {
         let engine = crate::engine::connect(None).await?;
         anyhow::Ok(engine.repository_tags(STAGING).await?)
     });
+    let mine = format!("{}-", staging_tag(digest));
     match tags {
         Ok(Ok(tags)) => tags
             .into_iter()
+            .filter(|(t, _)| t.starts_with(&mine))
             .map(|(t, _)| format!("{STAGING}:{t}"))
             .collect(),
         _ => vec![],
@@ -682,8 +679,12 @@ fn stage(store: &Path, l: &Layout, k: usize, name: &str) -> Result<(), String> {
     write(&sha_hex(&config), &config)?;
     write("version", DIR_VERSION.as_bytes())?;
     for hex in &l.layers[..k] {
-        std::os::unix::fs::symlink(repo.blob(hex), dir.join(hex))
-            .map_err(|e| format!("{}: {e}", dir.join(hex).display()))?;
+        let link = dir.join(hex);
+        // A layer the manifest lists twice is one file.
+        if link.symlink_metadata().is_err() {
+            std::os::unix::fs::symlink(repo.blob(hex), &link)
+                .map_err(|e| format!("{}: {e}", link.display()))?;
+        }
     }
     skopeo(
         &[
@@ -713,56 +714,50 @@ fn unstage(names: &[String]) {
     });
 }
 
-/// [`import`] as the blobs arrive (run beside the stream): into podman's
-/// storage each time more of the image's first layers are verified in the
-/// store, that prefix is imported under a staging name, so the unpacking
-/// goes on while the rest still streams; when every blob is there, the
-/// image itself is imported (its staged layers reused, not unpacked again)
-/// and the staging names removed ([`import`]). Docker loads the whole image at the end only. Runs until
-/// every blob is there: the caller stops it when the stream fails.
-pub fn import_following(
-    store: &Path,
-    image: &str,
-    commit: &str,
-    digest: &str,
-    want: &Want,
-) -> Result<Imported, String> {
+/// Stages the image's first layers as the stream brings them (run beside
+/// it, `image node-stage`): each time more of them are in the store
+/// verified, that prefix is imported into podman's storage under a staging
+/// name, so the unpacking goes on while the rest still streams. Ends once
+/// every layer is there (the last one is left to [`import`], which reuses
+/// the staged ones and removes the staging names) or at the first thing
+/// that goes wrong (said on stderr: staging only saves time, [`import`]
+/// does the whole work without it); the caller stops it when the stream
+/// fails. How many prefixes it staged.
+pub fn stage_following(store: &Path, digest: &str) -> Staged {
     let repo = Repo::new(store, ID);
-    let mut staged: Vec<String> = vec![];
+    let mut staged = 0;
     let mut staged_k = 0;
-    let mut count = 0;
-    let done = loop {
+    loop {
         let rec = Record::load(&record::path(store, &cache::folder_of(ID)));
-        if let Some(l) = layout(&repo, &rec, digest)? {
-            let k = verified_prefix(&repo, &rec, &l);
-            if k == l.layers.len() {
-                break import(store, image, commit, want);
-            }
-            if matches!(want, Want::Digest(_)) && k > staged_k {
-                staged_k = k;
-                let name = staging_name(digest, k);
-                match stage(store, &l, k, &name) {
-                    Ok(()) => {
-                        staged.push(name);
-                        count += 1;
-                    }
-                    Err(e) => {
-                        unstage(&staged);
-                        return Err(format!("staging the first {k} layer(s) of {image}: {e}"));
-                    }
-                }
+        let l = match layout(&repo, &rec, digest) {
+            Ok(Some(l)) => l,
+            Ok(None) => {
+                std::thread::sleep(FOLLOW_POLL);
                 continue;
             }
+            Err(e) => {
+                eprintln!("warning: staging stopped, the import does the whole image: {e}");
+                break;
+            }
+        };
+        let k = verified_prefix(&repo, &rec, &l);
+        if verified(&repo, &rec, &l.config) && k == l.layers.len() {
+            break;
+        }
+        if k > staged_k {
+            staged_k = k;
+            if let Err(e) = stage(store, &l, k, &staging_name(digest, k)) {
+                eprintln!(
+                    "warning: staging the first {k} layer(s) failed, the import does the rest: {e}"
+                );
+                break;
+            }
+            staged += 1;
+            continue;
         }
         std::thread::sleep(FOLLOW_POLL);
-    };
-    if done.is_err() {
-        unstage(&staged);
     }
-    done.map(|held| Imported {
-        held,
-        staged: count,
-    })
+    Staged { staged }
 }
 
 #[cfg(test)]

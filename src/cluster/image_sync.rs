@@ -13,11 +13,12 @@
 //! ([`super::image_store::export`], over ssh as
 //! `halobox image node-export`), every node's store and engine read
 //! ([`super::image_store::prepare`], `node-prepare`), the plan (pure: [`plan`]),
-//! the chain (`image node-receive`/`node-send`), and the imports
-//! (`node-import`): while the chain streams, on the nodes that receive
-//! nothing (the head), then on every node whose stream completed and
-//! verified: a node whose stream failed keeps its old image, and a rerun
-//! sends only what its store still lacks.
+//! the chain (`image node-receive`/`node-send`) with, beside it, each
+//! receiving node staging the image's first layers as they arrive
+//! (`node-stage`), and the imports (`node-import`): while the chain
+//! streams, on the nodes that receive nothing (the head), then on every
+//! node whose stream completed and verified: a node whose stream failed
+//! keeps its old image, and a rerun sends only what its store still lacks.
 
 use std::path::PathBuf;
 use std::time::Duration;
@@ -26,7 +27,7 @@ use anyhow::bail;
 use serde::Serialize;
 
 use super::config::{self, ClusterConfig, NodeBackend, NodeConfig};
-use super::image_store::{Exported, Held, HeldReply, ID, Imported, PrepareRequest, Prepared};
+use super::image_store::{Exported, Held, HeldReply, ID, PrepareRequest, Prepared, Staged};
 use super::run::{each_node, remote_node};
 use crate::error::UsageError;
 use crate::model::cache::ModelRef;
@@ -455,127 +456,77 @@ fn plan_from_facts(
     Ok(plan(image, &exported, labels, &prepared)?)
 }
 
-/// The `node-import` command for `node`; with `follow`, the one that runs
-/// beside the stream (`--follow`: it imports what arrived so far, then the
-/// image).
-fn import_cmd(
-    cfg: &ClusterConfig,
-    p: &ImagePlan,
-    node: &NodeConfig,
-    follow: bool,
-) -> Result<Vec<String>, String> {
-    let digest = p.digest.as_deref();
-    let (flag, want) = match digest {
-        _ if node.backend == NodeBackend::Docker => ("--docker-id", p.id.as_str()),
-        Some(d) => ("--digest", d),
-        None => return Err(format!("{}: no digest to import", node.label())),
-    };
-    let mut args = vec![
-        "node-import",
-        p.image.as_str(),
-        "--commit",
-        p.blobs.commit.as_str(),
-        flag,
-        want,
-    ];
-    match (follow, digest) {
-        (true, Some(d)) => args.extend(["--follow", d]),
-        (true, None) => return Err(format!("{}: no digest to follow", node.label())),
-        (false, _) => {}
-    }
-    Ok(node_cmd(cfg, &args))
-}
-
-/// What a finished `node-import` said: the image its engine holds now.
-fn imported(
-    cfg: &ClusterConfig,
-    masters: &Masters,
-    node: &NodeConfig,
-    done: &crate::proc::Finished,
-) -> Result<Imported, String> {
-    let what = "`halobox image node-import`";
-    if !done.status.is_some_and(|s| s.success()) {
-        return Err(remote_node(cfg, node)
-            .through(masters)
-            .error(what, done)
-            .to_string());
-    }
-    remote::last_json::<Imported>(
-        &format!("node {}", node.label()),
-        what,
-        &done.stdout,
-        &done.output,
-    )
-}
-
 /// Imports the image on every node `import` names; each one's result.
 fn import_all(
     cfg: &ClusterConfig,
     masters: &Masters,
     p: &ImagePlan,
     import: &[bool],
-) -> Vec<Result<Option<Imported>, String>> {
+) -> Vec<Result<Option<Held>, String>> {
+    let commit = p.blobs.commit.clone();
+    let what = "`halobox image node-import`";
     crate::fan_out::each(&cfg.nodes, |i, node| {
         if !import[i] {
             return Ok(None);
         }
-        let cmd = import_cmd(cfg, p, node, false)?;
+        let (flag, want) = match &p.digest {
+            _ if node.backend == NodeBackend::Docker => ("--docker-id", &p.id),
+            Some(d) => ("--digest", d),
+            None => return Err(format!("{}: no digest to import", node.label())),
+        };
+        let cmd = node_cmd(
+            cfg,
+            &["node-import", &p.image, "--commit", &commit, flag, want],
+        );
         let done = remote_node(cfg, node)
             .through(masters)
-            .spawn(&cmd)
-            .map_err(|e| e.to_string())?
-            .complete(IMPORT_TIMEOUT, STOP_GRACE);
-        imported(cfg, masters, node, &done).map(Some)
+            .run_ok(what, &cmd, IMPORT_TIMEOUT)
+            .map_err(|e| e.to_string())?;
+        remote::last_json::<Held>(
+            &format!("node {}", node.label()),
+            what,
+            &done.stdout,
+            &done.output,
+        )
+        .map(Some)
     })
 }
 
-/// Starts the import beside the stream (`node-import --follow`) on every
-/// node `follow` names.
-fn start_following(
+/// Starts `image node-stage` beside the stream on every node `stage`
+/// names (podman nodes that receive blobs): none where it could not start
+/// (staging only saves time).
+fn start_staging(
     cfg: &ClusterConfig,
     masters: &Masters,
     p: &ImagePlan,
-    follow: &[bool],
-) -> Vec<Option<Result<crate::proc::Proc, String>>> {
+    stage: &[bool],
+) -> Vec<Option<crate::proc::Proc>> {
     cfg.nodes
         .iter()
-        .zip(follow)
-        .map(|(node, &f)| {
-            f.then(|| {
-                let cmd = import_cmd(cfg, p, node, true)?;
-                remote_node(cfg, node)
-                    .through(masters)
-                    .spawn(&cmd)
-                    .map_err(|e| e.to_string())
-            })
+        .zip(stage)
+        .map(|(node, &s)| {
+            let digest = p.digest.as_deref().filter(|_| s)?;
+            let cmd = node_cmd(cfg, &["node-stage", "--digest", digest]);
+            remote_node(cfg, node).through(masters).spawn(&cmd).ok()
         })
         .collect()
 }
 
-/// Each follower's result: waited for where its node's stream completed
-/// and verified (`ok[i]`), stopped (dropped: its import never finishes, the
-/// node keeps its old image) where it did not.
-fn finish_following(
-    cfg: &ClusterConfig,
-    masters: &Masters,
-    started: Vec<Option<Result<crate::proc::Proc, String>>>,
-    ok: &[bool],
-) -> Vec<Result<Option<Imported>, String>> {
+/// How many prefixes each node staged: waited for where its stream
+/// completed and verified (`ok[i]`: it ends once every layer is there),
+/// stopped (dropped) where it did not.
+fn finish_staging(started: Vec<Option<crate::proc::Proc>>, ok: &[bool]) -> Vec<usize> {
     let jobs: Vec<_> = started.into_iter().zip(ok).collect();
-    crate::fan_out::each(jobs, |i, (proc, &ok)| {
-        let node = &cfg.nodes[i];
-        match proc {
-            None => Ok(None),
-            Some(Err(e)) => Err(e),
-            Some(Ok(proc)) if ok => {
-                let done = proc.complete(IMPORT_TIMEOUT, STOP_GRACE);
-                imported(cfg, masters, node, &done).map(Some)
-            }
-            Some(Ok(proc)) => {
-                drop(proc);
-                Ok(None)
-            }
+    crate::fan_out::each(jobs, |_, (proc, &ok)| match proc {
+        Some(proc) if ok => {
+            let done = proc.complete(IMPORT_TIMEOUT, STOP_GRACE);
+            done.stdout
+                .lines()
+                .rev()
+                .find_map(|l| serde_json::from_str::<Staged>(l).ok())
+                .map_or(0, |s| s.staged)
         }
+        _ => 0,
     })
 }
 
@@ -625,19 +576,20 @@ pub fn move_image(
     }
     // Nodes whose store holds every blob already (the head, which
     // exported it) import while the chain streams to the others, and each
-    // receiving node imports beside its stream, layer by layer as they
-    // arrive verified.
+    // receiving podman node stages the image's first layers as they
+    // arrive verified; it imports the image once its stream completed.
     let early: Vec<bool> = p
         .nodes
         .iter()
         .map(|n| n.import && n.blobs.is_empty())
         .collect();
-    let follow: Vec<bool> = p
+    let stage: Vec<bool> = p
         .nodes
         .iter()
-        .map(|n| n.import && !n.blobs.is_empty())
+        .zip(&cfg.nodes)
+        .map(|(n, c)| n.import && !n.blobs.is_empty() && c.backend != NodeBackend::Docker)
         .collect();
-    let following = start_following(cfg, masters, &p, &follow);
+    let staging = start_staging(cfg, masters, &p, &stage);
     let (streamed, early_got) = std::thread::scope(|s| {
         let imports = s.spawn(|| import_all(cfg, masters, &p, &early));
         let streamed = if p.blobs.chain().is_empty() {
@@ -668,18 +620,27 @@ pub fn move_image(
         }
     }
     let ok: Vec<bool> = nodes.iter().map(|n| n.error.is_none()).collect();
-    let followed = finish_following(cfg, masters, following, &ok);
+    for (n, staged) in nodes.iter_mut().zip(finish_staging(staging, &ok)) {
+        n.staged = staged;
+    }
+    let late: Vec<bool> = p
+        .nodes
+        .iter()
+        .zip(&ok)
+        .zip(&early)
+        .map(|((pn, &ok), &e)| pn.import && !e && ok)
+        .collect();
+    let late_got = import_all(cfg, masters, &p, &late);
     let got_all = early_got
         .into_iter()
-        .zip(followed)
+        .zip(late_got)
         .zip(&early)
-        .map(|((e, f), &was_early)| if was_early { e } else { f });
+        .map(|((e, l), &was_early)| if was_early { e } else { l });
     for (n, got) in nodes.iter_mut().zip(got_all) {
         match got {
-            Ok(Some(i)) => {
-                n.digests = i.held.digests;
-                n.id = Some(i.held.id);
-                n.staged = i.staged;
+            Ok(Some(h)) => {
+                n.digests = h.digests;
+                n.id = Some(h.id);
             }
             Ok(None) => {}
             Err(e) => n.error = Some(e),

@@ -46,20 +46,19 @@ pub fn run(cmd: ImageCommand) -> anyhow::Result<ExitCode> {
             commit,
             digest,
             docker_id,
-            follow,
         } => {
             let want = match (digest, docker_id) {
                 (_, Some(id)) => image_store::Want::DockerId(id),
                 (Some(d), None) => image_store::Want::Digest(d),
                 (None, None) => anyhow::bail!("--digest or --docker-id is needed"),
             };
-            let store = store()?;
-            let imported = match follow {
-                Some(d) => image_store::import_following(&store, &image, &commit, &d, &want),
-                None => image_store::import(&store, &image, &commit, &want)
-                    .map(|held| image_store::Imported { held, staged: 0 }),
-            };
-            json(&imported.map_err(anyhow::Error::msg)?)
+            json(
+                &image_store::import(&store()?, &image, &commit, &want)
+                    .map_err(anyhow::Error::msg)?,
+            )
+        }
+        ImageCommand::NodeStage { digest } => {
+            json(&image_store::stage_following(&store()?, &digest))
         }
     }
 }
