@@ -523,6 +523,8 @@ pub fn import(store: &Path, image: &str, commit: &str, want: &Want) -> Result<He
     }
 }
 
+/// The niceness [`stage_following`] runs at.
+const STAGE_NICENESS: i32 = 10;
 /// How often [`stage_following`] looks at the store.
 const FOLLOW_POLL: Duration = Duration::from_millis(200);
 
@@ -724,6 +726,15 @@ fn unstage(names: &[String]) {
 /// does the whole work without it); the caller stops it when the stream
 /// fails. How many prefixes it staged.
 pub fn stage_following(store: &Path, digest: &str) -> Staged {
+    // Below the stream this node relays on to the next: the unpacking takes
+    // what CPU the relay leaves (skopeo inherits the niceness).
+    // SAFETY: setpriority changes this process's niceness, nothing else.
+    if unsafe { nix::libc::setpriority(nix::libc::PRIO_PROCESS, 0, STAGE_NICENESS) } != 0 {
+        eprintln!(
+            "warning: staging runs at the stream's priority: {}",
+            std::io::Error::last_os_error()
+        );
+    }
     let repo = Repo::new(store, ID);
     let mut staged = 0;
     let mut staged_k = 0;
