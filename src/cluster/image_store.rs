@@ -63,10 +63,13 @@ pub struct Held {
 
 /// A node's answer to `halobox image node-stage`: how many prefixes of the
 /// image it imported beside the stream ([`stage_following`]).
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Staged {
     /// Prefixes staged (0: the import unpacks the whole image).
     pub staged: usize,
+    /// Why staging stopped early or ran at the stream's priority, if it
+    /// did (the import does the rest).
+    pub warning: Option<String>,
 }
 
 /// A node's answer to `halobox image node-held IMAGE`: what its engine
@@ -722,21 +725,21 @@ fn unstage(names: &[String]) {
 /// name, so the unpacking goes on while the rest still streams. Ends once
 /// every layer is there (the last one is left to [`import`], which reuses
 /// the staged ones and removes the staging names) or at the first thing
-/// that goes wrong (said on stderr: staging only saves time, [`import`]
-/// does the whole work without it); the caller stops it when the stream
-/// fails. How many prefixes it staged.
+/// that goes wrong (said in [`Staged::warning`]: staging only saves time,
+/// [`import`] does the whole work without it); the caller stops it when
+/// the stream fails.
 pub fn stage_following(store: &Path, digest: &str) -> Staged {
+    let mut out = Staged::default();
     // Below the stream this node relays on to the next: the unpacking takes
     // what CPU the relay leaves (skopeo inherits the niceness).
     // SAFETY: setpriority changes this process's niceness, nothing else.
     if unsafe { nix::libc::setpriority(nix::libc::PRIO_PROCESS, 0, STAGE_NICENESS) } != 0 {
-        eprintln!(
-            "warning: staging runs at the stream's priority: {}",
+        out.warning = Some(format!(
+            "staging runs at the stream's priority: {}",
             std::io::Error::last_os_error()
-        );
+        ));
     }
     let repo = Repo::new(store, ID);
-    let mut staged = 0;
     let mut staged_k = 0;
     loop {
         let rec = Record::load(&record::path(store, &cache::folder_of(ID)));
@@ -747,7 +750,9 @@ pub fn stage_following(store: &Path, digest: &str) -> Staged {
                 continue;
             }
             Err(e) => {
-                eprintln!("warning: staging stopped, the import does the whole image: {e}");
+                out.warning = Some(format!(
+                    "staging stopped, the import does the whole image: {e}"
+                ));
                 break;
             }
         };
@@ -758,17 +763,17 @@ pub fn stage_following(store: &Path, digest: &str) -> Staged {
         if k > staged_k {
             staged_k = k;
             if let Err(e) = stage(store, &l, k, &staging_name(digest, k)) {
-                eprintln!(
-                    "warning: staging the first {k} layer(s) failed, the import does the rest: {e}"
-                );
+                out.warning = Some(format!(
+                    "staging the first {k} layer(s) failed, the import does the rest: {e}"
+                ));
                 break;
             }
-            staged += 1;
+            out.staged += 1;
             continue;
         }
         std::thread::sleep(FOLLOW_POLL);
     }
-    Staged { staged }
+    out
 }
 
 #[cfg(test)]

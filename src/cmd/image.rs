@@ -58,7 +58,11 @@ pub fn run(cmd: ImageCommand) -> anyhow::Result<ExitCode> {
             )
         }
         ImageCommand::NodeStage { digest } => {
-            json(&image_store::stage_following(&store()?, &digest))
+            let staged = image_store::stage_following(&store()?, &digest);
+            if let Some(w) = &staged.warning {
+                eprintln!("warning: {w}");
+            }
+            json(&staged)
         }
     }
 }
