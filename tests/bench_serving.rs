@@ -1282,7 +1282,8 @@ fn a_soak_passes_and_a_frozen_serve_fails_it_naming_the_stall() {
 /// 65534, through `setpriv`) on a free loopback port that answers like an
 /// OpenAI server (`/v1/models` lists a model, a completion streams a token)
 /// and appends every byte each connection sent it, then `|`, to `seen`
-/// (in a folder it may write). Stopped when dropped.
+/// (in a folder it may write) before it answers, so a client that got its
+/// answer finds its request recorded. Stopped when dropped.
 struct Squatter {
     child: Child,
     port: u16,
@@ -1305,7 +1306,7 @@ models = json.dumps({'object': 'list', 'data': [{'id': 'squat', 'object': 'model
 token = b'data: ' + json.dumps({'choices': [{'index': 0, 'text': 'x'}]}).encode() + b'\n\n'
 print('ready', flush=True)
 while True:
-    c, _ = s.accept(); c.settimeout(2); got = b''
+    c, _ = s.accept(); c.settimeout(2); got = b''; head = b''
     try:
         while b'\r\n\r\n' not in got:
             b = c.recv(4096)
@@ -1317,6 +1318,10 @@ while True:
             b = c.recv(4096)
             if not b: break
             body += b; got += b
+    except OSError:
+        pass
+    with open(sys.argv[2], 'ab') as f: f.write(got + b'|')
+    try:
         if head.startswith(b'GET /v1/models'):
             c.sendall(b'HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: %d\r\nConnection: close\r\n\r\n' % len(models) + models)
         elif head.startswith(b'POST /v1/completions'):
@@ -1325,7 +1330,7 @@ while True:
             c.sendall(b'HTTP/1.1 404 Not Found\r\nContent-Length: 0\r\nConnection: close\r\n\r\n')
     except OSError:
         pass
-    open(sys.argv[2], 'ab').write(got + b'|'); c.close()
+    c.close()
 "#;
         let port = free_port();
         let mut child = Command::new("setpriv")
