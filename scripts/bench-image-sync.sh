@@ -24,6 +24,14 @@
 # (goal >= 0.9), chain/model-sync throughput unthrottled (goal >= 0.9), old
 # way/image sync time (goal > 1), and the no-op's seconds (goal < 2).
 #
+# Each node is held to NODE_CPUS cores (default: this machine's cores over
+# its 4 nodes; a cpu cgroup per node with a CFS quota, holding the node's
+# sshd and engine and so every command run on it), so a node has the same
+# CPU in the 1-node run as in the 3-node one, as separate machines do.
+# NODE_CPUS=0 leaves them sharing every core: then the 3-node run's imports
+# take the CPU the 1-node run's import had to itself, and 3-node/1-node
+# measures this machine's cores rather than the chain.
+#
 # The test nodes share this machine's CPUs: unthrottled, every node's
 # sha256 and writes run on the same 2 cores, so both transfers are bound by
 # hashing. sha2 uses SHA-NI where the CPU has it (`grep -o sha_ni
@@ -34,8 +42,9 @@
 # about an eighth to a sixth; more is only reached by hashing several blobs
 # at once (not done yet).
 # Usage (as root): scripts/bench-image-sync.sh [SIZE_MB]
-#   LINK_RATE=RATE (tc's units: 1gbit, 400mbit); HALOBOX_BIN=path uses that
-#   binary instead of `cargo build --release`.
+#   LINK_RATE=RATE (tc's units: 1gbit, 400mbit); NODE_CPUS=CORES (0.5, or 0
+#   for no hold); HALOBOX_BIN=path uses that binary instead of `cargo build
+#   --release`.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 size_mb="${1:-512}"
@@ -46,6 +55,10 @@ case "$rate" in
   *) echo "error: LINK_RATE must be in gbit or mbit (e.g. 1gbit, 400mbit)" >&2; exit 2 ;;
 esac
 share="$(( mbit / 3 ))mbit"
+cpus=${NODE_CPUS:-$(echo "$(nproc) / 4" | bc -l)}
+quota=$(printf %.0f "$(echo "$cpus * 100000" | bc -l)")
+[ -d /sys/fs/cgroup/cpu ] || [ "$quota" -eq 0 ] \
+  || { echo "error: no cgroup v1 cpu controller at /sys/fs/cgroup/cpu to hold the nodes to NODE_CPUS=$cpus: run with NODE_CPUS=0" >&2; exit 1; }
 [ "$(id -u)" -eq 0 ] || { echo "error: run as root (it creates network namespaces)" >&2; exit 1; }
 for t in skopeo iperf3 tc bc; do
   command -v "$t" >/dev/null || { echo "error: $t is missing: bash scripts/engines/install.sh" >&2; exit 1; }
@@ -58,16 +71,41 @@ bin="$(realpath "$(bash scripts/release-bin.sh)")"
 tag="bi$$"
 n=203
 dir="$(mktemp -d)"
-trap 'bash scripts/netns/nodes.sh down "$tag" "$dir" >/dev/null 2>&1; rm -rf "$dir"' EXIT
+# The nodes' cpu cgroups (none when NODE_CPUS=0).
+cg() { echo "/sys/fs/cgroup/cpu/hb-$tag-$1"; }
+uncap() {
+  local x
+  for x in a b c d; do
+    [ -d "$(cg "$x")" ] || continue
+    for _ in 1 2 3 4 5; do rmdir "$(cg "$x")" 2>/dev/null && break; sleep 1; done
+  done
+}
+trap 'bash scripts/netns/nodes.sh down "$tag" "$dir" >/dev/null 2>&1; uncap; rm -rf "$dir"' EXIT
 HB_NODE_ENGINE=podman bash scripts/netns/nodes.sh up "$tag" "$n" "$dir" 9000 9000 9000 9000 >/dev/null
 sw="hb-$tag-sw"
 registry="10.77.$n.254:5000"
 image="$registry/bench/image-sync:1"
+if [ "$quota" -gt 0 ]; then
+  for x in a b c d; do
+    mkdir "$(cg "$x")"
+    echo "$quota" >"$(cg "$x")/cpu.cfs_quota_us"
+    for p in $(ip netns pids "hb-$tag-$x"); do
+      echo "$p" >"$(cg "$x")/cgroup.procs" 2>/dev/null || true
+    done
+  done
+fi
 
-# on NODE CMD...: CMD inside node NODE (its mount, PID and network namespaces).
+# on NODE CMD...: CMD inside node NODE (its mount, PID and network
+# namespaces, and its cpu cgroup).
 on() {
   local x=$1; shift
-  nsenter -t "$(cat "$dir/node_$x.pid")" -m -p -n -- env HOME=/root "$@"
+  if [ "$quota" -gt 0 ]; then
+    # shellcheck disable=SC2016
+    bash -c 'echo $$ >"$1/cgroup.procs" && shift && exec "$@"' on "$(cg "$x")" \
+      nsenter -t "$(cat "$dir/node_$x.pid")" -m -p -n -- env HOME=/root "$@"
+  else
+    nsenter -t "$(cat "$dir/node_$x.pid")" -m -p -n -- env HOME=/root "$@"
+  fi
 }
 
 # The image: two random layers on the distro image, pushed to the registry.
@@ -206,7 +244,7 @@ tnoop=$(sync_on "$dir/three.toml")
 [ "$(field "r['stream']")" = 0 ] || { echo "error: the second sync moved bytes" >&2; exit 1; }
 echo "second sync, every node holds it: $(printf %.2f "$tnoop") s"
 
-echo "binary: $bin; $(nproc) CPUs; sha_ni: $(grep -q sha_ni /proc/cpuinfo && echo yes || echo no)"
+echo "binary: $bin; $(nproc) CPUs; each node held to $([ "$quota" -gt 0 ] && printf '%.2f cores' "$cpus" || echo 'no share (every core)'); sha_ni: $(grep -q sha_ni /proc/cpuinfo && echo yes || echo no)"
 printf '3-node / 1-node sync time at %s: %.2fx\n' "$rate" "$(echo "$t3 / $t1" | bc -l)"
 printf '3-node / 1-node stream time at %s: %.2fx\n' "$rate" "$(echo "$s3 / $s1" | bc -l)"
 printf 'chain / iperf3 throughput at %s: %.2fx\n' "$rate" "$(echo "$chain_held * 8 / $iperf_bps" | bc -l)"

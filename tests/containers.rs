@@ -913,9 +913,22 @@ fn interactive_enter_has_a_tty_and_passes_the_exit_code() {
     tmux(&["send-keys", "-t", session, "stty size; ulimit -l", "Enter"]);
     wait_for("30 100");
     tmux(&["resize-window", "-t", session, "-x", "120", "-y", "40"]);
-    tmux(&["send-keys", "-t", session, "stty size; exit 5", "Enter"]);
+    // The new size travels from tmux's terminal to halobox (SIGWINCH) and
+    // on to the container's (the engine's resize call): a command typed at
+    // once can run before it arrives, so ask until it has.
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while !screen().contains("40 120") {
+        assert!(
+            Instant::now() < deadline,
+            "the container's terminal never became 40x120:\n{}",
+            screen()
+        );
+        tmux(&["send-keys", "-t", session, "stty size", "Enter"]);
+        std::thread::sleep(Duration::from_millis(500));
+    }
+    tmux(&["send-keys", "-t", session, "exit 5", "Enter"]);
     let s = wait_for("EXIT=5");
-    assert!(s.contains("40 120") && s.contains("8192"), "{s}");
+    assert!(s.contains("8192"), "{s}");
     let _ = tmux(&["kill-server"]);
     cleanup("podman", &[name]);
 }
