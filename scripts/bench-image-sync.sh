@@ -245,7 +245,7 @@ tnoop=$(sync_on "$dir/three.toml")
 [ "$(field "r['stream']")" = 0 ] || { echo "error: the second sync moved bytes" >&2; exit 1; }
 echo "second sync, every node holds it: $(printf %.2f "$tnoop") s"
 
-echo "binary: $bin; $(nproc) CPUs; each node held to $([ "$quota" -gt 0 ] && printf '%.2f cores' "$cpus" || echo 'no share (every core)'); sha_ni: $(grep -q sha_ni /proc/cpuinfo && echo yes || echo no)"
+echo "binary: $bin; $(nproc) CPUs; $([ "$quota" -gt 0 ] && printf 'each node held to %.2f cores' "$cpus" || echo 'the nodes share every core'); sha_ni: $(grep -q sha_ni /proc/cpuinfo && echo yes || echo no)"
 printf '3-node / 1-node sync time at %s: %.2fx\n' "$rate" "$(echo "$t3 / $t1" | bc -l)"
 printf '3-node / 1-node stream time at %s: %.2fx\n' "$rate" "$(echo "$s3 / $s1" | bc -l)"
 printf 'chain / iperf3 throughput at %s: %.2fx\n' "$rate" "$(echo "$chain_held * 8 / $iperf_bps" | bc -l)"
