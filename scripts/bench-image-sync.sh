@@ -100,12 +100,12 @@ fi
 # namespaces, and its cpu cgroup).
 on() {
   local x=$1; shift
+  local enter=(nsenter -t "$(cat "$dir/node_$x.pid")" -m -p -n -- env HOME=/root "$@")
   if [ "$quota" -gt 0 ]; then
     # shellcheck disable=SC2016
-    bash -c 'echo $$ >"$1/cgroup.procs" && shift && exec "$@"' on "$(cg "$x")" \
-      nsenter -t "$(cat "$dir/node_$x.pid")" -m -p -n -- env HOME=/root "$@"
+    bash -c 'echo $$ >"$1/cgroup.procs" && shift && exec "$@"' on "$(cg "$x")" "${enter[@]}"
   else
-    nsenter -t "$(cat "$dir/node_$x.pid")" -m -p -n -- env HOME=/root "$@"
+    "${enter[@]}"
   fi
 }
 
