@@ -299,12 +299,24 @@ impl Proc {
 
     /// [`Proc::spawn_with`] in the directory `cwd` (this process's when `None`).
     pub fn spawn_in(argv: &[String], cwd: Option<&Path>, capture: Capture) -> io::Result<Proc> {
+        Proc::start(argv, cwd, capture, false)
+    }
+
+    fn start(
+        argv: &[String],
+        cwd: Option<&Path>,
+        capture: Capture,
+        own_group: bool,
+    ) -> io::Result<Proc> {
         let (prog, args) = argv
             .split_first()
             .ok_or_else(|| io::Error::other("empty command"))?;
         let mut command = command(prog);
         if let Some(dir) = cwd {
             command.current_dir(dir);
+        }
+        if own_group {
+            std::os::unix::process::CommandExt::process_group(&mut command, 0);
         }
         let mut child = command
             .args(args)
@@ -537,6 +549,14 @@ pub fn run(argv: &[String], timeout: Duration) -> io::Result<Finished> {
     Ok(Proc::spawn(argv)?.wait(timeout))
 }
 
+/// [`run`] in a process group of its own: a signal to this process's group
+/// (Ctrl-C in a terminal, the remote guard's `kill 0`) does not reach it,
+/// so what it writes is never cut off halfway (an image committed into
+/// podman's storage). Only its own `timeout` kills it.
+pub fn run_apart(argv: &[String], timeout: Duration) -> io::Result<Finished> {
+    Ok(Proc::start(argv, None, Capture::LOCAL, true)?.wait(timeout))
+}
+
 /// Runs `argv` in `cwd` with `input` on its stdin (written by a thread,
 /// then closed), to completion within `timeout` (killed after it), its
 /// output kept as `capture` says. A child
@@ -642,6 +662,24 @@ mod tests {
         p.wait_for_line(|l| l == "ab", Duration::from_secs(5))
             .unwrap();
         assert_eq!(p.stdout(), "ab\n");
+    }
+
+    #[test]
+    fn run_apart_leads_a_process_group_of_its_own() {
+        let argv = ["sh", "-c", "echo $$ $(ps -o pgid= -p $$)"].map(String::from);
+        let done = run_apart(&argv, Duration::from_secs(10)).unwrap();
+        let ids: Vec<u32> = done
+            .stdout
+            .split_whitespace()
+            .map(|w| w.parse().unwrap())
+            .collect();
+        assert_eq!(ids.len(), 2, "{}", done.output);
+        assert_eq!(ids[0], ids[1], "not the leader of its own group");
+        assert_ne!(
+            ids[1],
+            nix::unistd::getpgrp().as_raw() as u32,
+            "in the caller's group"
+        );
     }
 
     #[test]

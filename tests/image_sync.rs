@@ -114,6 +114,32 @@ impl Cluster {
         Some((d.to_string(), format!("sha256:{id}")))
     }
 
+    /// What node `x`'s podman lists (every name, digest and ID), and what
+    /// it says when asked: for a failure's message.
+    fn images(&self, x: char) -> String {
+        let out = self
+            .nodes
+            .on_node(
+                x,
+                &[
+                    "podman",
+                    "images",
+                    "--all",
+                    "--digests",
+                    "--format",
+                    "{{.Repository}}:{{.Tag}} {{.Digest}} {{.ID}}",
+                ],
+            )
+            .output()
+            .unwrap();
+        format!(
+            "podman images on node {x} ({}):\n{}{}",
+            out.status,
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        )
+    }
+
     /// Limits what flows toward node `x` to `rate` (tc on the bridge
     /// port), or lifts the limit.
     fn throttle(&self, x: char, rate: Option<&str>) {
@@ -175,6 +201,22 @@ impl Cluster {
             .output()
             .unwrap())
     }
+}
+
+/// The halobox processes (as this machine sees them) whose arguments
+/// contain `args` (NUL-separated, as /proc/PID/cmdline holds them).
+fn halobox_pids(args: &str) -> Vec<u32> {
+    std::fs::read_dir("/proc")
+        .unwrap()
+        .flatten()
+        .filter_map(|e| e.file_name().to_str()?.parse::<u32>().ok())
+        .filter(|pid| {
+            std::fs::read_to_string(format!("/proc/{pid}/comm"))
+                .is_ok_and(|c| c.trim() == "halobox")
+                && std::fs::read(format!("/proc/{pid}/cmdline"))
+                    .is_ok_and(|c| String::from_utf8_lossy(&c).contains(args))
+        })
+        .collect()
 }
 
 /// The one item left.
@@ -316,9 +358,11 @@ fn the_image_travels_once_keeps_its_digest_and_survives_faults() {
     );
     for x in ['b', 'c'] {
         assert!(c.held(x, &c.v2).is_none(), "node {x} imported a damaged v2");
+        let v1 = c.held(x, &c.v1);
         assert!(
-            c.held(x, &c.v1).unwrap().0.contains(&digest),
-            "node {x} lost v1"
+            v1.as_ref().is_some_and(|(d, _)| d.contains(&digest)),
+            "node {x} lost v1 ({v1:?}): {}",
+            c.images(x)
         );
         let partials = c.sh(
             x,
@@ -464,6 +508,79 @@ fn the_image_travels_once_keeps_its_digest_and_survives_faults() {
         c.held('c', local).is_none(),
         "node c imported after its receiver died"
     );
+    // A run interrupted (SIGINT) while c imports a staged prefix into its
+    // podman storage: the import finishes (skopeo runs apart from the
+    // run's process group), the stager ends before its next prefix and
+    // takes its staging name, and c's storage stays readable (an image cut
+    // off before its manifest breaks `podman images` for every image).
+    c.throttle('c', Some("40mbit"));
+    let mut child = c
+        .spawn_sync(local, &[])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let importing = "^skopeo copy -q dir:.* containers-storage:localhost/halobox-staging";
+    let deadline = Instant::now() + Duration::from_secs(120);
+    while c
+        .nodes
+        .on_node('c', &["pgrep", "-f", importing])
+        .output()
+        .unwrap()
+        .stdout
+        .is_empty()
+    {
+        if Instant::now() > deadline || child.try_wait().unwrap().is_some() {
+            sigkill(&mut child);
+            panic!(
+                "node c imported no staged prefix: {}",
+                text(&child.wait_with_output().unwrap())
+            );
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    for pid in halobox_pids("image\0sync\0") {
+        ok(&Command::new("kill")
+            .args(["-INT", &pid.to_string()])
+            .output()
+            .unwrap());
+    }
+    let stopped = child.wait_with_output().unwrap();
+    c.throttle('c', None);
+    assert!(!stopped.status.success(), "{}", text(&stopped));
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while !c
+        .nodes
+        .on_node('c', &["pgrep", "-f", "^skopeo |image node-stage"])
+        .output()
+        .unwrap()
+        .stdout
+        .is_empty()
+    {
+        assert!(
+            Instant::now() < deadline,
+            "node c still imports a minute after the run stopped: {}",
+            c.sh('c', "ps -eo pid,pgid,stat,args")
+        );
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    let listed = c
+        .nodes
+        .on_node('c', &["podman", "images"])
+        .output()
+        .unwrap();
+    assert!(listed.status.success(), "{}", c.images('c'));
+    assert!(
+        c.held('c', &c.v2).is_some(),
+        "node c lost v2: {}",
+        c.images('c')
+    );
+    assert!(
+        c.held('c', local).is_none(),
+        "node c imported an unfinished stream"
+    );
+    c.no_staging_left();
+
     // The rerun: c's store holds every layer but the big one (last in the
     // stream), so c imports those first layers (a staged prefix) while the
     // big one still streams over its held link; the staging names are

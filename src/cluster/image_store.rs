@@ -143,11 +143,28 @@ pub struct Prepared {
 
 /// `skopeo ARGS` run to the end; its stdout, or an error naming what failed.
 fn skopeo(args: &[&str], timeout: Duration) -> Result<String, String> {
+    skopeo_with(crate::proc::run, args, timeout)
+}
+
+/// [`skopeo`] for a copy into podman's storage: in a process group of its
+/// own ([`crate::proc::run_apart`]), so a signal that stops halobox (the
+/// run killed, a failed stream's stager stopped) lets it finish. Cut off
+/// between creating the image and writing its manifest, it would leave an
+/// image that breaks `podman images` for every other image in the store.
+fn skopeo_into_storage(args: &[&str], timeout: Duration) -> Result<String, String> {
+    skopeo_with(crate::proc::run_apart, args, timeout)
+}
+
+fn skopeo_with(
+    run: fn(&[String], Duration) -> std::io::Result<crate::proc::Finished>,
+    args: &[&str],
+    timeout: Duration,
+) -> Result<String, String> {
     let argv: Vec<String> = std::iter::once("skopeo")
         .chain(args.iter().copied())
         .map(str::to_string)
         .collect();
-    let done = crate::proc::run(&argv, timeout).map_err(|e| {
+    let done = run(&argv, timeout).map_err(|e| {
         format!("cannot run skopeo: {e}\n  hint: install it (`apt-get install skopeo` or `dnf install skopeo`)")
     })?;
     if done.status.is_some_and(|s| s.success()) {
@@ -490,7 +507,7 @@ pub fn import(store: &Path, image: &str, commit: &str, want: &Want) -> Result<He
     }
     let src = format!("dir:{}", snap.display());
     match want {
-        Want::Digest(_) => skopeo(
+        Want::Digest(_) => skopeo_into_storage(
             &[
                 "copy",
                 "-q",
@@ -691,7 +708,7 @@ fn stage(store: &Path, l: &Layout, k: usize, name: &str) -> Result<(), String> {
                 .map_err(|e| format!("{}: {e}", link.display()))?;
         }
     }
-    skopeo(
+    skopeo_into_storage(
         &[
             "copy",
             "-q",
@@ -726,9 +743,11 @@ fn unstage(names: &[String]) {
 /// every layer is there (the last one is left to [`import`], which reuses
 /// the staged ones and removes the staging names) or at the first thing
 /// that goes wrong (said in [`Staged::warning`]: staging only saves time,
-/// [`import`] does the whole work without it); the caller stops it when
-/// the stream fails.
-pub fn stage_following(store: &Path, digest: &str) -> Staged {
+/// [`import`] does the whole work without it); the caller sets `stop`
+/// when the stream fails, and it then ends before its next prefix (the
+/// import under way finishes: skopeo runs in a process group of its own)
+/// and removes its staging names.
+pub fn stage_following(store: &Path, digest: &str, stop: &std::sync::atomic::AtomicBool) -> Staged {
     let mut out = Staged::default();
     // Below the stream this node relays on to the next: the unpacking takes
     // what CPU the relay leaves (skopeo inherits the niceness).
@@ -742,6 +761,12 @@ pub fn stage_following(store: &Path, digest: &str) -> Staged {
     let repo = Repo::new(store, ID);
     let mut staged_k = 0;
     loop {
+        if stop.load(std::sync::atomic::Ordering::Relaxed) {
+            // No import follows on this node: what it staged goes.
+            unstage(&left_staged(digest));
+            out.warning = Some("staging stopped: the stream did not complete".into());
+            break;
+        }
         let rec = Record::load(&record::path(store, &cache::folder_of(ID)));
         let l = match layout(&repo, &rec, digest) {
             Ok(Some(l)) => l,

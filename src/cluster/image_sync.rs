@@ -514,7 +514,9 @@ fn start_staging(
 
 /// How many prefixes each node staged: waited for where its stream
 /// completed and verified (`ok[i]`: it ends once every layer is there),
-/// stopped (dropped) where it did not.
+/// stopped where it did not (its stdin closed: the remote guard's SIGTERM
+/// ends it between two prefixes, and it is waited for so that no import
+/// into the node's storage is still under way when the run reports).
 fn finish_staging(started: Vec<Option<crate::proc::Proc>>, ok: &[bool]) -> Vec<usize> {
     let jobs: Vec<_> = started.into_iter().zip(ok).collect();
     crate::fan_out::each(jobs, |_, (proc, &ok)| match proc {
@@ -526,7 +528,11 @@ fn finish_staging(started: Vec<Option<crate::proc::Proc>>, ok: &[bool]) -> Vec<u
                 .find_map(|l| serde_json::from_str::<Staged>(l).ok())
                 .map_or(0, |s| s.staged)
         }
-        _ => 0,
+        Some(proc) => {
+            proc.finish(STOP_GRACE);
+            0
+        }
+        None => 0,
     })
 }
 

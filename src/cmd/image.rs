@@ -6,6 +6,8 @@
 use std::io::BufRead;
 use std::process::ExitCode;
 
+use anyhow::Context as _;
+
 use crate::cli::{AddLayerArgs, ImageCommand, ImageSyncArgs};
 use crate::cluster::{image_store, image_sync};
 use crate::image::add_layer;
@@ -58,7 +60,19 @@ pub fn run(cmd: ImageCommand) -> anyhow::Result<ExitCode> {
             )
         }
         ImageCommand::NodeStage { digest } => {
-            let staged = image_store::stage_following(&store()?, &digest);
+            // Stopped (the stream failed, the run was killed: the remote
+            // guard's SIGTERM), it ends between two prefixes, never inside
+            // an import.
+            let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+            for sig in [
+                signal_hook::consts::SIGTERM,
+                signal_hook::consts::SIGINT,
+                signal_hook::consts::SIGHUP,
+            ] {
+                signal_hook::flag::register(sig, std::sync::Arc::clone(&stop))
+                    .context("catching SIGTERM, SIGINT and SIGHUP")?;
+            }
+            let staged = image_store::stage_following(&store()?, &digest, &stop);
             if let Some(w) = &staged.warning {
                 eprintln!("warning: {w}");
             }
