@@ -19,7 +19,7 @@
 //! engines of scripts/engines/start.sh, skopeo and tc; a missing piece
 //! fails.
 
-use std::process::{Command, Output, Stdio};
+use std::process::{Child, Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
 use serde_json::Value;
@@ -114,6 +114,18 @@ impl Cluster {
         Some((d.to_string(), format!("sha256:{id}")))
     }
 
+    /// Whether a process whose arguments match `pattern` (`pgrep -f`) runs
+    /// on node `x`.
+    fn running(&self, x: char, pattern: &str) -> bool {
+        !self
+            .nodes
+            .on_node(x, &["pgrep", "-f", pattern])
+            .output()
+            .unwrap()
+            .stdout
+            .is_empty()
+    }
+
     /// What node `x`'s podman lists (every name, digest and ID), and what
     /// it says when asked: for a failure's message.
     fn images(&self, x: char) -> String {
@@ -201,6 +213,21 @@ impl Cluster {
             .output()
             .unwrap())
     }
+}
+
+/// Waits (for at most two minutes) until `seen` while the sync `child`
+/// still runs, and hands it back; else kills it and fails with `missing`
+/// and its output.
+fn while_it_runs(mut child: Child, missing: &str, mut seen: impl FnMut() -> bool) -> Child {
+    let deadline = Instant::now() + Duration::from_secs(120);
+    while !seen() {
+        if Instant::now() > deadline || child.try_wait().unwrap().is_some() {
+            sigkill(&mut child);
+            panic!("{missing}: {}", text(&child.wait_with_output().unwrap()));
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    child
 }
 
 /// The halobox processes (as this machine sees them) whose arguments
@@ -470,30 +497,20 @@ fn the_image_travels_once_keeps_its_digest_and_survives_faults() {
         .unwrap());
     let (_, head_id) = c.held('a', local).expect("the head's localhost image");
     c.throttle('c', Some("40mbit"));
-    let mut child = c
+    let sync = c
         .spawn_sync(local, &[])
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()
         .unwrap();
-    let deadline = Instant::now() + Duration::from_secs(120);
-    loop {
-        let n = c.sh(
+    let child = while_it_runs(sync, "node c wrote no partial file", || {
+        c.sh(
             'c',
             &format!("ls {STORE}/blobs 2>/dev/null | grep -c halobox-partial || true"),
-        );
-        if n.trim() != "0" {
-            break;
-        }
-        if Instant::now() > deadline || child.try_wait().unwrap().is_some() {
-            sigkill(&mut child);
-            panic!(
-                "node c wrote no partial file: {}",
-                text(&child.wait_with_output().unwrap())
-            );
-        }
-        std::thread::sleep(Duration::from_millis(50));
-    }
+        )
+        .trim()
+            != "0"
+    });
     std::thread::sleep(Duration::from_secs(1));
     let pid = c.receiver_pid('c').expect("the receiver on node c");
     ok(&Command::new("kill")
@@ -514,31 +531,18 @@ fn the_image_travels_once_keeps_its_digest_and_survives_faults() {
     // takes its staging name, and c's storage stays readable (an image cut
     // off before its manifest breaks `podman images` for every image).
     c.throttle('c', Some("40mbit"));
-    let mut child = c
+    let sync = c
         .spawn_sync(local, &[])
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()
         .unwrap();
-    let importing = "^skopeo copy -q dir:.* containers-storage:localhost/halobox-staging";
-    let deadline = Instant::now() + Duration::from_secs(120);
-    while c
-        .nodes
-        .on_node('c', &["pgrep", "-f", importing])
-        .output()
-        .unwrap()
-        .stdout
-        .is_empty()
-    {
-        if Instant::now() > deadline || child.try_wait().unwrap().is_some() {
-            sigkill(&mut child);
-            panic!(
-                "node c imported no staged prefix: {}",
-                text(&child.wait_with_output().unwrap())
-            );
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    }
+    let child = while_it_runs(sync, "node c imported no staged prefix", || {
+        c.running(
+            'c',
+            "^skopeo copy -q dir:.* containers-storage:localhost/halobox-staging",
+        )
+    });
     for pid in halobox_pids("image\0sync\0") {
         ok(&Command::new("kill")
             .args(["-INT", &pid.to_string()])
@@ -549,14 +553,7 @@ fn the_image_travels_once_keeps_its_digest_and_survives_faults() {
     c.throttle('c', None);
     assert!(!stopped.status.success(), "{}", text(&stopped));
     let deadline = Instant::now() + Duration::from_secs(60);
-    while !c
-        .nodes
-        .on_node('c', &["pgrep", "-f", "^skopeo |image node-stage"])
-        .output()
-        .unwrap()
-        .stdout
-        .is_empty()
-    {
+    while c.running('c', "^skopeo |image node-stage") {
         assert!(
             Instant::now() < deadline,
             "node c still imports a minute after the run stopped: {}",
