@@ -84,6 +84,15 @@ impl Cluster {
         self.nodes.on_node('a', &argv)
     }
 
+    /// `image sync` of `image` started, its output piped.
+    fn start_sync(&self, image: &str) -> Child {
+        self.spawn_sync(image, &[])
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap()
+    }
+
     fn sync(&self, image: &str, more: &[&str]) -> Output {
         self.spawn_sync(image, more).output().unwrap()
     }
@@ -497,13 +506,7 @@ fn the_image_travels_once_keeps_its_digest_and_survives_faults() {
         .unwrap());
     let (_, head_id) = c.held('a', local).expect("the head's localhost image");
     c.throttle('c', Some("40mbit"));
-    let sync = c
-        .spawn_sync(local, &[])
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let child = while_it_runs(sync, "node c wrote no partial file", || {
+    let child = while_it_runs(c.start_sync(local), "node c wrote no partial file", || {
         c.sh(
             'c',
             &format!("ls {STORE}/blobs 2>/dev/null | grep -c halobox-partial || true"),
@@ -531,18 +534,16 @@ fn the_image_travels_once_keeps_its_digest_and_survives_faults() {
     // takes its staging name, and c's storage stays readable (an image cut
     // off before its manifest breaks `podman images` for every image).
     c.throttle('c', Some("40mbit"));
-    let sync = c
-        .spawn_sync(local, &[])
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let child = while_it_runs(sync, "node c imported no staged prefix", || {
-        c.running(
-            'c',
-            "^skopeo copy -q dir:.* containers-storage:localhost/halobox-staging",
-        )
-    });
+    let child = while_it_runs(
+        c.start_sync(local),
+        "node c imported no staged prefix",
+        || {
+            c.running(
+                'c',
+                "^skopeo copy -q dir:.* containers-storage:localhost/halobox-staging",
+            )
+        },
+    );
     for pid in halobox_pids("image\0sync\0") {
         ok(&Command::new("kill")
             .args(["-INT", &pid.to_string()])
