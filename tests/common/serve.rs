@@ -425,7 +425,12 @@ impl Serving {
         );
         assert!((1..=4).contains(&count), "{count} nodes: 1 to 4");
         let specs = vec!["9000"; count];
-        let nodes = Nodes::up_with_engine(&specs, backend);
+        let nodes = if backend == "docker" {
+            let template = docker_template();
+            Nodes::up_docker_from(&specs, &template)
+        } else {
+            Nodes::up_with_engine(&specs, backend)
+        };
         let image = nodes
             .make_images("node-image.sh", HALOBOX)
             .last()
@@ -941,6 +946,18 @@ impl Serving {
         });
         fg
     }
+}
+
+/// The docker data root holding the node image unpacked
+/// (scripts/netns/docker-template.sh: made once, before the tests, by
+/// scripts/test.sh).
+fn docker_template() -> String {
+    let out = Command::new("bash")
+        .arg(Path::new(env!("CARGO_MANIFEST_DIR")).join("scripts/netns/docker-template.sh"))
+        .env("HALOBOX_BIN", HALOBOX)
+        .output()
+        .expect("run scripts/netns/docker-template.sh");
+    super::ok(&out).trim().to_string()
 }
 
 /// The completions `a` and `b` gave the same tokens and text, and some.
