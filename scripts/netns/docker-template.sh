@@ -40,7 +40,6 @@ port=5019
 cleanup() {
   [ -s "$work/dockerd.pid" ] && kill "$(cat "$work/dockerd.pid")" 2>/dev/null
   [ -n "${registry_pid:-}" ] && kill "$registry_pid" 2>/dev/null
-  for _ in $(seq 50); do [ -S "$work/docker.sock" ] || break; sleep 0.2; done
   return 0
 }
 trap cleanup EXIT
@@ -64,9 +63,10 @@ setsid dockerd --config-file "$work/daemon.json" >"$work/dockerd.log" 2>&1 </dev
 for _ in $(seq 150); do curl -sf -o /dev/null --unix-socket "$work/docker.sock" http://d/_ping && break; sleep 0.2; done
 docker -H "unix://$work/docker.sock" pull -q "$remote" >&2 \
   || { tail -n 20 "$work/dockerd.log" >&2; exit 1; }
-kill "$(cat "$work/dockerd.pid")"
-for _ in $(seq 100); do [ -S "$work/docker.sock" ] || break; sleep 0.2; done
-[ ! -S "$work/docker.sock" ] || { echo "error: the template's dockerd did not stop" >&2; exit 1; }
+pid=$(cat "$work/dockerd.pid")
+kill "$pid"
+for _ in $(seq 150); do kill -0 "$pid" 2>/dev/null || break; sleep 0.2; done
+! kill -0 "$pid" 2>/dev/null || { echo "error: the template's dockerd did not stop" >&2; exit 1; }
 mv "$work/root" "$dir"
 touch "$dir/.complete"
 rm -rf "$work"
