@@ -49,6 +49,8 @@ mkdir -p "$data"
 docker-registry serve "$work/registry.yml" >"$work/registry.log" 2>&1 &
 registry_pid=$!
 for _ in $(seq 100); do curl -sf -o /dev/null "http://127.0.0.1:$port/v2/" && break; sleep 0.1; done
+curl -sf -o /dev/null "http://127.0.0.1:$port/v2/" \
+  || { echo "error: the registry on 127.0.0.1:$port did not start: $(tail -n 5 "$work/registry.log")" >&2; exit 1; }
 remote=127.0.0.1:$port/halobox/node:$tag
 # The same check and copy as node-image.sh's push: the node sets then find
 # this manifest there and push nothing.
@@ -61,6 +63,8 @@ printf '{"data-root": "%s/root", "exec-root": "%s/exec", "pidfile": "%s/dockerd.
   "$work" "$work" "$work" "$work" "$port" >"$work/daemon.json"
 setsid dockerd --config-file "$work/daemon.json" >"$work/dockerd.log" 2>&1 </dev/null &
 for _ in $(seq 150); do curl -sf -o /dev/null --unix-socket "$work/docker.sock" http://d/_ping && break; sleep 0.2; done
+curl -sf -o /dev/null --unix-socket "$work/docker.sock" http://d/_ping \
+  || { echo "error: the template's dockerd did not start: $(tail -n 20 "$work/dockerd.log")" >&2; exit 1; }
 docker -H "unix://$work/docker.sock" pull -q "$remote" >&2 \
   || { tail -n 20 "$work/dockerd.log" >&2; exit 1; }
 pid=$(cat "$work/dockerd.pid")
